@@ -3,6 +3,9 @@
     python build.py                                    # single machine: ladders + BM25 state
     python build.py -m shard.index=0,1,2 shard.count=3 [hydra/launcher=submitit_slurm]   # map
     python build.py shard.count=3 shard.merge=true     # reduce: the same artifacts as one build
+
+MoGG graphs link nodes across shards and run the same two commands twice, ``shard.stage=nodes``
+(nodes + one node index) then ``shard.stage=knn`` (each shard's nodes against the full index).
 """
 
 import hydra

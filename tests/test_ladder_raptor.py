@@ -176,6 +176,42 @@ def test_summary_cache_hit_on_rebuild(tmp_path):
     assert [second.texts(j) for j in range(second.n_levels)] == [first.texts(j) for j in range(first.n_levels)]
 
 
+def test_hf_summarizer_tiny_llama_builds_tree(tmp_path):
+    """A local causal LM (tiny random Llama, from_pretrained files) summarizes clusters of a real tree."""
+    from test_readers import _build_tiny
+
+    from mogg.ladders.summarizers import HFCausalLMSummarizer
+
+    model = _build_tiny(tmp_path / "llm", chat_template=True, extra_words=tuple(VOCAB))
+    hf = HFCausalLMSummarizer(str(model), max_new_tokens=12, batch_size=3, max_tokens=10)
+    groups = [["w1 w2 w3.", "w4 w5."], ["w40 w41 w42 w43."], ["w7."] * 5]
+    out = hf.summarize(groups)
+    assert len(out) == 3 and all(isinstance(t, str) and count_tokens(t) <= 10 for t in out)
+    assert any(out) and hf.summarize(groups) == out  # greedy: deterministic
+    assert hf.summarize(groups[1:2]) == out[1:2]  # batching keeps each group's summary
+    assert hf.config()["name_or_path"] == str(model) and "prompt" in hf.config()
+    counted = _CountingWrap(hf)
+    lad = _builder(SummaryCache(counted, tmp_path / "cache")).build(_docs(12))
+    assert lad.n_levels >= 2 and counted.calls == sum(len(lad.levels[j]) for j in range(1, lad.n_levels))
+    for j in range(1, lad.n_levels):
+        assert all(isinstance(t, str) for t in lad.texts(j))
+    again = _builder(SummaryCache(counted, tmp_path / "cache")).build(_docs(12))
+    assert counted.calls == sum(len(lad.levels[j]) for j in range(1, lad.n_levels))  # all from the cache
+    assert [again.texts(j) for j in range(again.n_levels)] == [lad.texts(j) for j in range(lad.n_levels)]
+
+
+class _CountingWrap:
+    def __init__(self, inner):
+        self.inner, self.calls = inner, 0
+
+    def summarize(self, texts_groups, max_tokens=None):
+        self.calls += len(texts_groups)
+        return self.inner.summarize(texts_groups, max_tokens)
+
+    def config(self):
+        return self.inner.config()
+
+
 def test_save_load_roundtrip(tree, tmp_path):
     tree.save(tmp_path)
     back = Ladder.load(tmp_path)

@@ -39,13 +39,13 @@ MIRAGE = Path(__file__).resolve().parents[1].parent / "shared/data/mirage"
 # --------------------------------------------------------------------------- tiny HF model
 
 
-def _build_tiny(dirpath: Path, chat_template: bool) -> Path:
+def _build_tiny(dirpath: Path, chat_template: bool, extra_words: tuple[str, ...] = ()) -> Path:
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     words = ["<pad>", "<unk>", "<s>", "</s>", *"ABCDE", "answer", "is", "the", "yes", "no", "maybe",
-             "user", "system", "assistant", ":", ".", "{", "}", '"', "<", ">", "question", "document"]
+             "user", "system", "assistant", ":", ".", "{", "}", '"', "<", ">", "question", "document", *extra_words]
     tk = Tokenizer(models.WordLevel(vocab={w: i for i, w in enumerate(words)}, unk_token="<unk>"))
     tk.pre_tokenizer = pre_tokenizers.Whitespace()
     tk.decoder = decoders.WordPiece()

@@ -330,3 +330,27 @@ def test_bundled_minilm():
     assert emb[0] @ emb[1] > emb[0] @ emb[2] + 0.2
     path, local = resolve_model_path("minilm")
     assert local and path.endswith("model")
+
+
+# --------------------------------------------------------------------------- BM25 in parts
+@pytest.mark.parametrize("part_docs", [1, 37, 400, 10_000])
+def test_sharded_bm25_equals_single_index(tmp_path, part_docs):
+    """Parts with global statistics score every document bit for bit like one index (ids and scores)."""
+    from mogg.retrieval.bm25_sharded import ShardedBM25
+
+    rng = np.random.default_rng(part_docs)
+    vocab = [f"t{i}" for i in range(200)] + ["the", "of"]
+    texts = [" ".join(rng.choice(vocab, size=int(rng.integers(0, 25)))) for _ in range(900)]
+    queries = [" ".join(rng.choice(vocab, size=int(rng.integers(1, 6)))) for _ in range(120)] + ["", "unknownword"]
+    ref = BM25Retriever(backend="scipy").fit(texts).search(queries, 7)
+    sh = ShardedBM25(backend="scipy", part_docs=part_docs).fit(texts)
+    assert sh.n_parts == -(-900 // part_docs)
+    for r in (sh, _saved_and_loaded(sh, tmp_path)):
+        s, i = r.search(queries, 7)
+        assert np.array_equal(i, ref[1]) and np.array_equal(s, ref[0])
+    assert sh.search(queries, 0)[0].shape == (len(queries), 0)
+
+
+def _saved_and_loaded(r, d):
+    r.save(d)
+    return type(r).load(d)

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from conftest import ROOT, compose
 from hydra.utils import instantiate
 
@@ -65,3 +66,146 @@ def test_three_shards_through_submitit_local(tmp_path, mirage):
     got = search_levels(level_retrievers(lad2, instantiate(cfg.retriever), sharded, key2), questions, 3)
     assert np.array_equal(got.ids, ref.ids)
     assert np.array_equal(got.scores, ref.scores)
+
+
+# --------------------------------------------------------------------------- MoGG (two stages) and dense state
+class _Corpus:
+    """A corpus in memory (documents + fingerprint), enough for the shard tasks."""
+
+    def __init__(self, docs):
+        self.docs = docs
+
+    def documents(self):
+        return self.docs
+
+    def fingerprint(self):
+        return {"kind": "memory", "n": len(self.docs), "first": self.docs[0].id}
+
+
+class _HashEncoder:
+    dim = 12
+
+    def encode(self, texts, show_progress=False):
+        import hashlib
+
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            words = t.lower().replace(".", " ").split()
+            for w in words:  # bag of hashed words: similar texts get similar vectors
+                out[i, int(hashlib.md5(w.encode()).hexdigest()[:4], 16) % self.dim] += 1.0
+        return out
+
+    def config(self):
+        return {"name_or_path": "hash", "dim": self.dim}
+
+
+def _topic_docs(n=30, seed=0):
+    rng = np.random.default_rng(seed)
+    vocab = [f"term{i}" for i in range(50)]
+    return [Document(f"d{i}", "", " ".join(" ".join(rng.choice(vocab, size=int(rng.integers(3, 9)))).capitalize() + "."
+                                            for _ in range(int(rng.integers(1, 8))))) for i in range(n)]
+
+
+@pytest.mark.parametrize("similarity", ["bm25", "dense"])
+def test_graph_shards_equal_single_build(tmp_path, similarity):
+    from mogg.ladders.graph import GraphLadderBuilder
+    from mogg.sharding import build_graph_shard, merge_graph_shards
+
+    corpus = _Corpus(_topic_docs())
+    b = GraphLadderBuilder(k_graph=3, t_graph=0.1, hops=3, max_tokens=60, similarity=similarity,
+                           encoder=_HashEncoder() if similarity == "dense" else None, batch_size=7)
+    single = b.build(corpus.documents())
+    root = tmp_path / "a"
+    with pytest.raises(FileNotFoundError, match="not built"):
+        merge_graph_shards(corpus, b, "nodes", 3, root)
+    for i in range(3):
+        build_graph_shard(corpus, b, "nodes", i, 3, root)
+    with pytest.raises(FileNotFoundError, match="graph_index"):  # kNN before the node index exists
+        build_graph_shard(corpus, b, "knn", 0, 3, root)
+    merge_graph_shards(corpus, b, "nodes", 3, root)
+    dirs = [build_graph_shard(corpus, b, "knn", i, 3, root) for i in range(3)]
+    mtime = (dirs[1] / "manifest.json").stat().st_mtime_ns
+    assert build_graph_shard(corpus, b, "knn", 1, 3, root) == dirs[1]  # finished: skipped
+    assert (dirs[1] / "manifest.json").stat().st_mtime_ns == mtime
+    merged = merge_graph_shards(corpus, b, "knn", 3, root, make_retriever=BM25Retriever)
+    assert merged.units.text == single.units.text
+    assert len(single.arrays["edges"]) > 10
+    assert np.array_equal(merged.arrays["edges"], single.arrays["edges"])
+    assert np.array_equal(merged.arrays["edge_sim"], single.arrays["edge_sim"])
+    assert any(e[0] < 10 <= e[1] for e in single.arrays["edges"])  # edges do cross shard boundaries
+    for a, m in zip(single.levels, merged.levels):
+        assert (a.coverage != m.coverage).nnz == 0
+    # the merge wrote the single build's artifact: build_ladder loads it instead of rebuilding
+    lad, _ = build_ladder(corpus, b, root)
+    assert np.array_equal(lad.arrays["edges"], single.arrays["edges"])
+    assert len(list((root / "retriever").iterdir())) == single.n_levels
+
+
+def test_dense_mog_shards_merge_through_faiss(tmp_path):
+    from mogg.retrieval.dense import DenseRetriever
+    from mogg.sharding import build_shard, merge_shards
+
+    corpus = _Corpus(_topic_docs(25, seed=3))
+    b = MoGLadderBuilder(n_levels=3, document_level=True)
+    make = lambda: DenseRetriever(_HashEncoder(), backend="faiss")  # noqa: E731
+    single, key = build_ladder(corpus, b, tmp_path / "single")
+    queries = ["term1 term2 term3", "term40 term7", "term11"]
+    ref = search_levels(level_retrievers(single, make, tmp_path / "single", key), queries, 4)
+    root = tmp_path / "sharded"
+    for i in range(3):
+        build_shard(corpus, b, make, i, 3, root)
+    merge_shards(corpus, b, make, 3, root)
+    lad, key2 = build_ladder(corpus, b, root)
+    retrs = level_retrievers(lad, make, root, key2)
+    assert all(r._index is not None and r._index.ntotal == len(lad.levels[j]) for j, r in enumerate(retrs))  # faiss
+    got = search_levels(retrs, queries, 4)
+    assert np.array_equal(got.ids, ref.ids) and np.array_equal(got.scores, ref.scores)
+
+
+def test_mogg_two_stage_shards_through_build_py(tmp_path, mirage):
+    """The MoGG ladder built by build.py in 3 shards x 2 stages (Hydra multirun) is the single build's."""
+    common = [f"paths.data_dir={mirage.parent}", "corpus.sources.1.min_chars=300", "experiment=mogg",
+              f"paths.outputs={tmp_path / 'out'}"]
+    root = tmp_path / "sharded"
+    for stage in ("nodes", "knn"):
+        for extra in (["-m", "shard.index=0,1,2"], ["shard.merge=true"]):
+            args = [sys.executable, str(ROOT / "build.py"), *extra, "shard.count=3", f"shard.stage={stage}",
+                    f"paths.artifacts={root}", *common]
+            res = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=600)
+            assert res.returncode == 0, res.stderr[-3000:]
+    cfg = compose(common + [f"paths.artifacts={tmp_path / 'single'}"])
+    corpus, builder = instantiate(cfg.corpus), instantiate(cfg.ladders.mogg)
+    single = builder.build(corpus.documents())
+    merged, key = build_ladder(corpus, builder, root)  # loads the merged artifact
+    import json
+
+    from mogg.artifacts import artifact_dir
+    manifest = json.loads((artifact_dir(root, "ladder", key) / "manifest.json").read_text())
+    assert len(manifest["inputs"]["shards"]) == 3  # made by the kNN merge, not a fresh single build
+    assert np.array_equal(merged.arrays["edges"], single.arrays["edges"])
+    assert np.array_equal(merged.arrays["edge_sim"], single.arrays["edge_sim"])
+    for a, m in zip(single.levels, merged.levels):
+        assert (a.coverage != m.coverage).nnz == 0
+
+
+def test_bm25_parts_merge_holds_no_joint_postings(tmp_path):
+    """retriever=bm25_sharded: the merge keeps one BM25 part per shard (global statistics only joined)
+    and the merged artifact retrieves exactly like a single-machine BM25 index."""
+    from mogg.retrieval.bm25_sharded import ShardedBM25
+    from mogg.sharding import build_shard, merge_shards
+
+    corpus = _Corpus(_topic_docs(40, seed=5))
+    b = MoGLadderBuilder(n_levels=3, document_level=True)
+    single, key = build_ladder(corpus, b, tmp_path / "single")
+    queries = ["term1 term2 term3", "term40 term7", "term11", "nothing here"]
+    ref = search_levels(level_retrievers(single, lambda: BM25Retriever(backend="scipy"), tmp_path / "single", key), queries, 4)
+    root = tmp_path / "sharded"
+    make = lambda: ShardedBM25(backend="scipy")  # noqa: E731
+    for i in range(3):
+        build_shard(corpus, b, make, i, 3, root)
+    merge_shards(corpus, b, make, 3, root)
+    lad, key2 = build_ladder(corpus, b, root)
+    retrs = level_retrievers(lad, make, root, key2)  # loaded from the merged artifacts
+    assert all(isinstance(r, ShardedBM25) and r.n_parts == 3 for r in retrs)
+    got = search_levels(retrs, queries, 4)
+    assert np.array_equal(got.ids, ref.ids) and np.array_equal(got.scores, ref.scores)

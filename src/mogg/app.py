@@ -69,17 +69,26 @@ def ladder_policies(cfg: DictConfig, prep: Prepared) -> dict:
 
 def build(cfg: DictConfig) -> None:
     """``build.py``: build ladders and retriever state; with ``shard.*`` one shard or the merge."""
-    from mogg.sharding import build_shard, merge_shards
+    from mogg.sharding import build_graph_shard, build_shard, merge_graph_shards, merge_shards
 
     corpus = instantiate(cfg.corpus)
     artifacts = Path(cfg.paths.artifacts)
+    sh = cfg.shard
     for name, ladder_cfg in cfg.ladders.items():
         builder = instantiate(ladder_cfg)
         make_retriever = instantiate(cfg.retriever)
-        if cfg.shard.merge:
-            merge_shards(corpus, builder, make_retriever, cfg.shard.count, artifacts)
-        elif cfg.shard.index is not None:
-            build_shard(corpus, builder, make_retriever, cfg.shard.index, cfg.shard.count, artifacts)
+        staged = hasattr(builder, "knn_rows")  # graph ladders: nodes stage, then kNN stage
+        if staged and (sh.merge or sh.index is not None):
+            if sh.merge:
+                merge_graph_shards(corpus, builder, sh.stage, sh.count, artifacts, make_retriever)
+            else:
+                build_graph_shard(corpus, builder, sh.stage, sh.index, sh.count, artifacts)
+        elif sh.stage != "nodes":
+            raise ValueError(f"shard.stage={sh.stage!r} applies to graph ladders only ({name} is {builder.method!r})")
+        elif sh.merge:
+            merge_shards(corpus, builder, make_retriever, sh.count, artifacts)
+        elif sh.index is not None:
+            build_shard(corpus, builder, make_retriever, sh.index, sh.count, artifacts)
         else:
             from mogg.pipeline import build_ladder
             from mogg.retrieval.hits import level_retrievers

@@ -24,7 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from mogg.data.records import Document
-from mogg.ladders.base import Ladder, Level
+from mogg.ladders.base import Ladder, Level, Units
 from mogg.ladders.mog import MoGLadderBuilder
 from mogg.retrieval.bm25 import BM25Retriever
 from mogg.retrieval.dense import DenseRetriever
@@ -53,10 +53,11 @@ def _scatter_topk(rows, cols, sims, n_rows: int, k: int) -> tuple[np.ndarray, np
     return out_s, out_i
 
 
-def bm25_self_scores(retriever: BM25Retriever, queries: sp.csr_matrix) -> np.ndarray:
-    """s(v, v) for node-queries ``queries`` [U, V] against the index of the same nodes: float64 [U]."""
-    # sum_t Q[v, t] * W[t, v]: elementwise product with W^T [U, V], no [U, U] product needed.
-    return np.asarray(queries.multiply(retriever.weights.T.tocsr()).sum(axis=1), dtype=np.float64).ravel()
+def bm25_self_scores(retriever: BM25Retriever, queries: sp.csr_matrix, offset: int = 0) -> np.ndarray:
+    """s(v, v) for node-queries ``queries`` [Uq, V] (nodes ``offset..offset+Uq-1`` of the index): float64 [Uq]."""
+    # sum_t Q[v, t] * W[t, offset + v]: elementwise product with rows of W^T, no [Uq, U] product needed.
+    w_t = retriever.weights.T.tocsr()[offset : offset + queries.shape[0]]
+    return np.asarray(queries.multiply(w_t).sum(axis=1), dtype=np.float64).ravel()
 
 
 def _split_essential(q: sp.csr_matrix, max_w: np.ndarray, budget: np.ndarray):
@@ -112,7 +113,7 @@ def _top_terms(q: sp.csr_matrix, max_w: np.ndarray, m: int) -> sp.csr_matrix:
     return out
 
 
-def _kth_lower_bound(q_all, w, keys, k: int, batch_size: int, max_w: np.ndarray) -> np.ndarray:
+def _kth_lower_bound(q_all, w, keys, k: int, batch_size: int, max_w: np.ndarray, offset: int = 0) -> np.ndarray:
     """A lower bound on every node's k-th best neighbour score (float64 [U], 0 when unknown).
 
     Candidates from the 2 most selective query terms (short postings), up to 2k of them with a
@@ -131,7 +132,7 @@ def _kth_lower_bound(q_all, w, keys, k: int, batch_size: int, max_w: np.ndarray)
         row_max = np.zeros(stop - start, dtype=np.float32)
         nonempty = np.diff(prod.indptr) > 0
         row_max[nonempty] = np.maximum.reduceat(prod.data, prod.indptr[:-1][nonempty])
-        ok = (cols != start + rows) & (prod.data >= 0.5 * row_max[rows])
+        ok = (cols != offset + start + rows) & (prod.data >= 0.5 * row_max[rows])
         rows, cols = rows[ok], cols[ok]
         first = segment_rank(rows) < 2 * k
         rows, cols = rows[first], cols[first]
@@ -142,8 +143,12 @@ def _kth_lower_bound(q_all, w, keys, k: int, batch_size: int, max_w: np.ndarray)
 
 
 def bm25_knn(texts: Sequence[str], k: int, min_sim: float = 0.0, batch_size: int = 2048,
-             timings: dict | None = None, retriever: BM25Retriever | None = None):
+             timings: dict | None = None, retriever: BM25Retriever | None = None, offset: int = 0):
     """Every node as a BM25 query against all nodes: top-``k`` neighbours, self excluded.
+
+    ``texts`` are the query nodes. Without ``retriever`` they are also the index; with one (an
+    index over all nodes, e.g. merged from shards) ``texts[i]`` is node ``offset + i`` of it, so a
+    shard's nodes search the full graph and the rows concatenate to the single-machine result.
 
     Returns ``(sim float32 [U, k], ids int64 [U, k])``, rows by (-sim, id), -inf / -1 padding. Only
     neighbours with a positive score and ``sim = s(v, u) / s(v, v) >= min_sim`` are kept (filtering
@@ -152,17 +157,21 @@ def bm25_knn(texts: Sequence[str], k: int, min_sim: float = 0.0, batch_size: int
     bar, and a max-score split (:func:`_split_essential`) draws candidates from few query terms.
     """
     t0 = time.perf_counter()
+    if retriever is None and offset:
+        raise ValueError("offset needs the retriever (index) that holds all nodes")
     r = retriever if retriever is not None else BM25Retriever(backend="scipy").fit(texts)
-    q_all = r.query_matrix(texts)  # [U, V] term counts
-    self_s = bm25_self_scores(r, q_all)  # [U]
+    if offset < 0 or offset + len(texts) > r.n_docs:
+        raise ValueError(f"query nodes {offset}..{offset + len(texts)} outside the index of {r.n_docs} nodes")
+    q_all = r.query_matrix(texts)  # [Uq, V] term counts
+    self_s = bm25_self_scores(r, q_all, offset)  # [Uq]
     w = r.weights.tocsr()  # [V, U]
     w.sort_indices()
     n = len(texts)
-    bar = np.zeros(n)  # [U] score a neighbour must reach (0: any positive score)
+    bar = np.zeros(n)  # [Uq] score a neighbour must reach (0: any positive score)
     if min_sim > 0:
         max_w = np.asarray(w.max(axis=1).toarray(), dtype=np.float64).ravel()  # [V]
-        keys = np.repeat(np.arange(w.shape[0], dtype=np.int64), np.diff(w.indptr)) * n + w.indices
-        bar = np.maximum(min_sim * self_s, _kth_lower_bound(q_all, w, keys, k, batch_size, max_w))
+        keys = np.repeat(np.arange(w.shape[0], dtype=np.int64), np.diff(w.indptr)) * w.shape[1] + w.indices
+        bar = np.maximum(min_sim * self_s, _kth_lower_bound(q_all, w, keys, k, batch_size, max_w, offset))
         ess, nes, rest_ub = _split_essential(q_all, max_w, _REST_SHARE * bar)
     else:
         ess, nes, rest_ub, keys = q_all, None, np.zeros(n), None
@@ -175,7 +184,7 @@ def bm25_knn(texts: Sequence[str], k: int, min_sim: float = 0.0, batch_size: int
         rows = np.repeat(np.arange(stop - start), np.diff(prod.indptr))
         cols = prod.indices.astype(np.int64)
         # The rest terms add at most rest_ub: drop candidates that cannot reach the bar.
-        ok = (prod.data + rest_ub[start + rows] >= bar[start + rows] * (1 - 1e-6)) & (cols != start + rows)
+        ok = (prod.data + rest_ub[start + rows] >= bar[start + rows] * (1 - 1e-6)) & (cols != offset + start + rows)
         rows, cols, score = rows[ok], cols[ok], prod.data[ok].astype(np.float64)
         own = self_s[start + rows]
         if nes is not None:
@@ -193,17 +202,24 @@ def bm25_knn(texts: Sequence[str], k: int, min_sim: float = 0.0, batch_size: int
 
 
 def dense_knn(embeddings: np.ndarray, k: int, min_sim: float = -1.0, batch_size: int = 2048,
-              backend: str = "faiss", timings: dict | None = None):
-    """Cosine kNN of every embedding [U, d] among all, self excluded; same contract as :func:`bm25_knn`."""
+              backend: str = "faiss", timings: dict | None = None, index_embeddings: np.ndarray | None = None,
+              offset: int = 0):
+    """Cosine kNN of every embedding [Uq, d] among all, self excluded; same contract as :func:`bm25_knn`.
+
+    With ``index_embeddings`` [U, d] (all nodes), row i of ``embeddings`` is node ``offset + i``.
+    """
     t0 = time.perf_counter()
-    r = DenseRetriever(None, backend=backend, batch_size=batch_size).fit_embeddings(embeddings)
+    index = embeddings if index_embeddings is None else index_embeddings
+    if offset < 0 or offset + len(embeddings) > len(index):
+        raise ValueError(f"query nodes {offset}..{offset + len(embeddings)} outside the index of {len(index)} nodes")
+    r = DenseRetriever(None, backend=backend, batch_size=batch_size).fit_embeddings(index)
     t1 = time.perf_counter()
-    s, i = r.search_embeddings(embeddings, k + 1)  # [U, k+1]: self is usually among them
+    s, i = r.search_embeddings(embeddings, k + 1)  # [Uq, k+1]: self is usually among them
     n = len(s)
     rows = np.repeat(np.arange(n), k + 1)
     s, i = s.ravel(), i.ravel()
     # Drop self and padding; exact duplicates with lower ids may push self out: then k+1 remain.
-    ok = (i >= 0) & (i != rows) & (s.astype(np.float64) >= min_sim)
+    ok = (i >= 0) & (i != offset + rows) & (s.astype(np.float64) >= min_sim)
     out = _scatter_topk(rows[ok], i[ok], s[ok], n, k)
     if timings is not None:
         timings["indexing"] = timings.get("indexing", 0.0) + t1 - t0
@@ -332,33 +348,46 @@ class GraphLadderBuilder:
             "encoder": self.encoder.config() if self.similarity == "dense" else None,
         }
 
-    def knn(self, texts: Sequence[str], timings: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Top-``k_graph`` neighbours of every node with sim >= ``t_graph``: (float32 [U, k], int64 [U, k])."""
+    def knn(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k_graph`` neighbours of every node with sim >= ``t_graph``: (float32 [U, k], int64 [U, k]).
+
+        The same two steps as a sharded build (index all nodes, then search rows), so both agree bit for bit.
+        """
+        t0 = time.perf_counter()
+        index = self.node_index().fit(texts)  # dense: encodes the nodes
+        self.timings["encoding" if self.similarity == "dense" else "indexing"] = time.perf_counter() - t0
+        return self.knn_rows(index, texts, 0)
+
+    def node_index(self):
+        """An unfitted index over nodes for this similarity: BM25 (as :func:`bm25_knn` fits it) or dense."""
         if self.similarity == "bm25":
-            return bm25_knn(texts, self.k_graph, self.t_graph, self.batch_size, timings)
-        t0 = time.perf_counter()
-        emb = self.encoder.encode(list(texts))
-        if timings is not None:
-            timings["encoding"] = time.perf_counter() - t0
-        return dense_knn(emb, self.k_graph, self.t_graph, self.batch_size, timings=timings)
+            return BM25Retriever(backend="scipy", batch_size=self.batch_size)
+        return DenseRetriever(self.encoder, batch_size=self.batch_size)
 
-    def build_graph(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Edge list of the node graph: (edges int64 [E, 2], i < j; edge_sim float32 [E])."""
-        sim, ids = self.knn(texts, self.timings)
-        t0 = time.perf_counter()
-        edges, edge_sim = knn_edges(sim, ids, self.t_graph)
-        self.timings["edge_filter"] = time.perf_counter() - t0
-        return edges, edge_sim
+    def knn_rows(self, index, texts: Sequence[str], offset: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """kNN rows of nodes ``offset .. offset + len(texts) - 1`` against ``index`` (fitted over all nodes).
 
-    def build(self, documents: Sequence[Document], show_progress: bool = False) -> Ladder:
-        """Nodes, graph and hop levels for ``documents``."""
-        self.timings = {}
-        t0 = time.perf_counter()
+        Concatenating the rows of consecutive ranges gives :meth:`knn` of all nodes (a sharded build).
+        """
+        if self.similarity == "bm25":
+            return bm25_knn(texts, self.k_graph, self.t_graph, self.batch_size, self.timings,
+                            retriever=index, offset=offset)
+        q = index.embeddings[offset : offset + len(texts)]  # the index stores the nodes' embeddings
+        return dense_knn(q, self.k_graph, self.t_graph, self.batch_size, timings=self.timings,
+                         index_embeddings=index.embeddings, offset=offset)
+
+    def nodes(self, documents: Sequence[Document], show_progress: bool = False) -> Units:
+        """The graph's nodes: ``node_sentences``-sentence groups of each document, in corpus order."""
         units = MoGLadderBuilder("sentences", self.node_sentences, n_levels=1).units(documents, show_progress)
         if len(units) == 0:
             raise ValueError("cannot build a graph ladder over zero nodes (empty corpus?)")
-        self.timings["nodes"] = time.perf_counter() - t0
-        edges, edge_sim = self.build_graph(units.text)
+        return units
+
+    def ladder_from_knn(self, units: Units, sim: np.ndarray, ids: np.ndarray) -> Ladder:
+        """Edges from kNN rows [U, k] of all nodes, then the hop levels: the MoGG ladder."""
+        t0 = time.perf_counter()
+        edges, edge_sim = knn_edges(sim, ids, self.t_graph)
+        self.timings["edge_filter"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         tokens = np.fromiter((count_tokens(t) for t in units.text), dtype=np.int64, count=len(units))
         levels = hop_levels(adjacency(edges, len(units)), tokens, self.hops, self.max_tokens)
@@ -369,3 +398,12 @@ class GraphLadderBuilder:
         meta = {**self.config(), "n_edges": int(len(edges))}
         return Ladder(method=self.method, units=units, levels=levels, meta=meta,
                       arrays={"edges": edges, "edge_sim": edge_sim})
+
+    def build(self, documents: Sequence[Document], show_progress: bool = False) -> Ladder:
+        """Nodes, graph and hop levels for ``documents``."""
+        self.timings = {}
+        t0 = time.perf_counter()
+        units = self.nodes(documents, show_progress)
+        self.timings["nodes"] = time.perf_counter() - t0
+        sim, ids = self.knn(units.text)
+        return self.ladder_from_knn(units, sim, ids)

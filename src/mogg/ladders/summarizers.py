@@ -132,54 +132,36 @@ class ExtractiveSummarizer:
 
 
 class HFCausalLMSummarizer:
-    """Abstractive summaries from a local Hugging Face causal LM (hub name or path), greedy decoding."""
+    """Abstractive summaries from a local Hugging Face causal LM (hub name or path), greedy decoding.
+
+    Generation is :class:`mogg.readers.HFReader`'s (lazy load, chat template or plain rendering,
+    length-sorted left-padded batches), so readers and summarizers share one decoding path.
+    """
 
     def __init__(self, name_or_path: str, max_new_tokens: int = 160, batch_size: int = 8, device: str | None = None,
-                 max_input_tokens: int = 3072, max_tokens: int = 128):
-        self.name_or_path, self.max_new_tokens, self.batch_size = name_or_path, int(max_new_tokens), int(batch_size)
-        self.device, self.max_input_tokens, self.max_tokens = device, int(max_input_tokens), int(max_tokens)
-        self._model = self._tok = None
+                 max_input_tokens: int = 3072, max_tokens: int = 128, dtype: str = "auto"):
+        from mogg.readers.hf import HFReader
+
+        if max_input_tokens < 1 or max_tokens < 1:
+            raise ValueError("max_input_tokens and max_tokens must be >= 1")
+        self.max_input_tokens, self.max_tokens = int(max_input_tokens), int(max_tokens)
+        self.reader = HFReader(name_or_path, max_new_tokens=max_new_tokens, batch_size=batch_size,
+                               device=device, dtype=dtype)
 
     def config(self) -> dict:
-        return {"kind": "hf", "name_or_path": self.name_or_path, "max_new_tokens": self.max_new_tokens,
+        r = self.reader
+        return {"kind": "hf", "name_or_path": r.name_or_path, "max_new_tokens": r.max_new_tokens,
                 "max_input_tokens": self.max_input_tokens, "max_tokens": self.max_tokens, "prompt": PROMPT}
 
-    def _load(self):
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        local = Path(self.name_or_path).expanduser().is_dir()
-        self._tok = AutoTokenizer.from_pretrained(self.name_or_path, local_files_only=local, padding_side="left")
-        if self._tok.pad_token is None:
-            self._tok.pad_token = self._tok.eos_token
-        device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self._model = AutoModelForCausalLM.from_pretrained(self.name_or_path, local_files_only=local).to(device).eval()
-
-    def _prompt(self, texts: list[str], max_tokens: int) -> str:
+    def messages(self, texts: list[str], max_tokens: int) -> list[dict]:
+        """The chat prompt for one cluster: its children joined, cut to ``max_input_tokens`` words."""
         context = _truncate_tokens("\n\n".join(texts), self.max_input_tokens)
-        msg = PROMPT.format(max_tokens=max_tokens, context=context)
-        if getattr(self._tok, "chat_template", None):
-            return self._tok.apply_chat_template([{"role": "user", "content": msg}], tokenize=False,
-                                                 add_generation_prompt=True)
-        return msg
+        return [{"role": "user", "content": PROMPT.format(max_tokens=max_tokens, context=context)}]
 
     def summarize(self, texts_groups: list[list[str]], max_tokens: int | None = None) -> list[str]:
-        import torch
-
-        if self._model is None:
-            self._load()
         budget = int(max_tokens or self.max_tokens)
-        prompts = [self._prompt(g, budget) for g in texts_groups]
-        out: list[str] = []
-        device = next(self._model.parameters()).device
-        for start in range(0, len(prompts), self.batch_size):
-            batch = self._tok(prompts[start : start + self.batch_size], return_tensors="pt", padding=True).to(device)
-            with torch.inference_mode():
-                gen = self._model.generate(**batch, max_new_tokens=self.max_new_tokens, do_sample=False,
-                                           pad_token_id=self._tok.pad_token_id)
-            new = gen[:, batch["input_ids"].shape[1]:]  # [b, new_tokens]: drop the prompt
-            out.extend(_truncate_tokens(t.strip(), budget) for t in self._tok.batch_decode(new, skip_special_tokens=True))
-        return out
+        out = self.reader.generate([self.messages(g, budget) for g in texts_groups])
+        return [_truncate_tokens(t.strip(), budget) for t in out]
 
 
 class TransientHTTPError(RuntimeError):

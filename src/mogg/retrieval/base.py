@@ -16,7 +16,7 @@ import numpy as np
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["Retriever", "topk_rows", "order_rows", "empty_topk"]
+__all__ = ["Retriever", "topk_rows", "order_rows", "merge_topk", "empty_topk"]
 
 
 @runtime_checkable
@@ -69,6 +69,18 @@ def order_rows(vals: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, n
     if vals.shape[1] > k:
         raise ValueError(f"order_rows got {vals.shape[1]} candidates per row for k={k}")
     vals, ids = _order(np.asarray(vals, dtype=np.float32), np.asarray(ids, dtype=np.int64))
+    return _pad(vals, ids, k)
+
+
+def merge_topk(vals: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` of candidate rows [Q, m] (any m, e.g. per-part top-k lists side by side) by (-score, id).
+
+    Padding (-1 ids, -inf scores) sorts last and fills rows with fewer than ``k`` candidates.
+    """
+    vals = np.where(ids >= 0, np.asarray(vals, dtype=np.float32), -np.inf).astype(np.float32)
+    ids = np.asarray(ids, dtype=np.int64)
+    order = np.lexsort((np.where(ids >= 0, ids, np.iinfo(np.int64).max), -vals), axis=1)
+    vals, ids = np.take_along_axis(vals, order, 1)[:, :k], np.take_along_axis(ids, order, 1)[:, :k]
     return _pad(vals, ids, k)
 
 

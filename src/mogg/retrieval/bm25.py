@@ -112,6 +112,24 @@ class BM25Retriever:
         logger.info("BM25 index: %d docs, %d terms, %d postings", self.n_docs, len(self.vocab), tf.nnz)
         return self
 
+    # ------------------------------------------------------------------ shards (map / reduce)
+    def save_shard(self, texts: Sequence[str], directory: Path, prefix: str) -> None:
+        """Map step: term counts of one shard's ``texts`` as ``{prefix}_vocab.json / _tf.npz / _doclen.npy``."""
+        vocab, tf, dl = self.count_terms(texts)
+        directory = Path(directory)
+        (directory / f"{prefix}_vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+        sp.save_npz(directory / f"{prefix}_tf.npz", tf.astype(np.float32), compressed=True)
+        np.save(directory / f"{prefix}_doclen.npy", dl, allow_pickle=False)
+
+    def fit_shards(self, directories: Sequence[Path], prefix: str) -> Self:
+        """Reduce step: the index of all shards (in order), equal to :meth:`fit` on their texts joined."""
+        parts = []
+        for d in map(Path, directories):
+            vocab = json.loads((d / f"{prefix}_vocab.json").read_text(encoding="utf-8"))
+            tf = sp.load_npz(d / f"{prefix}_tf.npz").astype(np.float64)
+            parts.append((vocab, tf, np.load(d / f"{prefix}_doclen.npy", allow_pickle=False)))
+        return self.fit_counts(*merge_term_counts(parts))
+
     def _encode_corpus(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         # Streams texts once: flat term ids [total tokens] and lengths [N], no token lists kept.
         self.vocab, self.term_index = [], {}
@@ -127,11 +145,12 @@ class BM25Retriever:
             lengths.append(len(toks))
         return np.frombuffer(flat, dtype=np.int64), np.frombuffer(lengths, dtype=np.int64)
 
-    def _weights_from_tf(self, tf: sp.csr_matrix) -> sp.csr_matrix:
+    def _weights_from_tf(self, tf: sp.csr_matrix, avgdl: float | None = None) -> sp.csr_matrix:
         # w[t, d] = idf[t] * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl[d] / avgdl)), in float64.
+        # ``avgdl``: the corpus average when this index is one part of a larger one.
         w = tf.copy()
         if w.nnz:
-            avgdl = self.total_len / self.n_docs
+            avgdl = self.total_len / self.n_docs if avgdl is None else avgdl
             rows = np.repeat(np.arange(w.shape[0]), np.diff(w.indptr))
             norm = self.k1 * (1.0 - self.b + self.b * self.doc_len[w.indices] / avgdl)
             w.data = self.idf[rows] * w.data * (self.k1 + 1.0) / (w.data + norm)

@@ -84,6 +84,40 @@ class DenseRetriever:
         logger.info("Dense index: %d x %d (%s)", *self.embeddings.shape, self.backend)
         return self
 
+    # ------------------------------------------------------------------ shards (map / reduce)
+    def save_shard(self, texts: Sequence[str], directory: Path, prefix: str) -> None:
+        """Map step: the shard's normalized embeddings as ``{prefix}_emb.npy`` (the costly, GPU part)."""
+        emb = l2_normalize(self.encoder.encode(list(texts), show_progress=True))
+        np.save(Path(directory) / f"{prefix}_emb.npy", emb, allow_pickle=False)
+
+    def fit_shards(self, directories: Sequence[Path], prefix: str) -> Self:
+        """Reduce step: one index over all shards (in order) through faiss; equal to a single build.
+
+        The shard files are memory-mapped and added block by block (faiss ``add`` on the flat
+        index; the torch backend stacks them), so shard ids ``0..n_s-1`` become ``offset + i``.
+        """
+        blocks = [np.load(Path(d) / f"{prefix}_emb.npy", mmap_mode="r", allow_pickle=False) for d in directories]
+        if not blocks:
+            raise ValueError("no shards to merge")
+        dims = {b.shape[1] for b in blocks}
+        if len(dims) != 1:
+            raise ValueError(f"shard embeddings differ in dimension: {sorted(dims)}")
+        n = sum(len(b) for b in blocks)
+        self.embeddings = np.empty((n, dims.pop()), dtype=np.float32)
+        self._index = None
+        if self.backend == "faiss":
+            import faiss
+
+            self._index = faiss.IndexFlatIP(self.embeddings.shape[1])
+        at = 0
+        for b in blocks:
+            self.embeddings[at : at + len(b)] = b
+            if self._index is not None:
+                self._index.add(self.embeddings[at : at + len(b)])
+            at += len(b)
+        logger.info("Dense index merged from %d shards: %d x %d", len(blocks), *self.embeddings.shape)
+        return self
+
     def _torch_device(self) -> str:
         import torch
 
@@ -136,18 +170,31 @@ class DenseRetriever:
         scores = torch.from_numpy(q).to(index.device) @ index.T  # [b, N]
         return topk_rows(scores, k)
 
+    def _exact(self, q: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """Scores of candidates ``ids`` [b, m] for queries [b, d], the same bits whatever the batch.
+
+        BLAS kernels (faiss for >= 20 queries, numpy matmul) round differently with the batch
+        shape; a per-pair dot product does not, so a sharded or re-batched run scores like a
+        single one.
+        """
+        s = np.einsum("bd,bmd->bm", q, self.embeddings[np.maximum(ids, 0)])
+        return np.where(ids >= 0, s, -np.inf).astype(np.float32)
+
     def _faiss_topk(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         m = min(k, self.n_docs)
-        extra = min(m + 1, self.n_docs)  # one more hit reveals a tie at the k-th place
-        vals, ids = self._get_index().search(q, extra)  # [b, extra], descending
+        extra = min(m + 1, self.n_docs)  # one more hit reveals a (near) tie at the k-th place
+        _, ids = self._get_index().search(q, extra)  # [b, extra] candidates by faiss's scores
+        vals = self._exact(q, ids)
         if extra == m:  # every document was returned: the set is exact
             return order_rows(vals, ids, k)
-        tied = np.flatnonzero(vals[:, m - 1] == vals[:, m])
-        vals_k, ids_k = order_rows(vals[:, :m], ids[:, :m], k)
+        # faiss chose the set with its own rounding: where the m-th and the next candidate are within
+        # a few ulps, which document makes the cut is decided on exact scores over all documents.
+        top_vals, top_ids = order_rows(vals[:, :m], ids[:, :m], k)
+        tied = np.flatnonzero(top_vals[:, m - 1] <= vals[:, m] + 1e-5)
         if tied.size:
-            # Which of the tied documents makes the cut is decided by id: rescore those rows fully.
-            vals_k[tied], ids_k[tied] = topk_rows(q[tied] @ self.embeddings.T, k)
-        return vals_k, ids_k
+            full = np.einsum("bd,nd->bn", q[tied], self.embeddings).astype(np.float32)  # [t, N]
+            top_vals[tied], top_ids[tied] = topk_rows(full, k)
+        return top_vals, top_ids
 
     def save(self, directory: Path) -> list[str]:
         """Write embeddings (npy), parameters (json) and, for faiss, the index file."""

@@ -43,6 +43,11 @@ class Hits:
         return cls(np.load(d / "hit_ids.npy", allow_pickle=False), np.load(d / "hit_scores.npy", allow_pickle=False))
 
 
+def retriever_key(ladder_key: dict, level: int, retriever) -> dict:
+    """Artifact key of a level's fitted retriever state (single builds and shard merges share it)."""
+    return {"ladder": ladder_key, "level": level, "retriever": retriever.config(), "kind": type(retriever).__name__}
+
+
 def level_retrievers(
     ladder: Ladder,
     make_retriever: Callable[[], object],
@@ -62,7 +67,7 @@ def level_retrievers(
         if root is None or ladder_key is None:
             out.append(r.fit(ladder.texts(j)))
             continue
-        key = {"ladder": ladder_key, "level": j, "retriever": r.config(), "kind": type(r).__name__}
+        key = retriever_key(ladder_key, j, r)
         d = artifact_dir(root, "retriever", key)
         if (d / MANIFEST).exists():
             read_manifest(d, key)

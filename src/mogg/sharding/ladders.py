@@ -1,9 +1,11 @@
-"""Sharded ladder + BM25 builds: one task per corpus shard (map), one merge (reduce).
+"""Sharded builds of document-local ladders (MoG): one task per corpus shard (map), one merge (reduce).
 
-A shard task builds the ladder of its document range and counts BM25 terms per level; the merge
-concatenates the shard ladders and joins the term counts, computes global document frequencies,
-idf and average length, and writes the *same* ladder and retriever artifacts a single-machine
-build writes (same keys), so ``train.py``/``evaluate.py`` pick them up unchanged.
+A shard task builds the ladder of its document range and the per-level retriever shard state
+(``save_shard``: BM25 term counts, or dense embeddings); the merge concatenates the shard ladders
+and fits each level's retriever from all shards (``fit_shards``: global document frequencies, idf
+and average length for BM25; one faiss index for dense) and writes the *same* ladder and
+retriever artifacts a single-machine build writes (same keys), so ``train.py``/``evaluate.py``
+pick them up unchanged. Graph ladders link nodes across shards: see :mod:`mogg.sharding.graph`.
 
 Shard tasks are artifacts too: a finished shard (valid manifest) is skipped on rerun, a
 half-written one (no manifest: killed before the atomic rename) is rebuilt.
@@ -11,7 +13,6 @@ half-written one (no manifest: killed before the atomic rename) is rebuilt.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,12 +22,12 @@ import scipy.sparse as sp
 
 from mogg.artifacts import MANIFEST, artifact_dir, read_manifest, write_artifact
 from mogg.ladders.base import Ladder, Level, Units
-from mogg.retrieval.bm25 import BM25Retriever, merge_term_counts
+from mogg.retrieval.hits import retriever_key
 
 log = logging.getLogger(__name__)
 
 # Ladders whose levels never cross documents can be built per shard and concatenated.
-SHARDABLE = ("mog",)
+SHARDABLE = ("mog", "nodes")  # "nodes": the node-only ladders of a graph build's first stage
 
 
 def shard_range(n_docs: int, index: int, count: int) -> tuple[int, int]:
@@ -65,20 +66,35 @@ def concat_ladders(parts: Sequence[Ladder], independent: bool = False) -> Ladder
     return Ladder(method, units, levels, dict(parts[0].meta))
 
 
-def _shard_key(builder, corpus, retriever: BM25Retriever, index: int, count: int) -> dict:
+def _shard_key(builder, corpus, retriever, index: int, count: int) -> dict:
     return {"builder": builder.config(), "corpus": corpus.fingerprint(), "retriever": retriever.config(),
             "shard": index, "count": count}
 
 
-def build_shard(corpus, builder, make_retriever: Callable[[], BM25Retriever], index: int, count: int, root: Path) -> Path:
-    """Build shard ``index`` of ``count``: its ladder and per-level BM25 term counts (idempotent)."""
-    retr = make_retriever()
-    if not hasattr(retr, "count_terms"):
-        raise ValueError(f"sharded builds need a BM25 retriever (got {type(retr).__name__})")
-    key = _shard_key(builder, corpus, retr, index, count)
-    d = artifact_dir(root, "shard", key)
+def check_shard_retriever(retriever) -> None:
+    """Sharded builds need a retriever with map/reduce hooks (``save_shard`` / ``fit_shards``)."""
+    if not (hasattr(retriever, "save_shard") and hasattr(retriever, "fit_shards")):
+        raise ValueError(f"sharded builds need a retriever with save_shard/fit_shards (BM25, dense); "
+                         f"got {type(retriever).__name__}")
+
+
+def finished(d: Path, key: dict) -> bool:
+    """A shard or stage artifact is done when its manifest exists (and matches ``key``)."""
     if (d / MANIFEST).exists():
         read_manifest(d, key)
+        return True
+    return False
+
+
+def build_shard(corpus, builder, make_retriever: Callable[[], object], index: int, count: int, root: Path) -> Path:
+    """Build shard ``index`` of ``count``: its ladder and per-level retriever shard state (idempotent)."""
+    retr = make_retriever()
+    check_shard_retriever(retr)
+    if builder.method not in SHARDABLE:
+        raise ValueError(f"{builder.method!r} ladders are sharded in stages: use mogg.sharding.graph")
+    key = _shard_key(builder, corpus, retr, index, count)
+    d = artifact_dir(root, "shard", key)
+    if finished(d, key):
         log.info("shard %d/%d already built: %s", index, count, d)
         return d
     docs = corpus.documents()
@@ -88,40 +104,37 @@ def build_shard(corpus, builder, make_retriever: Callable[[], BM25Retriever], in
     def write(tmp: Path) -> None:
         ladder.save(tmp)
         for j in range(ladder.n_levels):
-            vocab, tf, dl = retr.count_terms(ladder.texts(j))
-            (tmp / f"level{j}_vocab.json").write_text(json.dumps(vocab, ensure_ascii=False))
-            sp.save_npz(tmp / f"level{j}_tf.npz", tf.astype(np.float32), compressed=True)
-            np.save(tmp / f"level{j}_doclen.npy", dl)
+            retr.save_shard(ladder.texts(j), tmp, f"level{j}")
 
     write_artifact(d, write, key, extra={"docs": [start, end]})
     log.info("shard %d/%d: documents %d..%d -> %s", index, count, start, end, d)
     return d
 
 
-def merge_shards(corpus, builder, make_retriever: Callable[[], BM25Retriever], count: int, root: Path) -> Ladder:
+def shard_dirs(root: Path, stage: str, keys: Sequence[dict]) -> list[Path]:
+    """The finished artifact directories of all shards of a stage, or a clear error naming the missing ones."""
+    dirs = [artifact_dir(root, stage, k) for k in keys]
+    missing = [i for i, (d, k) in enumerate(zip(dirs, keys)) if not finished(d, k)]
+    if missing:
+        raise FileNotFoundError(f"{stage}: shards {missing} of {len(keys)} are not built (under {root / stage}); "
+                                f"run their tasks first")
+    return dirs
+
+
+def merge_shards(corpus, builder, make_retriever: Callable[[], object], count: int, root: Path) -> Ladder:
     """Merge the ``count`` shards into the single-build ladder and retriever artifacts under ``root``."""
     from mogg.pipeline import ladder_key
 
     retr0 = make_retriever()
-    dirs = []
-    for i in range(count):
-        key = _shard_key(builder, corpus, retr0, i, count)
-        d = artifact_dir(root, "shard", key)
-        if not (d / MANIFEST).exists():
-            raise FileNotFoundError(f"shard {i}/{count} is not built ({d}); run its task first")
-        read_manifest(d, key)
-        dirs.append(d)
+    check_shard_retriever(retr0)
+    dirs = shard_dirs(root, "shard", [_shard_key(builder, corpus, retr0, i, count) for i in range(count)])
     ladder = concat_ladders([Ladder.load(d) for d in dirs])
     lkey = ladder_key(corpus, builder)
     ldir = artifact_dir(root, "ladder", lkey)
     write_artifact(ldir, ladder.save, lkey, inputs={"shards": [str(d) for d in dirs]})
     for j in range(ladder.n_levels):
-        parts = []
-        for d in dirs:
-            vocab = json.loads((d / f"level{j}_vocab.json").read_text())
-            parts.append((vocab, sp.load_npz(d / f"level{j}_tf.npz").astype(np.float64), np.load(d / f"level{j}_doclen.npy", allow_pickle=False)))
-        r = make_retriever().fit_counts(*merge_term_counts(parts))
-        rkey = {"ladder": lkey, "level": j, "retriever": r.config(), "kind": type(r).__name__}
+        r = make_retriever().fit_shards(dirs, f"level{j}")
+        rkey = retriever_key(lkey, j, r)
         write_artifact(artifact_dir(root, "retriever", rkey), r.save, rkey)
     log.info("merged %d shards: %d units, chunks per level %s", count, len(ladder.units), [len(lv) for lv in ladder.levels])
     return ladder
