@@ -209,3 +209,20 @@ def test_bm25_parts_merge_holds_no_joint_postings(tmp_path):
     assert all(isinstance(r, ShardedBM25) and r.n_parts == 3 for r in retrs)
     got = search_levels(retrs, queries, 4)
     assert np.array_equal(got.ids, ref.ids) and np.array_equal(got.scores, ref.scores)
+
+
+def test_shard_misuse_is_refused_clearly(tmp_path):
+    from mogg.ladders.graph import GraphLadderBuilder
+    from mogg.sharding import build_graph_shard, build_shard
+
+    corpus = _Corpus(_topic_docs(6))
+    with pytest.raises(ValueError, match="sharded in stages"):
+        build_shard(corpus, GraphLadderBuilder(), BM25Retriever, 0, 2, tmp_path)
+    with pytest.raises(ValueError, match="shard.stage"):
+        build_graph_shard(corpus, GraphLadderBuilder(), "edges", 0, 2, tmp_path)
+    with pytest.raises(ValueError, match="graph ladder builder"):
+        build_graph_shard(corpus, MoGLadderBuilder(), "nodes", 0, 2, tmp_path)
+    with pytest.raises(ValueError, match="save_shard"):
+        build_shard(corpus, MoGLadderBuilder(), object, 0, 2, tmp_path)
+    with pytest.raises(ValueError, match="outside"):
+        build_shard(corpus, MoGLadderBuilder(), BM25Retriever, 2, 2, tmp_path)
