@@ -592,3 +592,64 @@ def test_cli_help(capsys):
     assert exc.value.code == 0
     out = capsys.readouterr().out
     assert "--from-local" in out and "--verify" in out and "--symlink" in out and "--base-url" in out
+
+
+# --------------------------------------------------------------------------- byte-range shards
+def _jsonl_corpus(tmp_path, n_files=3, seed=0):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    paths, k = [], 0
+    for f in range(n_files):
+        lines = []
+        for _ in range(int(rng.integers(1, 25))):
+            if rng.random() < 0.1:
+                lines.append("")  # blank lines are skipped and keep the numbering
+                continue
+            content = " ".join(["été", "word", "x" * int(rng.integers(1, 300))][: int(rng.integers(1, 4))])
+            lines.append(json.dumps({"id": f"doc{k}", "title": "", "content": content}, ensure_ascii=False))
+            k += 1
+        p = tmp_path / f"part{f}.jsonl"
+        p.write_text(("\ufeff" if f == 0 else "") + "\n".join(lines) + ("\n" if f % 2 == 0 else ""), encoding="utf-8")
+        paths.append(str(p))
+    return Corpus([MedRAGJsonl(paths[:2]), MedRAGJsonl(paths[2:])])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_byte_range_shards_concatenate_to_the_corpus(tmp_path, seed):
+    corpus = _jsonl_corpus(tmp_path, seed=seed)
+    full = [d.id for d in corpus.documents()]
+    for count in (1, 2, 3, 5, 8):
+        try:
+            parts = [[d.id for d in Corpus(corpus.sources).shard_documents(i, count)] for i in range(count)]
+        except DataError as exc:  # more shards than lines: said clearly, never a silent empty shard
+            assert "holds no documents" in str(exc) and count > 3
+            continue
+        assert [i for p in parts for i in p] == full, count
+
+
+def test_byte_range_shard_reads_only_its_range_and_keeps_line_numbers(tmp_path):
+    lines = [json.dumps({"id": f"d{i}", "content": "text " * 20}) for i in range(30)]
+    lines[24] = '{"id": "bad", "content": '  # line 25 is broken
+    p = tmp_path / "c.jsonl"
+    p.write_text("\n".join(lines) + "\n")
+    corpus = Corpus([MedRAGJsonl(str(p))])
+    first = corpus.shard_documents(0, 3)  # the first third parses although line 25 is broken
+    assert [d.id for d in first] == [f"d{i}" for i in range(len(first))] and 5 < len(first) < 15
+    with pytest.raises(DataError, match=r"c\.jsonl:25"):
+        corpus.shard_documents(2, 3)
+
+
+def test_fingerprint_hashes_each_file_once(tmp_path, monkeypatch):
+    import mogg.data.corpus as corpus_mod
+
+    corpus = _jsonl_corpus(tmp_path)
+    calls = []
+    real = corpus_mod.sha256_file
+    monkeypatch.setattr(corpus_mod, "sha256_file", lambda p: calls.append(p) or real(p))
+    corpus_mod._sha256_of.cache_clear()
+    a = corpus.fingerprint()
+    assert corpus.fingerprint() == a and len(calls) == 3
+    path = Path(corpus.sources[0].files()[0])
+    path.write_text(path.read_text(encoding="utf-8") + "\n", encoding="utf-8")  # changed: hashed again
+    assert corpus.fingerprint() != a and len(calls) == 4

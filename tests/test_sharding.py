@@ -226,3 +226,46 @@ def test_shard_misuse_is_refused_clearly(tmp_path):
         build_shard(corpus, MoGLadderBuilder(), object, 0, 2, tmp_path)
     with pytest.raises(ValueError, match="outside"):
         build_shard(corpus, MoGLadderBuilder(), BM25Retriever, 2, 2, tmp_path)
+
+
+def test_jsonl_shards_never_load_the_whole_corpus(tmp_path, monkeypatch):
+    """MedRAG-style jsonl: each shard task reads its own byte range (documents() is never called) and
+    the merge equals the single build; a duplicate id across shards is refused by the merge."""
+    import json
+
+    from mogg.data.corpus import Corpus, MedRAGJsonl
+    from mogg.data.errors import DataError
+    from mogg.sharding import build_shard, merge_shards
+
+    docs = _topic_docs(45, seed=9)
+    files = []
+    for f in range(3):
+        p = tmp_path / f"pubmed{f}.jsonl"
+        p.write_text("".join(json.dumps({"id": d.id, "title": d.title, "content": d.content}) + "\n" for d in docs[f * 15:(f + 1) * 15]))
+        files.append(str(p))
+    b = MoGLadderBuilder(n_levels=3, document_level=True)
+    single, key = build_ladder(Corpus([MedRAGJsonl(files)]), b, tmp_path / "single")
+    queries = ["term1 term2 term3", "term40 term7"]
+    ref = search_levels(level_retrievers(single, BM25Retriever, tmp_path / "single", key), queries, 4)
+
+    def no_full_load(self):
+        raise AssertionError("a shard task loaded the whole corpus")
+
+    monkeypatch.setattr(Corpus, "documents", no_full_load)
+    root = tmp_path / "sharded"
+    for i in range(4):  # 4 byte ranges over 3 files: ranges cut files in the middle
+        build_shard(Corpus([MedRAGJsonl(files)]), b, BM25Retriever, i, 4, root)
+    merge_shards(Corpus([MedRAGJsonl(files)]), b, BM25Retriever, 4, root)
+    monkeypatch.undo()
+    lad, key2 = build_ladder(Corpus([MedRAGJsonl(files)]), b, root)
+    assert key2 == key and lad.units.doc_ids == single.units.doc_ids
+    got = search_levels(level_retrievers(lad, BM25Retriever, root, key2), queries, 4)
+    assert np.array_equal(got.ids, ref.ids) and np.array_equal(got.scores, ref.scores)
+
+    dup = tmp_path / "dup.jsonl"  # the first document again, in another file: only the merge can see it
+    dup.write_text(json.dumps({"id": docs[0].id, "content": "again"}) + "\n")
+    corpus = Corpus([MedRAGJsonl([*files, str(dup)])])
+    for i in range(2):
+        build_shard(corpus, b, BM25Retriever, i, 2, tmp_path / "dup")
+    with pytest.raises(DataError, match="duplicate document id 'd0'"):
+        merge_shards(corpus, b, BM25Retriever, 2, tmp_path / "dup")

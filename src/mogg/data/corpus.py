@@ -10,6 +10,7 @@ file:line errors) are shared by :mod:`mogg.data.qa` and :mod:`mogg.data.prepare`
 
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import logging
@@ -45,6 +46,13 @@ def require_file(path: str | os.PathLike) -> Path:
     return p
 
 
+@functools.lru_cache(maxsize=65536)
+def _sha256_of(path: str, size: int, mtime_ns: int) -> str:
+    # Keyed by (path, size, mtime): a process hashes each input once however often it asks for
+    # fingerprints (artifact keys of every stage and shard); a changed file gets a new key.
+    return sha256_file(Path(path))
+
+
 def file_fingerprint(path: str | os.PathLike) -> dict:
     """Path, size, mtime_ns and sha256 of one input file (for artifact manifests)."""
     p = require_file(path)
@@ -53,7 +61,7 @@ def file_fingerprint(path: str | os.PathLike) -> dict:
         "path": str(p.absolute()),
         "size": st.st_size,
         "mtime_ns": st.st_mtime_ns,
-        "sha256": sha256_file(p),
+        "sha256": _sha256_of(str(p.absolute()), st.st_size, st.st_mtime_ns),
     }
 
 
@@ -101,13 +109,40 @@ def decode_utf8(data: bytes, path: str | os.PathLike, line: int | None = None) -
         raise DataError(path, f"invalid UTF-8 ({exc.reason}, byte 0x{bad})", line) from None
 
 
-def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
+def _count_newlines(fh, upto: int, block: int = 1 << 24) -> int:
+    """Newlines in the first ``upto`` bytes of a binary file (read in blocks)."""
+    fh.seek(0)
+    n, left = 0, upto
+    while left > 0:
+        data = fh.read(min(block, left))
+        if not data:
+            break
+        n += data.count(b"\n")
+        left -= len(data)
+    return n
+
+
+def iter_jsonl(path: str | os.PathLike, start: int = 0, end: int | None = None) -> Iterator[tuple[int, dict]]:
     """Stream ``(line_number, object)`` from a jsonl file; blank lines are skipped.
 
-    Lines are read as bytes and decoded one by one so bad UTF-8 is reported with its line.
+    Lines are read as bytes and decoded one by one so bad UTF-8 is reported with its line. With
+    ``start``/``end`` only the lines whose first byte lies in ``[start, end)`` are read (a shard of
+    the file by byte range: consecutive ranges yield every line exactly once); line numbers stay
+    those of the whole file.
     """
     with open(require_file(path), "rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
+        lineno, pos = 1, 0
+        if start > 0:
+            lineno = _count_newlines(fh, start) + 1  # the line holding byte ``start``
+            fh.seek(start - 1)
+            pos = start
+            if fh.read(1) != b"\n":  # ``start`` is inside a line that belongs to the previous range
+                pos += len(fh.readline())
+                lineno += 1
+        for lineno, raw in enumerate(fh, start=lineno):
+            if end is not None and pos >= end:
+                break
+            pos += len(raw)
             if not raw.strip():
                 continue
             text = decode_utf8(raw, path, lineno)
@@ -208,9 +243,17 @@ class MedRAGJsonl(_Source):
     def params(self) -> dict:
         return {"paths": list(self.paths)}
 
-    def located(self) -> Iterator[Located]:
+    splits_by_bytes = True  # one document per line: shards can take byte ranges of the files
+
+    def located(self, byte_ranges: dict[Path, tuple[int, int]] | None = None) -> Iterator[Located]:
+        """All documents, or with ``byte_ranges`` ({file: (start, end)}) the lines starting in those ranges."""
         for path in self.files():
-            for lineno, obj in iter_jsonl(path):
+            start, end = 0, None
+            if byte_ranges is not None:
+                if path not in byte_ranges:
+                    continue
+                start, end = byte_ranges[path]
+            for lineno, obj in iter_jsonl(path, start, end):
                 doc_id = str_field(obj, "id", path, lineno)
                 title = str_field(obj, "title", path, lineno, required=False, nonempty=False)
                 content = str_field(obj, "content", path, lineno)
@@ -330,7 +373,34 @@ class Corpus:
             self._docs = self._load()
         return self._docs
 
-    def _load(self) -> list[Document]:
+    def shard_documents(self, index: int, count: int) -> list[Document]:
+        """Documents of shard ``index`` of ``count``, in corpus order; the shards concatenate to :meth:`documents`.
+
+        When every source is line-oriented (jsonl), a shard reads only its contiguous byte range of
+        the corpus files (balanced by bytes; a line belongs to the range holding its first byte), so
+        a shard task never loads the whole corpus. Other sources are loaded and split by position.
+        Duplicate ids are then caught within a shard here and across shards by the merge.
+        """
+        if not 0 <= index < count:
+            raise ValueError(f"shard index {index} outside 0..{count - 1}")
+        if not all(getattr(s, "splits_by_bytes", False) for s in self.sources):
+            docs = self.documents()
+            return docs[len(docs) * index // count : len(docs) * (index + 1) // count]
+        files = [(i, f, f.stat().st_size) for i, s in enumerate(self.sources) for f in s.files()]
+        total = sum(size for _, _, size in files)
+        lo, hi = total * index // count, total * (index + 1) // count
+        ranges: dict[int, dict[Path, tuple[int, int]]] = {}
+        offset = 0
+        for i, f, size in files:
+            if offset < hi and offset + size > lo:
+                ranges.setdefault(i, {})[f] = (max(lo - offset, 0), min(hi - offset, size))
+            offset += size
+        docs = self._load(ranges, allow_empty=True)
+        if not docs:
+            raise DataError(repr(self), f"shard {index} of {count} holds no documents (bytes {lo}..{hi} of {total}); use fewer shards")
+        return docs
+
+    def _load(self, ranges: dict[int, dict[Path, tuple[int, int]]] | None = None, allow_empty: bool = False) -> list[Document]:
         docs: list[Document] = []
         index: dict[str, int] = {}
         # Compact per-document origin (source, file, line) so duplicates can name both places
@@ -340,7 +410,10 @@ class Corpus:
         file_ids: dict[tuple[int, str], int] = {}
         file_keys: list[tuple[int, str]] = []
         for s_idx, source in enumerate(self.sources):
-            for doc, path, line in _located_any(source):
+            if ranges is not None and s_idx not in ranges:
+                continue
+            located = source.located(ranges[s_idx]) if ranges is not None else _located_any(source)
+            for doc, path, line in located:
                 prev = index.get(doc.id)
                 if prev is not None:
                     p_src, p_path = file_keys[origin_file[prev]]
@@ -359,7 +432,7 @@ class Corpus:
                 origin_file.append(file_ids[key])
                 origin_line.append(line or 0)
                 docs.append(doc)
-        if not docs:
+        if not docs and not allow_empty:
             raise DataError(repr(self), "corpus is empty: its sources yielded no documents")
         logger.info("corpus: %d documents from %d sources", len(docs), len(self.sources))
         return docs

@@ -28,7 +28,7 @@ import numpy as np
 
 from mogg.artifacts import artifact_dir, write_artifact
 from mogg.ladders.base import Ladder, Units, partition_level
-from mogg.sharding.ladders import concat_ladders, finished, shard_dirs, shard_range
+from mogg.sharding.ladders import check_unique_ids, concat_ladders, finished, shard_dirs, shard_documents
 
 log = logging.getLogger(__name__)
 
@@ -70,16 +70,15 @@ def build_graph_shard(corpus, builder, stage: str, index: int, count: int, root:
         if finished(d, key):
             log.info("graph nodes shard %d/%d already built: %s", index, count, d)
             return d
-        docs = corpus.documents()
-        start, end = shard_range(len(docs), index, count)
-        units = builder.nodes(docs[start:end], show_progress=True)
+        docs = shard_documents(corpus, index, count)
+        units = builder.nodes(docs, show_progress=True)
 
         def write(tmp: Path) -> None:
             _node_ladder(units).save(tmp)
             builder.node_index().save_shard(units.text, tmp, NODES)
 
-        write_artifact(d, write, key, extra={"docs": [start, end], "nodes": len(units)})
-        log.info("graph nodes shard %d/%d: documents %d..%d, %d nodes", index, count, start, end, len(units))
+        write_artifact(d, write, key, extra={"documents": len(docs), "first": docs[0].id, "nodes": len(units)})
+        log.info("graph nodes shard %d/%d: %d documents, %d nodes", index, count, len(docs), len(units))
         return d
 
     key = _key(builder, corpus, count, stage="knn", shard=index)
@@ -111,6 +110,7 @@ def merge_graph_shards(corpus, builder, stage: str, count: int, root: Path,
     if stage == "nodes":
         parts = [Ladder.load(d) for d in dirs]
         nodes = concat_ladders(parts)
+        check_unique_ids(nodes.units.doc_ids, dirs)
         offsets = np.cumsum([0] + [len(p.units) for p in parts]).astype(np.int64)
         index = builder.node_index().fit_shards(dirs, NODES)
         key = _key(builder, corpus, count)

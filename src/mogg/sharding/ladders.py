@@ -30,6 +30,26 @@ log = logging.getLogger(__name__)
 SHARDABLE = ("mog", "nodes")  # "nodes": the node-only ladders of a graph build's first stage
 
 
+def shard_documents(corpus, index: int, count: int) -> list:
+    """Shard ``index`` of ``count`` of ``corpus`` (its own byte-range reader when it has one)."""
+    if hasattr(corpus, "shard_documents"):
+        return corpus.shard_documents(index, count)
+    docs = corpus.documents()
+    start, end = shard_range(len(docs), index, count)
+    return docs[start:end]
+
+
+def check_unique_ids(doc_ids: Sequence[str], dirs: Sequence[Path]) -> None:
+    """Shards read separately cannot see each other's ids: the merge checks them (DataError names the id)."""
+    if len(set(doc_ids)) != len(doc_ids):
+        from collections import Counter
+
+        from mogg.data.errors import DataError
+
+        dup = next(d for d, c in Counter(doc_ids).items() if c > 1)
+        raise DataError(str(dirs[0].parent), f"duplicate document id {dup!r} across shards; fix the corpus")
+
+
 def shard_range(n_docs: int, index: int, count: int) -> tuple[int, int]:
     """Document range [start, end) of shard ``index`` of ``count`` (balanced, contiguous)."""
     if not 0 <= index < count:
@@ -97,17 +117,16 @@ def build_shard(corpus, builder, make_retriever: Callable[[], object], index: in
     if finished(d, key):
         log.info("shard %d/%d already built: %s", index, count, d)
         return d
-    docs = corpus.documents()
-    start, end = shard_range(len(docs), index, count)
-    ladder = builder.build(docs[start:end], show_progress=True)
+    docs = shard_documents(corpus, index, count)
+    ladder = builder.build(docs, show_progress=True)
 
     def write(tmp: Path) -> None:
         ladder.save(tmp)
         for j in range(ladder.n_levels):
             retr.save_shard(ladder.texts(j), tmp, f"level{j}")
 
-    write_artifact(d, write, key, extra={"docs": [start, end]})
-    log.info("shard %d/%d: documents %d..%d -> %s", index, count, start, end, d)
+    write_artifact(d, write, key, extra={"documents": len(docs), "first": docs[0].id, "last": docs[-1].id})
+    log.info("shard %d/%d: %d documents -> %s", index, count, len(docs), d)
     return d
 
 
@@ -129,6 +148,7 @@ def merge_shards(corpus, builder, make_retriever: Callable[[], object], count: i
     check_shard_retriever(retr0)
     dirs = shard_dirs(root, "shard", [_shard_key(builder, corpus, retr0, i, count) for i in range(count)])
     ladder = concat_ladders([Ladder.load(d) for d in dirs])
+    check_unique_ids(ladder.units.doc_ids, dirs)
     lkey = ladder_key(corpus, builder)
     ldir = artifact_dir(root, "ladder", lkey)
     write_artifact(ldir, ladder.save, lkey, inputs={"shards": [str(d) for d in dirs]})
