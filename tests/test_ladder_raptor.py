@@ -321,8 +321,9 @@ def _rows(sel):
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-@pytest.mark.parametrize("budget,k_max", [(100, 10), (37, 5), (400, 3), (2000, 40)])
+@pytest.mark.parametrize("budget,k_max", [(100, 10), (37, 5), (400, 3), (2000, 40), (700, 4), (60, 1)])
 def test_collapsed_tree_matches_reference(seed, budget, k_max):
+    # 4 * k_max < 56 nodes in most cases: the second pass (short nodes beyond the first candidates) runs
     lad = random_tree(seed)
     q = np.random.default_rng(100 + seed).normal(size=(25, 8)).astype(np.float32)
     got = collapsed_tree_select(lad, q, budget, k_max, batch_size=7)
@@ -433,3 +434,16 @@ def test_hydra_configs_instantiate():
         b = instantiate(cfg.ladders.mog)
         assert isinstance(b, RaptorLadderBuilder) and isinstance(b.summarizer, SummaryCache)
         assert b.config()["summarizer"]["kind"] in ("extractive", "hf", "openai")
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_collapsed_tree_random_shapes_match_reference(seed):
+    """Random tree sizes and token counts (down to 1 token), budgets and k_max: exact vs the loop."""
+    rng = np.random.default_rng(1000 + seed)
+    lad = random_tree(seed, sizes=(int(rng.integers(7, 150)), 6, 2))
+    for j in range(3):
+        lad.arrays[f"tokens_layer{j}"] = rng.integers(1, int(rng.integers(2, 120)), len(lad.levels[j]))
+    lad._texts.clear()
+    q = rng.normal(size=(20, 8)).astype(np.float32)
+    for budget, k_max in [(int(rng.integers(1, 500)), int(rng.integers(1, 30))) for _ in range(3)]:
+        assert _rows(collapsed_tree_select(lad, q, budget, k_max, batch_size=11)) == collapsed_reference(lad, q, budget, k_max)

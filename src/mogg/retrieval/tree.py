@@ -65,25 +65,27 @@ def tree_nodes(ladder: Ladder) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     return ladder._texts[key]
 
 
-def _greedy_fill(tok: np.ndarray, budget: int, k_max: int) -> np.ndarray:
+def _greedy_fill(tok: np.ndarray, budget, k_max) -> np.ndarray:
     """Greedy budget fill of ranked candidates, all rows at once. ``tok`` int [Q, M] (-1 = padding).
 
-    Round invariant: everything before the first undecided candidate is decided. A candidate
-    longer than the remaining budget can never fit later (the budget only shrinks), so it is
-    dropped; among the rest, the cumulative sum gives the prefix that fits, which the sequential
-    greedy would take one by one. Each round takes at least one node or ends the row.
+    ``budget`` and ``k_max``: scalars or per-row int arrays [Q]. Round invariant: everything before
+    the first undecided candidate is decided. A candidate longer than the remaining budget can
+    never fit later (the budget only shrinks), so it is dropped; among the rest, the cumulative sum
+    gives the prefix that fits, which the sequential greedy would take one by one. Each round takes
+    at least one node or ends the row.
     """
     n_q, m = tok.shape
     alive = tok >= 0
     chosen = np.zeros((n_q, m), dtype=bool)
-    left = np.full(n_q, budget, dtype=np.int64)
+    left = np.broadcast_to(np.asarray(budget, dtype=np.int64), (n_q,)).copy()
+    cap = np.broadcast_to(np.asarray(k_max, dtype=np.int64), (n_q,))
     count = np.zeros(n_q, dtype=np.int64)
     t = np.where(alive, tok, 0)
-    for _ in range(k_max + 1):
+    for _ in range(int(cap.max(initial=0)) + 1):
         alive &= t <= left[:, None]
         cs = np.cumsum(np.where(alive, t, 0), axis=1)
         take = alive & (cs <= left[:, None])
-        take &= count[:, None] + np.cumsum(take, axis=1) <= k_max
+        take &= count[:, None] + np.cumsum(take, axis=1) <= cap[:, None]
         if not take.any():
             break
         chosen |= take
@@ -93,15 +95,17 @@ def _greedy_fill(tok: np.ndarray, budget: int, k_max: int) -> np.ndarray:
     return chosen
 
 
-def _pack(chosen: np.ndarray, values: list[np.ndarray], k: int) -> list[np.ndarray]:
-    """Left-align the chosen entries of each row (rank order kept) into [Q, k] arrays, -1 padded."""
+def _pack(chosen: np.ndarray, values: list[np.ndarray], k: int, start: np.ndarray | None = None,
+          out: list[np.ndarray] | None = None) -> list[np.ndarray]:
+    """Left-align the chosen entries of each row (rank order kept) into [Q, k] arrays, -1 padded.
+
+    With ``start`` [Q] / ``out``, entries are appended after the first ``start[q]`` slots of ``out``.
+    """
     q, col = np.nonzero(chosen)
-    slot = np.cumsum(chosen, axis=1)[q, col] - 1
-    outs = []
-    for v in values:
-        o = np.full((chosen.shape[0], k), -1, dtype=np.int64)
+    slot = np.cumsum(chosen, axis=1)[q, col] - 1 + (0 if start is None else start[q])
+    outs = out if out is not None else [np.full((chosen.shape[0], k), -1, dtype=np.int64) for _ in values]
+    for o, v in zip(outs, values):
         o[q, slot] = v[q, col]
-        outs.append(o)
     return outs
 
 
@@ -109,9 +113,10 @@ def collapsed_tree_select(ladder: Ladder, query_emb: np.ndarray, token_budget: i
                           batch_size: int = 512) -> Selection:
     """Collapsed tree: rank all nodes by cosine, fill ``token_budget`` tokens (at most ``k_max`` nodes).
 
-    Exact w.r.t. the greedy over the full ranking: each query block first looks at the top
-    ``4 * k_max`` nodes and only rows that could still take a node beyond them (budget and
-    count left, candidates exhausted) are redone with a doubled list.
+    Exact w.r.t. the greedy over the full ranking, in two passes per query block: the greedy over
+    the top ``4 * k_max`` nodes, then, for rows with budget and count left, over the remaining
+    nodes short enough to fit the budget that is left (a longer node can never fit: the budget
+    only shrinks), ranked among themselves. Usually few nodes are that short.
     """
     emb, tok, layer, index = tree_nodes(ladder)
     q = _l2(query_emb)
@@ -121,20 +126,31 @@ def collapsed_tree_select(ladder: Ladder, query_emb: np.ndarray, token_budget: i
     if n == 0 or n_q == 0 or k_max == 0:
         return Selection(level=level, chunk=chunk)
     t_min = int(tok.min())
+    m = min(n, 4 * k_max)
     for s in range(0, n_q, batch_size):
         scores = q[s : s + batch_size] @ emb.T  # [b, N]
-        rows = np.arange(len(scores))
-        m = min(n, 4 * k_max)
-        while len(rows):
-            _, ids = topk_rows(scores[rows], m)  # [r, m] by score desc, ties by node id
-            t = np.where(ids >= 0, tok[np.maximum(ids, 0)], -1)
-            chosen = _greedy_fill(t, token_budget, k_max)
-            used = (t * chosen).sum(axis=1)
-            done = (m >= n) | (chosen.sum(axis=1) >= k_max) | (token_budget - used < t_min)
-            ok = rows[done]
-            lv, ch = _pack(chosen[done], [layer[np.maximum(ids[done], 0)], index[np.maximum(ids[done], 0)]], k_max)
-            level[s + ok], chunk[s + ok] = lv, ch
-            rows, m = rows[~done], min(n, 2 * m)
+        b = len(scores)
+        _, ids = topk_rows(scores, m)  # [b, m] by score desc, ties by node id
+        t = np.where(ids >= 0, tok[np.maximum(ids, 0)], -1)
+        chosen = _greedy_fill(t, token_budget, k_max)
+        safe = np.maximum(ids, 0)
+        lv, ch = _pack(chosen, [layer[safe], index[safe]], k_max)
+        count = chosen.sum(axis=1)
+        left = token_budget - (t * chosen).sum(axis=1)
+        rest = np.flatnonzero((m < n) & (count < k_max) & (left >= t_min))
+        if rest.size:
+            small = np.flatnonzero(tok <= left[rest].max())  # [S] the only nodes that could still fit
+            seen = np.zeros((len(rest), n), dtype=bool)  # [r, N] already ranked in the first pass
+            np.put_along_axis(seen, safe[rest], True, axis=1)
+            sc = np.where(seen[:, small], -np.inf, scores[rest][:, small])  # [r, S]
+            _, loc = topk_rows(sc, len(small))  # rank the short nodes among themselves
+            node = small[np.maximum(loc, 0)]
+            ok = (loc >= 0) & np.isfinite(np.take_along_axis(sc, np.maximum(loc, 0), 1))
+            t2 = np.where(ok, tok[node], -1)
+            chosen2 = _greedy_fill(t2, left[rest], k_max - count[rest])
+            sub = _pack(chosen2, [layer[node], index[node]], k_max, start=count[rest], out=[lv[rest], ch[rest]])
+            lv[rest], ch[rest] = sub
+        level[s : s + b], chunk[s : s + b] = lv, ch
     return Selection(level=level, chunk=chunk)
 
 
