@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from mogg.encoders import HFEncoder, resolve_model_path
-from mogg.retrieval import BM25Retriever, DenseRetriever, Retriever, bm25_idf, topk_rows
+from mogg.retrieval import BM25Retriever, DenseRetriever, Retriever, bm25_idf, l2_normalize, topk_rows
 from mogg.text import tokenize
 
 rank_bm25 = pytest.importorskip("rank_bm25")
@@ -354,3 +354,68 @@ def test_sharded_bm25_equals_single_index(tmp_path, part_docs):
 def _saved_and_loaded(r, d):
     r.save(d)
     return type(r).load(d)
+
+
+# --------------------------------------------------------------------------- approximate faiss indexes
+class _VecEncoder:
+    """Texts are row numbers into fixed vectors (docs "d<i>", queries "q<i>")."""
+
+    def __init__(self, docs, queries):
+        self.docs, self.queries, self.dim = docs, queries, docs.shape[1]
+
+    def encode(self, texts, show_progress=False):
+        return np.stack([(self.docs if t[0] == "d" else self.queries)[int(t[1:])] for t in texts])
+
+    def config(self):
+        return {"name_or_path": "vectors", "dim": self.dim}
+
+
+def _clustered(n, d, seed):
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(20, d))
+    return (centers[rng.integers(0, 20, n)] + 0.3 * rng.normal(size=(n, d))).astype(np.float32)
+
+
+def test_ivf_index_exhaustive_probe_equals_flat_and_pq_has_recall(tmp_path):
+    docs, queries = _clustered(3000, 16, 0), _clustered(200, 16, 1)
+    enc = _VecEncoder(docs, queries)
+    texts, qs = [f"d{i}" for i in range(len(docs))], [f"q{i}" for i in range(len(queries))]
+    flat = DenseRetriever(enc).fit(texts).search(qs, 10)
+    ivf = DenseRetriever(enc, index="IVF16,Flat", nprobe=16, train_size=2000).fit(texts)
+    got = ivf.search(qs, 10)  # all lists probed: the exact result, ids and scores
+    assert np.array_equal(got[1], flat[1]) and np.array_equal(got[0], flat[0])
+    pq = DenseRetriever(enc, index="IVF16,PQ16x4", nprobe=4, train_size=2000).fit(texts)
+    s, i = pq.search(qs, 10)
+    recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(i, flat[1])])
+    assert recall > 0.6, recall
+    exact = np.einsum("qd,qkd->qk", l2_normalize(queries), l2_normalize(docs)[i])
+    assert np.allclose(s, exact, atol=1e-6)  # returned candidates carry exact cosines
+    assert pq.config()["index"] == "IVF16,PQ16x4" and "index" not in DenseRetriever(enc).config()
+    pq.save(tmp_path)
+    back = DenseRetriever.load(tmp_path, encoder=enc)
+    assert isinstance(back.embeddings, np.memmap)  # approximate indexes keep embeddings on disk
+    assert np.array_equal(back.search(qs, 10)[1], i)
+    with pytest.raises(ValueError, match="too few"):
+        DenseRetriever(enc, index="IVF4096,Flat").fit(texts[:50]).search(qs, 3)
+    with pytest.raises(ValueError, match="backend='faiss'"):
+        DenseRetriever(enc, backend="torch", index="IVF16,Flat")
+
+
+def test_ivf_index_from_shards_equals_single_fit(tmp_path):
+    docs, queries = _clustered(1500, 16, 2), _clustered(50, 16, 3)
+    enc = _VecEncoder(docs, queries)
+    texts, qs = [f"d{i}" for i in range(len(docs))], [f"q{i}" for i in range(len(queries))]
+    make = lambda: DenseRetriever(enc, index="IVF8,PQ4x4", nprobe=2, train_size=700, seed=3)  # noqa: E731
+    dirs = []
+    for a, b in [(0, 400), (400, 1100), (1100, 1500)]:
+        d = tmp_path / f"s{a}"
+        d.mkdir()
+        make().save_shard(texts[a:b], d, "level0")
+        dirs.append(d)
+    merged = make().fit_shards(dirs, "level0")
+    single = make().fit(texts)
+    assert np.array_equal(merged.search(qs, 5)[1], single.search(qs, 5)[1])
+    out = tmp_path / "merged"
+    out.mkdir()
+    merged.save(out)  # embeddings streamed from the shard files
+    assert np.array_equal(np.load(out / "dense_embeddings.npy"), l2_normalize(docs))

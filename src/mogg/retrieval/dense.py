@@ -2,6 +2,12 @@
 
 Both backends return the contract of :mod:`mogg.retrieval.base`, including the ascending-id
 tie-break: faiss is asked for k+1 hits and rows with a tie at the k-th place are re-ranked exactly.
+
+``index`` picks the faiss index by its factory string: ``"Flat"`` (exact, the default) or an
+approximate one for corpora whose embeddings do not fit in memory, e.g. ``"IVF65536,PQ64"`` (64
+bytes per vector: PubMed's 23.9M snippets in ~1.5 GB). Approximate indexes are trained on a seeded
+sample, keep the embeddings memory-mapped on disk, and re-score the candidates they return with
+exact cosines, so scores are exact and only recall is approximate (``nprobe`` trades it for speed).
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ __all__ = ["DenseRetriever", "Encoder", "l2_normalize"]
 EMBEDDINGS_FILE = "dense_embeddings.npy"
 PARAMS_FILE = "dense_params.json"
 FAISS_FILE = "dense.faiss"
-_RUNTIME_KEYS = ("backend", "batch_size", "device")
+_RUNTIME_KEYS = ("backend", "batch_size", "device", "nprobe")
 
 
 class Encoder(Protocol):
@@ -44,6 +50,39 @@ def l2_normalize(x: np.ndarray) -> np.ndarray:
     return x / np.maximum(norms, np.float32(1e-12))
 
 
+class _Rows:
+    """Row blocks (e.g. memory-mapped shard files) seen as one [N, d] matrix for row gathers.
+
+    Lets a sharded merge build an approximate index without copying every embedding into memory.
+    """
+
+    def __init__(self, blocks: Sequence[np.ndarray]) -> None:
+        self.blocks = list(blocks)
+        self.offsets = np.cumsum([0] + [len(b) for b in self.blocks]).astype(np.int64)
+        self.shape = (int(self.offsets[-1]), int(self.blocks[0].shape[1]))
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, ids) -> np.ndarray:
+        """Rows ``ids`` (int array of any shape) -> float32 [*ids.shape, d]."""
+        ids = np.asarray(ids, dtype=np.int64)
+        flat = ids.ravel()
+        out = np.empty((len(flat), self.shape[1]), dtype=np.float32)
+        which = np.searchsorted(self.offsets, flat, side="right") - 1
+        for b in np.unique(which):  # a loop over shards, not over rows
+            sel = which == b
+            out[sel] = self.blocks[b][flat[sel] - self.offsets[b]]
+        return out.reshape(*ids.shape, self.shape[1])
+
+
+def _row_blocks(x, rows: int = 1 << 16):
+    """Contiguous float32 blocks of at most ``rows`` rows of an array or :class:`_Rows`, in order."""
+    for b in (x.blocks if isinstance(x, _Rows) else [x]):
+        for start in range(0, len(b), rows):
+            yield np.ascontiguousarray(b[start : start + rows], dtype=np.float32)
+
+
 class DenseRetriever:
     """Cosine-similarity retriever over ``encoder`` embeddings; backend ``"faiss"`` or ``"torch"``.
 
@@ -52,19 +91,32 @@ class DenseRetriever:
     """
 
     def __init__(self, encoder: Encoder, backend: str = "faiss", batch_size: int = 1024,
-                 device: str | None = None) -> None:
+                 device: str | None = None, index: str = "Flat", nprobe: int = 32,
+                 train_size: int = 262_144, seed: int = 0) -> None:
         if backend not in ("faiss", "torch"):
             raise ValueError(f"backend must be 'faiss' or 'torch', got {backend!r}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if index != "Flat" and backend != "faiss":
+            raise ValueError(f"index={index!r} is a faiss index: it needs backend='faiss'")
+        if nprobe < 1 or train_size < 1:
+            raise ValueError("nprobe and train_size must be >= 1")
         self.encoder, self.backend = encoder, backend
         self.batch_size, self.device = int(batch_size), device
+        self.index, self.nprobe, self.train_size, self.seed = str(index), int(nprobe), int(train_size), int(seed)
         self.embeddings = np.zeros((0, 0), dtype=np.float32)  # [N, d], rows L2-normalized
-        self._index = None  # faiss.IndexFlatIP, or torch tensor [N, d] on device
+        self._index = None  # faiss index, or torch tensor [N, d] on device
+
+    @property
+    def exact(self) -> bool:
+        return self.index == "Flat"
 
     def config(self) -> dict:
-        """Index-defining parameters (JSON-able)."""
-        return {"encoder": self.encoder.config()}
+        """Index-defining parameters (JSON-able); an approximate index adds its training setup."""
+        cfg = {"encoder": self.encoder.config()}
+        if not self.exact:
+            cfg.update(index=self.index, train_size=self.train_size, seed=self.seed)
+        return cfg
 
     @property
     def n_docs(self) -> int:
@@ -102,6 +154,10 @@ class DenseRetriever:
         dims = {b.shape[1] for b in blocks}
         if len(dims) != 1:
             raise ValueError(f"shard embeddings differ in dimension: {sorted(dims)}")
+        if not self.exact:  # stay on disk: the index is trained and filled from the shard files
+            self.embeddings, self._index = _Rows(blocks), None
+            logger.info("Dense shards: %d x %d in %d memory-mapped blocks", *self.embeddings.shape, len(blocks))
+            return self
         n = sum(len(b) for b in blocks)
         self.embeddings = np.empty((n, dims.pop()), dtype=np.float32)
         self._index = None
@@ -123,9 +179,37 @@ class DenseRetriever:
 
         return self.device or ("cuda" if torch.cuda.is_available() else "cpu")
 
+    def _build_ann(self):
+        """Train the factory index on a seeded sample of the embeddings and add them block by block."""
+        import faiss
+
+        n, d = self.embeddings.shape
+        idx = faiss.index_factory(d, self.index, faiss.METRIC_INNER_PRODUCT)
+        sample = np.sort(np.random.default_rng(self.seed).choice(n, size=min(self.train_size, n), replace=False))
+        try:
+            idx.train(np.ascontiguousarray(self.embeddings[sample], dtype=np.float32))  # [S, d]
+        except RuntimeError as exc:
+            raise ValueError(f"cannot train faiss index {self.index!r} on {len(sample)} vectors "
+                             f"(too few for its lists or codebooks?): {exc}") from None
+        for block in _row_blocks(self.embeddings):
+            idx.add(block)
+        logger.info("faiss %s index: %d vectors (trained on %d)", self.index, idx.ntotal, len(sample))
+        return idx
+
+    def _set_nprobe(self) -> None:
+        import faiss
+
+        try:
+            faiss.extract_index_ivf(self._index).nprobe = self.nprobe
+        except RuntimeError:
+            pass  # not an IVF index: nothing to probe
+
     def _get_index(self):
         if self._index is None:
-            if self.backend == "faiss":
+            if self.backend == "faiss" and not self.exact:
+                self._index = self._build_ann()
+                self._set_nprobe()
+            elif self.backend == "faiss":
                 import faiss
 
                 self._index = faiss.IndexFlatIP(self.embeddings.shape[1])
@@ -181,6 +265,9 @@ class DenseRetriever:
         return np.where(ids >= 0, s, -np.inf).astype(np.float32)
 
     def _faiss_topk(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        if not self.exact:  # approximate candidates, exact scores
+            _, ids = self._get_index().search(q, k)  # [b, k], -1 where fewer were found
+            return order_rows(self._exact(q, ids), ids, k)
         m = min(k, self.n_docs)
         extra = min(m + 1, self.n_docs)  # one more hit reveals a (near) tie at the k-th place
         _, ids = self._get_index().search(q, extra)  # [b, extra] candidates by faiss's scores
@@ -199,10 +286,20 @@ class DenseRetriever:
     def save(self, directory: Path) -> list[str]:
         """Write embeddings (npy), parameters (json) and, for faiss, the index file."""
         directory = Path(directory)
-        np.save(directory / EMBEDDINGS_FILE, self.embeddings, allow_pickle=False)
+        if isinstance(self.embeddings, np.ndarray):
+            np.save(directory / EMBEDDINGS_FILE, self.embeddings, allow_pickle=False)
+        else:  # shard blocks: streamed into one file, never all in memory
+            out = np.lib.format.open_memmap(directory / EMBEDDINGS_FILE, mode="w+", dtype=np.float32,
+                                            shape=self.embeddings.shape)
+            at = 0
+            for block in _row_blocks(self.embeddings):
+                out[at : at + len(block)] = block
+                at += len(block)
+            out.flush()
+            del out
         params = {"config": self.config(), "n_docs": self.n_docs,
                   "dim": int(self.embeddings.shape[1]), "backend": self.backend,
-                  "format_version": 1}
+                  "nprobe": self.nprobe, "format_version": 1}
         (directory / PARAMS_FILE).write_text(json.dumps(params, indent=2), encoding="utf-8")
         written = [EMBEDDINGS_FILE, PARAMS_FILE]
         if self.backend == "faiss":
@@ -229,10 +326,14 @@ class DenseRetriever:
                           if saved.get(key) != given.get(key))
             raise ValueError(f"{directory}: encoder config differs from the saved one in {diff}: "
                              f"saved {saved}, given {given}")
-        kwargs = {"backend": params.get("backend", "faiss"), **runtime_kwargs}
+        built = {k: v for k, v in params["config"].items() if k != "encoder"}  # index, train_size, seed
+        kwargs = {"backend": params.get("backend", "faiss"), "nprobe": params.get("nprobe", 32), **built, **runtime_kwargs}
         self = cls(encoder, **kwargs)
-        emb = np.load(directory / EMBEDDINGS_FILE, allow_pickle=False)
-        self.embeddings = np.ascontiguousarray(emb, dtype=np.float32)
+        if self.exact:
+            emb = np.load(directory / EMBEDDINGS_FILE, allow_pickle=False)
+            self.embeddings = np.ascontiguousarray(emb, dtype=np.float32)
+        else:  # only candidates are read: keep them on disk
+            self.embeddings = np.load(directory / EMBEDDINGS_FILE, mmap_mode="r", allow_pickle=False)
         if self.embeddings.shape != (params["n_docs"], params["dim"]):
             raise ValueError(f"{directory}: embeddings shape {self.embeddings.shape} does not "
                              f"match the saved parameters ({params['n_docs']} x {params['dim']})")
@@ -240,6 +341,7 @@ class DenseRetriever:
             import faiss
 
             self._index = faiss.read_index(str(directory / FAISS_FILE))
+            self._set_nprobe()
             if self._index.ntotal != self.n_docs:
                 raise ValueError(f"{directory}: {FAISS_FILE} holds {self._index.ntotal} vectors, "
                                  f"embeddings {self.n_docs}")
