@@ -25,19 +25,9 @@ from pathlib import Path
 KINDS = {"bm25": "mogg.retrieval.bm25:BM25Retriever", "bm25_sharded": "mogg.retrieval.bm25_sharded:ShardedBM25"}
 
 
-class _Docs:
-    def __init__(self, docs):
-        self.docs = docs
-
-    def documents(self):
-        return self.docs
-
-    def fingerprint(self):
-        return {"bench_merge": len(self.docs), "first": self.docs[0].id}
-
 
 def _corpus(data_dir: str, words: float, shards: int):
-    from mogg.data.corpus import Corpus, MedMCQAExplanations, PubMedQAContexts
+    from mogg.data.corpus import Corpus, DocumentList, MedMCQAExplanations, PubMedQAContexts
     from mogg.data.records import Document
 
     m = Path(data_dir) / "mirage"
@@ -45,7 +35,7 @@ def _corpus(data_dir: str, words: float, shards: int):
                    MedMCQAExplanations(str(m / "rawdata/medmcqa/data/dev.json"))]).documents()
     n = sum(len(d.text.split()) for d in base)
     reps = max(1, round(words * shards / n))
-    return _Docs([Document(f"{d.id}#{r}", d.title, d.content) for r in range(reps) for d in base]), n * reps, base
+    return DocumentList([Document(f"{d.id}#{r}", d.title, d.content) for r in range(reps) for d in base]), n * reps, base
 
 
 def _retriever(kind: str):

@@ -23,18 +23,6 @@ from pathlib import Path
 CORPORA = {"textbooks": (125_847, 182), "statpearls": (301_202, 119), "pubmed": (23_898_701, 296), "wikipedia": (29_913_202, 162)}
 
 
-class _Docs:
-    """A corpus stand-in for build_shard: fixed documents and a fingerprint."""
-
-    def __init__(self, docs):
-        self.docs = docs
-
-    def documents(self):
-        return self.docs
-
-    def fingerprint(self):
-        return {"bench": len(self.docs)}
-
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -43,7 +31,7 @@ def main() -> None:
     ap.add_argument("--out", default="reports/bench_scale.json")
     args = ap.parse_args()
 
-    from mogg.data.corpus import Corpus, MedMCQAExplanations, PubMedQAContexts
+    from mogg.data.corpus import Corpus, DocumentList, MedMCQAExplanations, PubMedQAContexts
     from mogg.data.records import Document
     from mogg.ladders import MoGLadderBuilder
     from mogg.retrieval import BM25Retriever
@@ -59,7 +47,7 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="mogg-scale-"))
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
-    d = build_shard(_Docs(docs), MoGLadderBuilder(unit="tokens", unit_size=64, n_levels=5), BM25Retriever, 0, 1, root)
+    d = build_shard(DocumentList(docs), MoGLadderBuilder(unit="tokens", unit_size=64, n_levels=5), BM25Retriever, 0, 1, root)
     secs = time.perf_counter() - t0
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux: process peak
     disk = sum(p.stat().st_size for p in d.rglob("*") if p.is_file())

@@ -653,3 +653,13 @@ def test_fingerprint_hashes_each_file_once(tmp_path, monkeypatch):
     path = Path(corpus.sources[0].files()[0])
     path.write_text(path.read_text(encoding="utf-8") + "\n", encoding="utf-8")  # changed: hashed again
     assert corpus.fingerprint() != a and len(calls) == 4
+
+
+def test_document_list_fingerprint_follows_the_text():
+    from mogg.data.corpus import DocumentList
+
+    a = DocumentList([Document("x", "", "one two"), Document("y", "T", "three")])
+    b = DocumentList([Document("x", "", "one two"), Document("y", "T", "three!")])
+    assert a.fingerprint() != b.fingerprint() and a.fingerprint() == DocumentList(a.documents()).fingerprint()
+    with pytest.raises(DataError, match="empty"):
+        DocumentList([])

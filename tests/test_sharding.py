@@ -9,6 +9,7 @@ import pytest
 from conftest import ROOT, compose
 from hydra.utils import instantiate
 
+from mogg.data.corpus import DocumentList
 from mogg.data.records import Document
 from mogg.ladders import MoGLadderBuilder
 from mogg.pipeline import build_ladder
@@ -69,19 +70,6 @@ def test_three_shards_through_submitit_local(tmp_path, mirage):
 
 
 # --------------------------------------------------------------------------- MoGG (two stages) and dense state
-class _Corpus:
-    """A corpus in memory (documents + fingerprint), enough for the shard tasks."""
-
-    def __init__(self, docs):
-        self.docs = docs
-
-    def documents(self):
-        return self.docs
-
-    def fingerprint(self):
-        return {"kind": "memory", "n": len(self.docs), "first": self.docs[0].id}
-
-
 class _HashEncoder:
     dim = 12
 
@@ -111,7 +99,7 @@ def test_graph_shards_equal_single_build(tmp_path, similarity):
     from mogg.ladders.graph import GraphLadderBuilder
     from mogg.sharding import build_graph_shard, merge_graph_shards
 
-    corpus = _Corpus(_topic_docs())
+    corpus = DocumentList(_topic_docs())
     b = GraphLadderBuilder(k_graph=3, t_graph=0.1, hops=3, max_tokens=60, similarity=similarity,
                            encoder=_HashEncoder() if similarity == "dense" else None, batch_size=7)
     single = b.build(corpus.documents())
@@ -145,7 +133,7 @@ def test_dense_mog_shards_merge_through_faiss(tmp_path):
     from mogg.retrieval.dense import DenseRetriever
     from mogg.sharding import build_shard, merge_shards
 
-    corpus = _Corpus(_topic_docs(25, seed=3))
+    corpus = DocumentList(_topic_docs(25, seed=3))
     b = MoGLadderBuilder(n_levels=3, document_level=True)
     make = lambda: DenseRetriever(_HashEncoder(), backend="faiss")  # noqa: E731
     single, key = build_ladder(corpus, b, tmp_path / "single")
@@ -194,7 +182,7 @@ def test_bm25_parts_merge_holds_no_joint_postings(tmp_path):
     from mogg.retrieval.bm25_sharded import ShardedBM25
     from mogg.sharding import build_shard, merge_shards
 
-    corpus = _Corpus(_topic_docs(40, seed=5))
+    corpus = DocumentList(_topic_docs(40, seed=5))
     b = MoGLadderBuilder(n_levels=3, document_level=True)
     single, key = build_ladder(corpus, b, tmp_path / "single")
     queries = ["term1 term2 term3", "term40 term7", "term11", "nothing here"]
@@ -215,7 +203,7 @@ def test_shard_misuse_is_refused_clearly(tmp_path):
     from mogg.ladders.graph import GraphLadderBuilder
     from mogg.sharding import build_graph_shard, build_shard
 
-    corpus = _Corpus(_topic_docs(6))
+    corpus = DocumentList(_topic_docs(6))
     with pytest.raises(ValueError, match="sharded in stages"):
         build_shard(corpus, GraphLadderBuilder(), BM25Retriever, 0, 2, tmp_path)
     with pytest.raises(ValueError, match="shard.stage"):

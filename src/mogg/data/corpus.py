@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import glob
+import hashlib
 import json
 import logging
 import os
@@ -455,6 +456,36 @@ class Corpus:
 
     def __repr__(self) -> str:
         return f"Corpus({self.sources!r})"
+
+
+class DocumentList:
+    """Documents already in memory (generated, filtered, replicated) as a corpus.
+
+    The fingerprint hashes ids, titles and contents, so artifacts keyed by it change with the text.
+    """
+
+    def __init__(self, documents: Iterable[Document], name: str = "documents") -> None:
+        self.docs, self.name = list(documents), name
+        if not self.docs:
+            raise DataError(name, "corpus is empty: no documents given")
+        self._fp: dict | None = None
+
+    def documents(self) -> list[Document]:
+        return self.docs
+
+    def fingerprint(self) -> dict:
+        if self._fp is None:
+            h = hashlib.sha256()
+            for d in self.docs:
+                h.update(json.dumps([d.id, d.title, d.content], ensure_ascii=False).encode())
+            self._fp = {"type": "DocumentList", "name": self.name, "n": len(self.docs), "sha256": h.hexdigest()}
+        return self._fp
+
+    def __len__(self) -> int:
+        return len(self.docs)
+
+    def __repr__(self) -> str:
+        return f"DocumentList({self.name!r}, {len(self.docs)} documents)"
 
 
 class MultiCorpus:
