@@ -194,15 +194,29 @@ class BM25Retriever:
         queries = list(queries)
         if self.n_docs == 0 or not queries or k == 0:
             return empty_topk(len(queries), k)
+        step = max(1, min(self.batch_size, _MAX_DENSE_ELEMENTS // self.n_docs))
+        out_s, out_i = [], []
+        for start in range(0, len(queries), step):  # tokenize per batch: no [Q, V] matrix of all queries
+            s, i = self.search_matrix(self.query_matrix(queries[start:start + step]), k)
+            out_s.append(s)
+            out_i.append(i)
+        return np.concatenate(out_s), np.concatenate(out_i)
+
+    def search_matrix(self, qmat: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` for a prepared query term-count matrix [B, V] over this index's vocabulary."""
+        if qmat.shape[1] != len(self.vocab):
+            raise ValueError(f"query matrix has {qmat.shape[1]} terms, the index {len(self.vocab)}")
+        if self.n_docs == 0 or qmat.shape[0] == 0 or k == 0:
+            return empty_topk(qmat.shape[0], k)
         backend, device = self._resolved()
         step = max(1, min(self.batch_size, _MAX_DENSE_ELEMENTS // self.n_docs))
         out_s, out_i = [], []
-        for start in range(0, len(queries), step):
-            qmat = self.query_matrix(queries[start:start + step])
+        for start in range(0, qmat.shape[0], step):
+            qmat_b = qmat[start:start + step]
             if backend == "scipy":
-                dense = (qmat @ self.weights).toarray()  # [b, N] float32
+                dense = (qmat_b @ self.weights).toarray()  # [b, N] float32
             else:
-                dense = self._torch_scores(qmat, device)
+                dense = self._torch_scores(qmat_b, device)
             s, i = topk_rows(dense, k)
             out_s.append(s)
             out_i.append(i)

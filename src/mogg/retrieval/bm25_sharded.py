@@ -114,15 +114,20 @@ class ShardedBM25:
         return self._fit_parts(counts(), sources)
 
     # ------------------------------------------------------------------ parts
-    def _part(self, p: int) -> BM25Retriever:
-        """Part ``p`` as a BM25 index over its documents with the global idf and average length."""
-        src = self._sources[p]
-        if src[0] == "saved":
-            return BM25Retriever.load(src[1] / f"part{p}", **self._runtime())
-        vocab, tf, dl = src[1] if src[0] == "counts" else _read_counts(src[1], src[2])
+    def _global_index(self) -> dict[str, int]:
         if self._term_index is None:
             self._term_index = {t: i for i, t in enumerate(self.vocab)}
-        index = self._term_index
+        return self._term_index
+
+    def _part(self, p: int) -> tuple[BM25Retriever, np.ndarray]:
+        """Part ``p``: a BM25 index over its documents with the global idf and average length, and
+        the global ids of its terms (ascending: local term i is global term ``ids[i]``)."""
+        src = self._sources[p]
+        if src[0] == "saved":
+            d = src[1] / f"part{p}"
+            return BM25Retriever.load(d, **self._runtime()), np.load(d / "global_ids.npy", allow_pickle=False)
+        vocab, tf, dl = src[1] if src[0] == "counts" else _read_counts(src[1], src[2])
+        index = self._global_index()
         g = np.fromiter((index[t] for t in vocab), dtype=np.int64, count=len(vocab))
         order = np.argsort(g, kind="stable")  # local terms in global order: same summation order
         r = BM25Retriever(**self.config(), **self._runtime())
@@ -133,7 +138,7 @@ class ShardedBM25:
         r.doc_freqs = np.diff(tf.indptr)[order].astype(np.int64)  # local counts (informational)
         r.idf = self.idf[g[order]]
         r.weights = r._weights_from_tf(tf[order].tocsr(), avgdl=self.total_len / max(self.n_docs, 1))
-        return r
+        return r, g[order]
 
     def _runtime(self) -> dict:
         return {"backend": self._proto.backend, "device": self._proto.device, "batch_size": self._proto.batch_size}
@@ -147,8 +152,16 @@ class ShardedBM25:
         best_s, best_i = empty_topk(len(queries), k)
         if self.n_docs == 0 or not queries or k == 0:
             return best_s, best_i
+        # Tokenized once against the global vocabulary; each part takes the columns of its terms.
+        proto = self._proto  # its tokenizer settings, pointed at the global vocabulary for this call
+        proto.vocab, proto.term_index = self.vocab, self._global_index()
+        try:
+            q_all = proto.query_matrix(queries)  # [Q, V] global term counts, indices sorted per row
+        finally:
+            proto.vocab, proto.term_index = [], {}
         for p in range(self.n_parts):  # one part's weights in memory at a time
-            s, i = self._part(p).search(queries, k)
+            part, g = self._part(p)
+            s, i = part.search_matrix(_restrict(q_all, g), k)
             i = np.where(i >= 0, i + self.offsets[p], -1)
             best_s, best_i = merge_topk(np.concatenate([best_s, s], 1), np.concatenate([best_i, i], 1), k)
         return best_s, best_i
@@ -158,8 +171,10 @@ class ShardedBM25:
         """Global statistics plus one ``part{p}/`` BM25 index per part (written one at a time)."""
         directory = Path(directory)
         for p in range(self.n_parts):
+            part, g = self._part(p)
             (directory / f"part{p}").mkdir()
-            self._part(p).save(directory / f"part{p}")
+            part.save(directory / f"part{p}")
+            np.save(directory / f"part{p}" / "global_ids.npy", g, allow_pickle=False)
         np.savez(directory / STATS_FILE, idf=self.idf, offsets=self.offsets)
         (directory / "sharded_bm25_vocab.json").write_text(json.dumps(self.vocab, ensure_ascii=False), encoding="utf-8")
         params = {"config": self.config(), "n_docs": self.n_docs, "total_len": self.total_len,
@@ -190,3 +205,12 @@ def _read_counts(d: Path, prefix: str) -> tuple[list[str], sp.csr_matrix, np.nda
     vocab = json.loads((d / f"{prefix}_vocab.json").read_text(encoding="utf-8"))
     tf = sp.load_npz(d / f"{prefix}_tf.npz").astype(np.float64).tocsr()
     return vocab, tf, np.load(d / f"{prefix}_doclen.npy", allow_pickle=False)
+
+
+def _restrict(q: sp.csr_matrix, terms: np.ndarray) -> sp.csr_matrix:
+    """Columns ``terms`` (sorted global ids) of a query matrix [B, V] -> [B, len(terms)], order kept."""
+    pos = np.searchsorted(terms, q.indices)
+    hit = (pos < len(terms)) & (terms[np.minimum(pos, max(len(terms) - 1, 0))] == q.indices) if len(terms) else \
+        np.zeros(q.nnz, dtype=bool)
+    rows = np.repeat(np.arange(q.shape[0]), np.diff(q.indptr))
+    return sp.csr_matrix((q.data[hit], (rows[hit], pos[hit])), shape=(q.shape[0], len(terms)), dtype=np.float32)
