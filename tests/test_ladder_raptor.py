@@ -447,3 +447,34 @@ def test_collapsed_tree_random_shapes_match_reference(seed):
     q = rng.normal(size=(20, 8)).astype(np.float32)
     for budget, k_max in [(int(rng.integers(1, 500)), int(rng.integers(1, 30))) for _ in range(3)]:
         assert _rows(collapsed_tree_select(lad, q, budget, k_max, batch_size=11)) == collapsed_reference(lad, q, budget, k_max)
+
+
+_TREE_HASH = """
+import hashlib, sys
+import numpy as np
+sys.path.insert(0, {tests!r})
+from test_ladder_raptor import _builder, _docs
+lad = _builder(max_layers=3).build(_docs(40, seed=4))
+h = hashlib.sha256()
+for k in sorted(lad.arrays):
+    h.update(np.ascontiguousarray(lad.arrays[k]).tobytes())
+for j in range(1, lad.n_levels):
+    h.update("\\n".join(lad.texts(j)).encode())
+print([len(lv) for lv in lad.levels], h.hexdigest())
+"""
+
+
+def test_same_seed_same_tree_across_processes():
+    """Two processes running at the same time build the same tree, bit for bit (UMAP and GMM seeded)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = _TREE_HASH.format(tests=str(Path(__file__).parent))
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs[0][1][-2000:]
+    lines = [o[0].strip().splitlines()[-1] for o in outs]
+    assert lines[0] == lines[1]
+    assert int(lines[0].split("]")[0].split(",")[0].strip("[")) > 2 * (4 + 2)  # enough leaves for real UMAP
