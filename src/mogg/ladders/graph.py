@@ -56,7 +56,7 @@ def _scatter_topk(rows, cols, sims, n_rows: int, k: int) -> tuple[np.ndarray, np
 def bm25_self_scores(retriever: BM25Retriever, queries: sp.csr_matrix, offset: int = 0) -> np.ndarray:
     """s(v, v) for node-queries ``queries`` [Uq, V] (nodes ``offset..offset+Uq-1`` of the index): float64 [Uq]."""
     # sum_t Q[v, t] * W[t, offset + v]: elementwise product with rows of W^T, no [Uq, U] product needed.
-    w_t = retriever.weights.T.tocsr()[offset : offset + queries.shape[0]]
+    w_t = retriever.weights[:, offset : offset + queries.shape[0]].T.tocsr()  # [Uq, V], not all of W
     return np.asarray(queries.multiply(w_t).sum(axis=1), dtype=np.float64).ravel()
 
 

@@ -72,6 +72,13 @@ def order_rows(vals: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, n
     return _pad(vals, ids, k)
 
 
+def check_runtime_kwargs(owner: str, kwargs: dict, allowed: Sequence[str]) -> None:
+    """``load`` may only override runtime options (they do not change a saved index)."""
+    unknown = set(kwargs) - set(allowed)
+    if unknown:
+        raise TypeError(f"{owner}.load: not runtime options: {sorted(unknown)}")
+
+
 def merge_topk(vals: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Top-``k`` of candidate rows [Q, m] (any m, e.g. per-part top-k lists side by side) by (-score, id).
 

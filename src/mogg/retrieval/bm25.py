@@ -19,7 +19,7 @@ from typing import Any, Self
 import numpy as np
 import scipy.sparse as sp
 
-from mogg.retrieval.base import empty_topk, topk_rows
+from mogg.retrieval.base import check_runtime_kwargs, empty_topk, topk_rows
 from mogg.text import tokenize
 
 logger = logging.getLogger(__name__)
@@ -257,9 +257,7 @@ class BM25Retriever:
     @classmethod
     def load(cls, directory: Path, **runtime_kwargs: Any) -> Self:
         """Load a saved index; only ``backend``, ``device`` and ``batch_size`` may be overridden."""
-        unknown = set(runtime_kwargs) - set(_RUNTIME_KEYS)
-        if unknown:
-            raise TypeError(f"BM25Retriever.load: not runtime options: {sorted(unknown)}")
+        check_runtime_kwargs("BM25Retriever", runtime_kwargs, _RUNTIME_KEYS)
         directory = Path(directory)
         params = json.loads((directory / PARAMS_FILE).read_text(encoding="utf-8"))
         self = cls(**params["config"], **runtime_kwargs)

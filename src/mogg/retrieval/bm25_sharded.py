@@ -23,7 +23,7 @@ from typing import Any, Self
 import numpy as np
 import scipy.sparse as sp
 
-from mogg.retrieval.base import empty_topk, merge_topk
+from mogg.retrieval.base import check_runtime_kwargs, empty_topk, merge_topk
 from mogg.retrieval.bm25 import BM25Retriever, bm25_idf
 
 logger = logging.getLogger(__name__)
@@ -185,9 +185,7 @@ class ShardedBM25:
     @classmethod
     def load(cls, directory: Path, **runtime_kwargs: Any) -> Self:
         """Load saved statistics; parts are read from disk when searched."""
-        unknown = set(runtime_kwargs) - set(_RUNTIME_KEYS)
-        if unknown:
-            raise TypeError(f"ShardedBM25.load: not runtime options: {sorted(unknown)}")
+        check_runtime_kwargs("ShardedBM25", runtime_kwargs, _RUNTIME_KEYS)
         directory = Path(directory)
         params = json.loads((directory / PARAMS_FILE).read_text(encoding="utf-8"))
         self = cls(**params["config"], part_docs=params["part_docs"], **runtime_kwargs)

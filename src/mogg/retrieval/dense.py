@@ -20,7 +20,7 @@ from typing import Any, Protocol, Self
 
 import numpy as np
 
-from mogg.retrieval.base import empty_topk, order_rows, topk_rows
+from mogg.retrieval.base import check_runtime_kwargs, empty_topk, order_rows, topk_rows
 
 logger = logging.getLogger(__name__)
 
@@ -145,8 +145,8 @@ class DenseRetriever:
     def fit_shards(self, directories: Sequence[Path], prefix: str) -> Self:
         """Reduce step: one index over all shards (in order) through faiss; equal to a single build.
 
-        The shard files are memory-mapped and added block by block (faiss ``add`` on the flat
-        index; the torch backend stacks them), so shard ids ``0..n_s-1`` become ``offset + i``.
+        Exact (``Flat``): the shard files are stacked in order, so shard ids ``0..n_s-1`` become
+        ``offset + i``; an approximate index is trained and filled from the memory-mapped files.
         """
         blocks = [np.load(Path(d) / f"{prefix}_emb.npy", mmap_mode="r", allow_pickle=False) for d in directories]
         if not blocks:
@@ -158,19 +158,8 @@ class DenseRetriever:
             self.embeddings, self._index = _Rows(blocks), None
             logger.info("Dense shards: %d x %d in %d memory-mapped blocks", *self.embeddings.shape, len(blocks))
             return self
-        n = sum(len(b) for b in blocks)
-        self.embeddings = np.empty((n, dims.pop()), dtype=np.float32)
-        self._index = None
-        if self.backend == "faiss":
-            import faiss
-
-            self._index = faiss.IndexFlatIP(self.embeddings.shape[1])
-        at = 0
-        for b in blocks:
-            self.embeddings[at : at + len(b)] = b
-            if self._index is not None:
-                self._index.add(self.embeddings[at : at + len(b)])
-            at += len(b)
+        self.embeddings = np.concatenate(blocks).astype(np.float32, copy=False)  # [N, d], already normalized
+        self._index = None  # built on first search, as after fit
         logger.info("Dense index merged from %d shards: %d x %d", len(blocks), *self.embeddings.shape)
         return self
 
@@ -315,9 +304,7 @@ class DenseRetriever:
         if encoder is None:
             raise TypeError("DenseRetriever.load needs the query encoder: "
                             "load(directory, encoder=...)")
-        unknown = set(runtime_kwargs) - set(_RUNTIME_KEYS)
-        if unknown:
-            raise TypeError(f"DenseRetriever.load: not runtime options: {sorted(unknown)}")
+        check_runtime_kwargs("DenseRetriever", runtime_kwargs, _RUNTIME_KEYS)
         directory = Path(directory)
         params = json.loads((directory / PARAMS_FILE).read_text(encoding="utf-8"))
         saved, given = params["config"]["encoder"], encoder.config()

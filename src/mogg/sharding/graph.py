@@ -28,7 +28,7 @@ import numpy as np
 
 from mogg.artifacts import artifact_dir, write_artifact
 from mogg.ladders.base import Ladder, Units, partition_level
-from mogg.sharding.ladders import check_unique_ids, concat_ladders, finished, shard_dirs, shard_documents
+from mogg.sharding.ladders import build_once, check_unique_ids, concat_ladders, shard_dirs, shard_documents
 
 log = logging.getLogger(__name__)
 
@@ -64,12 +64,9 @@ def _node_ladder(units: Units) -> Ladder:
 def build_graph_shard(corpus, builder, stage: str, index: int, count: int, root: Path) -> Path:
     """Map task ``index`` of ``count`` for ``stage`` (``nodes`` or ``knn``); idempotent."""
     _check(builder, stage)
-    if stage == "nodes":
-        key = _key(builder, corpus, count, stage="nodes", shard=index)
-        d = artifact_dir(root, "graph_shard", key)
-        if finished(d, key):
-            log.info("graph nodes shard %d/%d already built: %s", index, count, d)
-            return d
+    key = _key(builder, corpus, count, stage=stage, shard=index)
+
+    def nodes():
         docs = shard_documents(corpus, index, count)
         units = builder.nodes(docs, show_progress=True)
 
@@ -77,28 +74,23 @@ def build_graph_shard(corpus, builder, stage: str, index: int, count: int, root:
             _node_ladder(units).save(tmp)
             builder.node_index().save_shard(units.text, tmp, NODES)
 
-        write_artifact(d, write, key, extra={"documents": len(docs), "first": docs[0].id, "nodes": len(units)})
-        log.info("graph nodes shard %d/%d: %d documents, %d nodes", index, count, len(docs), len(units))
-        return d
+        return write, {"extra": {"documents": len(docs), "first": docs[0].id, "nodes": len(units)}}
 
-    key = _key(builder, corpus, count, stage="knn", shard=index)
-    d = artifact_dir(root, "graph_shard", key)
-    if finished(d, key):
-        log.info("graph kNN shard %d/%d already built: %s", index, count, d)
-        return d
-    idx_dir = shard_dirs(root, "graph_index", [_key(builder, corpus, count)])[0]
-    offsets = np.load(idx_dir / "node_offsets.npy", allow_pickle=False)  # [count + 1]
-    lo, hi = int(offsets[index]), int(offsets[index + 1])
-    nodes = Ladder.load(idx_dir)
-    sim, ids = builder.knn_rows(_load_index(builder, idx_dir), nodes.units.text[lo:hi], lo)
+    def knn():
+        idx_dir = shard_dirs(root, "graph_index", [_key(builder, corpus, count)])[0]
+        offsets = np.load(idx_dir / "node_offsets.npy", allow_pickle=False)  # [count + 1]
+        lo, hi = int(offsets[index]), int(offsets[index + 1])
+        texts = Ladder.load(idx_dir).units.text[lo:hi]
+        sim, ids = builder.knn_rows(_load_index(builder, idx_dir), texts, lo)
 
-    def write_knn(tmp: Path) -> None:
-        np.save(tmp / "knn_sim.npy", sim, allow_pickle=False)
-        np.save(tmp / "knn_ids.npy", ids, allow_pickle=False)
+        def write(tmp: Path) -> None:
+            np.save(tmp / "knn_sim.npy", sim, allow_pickle=False)
+            np.save(tmp / "knn_ids.npy", ids, allow_pickle=False)
 
-    write_artifact(d, write_knn, key, inputs={"graph_index": str(idx_dir)}, extra={"nodes": [lo, hi]})
-    log.info("graph kNN shard %d/%d: nodes %d..%d against %d", index, count, lo, hi, len(nodes.units))
-    return d
+        return write, {"inputs": {"graph_index": str(idx_dir)}, "extra": {"nodes": [lo, hi]}}
+
+    return build_once(root, "graph_shard", key, nodes if stage == "nodes" else knn,
+                      f"graph {stage} shard {index}/{count}")
 
 
 def merge_graph_shards(corpus, builder, stage: str, count: int, root: Path,

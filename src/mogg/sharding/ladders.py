@@ -30,6 +30,22 @@ log = logging.getLogger(__name__)
 SHARDABLE = ("mog", "nodes")  # "nodes": the node-only ladders of a graph build's first stage
 
 
+def build_once(root: Path, kind: str, key: dict, produce: Callable[[], tuple], label: str) -> Path:
+    """A map task as an artifact: skipped when finished (manifest), else ``produce()`` and written.
+
+    ``produce()`` returns ``(writer(tmp_dir), manifest kwargs)`` (``inputs`` / ``extra``); a task
+    killed before the atomic rename left no manifest and is redone.
+    """
+    d = artifact_dir(root, kind, key)
+    if finished(d, key):
+        log.info("%s already built: %s", label, d)
+        return d
+    writer, meta = produce()
+    write_artifact(d, writer, key, **meta)
+    log.info("%s: %s -> %s", label, meta.get("extra"), d)
+    return d
+
+
 def shard_documents(corpus, index: int, count: int) -> list:
     """Shard ``index`` of ``count`` of ``corpus`` (its own byte-range reader when it has one)."""
     if hasattr(corpus, "shard_documents"):
@@ -112,22 +128,19 @@ def build_shard(corpus, builder, make_retriever: Callable[[], object], index: in
     check_shard_retriever(retr)
     if builder.method not in SHARDABLE:
         raise ValueError(f"{builder.method!r} ladders are sharded in stages: use mogg.sharding.graph")
-    key = _shard_key(builder, corpus, retr, index, count)
-    d = artifact_dir(root, "shard", key)
-    if finished(d, key):
-        log.info("shard %d/%d already built: %s", index, count, d)
-        return d
-    docs = shard_documents(corpus, index, count)
-    ladder = builder.build(docs, show_progress=True)
 
-    def write(tmp: Path) -> None:
-        ladder.save(tmp)
-        for j in range(ladder.n_levels):
-            retr.save_shard(ladder.texts(j), tmp, f"level{j}")
+    def produce():
+        docs = shard_documents(corpus, index, count)
+        ladder = builder.build(docs, show_progress=True)
 
-    write_artifact(d, write, key, extra={"documents": len(docs), "first": docs[0].id, "last": docs[-1].id})
-    log.info("shard %d/%d: %d documents -> %s", index, count, len(docs), d)
-    return d
+        def write(tmp: Path) -> None:
+            ladder.save(tmp)
+            for j in range(ladder.n_levels):
+                retr.save_shard(ladder.texts(j), tmp, f"level{j}")
+
+        return write, {"extra": {"documents": len(docs), "first": docs[0].id, "last": docs[-1].id}}
+
+    return build_once(root, "shard", _shard_key(builder, corpus, retr, index, count), produce, f"shard {index}/{count}")
 
 
 def shard_dirs(root: Path, stage: str, keys: Sequence[dict]) -> list[Path]:
