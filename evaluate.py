@@ -12,4 +12,9 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    import sys
+
+    from mogg.runconfig import scrub_argv
+
+    sys.argv = scrub_argv(sys.argv)  # a secret on the command line goes to the environment, not to .hydra/
     main()

@@ -85,8 +85,8 @@ def main() -> None:
 
     import numpy as np
 
-    from mogg.pipeline import build_ladder
-    from mogg.retrieval.hits import level_retrievers, search_levels
+    from mogg.ladders.store import build_ladder
+    from mogg.search import level_retrievers, search_levels
     from mogg.sharding import build_shard
 
     corpus, n_words, base = _corpus(args.data_dir, args.words, args.shards)

@@ -28,7 +28,7 @@ from mogg.data.corpus import Corpus, MedMCQAExplanations, PubMedQAContexts
 from mogg.ladders.base import Units
 from mogg.ladders.raptor import RaptorLadderBuilder
 from mogg.ladders.summarizers import ExtractiveSummarizer
-from mogg.retrieval.tree import collapsed_tree_select, tree_nodes
+from mogg.selection.tree import collapsed_tree_select, tree_nodes
 
 
 class HashEncoder:
@@ -161,7 +161,7 @@ def main() -> None:
     print("\n| leaves | nodes per layer | leaf embedding (s) | UMAP (s) | mixture (s) | summarizing (s) "
           "| tree total (s) | 1k-query collapsed tree (ms) | reference loop (s) | speed-up |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for n, nodes, te, tu, tg, ts, tse, tt, to, tr in rows:
+    for n, nodes, te, tu, tg, ts, _tse, tt, to, tr in rows:
         print(f"| {n} | {nodes} | {te:.1f}{' (rate x N)' if args.encoder == 'minilm' else ''} | {tu:.1f} "
               f"| {tg:.1f} | {ts:.1f} | {tt:.1f} | {to * 1000:.0f} | {tr:.1f} | {tr / to:.0f}x |")
 

@@ -94,12 +94,12 @@ def main() -> None:
     t_train = time.perf_counter() - t0
     results["router"] = {"epochs": args.epochs, "train_queries": 400, "seconds": t_train}
 
-    b, l, r = results["bm25"], results["ladder"], results["router"]
+    b, lad, r = results["bm25"], results["ladder"], results["router"]
     print(f"{'benchmark':<34}{'mogg':>14}{'reference':>14}{'ratio':>10}")
     print(f"{'BM25 queries/s (' + str(b['chunks']) + ' chunks)':<34}{b['qps_ours']:>14.1f}{b['qps_ref']:>14.1f}{b['speedup']:>9.1f}x")
     print(f"{'BM25 index build s':<34}{b['index_s_ours']:>14.2f}{b['index_s_ref']:>14.2f}{b['index_s_ref'] / b['index_s_ours']:>9.1f}x")
     print(f"{'same top-10 as rank-bm25':<34}{b['same_top10']:>14.1%}")
-    print(f"{'MoG ladder build s / 1M words':<34}{l['seconds_per_1M_words']:>14.2f}   ({l['words']:,} words, {l['units']:,} units)")
+    print(f"{'MoG ladder build s / 1M words':<34}{lad['seconds_per_1M_words']:>14.2f}   ({lad['words']:,} words, {lad['units']:,} units)")
     print(f"{'router training s / 1000 epochs':<34}{r['seconds'] * 1000 / r['epochs']:>14.2f}   (400 queries, batch 128)")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=2))

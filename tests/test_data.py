@@ -32,7 +32,7 @@ from mogg.data.prepare import (
     mirage_dir,
     verify_mirage,
 )
-from mogg.data.qa import GenericQA, MirageBenchmark, PubMedQAStar
+from mogg.data.qa import GenericQA, MedMCQAExplained, MirageBenchmark, PubMedQAStar, strip_answer_statement
 from mogg.data.records import Document, QAItem
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -228,6 +228,50 @@ def test_real_pubmedqa_contexts_and_medmcqa_explanations():
     fp = corpus.fingerprint()["sources"][1]
     assert fp["params"] == {"path": str(MEDMCQA_DEV), "min_chars": 40}
     assert fp["files"][0]["sha256"] == "a2b5f53890f4e742b728378fb847bc5338088d48ea01218676379f587270af31"
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("Ans-a. The oncotic pressure", "The oncotic pressure"),
+    ("Answer- A. Glycogen synthesisLow insulin", "Glycogen synthesisLow insulin"),
+    ("Ans. is 'c' i.e., Glycogen", "Glycogen"),
+    ("ANS. B. Renal", "Renal"),
+    ("Answer DThyrotoxic crisis", "Thyrotoxic crisis"),  # letter glued to the next capitalised word
+    ("Option A- Broad QRS", "Broad QRS"),
+    ("(b) Salbutamol", "Salbutamol"),
+    ("Ans.B. More common in females", "More common in females"),
+    ("Answer- D (Medullary collecting duct)", "(Medullary collecting duct)"),
+    ("Answer: . B. HIV reverse transcriptase", "HIV reverse transcriptase"),
+    ("Option 1: Placenta acts as a barrier", "Placenta acts as a barrier"),
+    ("Ans. 45XO Turner's syndrome", "Ans. 45XO Turner's syndrome"),
+    ("Ans: Amyloid is deposited", "Ans: Amyloid is deposited"),  # no option letter: kept whole
+    ("A. Something else", "Something else"),
+    ("A patient with fever", "A patient with fever"),
+    ("Fast anterograde transport", "Fast anterograde transport"),
+])
+def test_strip_answer_statement(text, expected):
+    assert strip_answer_statement(text) == expected
+
+
+@needs_mirage
+def test_medmcqa_explained_gold_evidence():
+    items = MedMCQAExplained(str(BENCHMARK), str(MEDMCQA_DEV)).load()
+    assert len(items) == 2170
+    corpus_ids = {d.id for d in MedMCQAExplanations(str(MEDMCQA_DEV), min_chars=40)}
+    assert all(it.gold_doc_ids[0] in corpus_ids for it in items)  # every gold document is in the corpus
+    assert all(it.dataset == "medmcqa" and it.options and it.answer in it.options for it in items)
+    first = {it.id: it for it in items}["b944ada9-d776-4c2a-9180-3ae5f393f72d"]
+    assert first.evidence_text.startswith("The oncotic pressure")  # "Ans-a. " stripped
+    # no evidence opens with an answer statement any more
+    import re
+
+    lead = re.compile(r"^\W*(ans(wer)?|option)\b\W*(is\W*)?\(?[a-d1-4]\b", re.IGNORECASE)
+    assert sum(bool(lead.match(it.evidence_text)) for it in items) == 0
+    fewer = MedMCQAExplained(str(BENCHMARK), str(MEDMCQA_DEV), min_chars=400, limit=10).load()
+    assert len(fewer) == 10 and all(len(MEDMCQA_by_id()[it.id]) >= 400 for it in fewer)
+
+
+def MEDMCQA_by_id() -> dict[str, str]:
+    return {json.loads(line)["id"]: (json.loads(line).get("exp") or "").strip() for line in MEDMCQA_DEV.open()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -453,7 +497,7 @@ def test_from_local_refuses_corrupted_file(tmp_path):
 class _RangeHandler(BaseHTTPRequestHandler):
     """Serves ``server.root`` with HTTP Range support; can cut chosen responses short."""
 
-    def do_GET(self):  # noqa: N802 (http.server naming)
+    def do_GET(self):
         srv = self.server
         rng = self.headers.get("Range")
         srv.requests.append((self.path, rng))

@@ -22,7 +22,7 @@ def test_nesting_invariants(unit, size, doc_level):
     n_u = len(lad.units)
     assert lad.n_levels == 4 + doc_level
     prev = None
-    for j, lv in enumerate(lad.levels):
+    for lv in lad.levels:
         cov = lv.coverage.tocsc()
         # every finest unit in exactly one chunk of every level
         assert np.array_equal(np.asarray(cov.sum(axis=0)).ravel(), np.ones(n_u))

@@ -20,7 +20,7 @@ from mogg.ladders.summarizers import (
     OpenAISummarizer,
     SummaryCache,
 )
-from mogg.retrieval.tree import collapsed_tree_select, tree_traversal_select
+from mogg.selection.tree import collapsed_tree_select, tree_traversal_select
 from mogg.text import count_tokens
 
 VOCAB = [f"w{i}" for i in range(60)]

@@ -105,3 +105,87 @@ def test_tiny_local_model_reader(tmp_path, mirage):
     for p in acc.values():
         for d in p["datasets"].values():
             assert d["correct"] + d["unparsed"] <= d["n"]
+
+
+def test_reader_labels_tiny_model_mirage_reader(tmp_path, mirage):
+    """experiment=mirage_reader as documented, with the tiny local model and a local MedRAG-format
+    Textbooks copy: reader labels train a router; one accuracy table (policies x sets, unparsed,
+    improved/degraded vs CoT) and its plot; a train killed mid-labelling resumes without re-asking."""
+    from test_medrag import _textbooks
+
+    from mogg.app import train
+    from mogg.data.prepare import main as prepare_main
+
+    model = _build_tiny(tmp_path / "tiny", chat_template=True)
+    _textbooks(tmp_path / "tb")
+    data = tmp_path / "data"
+    assert prepare_main(["--corpus", "textbooks", "--from-local", str(tmp_path / "tb"), "--data-dir", str(data), "--no-progress"]) == 0
+    ov = [f"paths.data_dir={mirage.parent}", f"paths.artifacts={tmp_path / 'a'}", f"paths.reports={tmp_path / 'r'}",
+          f"paths.checkpoints={tmp_path / 'c'}", f"paths.answers={tmp_path / 'answers'}", f"paths.outputs={tmp_path / 'o'}",
+          "experiment=mirage_reader", f"corpus.sources.0.paths={data}/medrag/textbooks/chunk", "questions.per_dataset=20",
+          "reader=hf", f"reader.name_or_path={model}", "reader.max_new_tokens=4", "reader.batch_size=32",
+          "n_folds=3", "trainer.max_epochs=20"]
+    cache = tmp_path / "answers" / "answers.jsonl"
+    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *ov], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 600
+    while time.time() < deadline and proc.poll() is None:
+        if cache.exists() and len(cache.read_text().splitlines()) >= 96:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    killed = len([ln for ln in cache.read_text().splitlines() if ln.strip()])
+    assert 96 <= killed < 500
+
+    cfg = compose(ov)
+    train(cfg)  # resumes: the cached prompts are not asked again
+    hashes = [json.loads(ln)["prompt_hash"] for ln in cache.read_text().splitlines() if ln.strip()]
+    assert len(hashes) == len(set(hashes)) <= 500  # 100 questions x 5 levels, each prompt asked once
+    s = evaluate(cfg)["mog"]
+    acc = s["accuracy"]
+    assert {"cot", "mog_router", "mog_prior", "oracle"} <= set(acc) and sum(p.startswith("fixed:") for p in acc) == 5
+    for t in acc.values():
+        assert set(t["datasets"]) == {"mmlu", "medqa", "medmcqa", "pubmedqa", "bioasq"}
+    # the oracle level answers right wherever some level does
+    assert acc["oracle"]["average"]["micro_accuracy"] >= max(acc[p]["average"]["micro_accuracy"] for p in acc if p.startswith("fixed:"))
+    md = (tmp_path / "r" / "mirage_reader" / "results.md").read_text()
+    assert "| policy | MMLU-Med (n=20) | MedQA-US (n=20)" in md and "unparsed" in md and "improved / degraded vs CoT" in md
+    assert (tmp_path / "r" / "mirage_reader" / "mog_accuracy.png").stat().st_size > 0
+    assert set(s["accuracy_vs_cot"]["mog_router"]) == {"improved", "degraded", "datasets"}
+    header = (tmp_path / "r" / "mirage_reader" / "results.csv").read_text().splitlines()[0]
+    assert "acc_medqa" in header and "improved_vs_cot" in header
+
+
+def test_readme_reader_commands_run_end_to_end(tmp_path, mirage):
+    """The README's reader commands, as written, against a loopback OpenAI-compatible server
+    (MOGG_READER_URL) and a local MedRAG-format Textbooks copy, shrunk with a few overrides."""
+    from test_docs import documented_commands
+    from test_medrag import _textbooks
+
+    from mogg.data.prepare import main as prepare_main
+
+    cmds = [(w, a) for w, a in documented_commands() if "experiment=mirage_reader" in a or "experiment=mirage_transfer" in a]
+    assert [w.split("python ")[1].split()[0] for w, _ in cmds] == ["train.py", "evaluate.py", "train.py", "evaluate.py"]
+    _textbooks(tmp_path / "tb")
+    data = tmp_path / "data"
+    assert prepare_main(["--corpus", "textbooks", "--from-local", str(tmp_path / "tb"), "--data-dir", str(data), "--no-progress"]) == 0
+    shrink = [f"paths.data_dir={mirage.parent}", f"paths.artifacts={tmp_path / 'a'}", f"paths.reports={tmp_path / 'r'}",
+              f"paths.checkpoints={tmp_path / 'c'}", f"paths.answers={tmp_path / 'answers'}", f"paths.outputs={tmp_path / 'o'}",
+              f"corpus.sources.0.paths={data}/medrag/textbooks/chunk", "questions.per_dataset=6", "n_folds=2",
+              "trainer.max_epochs=5"]
+    srv = _serve()
+    try:
+        env = {**os.environ, "MOGG_READER_URL": srv.url}
+        for where, args in cmds:
+            script = where.split("python ")[1].split()[0]
+            extra = ["train_questions.per_dataset=6"] if "experiment=mirage_transfer" in args else []
+            p = subprocess.run([sys.executable, str(ROOT / script), *args, *shrink, *extra], cwd=ROOT, env=env,
+                               capture_output=True, text=True, timeout=600)
+            assert p.returncode == 0, f"{where}\n{p.stderr[-3000:]}"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    md = (tmp_path / "r" / "mirage_transfer" / "results.md").read_text()
+    assert "## QA accuracy of `mog` (reader)" in md and "mog_transfer" in md and "## Transfer: `mog`" in md
+    assert (tmp_path / "r" / "mirage_reader" / "mog_accuracy.png").exists()

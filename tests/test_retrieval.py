@@ -70,10 +70,11 @@ def docs() -> list[str]:
     return _corpus()
 
 
+@pytest.mark.parametrize("backend", ["scipy", "numba"])
 @pytest.mark.parametrize("k", [1, 3, 10])
-def test_bm25_matches_rank_bm25(docs, k):
+def test_bm25_matches_rank_bm25(docs, k, backend):
     ref_scores, ref_ids, bm25 = _reference(docs, QUERIES, k)
-    retriever = BM25Retriever().fit(docs)
+    retriever = BM25Retriever(backend=backend).fit(docs)
     scores, ids = retriever.search(QUERIES, k)
     assert scores.dtype == np.float32 and ids.dtype == np.int64
     assert scores.shape == ids.shape == (len(QUERIES), k)
@@ -95,6 +96,7 @@ def test_bm25_fixture_exercises_edge_cases(docs):
     np.testing.assert_allclose(idf[raw_idf < 0], 0.25 * raw_idf.mean())
     scores, ids = retriever.search(["", "unseenword"], 4)
     np.testing.assert_array_equal(ids, [[0, 1, 2, 3]] * 2)  # all-zero scores: ascending ids
+    assert retriever._resolved()[0] in ("numba", "scipy")  # auto on a CPU: the kernel when numba is there
     np.testing.assert_array_equal(scores, 0.0)
     # Duplicated docs 3, 10, 250 tie: they come out in ascending id order.
     _, ids = retriever.search([docs[3]], 3)
@@ -111,7 +113,19 @@ def test_bm25_torch_equals_scipy(docs, k):
     np.testing.assert_allclose(sa, sb, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("backend", ["scipy", "torch"])
+@pytest.mark.parametrize("k", [1, 7, 40])
+def test_bm25_numba_kernel_equals_scipy_bit_for_bit(docs, k):
+    """The compiled kernel against the sparse product + top-k: same ids, same float32 scores."""
+    a = BM25Retriever(backend="scipy", batch_size=5).fit(docs)
+    b = BM25Retriever(backend="numba").fit(docs)
+    queries = QUERIES + [docs[3], docs[10] + " " + docs[20], "", "unseenword heart"]
+    sa, ia = a.search(queries, k)
+    sb, ib = b.search(queries, k)
+    np.testing.assert_array_equal(ia, ib)
+    np.testing.assert_array_equal(sa, sb)
+
+
+@pytest.mark.parametrize("backend", ["scipy", "torch", "numba"])
 def test_bm25_pads_when_k_exceeds_docs(backend):
     small = ["heart attack", "kidney failure", "heart failure", "lung cancer", "liver cirrhosis"]
     retriever = BM25Retriever(backend=backend, device="cpu").fit(small)
@@ -419,3 +433,48 @@ def test_ivf_index_from_shards_equals_single_fit(tmp_path):
     out.mkdir()
     merged.save(out)  # embeddings streamed from the shard files
     assert np.array_equal(np.load(out / "dense_embeddings.npy"), l2_normalize(docs))
+
+
+def test_cached_retrievers_keep_their_runtime_options(tmp_path):
+    """A cached level retriever is restored into the configured instance: backend, batch size and
+    the dense encoder are the ones asked for now, not the saved ones (they used to be dropped)."""
+    from functools import partial
+
+    from mogg.data.corpus import DocumentList
+    from mogg.data.records import Document
+    from mogg.ladders import MoGLadderBuilder
+    from mogg.retrieval.bm25_sharded import ShardedBM25
+    from mogg.search import LadderIndex
+
+    corpus = DocumentList([Document(f"d{i}", "", f"Sentence {i} about topic {i % 3}. More on item {i}.") for i in range(12)])
+    b = MoGLadderBuilder(n_levels=2)
+    LadderIndex.build(corpus, b, partial(BM25Retriever, backend="scipy", batch_size=7), tmp_path)  # fit + save
+    again = LadderIndex.build(corpus, b, partial(BM25Retriever, backend="torch", batch_size=3), tmp_path)  # restored
+    r = again.parts[0][0][0]
+    assert (r.backend, r.batch_size) == ("torch", 3) and r.n_docs > 0
+    s, i = r.search(["topic 1"], 2)
+    assert i[0, 0] >= 0
+    enc = _HashEncoder()
+    LadderIndex.build(corpus, b, partial(DenseRetriever, enc, backend="torch"), tmp_path)
+    other = _HashEncoder()
+    d = LadderIndex.build(corpus, b, partial(DenseRetriever, other, backend="torch", batch_size=5), tmp_path).parts[0][0][0]
+    assert d.encoder is other and d.batch_size == 5
+    LadderIndex.build(corpus, b, partial(ShardedBM25, part_docs=4, batch_size=9), tmp_path)
+    sh = LadderIndex.build(corpus, b, partial(ShardedBM25, part_docs=4, batch_size=2), tmp_path).parts[0][0][0]
+    assert sh._runtime()["batch_size"] == 2
+    with pytest.raises(ValueError, match="saved with another config"):
+        BM25Retriever(k1=1.2).restore(next((tmp_path / "retriever").iterdir()))
+
+
+class _HashEncoder:
+    """Deterministic bag-of-words vectors (a stand-in encoder with a stable config)."""
+
+    def encode(self, texts, show_progress=False):
+        out = np.zeros((len(texts), 16), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for w in tokenize(t):
+                out[i, sum(map(ord, w)) % 16] += 1.0
+        return out
+
+    def config(self):
+        return {"name_or_path": "hash16"}

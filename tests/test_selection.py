@@ -4,7 +4,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from mogg.ladders.base import Ladder, Level, Units, partition_level
-from mogg.retrieval.hits import Hits
+from mogg.search import Hits
 from mogg.selection import fixed_level_select, mog_select, one_hot, topk_all_select
 
 

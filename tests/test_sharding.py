@@ -12,10 +12,12 @@ from hydra.utils import instantiate
 from mogg.data.corpus import DocumentList
 from mogg.data.records import Document
 from mogg.ladders import MoGLadderBuilder
-from mogg.pipeline import build_ladder
+from mogg.ladders.base import Ladder
+from mogg.ladders.concat import concat_ladders
+from mogg.ladders.store import build_ladder
 from mogg.retrieval.bm25 import BM25Retriever, merge_term_counts
-from mogg.retrieval.hits import level_retrievers, search_levels
-from mogg.sharding import concat_ladders, shard_range
+from mogg.search import level_retrievers, search_levels
+from mogg.sharding import shard_range
 
 
 def test_concat_equals_single_build():
@@ -115,7 +117,7 @@ def test_graph_shards_equal_single_build(tmp_path, similarity):
     mtime = (dirs[1] / "manifest.json").stat().st_mtime_ns
     assert build_graph_shard(corpus, b, "knn", 1, 3, root) == dirs[1]  # finished: skipped
     assert (dirs[1] / "manifest.json").stat().st_mtime_ns == mtime
-    merged = merge_graph_shards(corpus, b, "knn", 3, root, make_retriever=BM25Retriever)
+    merged = Ladder.load(merge_graph_shards(corpus, b, "knn", 3, root, make_retriever=BM25Retriever))
     assert merged.units.text == single.units.text
     assert len(single.arrays["edges"]) > 10
     assert np.array_equal(merged.arrays["edges"], single.arrays["edges"])
@@ -204,7 +206,7 @@ def test_shard_misuse_is_refused_clearly(tmp_path):
     from mogg.sharding import build_graph_shard, build_shard
 
     corpus = DocumentList(_topic_docs(6))
-    with pytest.raises(ValueError, match="sharded in stages"):
+    with pytest.raises(ValueError, match="they are sharded in stages"):
         build_shard(corpus, GraphLadderBuilder(), BM25Retriever, 0, 2, tmp_path)
     with pytest.raises(ValueError, match="shard.stage"):
         build_graph_shard(corpus, GraphLadderBuilder(), "edges", 0, 2, tmp_path)

@@ -1,0 +1,37 @@
+"""mogg: granularity-aware retrieval for medical QA (MoG, MoGG, RAPTOR ladders; routers; MIRAGE).
+
+Layers, bottom to top. A module imports only from its own layer or the layers below it
+(``tests/test_layers.py`` enforces this, lazy imports included, and that there are no cycles):
+
+ 1. helpers     artifacts, text, segments, metrics, vectors, runconfig: pure functions and files
+ 2. data        data: corpora and question sets, validation, download
+ 3. models      encoders, readers: text encoders and LLM clients (one OpenAI-compatible client)
+ 4. index       retrieval: BM25, sharded BM25, dense; texts and vectors in, top-k out (no ladders)
+ 5. ladders     ladders: units, levels, coverage; one builder per method; keys, store, concatenation
+ 6. search      search: per-ladder retrieval (one retriever per level, Hits, LadderIndex)
+ 7. selection   selection: MoG eq. 1-2 and the other policies, tree policies included
+ 8. routing     routing: features, soft labels, objectives, the router model and its training
+ 9. prepared    prepared: what train and evaluate share for one ladder and question set
+10. evaluation  evaluation: policies scored, reports, reader accuracy, sweep collection
+11. pipeline    pipeline, sharding: the shared stages and the map/reduce builds
+12. app         app, route: what the entry points and the mogg-route CLI run
+
+A method (MoG, MoGG, RAPTOR, ...) is a ladder builder plus its config file; what only it needs
+(extra policies, report sections, staged sharding) hangs off the builder as hooks, so nothing
+above the ladders layer names a method.
+"""
+
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("helpers", ("mogg.artifacts", "mogg.text", "mogg.segments", "mogg.metrics", "mogg.vectors", "mogg.runconfig")),
+    ("data", ("mogg.data",)),
+    ("models", ("mogg.encoders", "mogg.readers")),
+    ("index", ("mogg.retrieval",)),
+    ("ladders", ("mogg.ladders",)),
+    ("search", ("mogg.search",)),
+    ("selection", ("mogg.selection",)),
+    ("routing", ("mogg.routing",)),
+    ("prepared", ("mogg.prepared",)),
+    ("evaluation", ("mogg.evaluation",)),
+    ("pipeline", ("mogg.pipeline", "mogg.sharding")),
+    ("app", ("mogg.app", "mogg.route")),
+)

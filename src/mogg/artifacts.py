@@ -13,10 +13,13 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
+import socket
 import tempfile
 import time
 from collections.abc import Callable, Mapping
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -76,6 +79,21 @@ def diff_fields(expected: Mapping, found: Mapping) -> list[str]:
     return sorted(k for k in a.keys() | b.keys() if a.get(k, "<missing>") != b.get(k, "<missing>"))
 
 
+@contextmanager
+def atomic_path(path: Path):
+    """Yield a temporary path beside ``path`` (unique per writer) and rename it into place on
+    success, so concurrent writers of one file never share a temp file or leave a torn one."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
 def write_artifact(
     directory: Path,
     writer: Callable[[Path], None],
@@ -90,7 +108,8 @@ def write_artifact(
     """
     directory = Path(directory)
     directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-", dir=directory.parent))
+    clean_stale_temps(directory.parent)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-{_HOST}-{os.getpid()}-", dir=directory.parent))
     try:
         writer(tmp)
         files = sorted(p for p in tmp.rglob("*") if p.is_file())
@@ -105,7 +124,7 @@ def write_artifact(
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
         if directory.exists():
-            old = directory.with_name(f".{directory.name}.old-{os.getpid()}")
+            old = directory.with_name(f".{directory.name}.old-{_HOST}-{os.getpid()}")
             os.replace(directory, old)
             os.replace(tmp, directory)
             shutil.rmtree(old, ignore_errors=True)
@@ -116,6 +135,46 @@ def write_artifact(
         raise
     log.info("wrote artifact %s (%d files)", directory, len(manifest["files"]))
     return directory
+
+
+_HOST = re.sub(r"[^\w]", "_", socket.gethostname()) or "host"
+_TEMP_RE = re.compile(r"^\..+\.(?:tmp|old)-(?P<host>\w+)-(?P<pid>\d+)(?:-\w+)?$")
+STALE_AFTER_S = 24 * 3600  # a temp dir of another host is only removed when this old
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def clean_stale_temps(parent: Path) -> int:
+    """Remove temp/old directories that killed writers left in ``parent``: this host's whose
+    process is gone, other hosts' (a shared file system) after :data:`STALE_AFTER_S`. Returns how many."""
+    n = 0
+    try:
+        entries = list(os.scandir(parent))
+    except FileNotFoundError:
+        return 0
+    now = time.time()
+    for e in entries:
+        m = _TEMP_RE.match(e.name)
+        if not m or not e.is_dir(follow_symlinks=False):
+            continue
+        mine = m.group("host") == _HOST
+        try:
+            stale = (not _alive(int(m.group("pid")))) if mine else now - e.stat().st_mtime > STALE_AFTER_S
+        except OSError:
+            continue
+        if stale:
+            shutil.rmtree(e.path, ignore_errors=True)
+            log.info("removed %s left by an interrupted writer", e.path)
+            n += 1
+    return n
 
 
 def read_manifest(directory: Path, config: Mapping[str, Any] | None = None, verify: bool = True) -> dict:

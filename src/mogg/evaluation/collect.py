@@ -1,8 +1,9 @@
 """Collect a sweep: every ``reports/<run>/metrics.json`` into one table and plot.
 
 Runs named ``<experiment>_s<seed>`` are grouped by experiment; each group reports mean and
-standard deviation over seeds of the router, prior, best fixed level and oracle F1 and of the
-share of the best-fixed-to-oracle gap the router closes.
+standard deviation over seeds of the router (under the configured decision rule and the other
+one), prior, best fixed level and oracle F1 and of the share of the best-fixed-to-oracle gap the
+router closes.
 
     python -m mogg.evaluation.collect [--reports reports] [--pattern 'ablation_*'] [--out reports/ablations]
 """
@@ -18,9 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
+from mogg.artifacts import atomic_path
+
 log = logging.getLogger(__name__)
 
-COLUMNS = ("router", "prior", "best_fixed", "oracle", "gap_closed")
+COLUMNS = ("router", "router_other_rule", "prior", "best_fixed", "oracle", "gap_closed", "gap_closed_other_rule")
 
 
 def collect(reports: Path, pattern: str = "ablation_*") -> list[dict]:
@@ -32,13 +35,17 @@ def collect(reports: Path, pattern: str = "ablation_*") -> list[dict]:
         group, seed = (m.group(1), int(m.group(2))) if m else (run, None)
         for ladder, s in json.loads(mpath.read_text()).items():
             pol = s["policies"]
+            other = next((p for p in pol if p.startswith("mog_router[")), None)
             rows.append({
-                "experiment": group, "seed": seed, "run": run, "ladder": ladder,
+                "experiment": group, "seed": seed, "run": run, "ladder": ladder, "n": s.get("n_questions"),
                 "router": pol.get("mog_router", {}).get("f1", {}).get("mean", float("nan")),
+                "router_other_rule": pol.get(other, {}).get("f1", {}).get("mean", float("nan")),
+                "other_rule": other[len("mog_router["):-1] if other else "",
                 "prior": pol.get("mog_prior", {}).get("f1", {}).get("mean", float("nan")),
                 "best_fixed": pol[s["best_fixed"]]["f1"]["mean"], "best_fixed_level": s["best_fixed"],
                 "oracle": pol.get("oracle", {}).get("f1", {}).get("mean", float("nan")),
                 "gap_closed": s.get("gap_closed", {}).get("mog_router", float("nan")),
+                "gap_closed_other_rule": s.get("gap_closed", {}).get(other, float("nan")),
             })
     return rows
 
@@ -50,7 +57,7 @@ def summarize_groups(rows: list[dict]) -> list[dict]:
         groups.setdefault((r["experiment"], r["ladder"]), []).append(r)
     out = []
     for (exp, ladder), rs in sorted(groups.items()):
-        row = {"experiment": exp, "ladder": ladder, "runs": len(rs)}
+        row = {"experiment": exp, "ladder": ladder, "runs": len(rs), "n": rs[0].get("n"), "other_rule": rs[0].get("other_rule", "")}
         for c in COLUMNS:
             v = np.array([r[c] for r in rs], dtype=float)
             row[c], row[f"{c}_std"] = float(np.nanmean(v)), float(np.nanstd(v, ddof=1)) if len(v) > 1 else 0.0
@@ -67,10 +74,19 @@ def write_collection(summary: list[dict], rows: list[dict], out: Path) -> None:
             w = csv.DictWriter(f, fieldnames=list(data[0]))
             w.writeheader()
             w.writerows(data)
-    lines = ["| experiment | ladder | runs | router F1 | prior | best fixed | oracle | gap closed |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| experiment | ladder | n | runs | router F1 | gap closed | other rule | its F1 | its gap closed | prior | best fixed | oracle |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+
+    def f(r, c):
+        return "-" if np.isnan(r[c]) else f"{r[c]:.3f} ± {r[c + '_std']:.3f}"
+
+    def g(r, c):
+        return "-" if np.isnan(r[c]) else f"{r[c]:+.0%} ± {r[c + '_std']:.0%}"
+
     for r in summary:
-        cells = [f"{r[c]:.3f} ± {r[c + '_std']:.3f}" for c in COLUMNS[:4]] + [f"{r['gap_closed']:+.0%} ± {r['gap_closed_std']:.0%}"]
-        lines.append(f"| {r['experiment']} | {r['ladder']} | {r['runs']} | " + " | ".join(cells) + " |")
+        cells = [f(r, "router"), g(r, "gap_closed"), r["other_rule"] or "-", f(r, "router_other_rule"),
+                 g(r, "gap_closed_other_rule"), f(r, "prior"), f(r, "best_fixed"), f(r, "oracle")]
+        lines.append(f"| {r['experiment']} | {r['ladder']} | {r['n']} | {r['runs']} | " + " | ".join(cells) + " |")
     (out / "summary.md").write_text("\n".join(lines) + "\n")
 
     import matplotlib
@@ -87,7 +103,8 @@ def write_collection(summary: list[dict], rows: list[dict], out: Path) -> None:
     ax.set_ylabel("token F1 vs gold evidence (mean ± sd over seeds)")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out / "summary.png", dpi=120)
+    with atomic_path(out / "summary.png") as tmp:
+        fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)
 
 

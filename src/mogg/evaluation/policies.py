@@ -2,7 +2,8 @@
 
 Policies (all but ``topk_all`` are MoG eq. 1-2 with some weight matrix):
 ``fixed:<level>`` (MedRAG-style), ``mog_router`` (trained router, out-of-fold),
-``mog_prior`` (constant training-mean weights), ``labels`` (the soft labels used as weights:
+``mog_prior`` (constant training-mean weights), ``mog_transfer`` (a router trained on another
+question set) with ``source_best_fixed`` (the level it falls back to), ``labels`` (the soft labels used as weights:
 how good the labels are), ``oracle`` (per-question best fixed level), ``random`` (seeded random
 level) and ``topk_all`` (all levels ranked together by raw score).
 """
@@ -10,13 +11,15 @@ level) and ``topk_all`` (all levels ranked together by raw score).
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from mogg.evaluation.metrics import aggregate, gold_hit, tfidf_cosine, token_prf
-from mogg.pipeline import Prepared
+from mogg.metrics import aggregate, gold_hit, tfidf_cosine, token_prf
+from mogg.prepared import Prepared
 from mogg.selection import (
     Selection,
+    cap_contexts,
     mog_select,
     one_hot,
     random_level_select,
@@ -29,14 +32,11 @@ log = logging.getLogger(__name__)
 METRICS = ("f1", "precision", "recall", "label_sim", "gold_hit", "ctx_tokens")
 
 
-def policy_weights(prep: Prepared, router_w: np.ndarray | None, prior_w: np.ndarray | None) -> dict[str, np.ndarray]:
-    """Weight matrices [Q, L] of the eq. 1-2 policies that apply."""
+def policy_weights(prep: Prepared, routers: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """Weight matrices [Q, L] of the eq. 1-2 policies that apply: the given router policies
+    (name -> weights), then the soft labels and the oracle level."""
     n_l = prep.ladder.n_levels
-    out = {}
-    if router_w is not None:
-        out["mog_router"] = router_w
-    if prior_w is not None:
-        out["mog_prior"] = prior_w
+    out = dict(routers or {})
     out["labels"] = prep.labels
     oracle = prep.oracle_level()
     if (oracle >= 0).any():
@@ -44,10 +44,33 @@ def policy_weights(prep: Prepared, router_w: np.ndarray | None, prior_w: np.ndar
     return out
 
 
-def score_selection(prep: Prepared, sel: Selection) -> dict[str, np.ndarray]:
-    """Per-question metrics of one selection (each float64 [Q])."""
+@dataclass
+class PolicyResult:
+    """One policy's selection and what it gave every question (all per-question lists have Q rows)."""
+
+    selection: Selection
+    level: np.ndarray  # int64 [Q]: the level eq. 2 injects (the first snippet's level for other policies)
+    metrics: dict[str, np.ndarray] = field(default_factory=dict)  # METRICS -> float64 [Q]
+    docs: list[list[str]] = field(default_factory=list)  # documents the selected snippets come from
+    contexts: list[str] = field(default_factory=list)  # the snippets joined (capped at max_context_tokens)
+    snippets: list[list[str]] = field(default_factory=list)  # what a reader is given, in rank order
+    weights: np.ndarray | None = None  # [Q, L] eq. 1 weights of weight policies
+    n_cut: int = 0  # contexts cut to max_context_tokens
+
+    def subset(self, rows: np.ndarray) -> "PolicyResult":
+        """The result restricted to questions ``rows``."""
+        return PolicyResult(
+            Selection(self.selection.level[rows], self.selection.chunk[rows]), self.level[rows],
+            {m: v[rows] for m, v in self.metrics.items()}, [self.docs[i] for i in rows],
+            [self.contexts[i] for i in rows], [self.snippets[i] for i in rows],
+            None if self.weights is None else self.weights[rows], self.n_cut,
+        )
+
+
+def score_selection(prep: Prepared, sel: Selection, level: np.ndarray, weights: np.ndarray | None = None) -> PolicyResult:
+    """Score one selection for every question (metrics float64 [Q], documents, contexts)."""
     lad = prep.ladder
-    snippets = sel.contexts(lad)
+    snippets, n_cut = cap_contexts(sel.contexts(lad), prep.max_context_tokens)
     ctx = [" ".join(c) for c in snippets]
     p, r, f = token_prf(ctx, [it.evidence_text for it in prep.items])
     docs = []
@@ -58,64 +81,65 @@ def score_selection(prep: Prepared, sel: Selection) -> dict[str, np.ndarray]:
                 cov = lad.levels[lv].coverage
                 ds.update(lad.units.doc_ids[d] for d in np.unique(lad.units.doc[cov.indices[cov.indptr[c] : cov.indptr[c + 1]]]))
         docs.append(sorted(ds))
-    return {
+    metrics = {
         "f1": f,
         "precision": p,
         "recall": r,
         "label_sim": tfidf_cosine(ctx, [it.label_text for it in prep.items]),
-        "gold_hit": gold_hit(docs, [it.gold_doc_ids for it in prep.items]),
+        "gold_hit": gold_hit(docs, prep.gold_doc_ids or [it.gold_doc_ids for it in prep.items]),
         "ctx_tokens": np.array([count_tokens(c) for c in ctx], dtype=float),
-        "_docs": docs,
-        "_context": ctx,
-        "_snippets": snippets,
     }
+    return PolicyResult(sel, np.asarray(level), metrics, docs, ctx, snippets, weights, n_cut)
 
 
 def run_policies(
     prep: Prepared,
     k: int,
-    router_w: np.ndarray | None = None,
-    prior_w: np.ndarray | None = None,
+    routers: dict[str, np.ndarray] | None = None,
     seed: int = 0,
     rows: np.ndarray | None = None,
     extra: dict[str, Selection] | None = None,
-) -> dict[str, dict]:
+) -> dict[str, PolicyResult]:
     """Selections and metrics for every policy; ``rows`` restricts the question set (held-out).
 
-    ``extra`` adds ladder-specific policies (e.g. RAPTOR's collapsed tree) scored the same way.
+    ``routers`` maps router policy names (``mog_router``, ``mog_prior``, ``mog_transfer``, ...) to
+    their eq. 1 weights [Q, L]; ``extra`` adds ladder-specific policies (its builder's hooks)
+    scored the same way.
     """
     lad, hits = prep.ladder, prep.hits
-    results: dict[str, dict] = {}
+    chosen: dict[str, tuple[Selection, np.ndarray, np.ndarray | None]] = {}
     for j, sel in enumerate(prep.fixed):
-        results[f"fixed:{lad.levels[j].name}"] = {"selection": sel, "level": np.full(len(prep.items), j)}
-    for name, w in policy_weights(prep, router_w, prior_w).items():
-        results[name] = {"selection": mog_select(lad, hits, w, k), "level": w.argmax(axis=1), "weights": w}
+        chosen[f"fixed:{lad.levels[j].name}"] = (sel, np.full(len(prep.items), j), None)
+    for name, w in policy_weights(prep, routers).items():
+        chosen[name] = (mog_select(lad, hits, w, k), w.argmax(axis=1), w)
     rnd = random_level_select(lad, hits, k, seed)
-    results["random"] = {"selection": rnd, "level": rnd.level[:, 0]}
+    chosen["random"] = (rnd, rnd.level[:, 0], None)
     tk = topk_all_select(hits, k)
-    results["topk_all"] = {"selection": tk, "level": tk.level[:, 0]}
+    chosen["topk_all"] = (tk, tk.level[:, 0], None)
     for name, sel in (extra or {}).items():
-        results[name] = {"selection": sel, "level": sel.level[:, 0]}
-    for res in results.values():
-        res["metrics"] = score_selection(prep, res["selection"])
+        chosen[name] = (sel, sel.level[:, 0], None)
+    results = {}
+    for name, (sel, level, w) in chosen.items():
+        res = results[name] = score_selection(prep, sel, level, w)
+        if res.n_cut:
+            log.warning("%s: %d of %d contexts were cut to max_context_tokens=%d", name, res.n_cut,
+                        len(prep.items), prep.max_context_tokens)
     if rows is not None:
-        for res in results.values():
-            res["metrics"] = {m: (v[rows] if isinstance(v, np.ndarray) else [v[i] for i in rows]) for m, v in res["metrics"].items()}
-            res["level"] = res["level"][rows]
+        results = {name: res.subset(rows) for name, res in results.items()}
     return results
 
 
-def summarize(prep: Prepared, results: dict[str, dict], rows: np.ndarray | None = None) -> dict:
+def summarize(prep: Prepared, results: dict[str, PolicyResult], rows: np.ndarray | None = None) -> dict:
     """Aggregates (mean, se, n) per policy and metric, the level distribution, router accuracy
     against the oracle level, and the share of the best-fixed-to-oracle gap each policy closes."""
     n_l = prep.ladder.n_levels
     oracle = prep.oracle_level() if rows is None else prep.oracle_level()[rows]
     table = {}
     for name, res in results.items():
-        row = {m: aggregate(res["metrics"][m]) for m in METRICS}
-        lv = np.asarray(res["level"])
+        row = {m: aggregate(res.metrics[m]) for m in METRICS}
+        lv = np.asarray(res.level)
         row["level_share"] = (np.bincount(lv[lv >= 0], minlength=n_l) / max(1, len(lv))).tolist()
-        if name.startswith("mog_") or name in ("labels", "random"):
+        if name.startswith("mog_") or name in ("labels", "random", "source_best_fixed"):
             ok = oracle >= 0
             row["oracle_agreement"] = aggregate((lv[ok] == oracle[ok]).astype(float))
         table[name] = row

@@ -5,10 +5,11 @@ from __future__ import annotations
 import csv
 import json
 import logging
-import os
 from pathlib import Path
 
 import numpy as np
+
+from mogg.artifacts import atomic_path
 
 log = logging.getLogger(__name__)
 
@@ -16,9 +17,8 @@ TABLE_METRICS = ("f1", "precision", "recall", "label_sim", "gold_hit", "ctx_toke
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
 
 
 def _fmt(a: dict, digits: int = 3) -> str:
@@ -39,6 +39,17 @@ def table_rows(summaries: dict[str, dict]) -> list[dict]:
             row["oracle_agreement"] = r.get("oracle_agreement", {}).get("mean", float("nan"))
             row["gap_closed"] = gap.get(pol, float("nan"))
             rows.append(row)
+        for pol, t in s.get("accuracy", {}).items():  # reader accuracy: the report's one table, per set
+            row = next((r for r in rows if r["ladder"] == ladder and r["policy"] == pol), None)
+            if row is None:  # cot: read, but no retrieval metrics
+                row = {"ladder": ladder, "policy": pol}
+                rows.append(row)
+            for d, st in t["datasets"].items():
+                row[f"acc_{d}"], row[f"acc_{d}_se"] = st["accuracy"], st["se"]
+            row["acc_macro"], row["acc_macro_se"] = t["average"]["accuracy"], t["average"]["se"]
+            row["unparsed"] = t["average"]["unparsed"]
+            v = s.get("accuracy_vs_cot", {}).get(pol)
+            row["improved_vs_cot"], row["degraded_vs_cot"] = (v["improved"], v["degraded"]) if v else ("", "")
     return rows
 
 
@@ -76,17 +87,13 @@ def write_report(
     md += "\n![evidence F1 per policy](policies.png)\n\n![chosen level](levels.png)\n"
     _atomic_write(out_dir / "results.md", md)
     rows = table_rows(summaries)
-    tmp = out_dir / ".results.csv.tmp"
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+    with atomic_path(out_dir / "results.csv") as tmp, open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)), restval="")
         w.writeheader()
         w.writerows(rows)
-    os.replace(tmp, out_dir / "results.csv")
-    tmp = out_dir / ".records.jsonl.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_path(out_dir / "records.jsonl") as tmp, open(tmp, "w", encoding="utf-8") as f:
         for rec in records:
             f.write(json.dumps(rec, ensure_ascii=False, default=_json_default) + "\n")
-    os.replace(tmp, out_dir / "records.jsonl")
     plot_summaries(summaries, out_dir)
     log.info("report written to %s", out_dir)
     return {"markdown": md}
@@ -122,7 +129,8 @@ def plot_summaries(summaries: dict[str, dict], out_dir: Path) -> None:
         ax.set_title(ladder)
         ax.axhline(s["policies"][s["best_fixed"]]["f1"]["mean"], color="k", lw=0.8, ls="--")
     fig.tight_layout()
-    fig.savefig(out_dir / "policies.png", dpi=120)
+    with atomic_path(out_dir / "policies.png") as tmp:
+        fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)
 
     fig, axes = plt.subplots(1, n, figsize=(6 * n, 4), squeeze=False)
@@ -137,5 +145,32 @@ def plot_summaries(summaries: dict[str, dict], out_dir: Path) -> None:
         ax.set_title(f"{ladder}: chosen level (argmax w)")
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out_dir / "levels.png", dpi=120)
+    with atomic_path(out_dir / "levels.png") as tmp:
+        fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)
+
+
+def log_summaries(logger, summaries: dict[str, dict]) -> None:
+    """Send the evaluation to an experiment logger (Lightning's ``WandbLogger``, offline by default):
+    every policy's retrieval metrics and gap closed, and the reader accuracy table."""
+    metrics = {}
+    for ladder, s in summaries.items():
+        for pol, r in s["policies"].items():
+            for m in TABLE_METRICS:
+                if r[m]["n"]:
+                    metrics[f"{ladder}/{pol}/{m}"] = r[m]["mean"]
+            g = s.get("gap_closed", {}).get(pol)
+            if g is not None and np.isfinite(g):
+                metrics[f"{ladder}/{pol}/gap_closed"] = g
+        for pol, t in s.get("accuracy", {}).items():
+            metrics[f"{ladder}/{pol}/accuracy_macro"] = t["average"]["accuracy"]
+    logger.log_metrics(metrics)
+    rows = [r for r in table_rows(summaries) if any(k.startswith("acc_") for k in r)]
+    if rows and hasattr(logger, "log_table"):
+        cols = list(dict.fromkeys(k for r in rows for k in r))
+        logger.log_table(key="accuracy", columns=cols, data=[[r.get(c, "") for c in cols] for r in rows])
+    if hasattr(logger, "finalize"):
+        logger.finalize("success")
+    run = getattr(logger, "experiment", None)
+    if hasattr(run, "finish"):  # a wandb run: flush the summary and close it (offline runs sync later)
+        run.finish()

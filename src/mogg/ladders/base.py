@@ -102,6 +102,20 @@ class Ladder:
             self._texts[key] = self.units.doc[centre]
         return self._texts[key]
 
+    def is_document_local(self) -> bool:
+        """Whether every chunk of every level lies inside one document (nested MoG levels, a graph's
+        node-only stage), i.e. ladders of consecutive document ranges concatenate exactly."""
+        doc = self.units.doc
+        for lv in self.levels:
+            cov = lv.coverage
+            if cov.nnz == 0:
+                continue
+            d = doc[cov.indices]
+            starts = cov.indptr[:-1][np.diff(cov.indptr) > 0]
+            if (np.minimum.reduceat(d, starts) != np.maximum.reduceat(d, starts)).any():
+                return False
+        return True
+
     def save(self, directory: Path) -> None:
         """Write the ladder's files (units jsonl, coverage npz, home npy, meta json)."""
         directory = Path(directory)

@@ -25,6 +25,7 @@ import scipy.sparse as sp
 
 from mogg.data.records import Document
 from mogg.ladders.base import Ladder, Level, Units
+from mogg.ladders.builder import LadderBuilder
 from mogg.ladders.mog import MoGLadderBuilder
 from mogg.retrieval.bm25 import BM25Retriever
 from mogg.retrieval.dense import DenseRetriever
@@ -307,7 +308,7 @@ def hop_levels(adj: sp.csr_matrix, tokens: np.ndarray, hops: int, max_tokens: in
     return levels
 
 
-class GraphLadderBuilder:
+class GraphLadderBuilder(LadderBuilder):
     """Build the MoGG ladder (DESIGN.md section 1).
 
     Args:
@@ -319,12 +320,17 @@ class GraphLadderBuilder:
         similarity: "bm25" or "dense".
         encoder: text encoder (``encode``, ``config``) for dense similarity.
         batch_size: node-queries per search batch.
+        policies, reports: spine hooks (:mod:`mogg.ladders.builder`), from the config.
     """
 
     method = "mogg"
+    document_local = False  # hop neighbourhoods span documents
+    shard_stages = ("nodes", "knn")  # nodes + one node index, then every shard's rows of the kNN
 
     def __init__(self, node_sentences: int = 2, k_graph: int = 3, t_graph: float = 0.2, hops: int = 4,
-                 max_tokens: int = 512, similarity: str = "bm25", encoder=None, batch_size: int = 2048):
+                 max_tokens: int = 512, similarity: str = "bm25", encoder=None, batch_size: int = 2048,
+                 policies=None, reports=None):
+        super().__init__(policies, reports)
         if similarity not in ("bm25", "dense"):
             raise ValueError(f"similarity must be 'bm25' or 'dense', got {similarity!r}")
         if similarity == "dense" and encoder is None:

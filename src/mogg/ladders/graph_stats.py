@@ -7,11 +7,12 @@ from pathlib import Path
 
 import numpy as np
 
+from mogg.artifacts import atomic_path
 from mogg.ladders.base import Ladder
 
 log = logging.getLogger(__name__)
 
-__all__ = ["graph_statistics", "plot_degree_histogram"]
+__all__ = ["GraphReport", "graph_statistics", "plot_degree_histogram"]
 
 
 def graph_statistics(ladder: Ladder) -> dict:
@@ -69,6 +70,27 @@ def plot_degree_histogram(stats: dict, path: str | Path) -> Path:
     ax.set_title(f"{stats['nodes']} nodes, {stats['edges']} edges, "
                  f"{100 * stats['cross_document_edge_share']:.0f}% cross-document")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)
     return path
+
+
+class GraphReport:
+    """Report hook of graph ladders: statistics table and degree histogram."""
+
+    def __call__(self, name: str, ladder: Ladder, out_dir: Path) -> tuple[dict, list[str]]:
+        st = graph_statistics(ladder)
+        plot_degree_histogram(st, Path(out_dir) / f"{name}_degree.png")
+        md = [
+            f"## Graph of `{name}`",
+            "",
+            "| nodes | edges | mean degree | max degree | isolated | cross-document edges | components | largest component |",
+            "|---|---|---|---|---|---|---|---|",
+            f"| {st['nodes']:,} | {st['edges']:,} | {st['mean_degree']:.2f} | {st['max_degree']} | {st['isolated_nodes']:,} "
+            f"| {st['cross_document_edge_share']:.1%} | {st['components']:,} | {st['largest_component']:,} ({st['largest_component_share']:.1%}) |",
+            "",
+            f"![degree histogram]({name}_degree.png)",
+            "",
+        ]
+        return {"graph": st}, md

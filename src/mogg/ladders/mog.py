@@ -15,7 +15,8 @@ from tqdm.auto import tqdm
 
 from mogg.data.records import Document
 from mogg.ladders.base import Ladder, Units, partition_level
-from mogg.text import count_tokens, split_sentences
+from mogg.ladders.builder import LadderBuilder
+from mogg.text import count_tokens, log_cuts, split_sentences
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ def pack_sentences(sentences: Sequence[str], unit: str, size: int) -> list[str]:
     return out
 
 
-class MoGLadderBuilder:
+class MoGLadderBuilder(LadderBuilder):
     """Build nested MoG levels.
 
     Args:
@@ -53,16 +54,24 @@ class MoGLadderBuilder:
         unit_size: sentences per unit, or the token budget of a unit.
         n_levels: number of doubling levels (unit, 2 units, 4 units, ...).
         document_level: append a level holding each whole document.
+        max_sentence_tokens: a longer "sentence" (a table, a list without full stops) is cut into
+            pieces of at most this many tokens (logged), so no unit grows without bound.
     """
 
     method = "mog"
 
-    def __init__(self, unit: str = "sentences", unit_size: int = 1, n_levels: int = 5, document_level: bool = False):
-        if unit not in ("sentences", "tokens"):
-            raise ValueError(f"unit must be 'sentences' or 'tokens', got {unit!r}")
-        if unit_size < 1 or n_levels < 1:
-            raise ValueError("unit_size and n_levels must be >= 1")
+    def __init__(self, unit: str = "sentences", unit_size: int = 1, n_levels: int = 5, document_level: bool = False,
+                 max_sentence_tokens: int = 256, chunker=None, policies=None, reports=None):
+        super().__init__(policies, reports)
+        if unit not in ("sentences", "tokens", "semantic"):
+            raise ValueError(f"unit must be 'sentences', 'tokens' or 'semantic', got {unit!r}")
+        if (unit == "semantic") != (chunker is not None):
+            raise ValueError("unit='semantic' needs a chunker (mogg.ladders.semantic.SemanticChunker), and only it uses one")
+        self.chunker = chunker
+        if unit_size < 1 or n_levels < 1 or max_sentence_tokens < 1:
+            raise ValueError("unit_size, n_levels and max_sentence_tokens must be >= 1")
         self.unit, self.unit_size, self.n_levels, self.document_level = unit, unit_size, n_levels, document_level
+        self.max_sentence_tokens = int(max_sentence_tokens)
 
     def config(self) -> dict:
         return {
@@ -71,16 +80,25 @@ class MoGLadderBuilder:
             "unit_size": self.unit_size,
             "n_levels": self.n_levels,
             "document_level": self.document_level,
+            "max_sentence_tokens": self.max_sentence_tokens,
+            **({"chunker": self.chunker.config()} if self.chunker is not None else {}),
         }
 
     def units(self, documents: Sequence[Document], show_progress: bool = False) -> Units:
         """Split every document into units (corpus order)."""
         texts: list[str] = []
         counts = np.zeros(len(documents), dtype=np.int64)
-        for d, doc in enumerate(tqdm(documents, desc="sentence split", disable=not show_progress)):
-            us = pack_sentences(split_sentences(doc.text), self.unit, self.unit_size)
-            texts.extend(us)
-            counts[d] = len(us)
+        if self.unit == "semantic":  # semantic chunks as units (one batched embedding pass)
+            for d, us in enumerate(self.chunker.chunk_documents(documents, show_progress)):
+                texts.extend(us)
+                counts[d] = len(us)
+        else:
+            cuts: dict = {}
+            for d, doc in enumerate(tqdm(documents, desc="sentence split", disable=not show_progress)):
+                us = pack_sentences(split_sentences(doc.text, self.max_sentence_tokens, cuts), self.unit, self.unit_size)
+                texts.extend(us)
+                counts[d] = len(us)
+            log_cuts(cuts, self.max_sentence_tokens, "MoG units")
         return Units(
             text=texts,
             doc=np.repeat(np.arange(len(documents), dtype=np.int64), counts),
@@ -110,7 +128,7 @@ def nested_levels(unit_doc: np.ndarray, n_levels: int, document_level: bool, uni
     doc_start = np.repeat(starts, np.diff(np.r_[starts, n]))
     pos = np.arange(n) - doc_start  # position of the unit inside its document
     levels = []
-    suffix = "sent" if unit == "sentences" else "tok" if unit == "tokens" else "u"
+    suffix = {"sentences": "sent", "tokens": "tok", "semantic": "sem"}.get(unit, "u")
     for j in range(n_levels):
         block = pos >> j
         new = np.r_[True, (unit_doc[1:] != unit_doc[:-1]) | (block[1:] != block[:-1])]

@@ -31,8 +31,10 @@ from tqdm.auto import tqdm
 
 from mogg.data.records import Document
 from mogg.ladders.base import Ladder, Level, Units, partition_level
+from mogg.ladders.builder import LadderBuilder
 from mogg.ladders.mog import pack_sentences
-from mogg.text import count_tokens, split_sentences
+from mogg.text import count_tokens, log_cuts, split_sentences
+from mogg.vectors import l2_normalize
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +45,6 @@ __all__ = ["RaptorLadderBuilder", "add_documents", "cluster_nodes", "tree_childr
 _BIC_PATIENCE = 3
 _GMM_GRID = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 50, 64, 80, 100)
 
-
-def _l2(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float32)
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), np.float32(1e-12))
 
 
 def reduce_dims(x: np.ndarray, dim: int, neighbors: int, seed: int) -> np.ndarray:
@@ -180,7 +178,7 @@ def tree_children(ladder: Ladder, layer: int) -> sp.csr_matrix:
     return sp.csr_matrix((data, ind, ptr), shape=(len(ladder.levels[layer]), len(ladder.levels[layer - 1])))
 
 
-class RaptorLadderBuilder:
+class RaptorLadderBuilder(LadderBuilder):
     """Build a RAPTOR tree (one over the corpus, or one per document) as a :class:`Ladder`.
 
     Args:
@@ -195,13 +193,19 @@ class RaptorLadderBuilder:
             nodes stops growing.
         per_document: one tree per document instead of one over the whole corpus.
         seed: passed to UMAP and to every Gaussian mixture.
+        policies, reports: spine hooks (:mod:`mogg.ladders.builder`): the collapsed tree and tree
+            traversal, the tree plot (from ``conf/ladder/raptor.yaml``).
     """
 
     method = "raptor"
+    document_local = False  # summary nodes cluster leaves of many documents
 
     def __init__(self, encoder, summarizer, leaf_tokens: int = 100, umap_dim: int = 10, umap_neighbors: int = 15,
                  gmm_max_clusters: int = 50, threshold: float = 0.1, cluster_token_cap: int = 3500,
-                 max_layers: int = 4, stop_size: int = 10, per_document: bool = False, seed: int = 0):
+                 max_layers: int = 4, stop_size: int = 10, per_document: bool = False, seed: int = 0,
+                 policies=None, reports=None, leaf_chunker=None):
+        super().__init__(policies, reports)
+        self.leaf_chunker = leaf_chunker  # semantic chunks as leaves instead of ~leaf_tokens sentence packs
         if leaf_tokens < 1 or umap_dim < 1 or umap_neighbors < 2 or gmm_max_clusters < 1 or max_layers < 0:
             raise ValueError("leaf_tokens, umap_dim, gmm_max_clusters >= 1, umap_neighbors >= 2, max_layers >= 0")
         if not 0.0 < threshold <= 1.0:
@@ -220,16 +224,21 @@ class RaptorLadderBuilder:
             "gmm_max_clusters": self.gmm_max_clusters, "threshold": self.threshold,
             "cluster_token_cap": self.cluster_token_cap, "max_layers": self.max_layers, "stop_size": self.stop_size,
             "per_document": self.per_document, "seed": self.seed,
+            **({"leaf_chunker": self.leaf_chunker.config()} if self.leaf_chunker is not None else {}),
         }
 
     def units(self, documents: Sequence[Document], show_progress: bool = False) -> Units:
         """Leaves: whole sentences packed up to ``leaf_tokens`` tokens, never across documents."""
         texts: list[str] = []
         counts = np.zeros(len(documents), dtype=np.int64)
-        for d, doc in enumerate(tqdm(documents, desc="leaves", disable=not show_progress)):
-            leaves = pack_sentences(split_sentences(doc.text), "tokens", self.leaf_tokens)
+        cuts: dict = {}  # a sentence longer than a leaf is cut at leaf_tokens (logged)
+        chunks = self.leaf_chunker.chunk_documents(documents, show_progress) if self.leaf_chunker is not None else None
+        for d, doc in enumerate(tqdm(documents, desc="leaves", disable=not show_progress or chunks is not None)):
+            leaves = chunks[d] if chunks is not None else \
+                pack_sentences(split_sentences(doc.text, self.leaf_tokens, cuts), "tokens", self.leaf_tokens)
             texts.extend(leaves)
             counts[d] = len(leaves)
+        log_cuts(cuts, self.leaf_tokens, "RAPTOR leaves")
         doc = np.repeat(np.arange(len(documents), dtype=np.int64), counts)
         return Units(text=texts, doc=doc, doc_ids=[d.id for d in documents])
 
@@ -239,7 +248,7 @@ class RaptorLadderBuilder:
         if len(units) == 0:
             raise ValueError("cannot build a RAPTOR tree over zero leaves (empty corpus?)")
         t0 = time.perf_counter()
-        emb = _l2(self.encoder.encode(units.text, show_progress=show_progress))
+        emb = l2_normalize(self.encoder.encode(units.text, show_progress=show_progress))
         self.timings = {"embedding": time.perf_counter() - t0}
         return self.build_from_leaves(units, emb, show_progress)
 
@@ -251,7 +260,7 @@ class RaptorLadderBuilder:
         n_u = len(units)
         tokens = np.fromiter((count_tokens(t) for t in units.text), dtype=np.int64, count=n_u)
         tree = units.doc.copy() if self.per_document else np.zeros(n_u, dtype=np.int64)
-        arrays = {"emb_layer0": _l2(leaf_emb), "tokens_layer0": tokens, "tree_layer0": tree}
+        arrays = {"emb_layer0": l2_normalize(leaf_emb), "tokens_layer0": tokens, "tree_layer0": tree}
         levels = [partition_level(f"leaf:{self.leaf_tokens}tok", np.arange(n_u, dtype=np.int64))]
         strength = sp.identity(n_u, dtype=np.float64, format="csr")  # [U, C_l] leaf -> node membership
         emb, layer = arrays["emb_layer0"], 0
@@ -267,7 +276,7 @@ class RaptorLadderBuilder:
             summaries = self.summarizer.summarize([[child_texts[c] for c in g] for g in groups])
             self.timings["summarizing"] += time.perf_counter() - t0
             t0 = time.perf_counter()
-            emb = _l2(self.encoder.encode(summaries))
+            emb = l2_normalize(self.encoder.encode(summaries))
             self.timings["embedding"] += time.perf_counter() - t0
             tokens = np.fromiter((count_tokens(s) for s in summaries), dtype=np.int64, count=n_new)
             tree = np.asarray(new_tree, dtype=np.int64)
@@ -360,5 +369,5 @@ def add_documents(ladder: Ladder, documents: Sequence[Document], builder: Raptor
     t0 = time.perf_counter()
     new_emb = builder.encoder.encode(new.text) if len(new) else np.zeros((0, ladder.arrays["emb_layer0"].shape[1]))
     builder.timings = {"embedding": time.perf_counter() - t0}
-    emb = np.concatenate([ladder.arrays["emb_layer0"], _l2(new_emb)]) if len(new) else ladder.arrays["emb_layer0"]
+    emb = np.concatenate([ladder.arrays["emb_layer0"], l2_normalize(new_emb)]) if len(new) else ladder.arrays["emb_layer0"]
     return builder.build_from_leaves(units, emb, show_progress)

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import numpy as np
 
+from mogg.artifacts import atomic_path
 from mogg.ladders.base import Ladder
 
 log = logging.getLogger(__name__)
 
-__all__ = ["tree_stats", "plot_tree"]
+__all__ = ["TreeReport", "tree_stats", "plot_tree"]
 
 
 def tree_stats(ladder: Ladder) -> dict:
@@ -50,7 +51,19 @@ def plot_tree(ladder: Ladder, path: str | Path) -> Path:
         ax2.legend(fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)
     log.info("tree plot written to %s", path)
     return path
+
+
+class TreeReport:
+    """Report hook of tree ladders: nodes per layer and the tree plot."""
+
+    def __call__(self, name: str, ladder: Ladder, out_dir: Path) -> tuple[dict, list[str]]:
+        plot_tree(ladder, Path(out_dir) / f"{name}_tree.png")
+        sizes = [len(lv) for lv in ladder.levels]
+        md = [f"## Tree of `{name}`", "", "nodes per layer: " + " / ".join(f"{s:,}" for s in sizes), "",
+              f"![tree]({name}_tree.png)", ""]
+        return {"tree": {"nodes_per_layer": sizes}}, md

@@ -11,17 +11,15 @@ import hashlib
 import json
 import logging
 import os
-import random
 import tempfile
-import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from mogg.text import count_tokens, split_sentences
+from mogg.vectors import l2_normalize
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +79,7 @@ class ExtractiveSummarizer:
             return vec.transform(sentences).tocsr()  # sparse [S, V], rows L2-normalised
         new = [s for s in sentences if s not in self._memo]
         if new:
-            emb = np.asarray(self.encoder.encode(new), dtype=np.float32)
-            emb /= np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
+            emb = l2_normalize(self.encoder.encode(new))
             self._memo.update(zip(new, emb))
         return np.stack([self._memo[s] for s in sentences])
 
@@ -164,63 +161,43 @@ class HFCausalLMSummarizer:
         return [_truncate_tokens(t.strip(), budget) for t in out]
 
 
-class TransientHTTPError(RuntimeError):
-    """A retryable server answer (429 or 5xx)."""
-
-
 class OpenAISummarizer:
     """Summaries from an OpenAI-compatible ``/v1/chat/completions`` endpoint (OpenAI, vLLM, ...).
 
-    Requests run ``concurrency`` at a time; 429, 5xx, timeouts and connection errors are retried
-    ``retries`` times with exponential backoff (``backoff * 2**attempt`` seconds, jittered).
-    Temperature 0 so a server with deterministic decoding gives the same tree twice.
+    Requests go through :class:`mogg.readers.openai_http.OpenAIReader` (the project's one client for
+    such endpoints): ``concurrency`` at a time, 429/5xx/timeouts/connection errors retried
+    ``retries`` times with exponential backoff or the server's ``Retry-After``. Temperature 0 so a
+    server with deterministic decoding gives the same tree twice.
     """
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, max_tokens: int = 128,
                  concurrency: int = 4, retries: int = 5, timeout: float = 60.0, backoff: float = 1.0,
                  temperature: float = 0.0, max_input_tokens: int = 6000):
-        self.base_url, self.model = base_url.rstrip("/"), model
-        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        self.max_tokens, self.concurrency, self.retries = int(max_tokens), max(1, int(concurrency)), int(retries)
-        self.timeout, self.backoff, self.temperature = float(timeout), float(backoff), float(temperature)
-        self.max_input_tokens = int(max_input_tokens)
+        from mogg.readers.openai_http import OpenAIReader
+
+        base_url = base_url.rstrip("/")
+        base_url = base_url if base_url.endswith("/v1") else base_url + "/v1"
+        self.max_tokens, self.max_input_tokens = int(max_tokens), int(max_input_tokens)
+        self.reader = OpenAIReader(base_url, model, api_key, max_tokens=self._request_tokens(self.max_tokens),
+                                   temperature=temperature, concurrency=concurrency, retries=retries,
+                                   backoff=backoff, timeout=timeout)
+
+    @staticmethod
+    def _request_tokens(budget: int) -> int:
+        # words -> model tokens, with room for a short preamble; the answer is cut to ``budget`` words
+        return int(budget * 1.5) + 16
 
     def config(self) -> dict:  # never the API key
-        return {"kind": "openai", "base_url": self.base_url, "model": self.model, "max_tokens": self.max_tokens,
-                "temperature": self.temperature, "max_input_tokens": self.max_input_tokens, "prompt": PROMPT}
-
-    @property
-    def url(self) -> str:
-        return self.base_url + ("/chat/completions" if self.base_url.endswith("/v1") else "/v1/chat/completions")
-
-    def _post(self, session, texts: list[str], budget: int) -> str:
-        import requests
-
-        context = _truncate_tokens("\n\n".join(texts), self.max_input_tokens)
-        body = {"model": self.model, "temperature": self.temperature, "max_tokens": int(budget * 1.5) + 16,
-                "messages": [{"role": "user", "content": PROMPT.format(max_tokens=budget, context=context)}]}
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        for attempt in range(self.retries + 1):
-            try:
-                r = session.post(self.url, json=body, headers=headers, timeout=self.timeout)
-                if r.status_code == 429 or r.status_code >= 500:
-                    raise TransientHTTPError(f"HTTP {r.status_code} from {self.url}")
-                r.raise_for_status()
-                return _truncate_tokens(r.json()["choices"][0]["message"]["content"].strip(), budget)
-            except (TransientHTTPError, requests.Timeout, requests.ConnectionError) as err:
-                if attempt == self.retries:
-                    raise RuntimeError(f"summarizer request failed after {attempt + 1} attempts: {err}") from err
-                wait = self.backoff * 2**attempt * (1 + 0.1 * random.random())
-                log.warning("transient error (%s); retry %d/%d in %.2fs", err, attempt + 1, self.retries, wait)
-                time.sleep(wait)
-        raise AssertionError("unreachable")
+        r = self.reader
+        return {"kind": "openai", "base_url": r.base_url, "model": r.model, "max_tokens": self.max_tokens,
+                "temperature": r.temperature, "max_input_tokens": self.max_input_tokens, "prompt": PROMPT}
 
     def summarize(self, texts_groups: list[list[str]], max_tokens: int | None = None) -> list[str]:
-        import requests
-
         budget = int(max_tokens or self.max_tokens)
-        with requests.Session() as session, ThreadPoolExecutor(self.concurrency) as pool:
-            return list(pool.map(lambda g: self._post(session, g, budget), texts_groups))
+        prompts = [[{"role": "user", "content": PROMPT.format(
+            max_tokens=budget, context=_truncate_tokens("\n\n".join(g), self.max_input_tokens))}] for g in texts_groups]
+        out = self.reader.generate(prompts, max_tokens=self._request_tokens(budget))
+        return [_truncate_tokens(t.strip(), budget) for t in out]
 
 
 class SummaryCache:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -74,3 +76,29 @@ class AnswerCache:
             os.fsync(fh.fileno())
         for rec in records:
             self._data[rec["prompt_hash"]] = rec
+
+
+@contextmanager
+def exclusive(cache_path: str | os.PathLike) -> Iterator[None]:
+    """Hold an exclusive lock on ``<cache>.lock`` (POSIX ``flock``; released if the process dies).
+
+    Two evaluations of one run share an answer cache: the second waits while the first asks its
+    reader, then finds every answer cached instead of asking the reader again.
+    """
+    path = Path(f"{os.fspath(cache_path)}.lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): concurrent runs may ask twice, results stay valid
+        yield
+        return
+    with open(path, "a") as fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            logger.info("%s is in use by another evaluation: waiting for it", cache_path)
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)

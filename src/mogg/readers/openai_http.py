@@ -95,12 +95,12 @@ class OpenAIReader:
                 pass
         return min(self.backoff * (2**attempt), _MAX_SLEEP)
 
-    def _one(self, messages: list[dict]) -> str:
+    def _one(self, messages: list[dict], max_tokens: int | None = None) -> str:
         url = f"{self.base_url}/chat/completions"
         payload = {
             "model": self.model,
             "messages": messages,
-            "max_tokens": self.max_tokens,
+            "max_tokens": int(max_tokens or self.max_tokens),
             "temperature": self.temperature,
         }
         last = ""
@@ -131,11 +131,12 @@ class OpenAIReader:
         # Reasoning servers may send content=None with the text elsewhere; keep what is there.
         return content if isinstance(content, str) else ""
 
-    def generate(self, prompts: list[list[dict]]) -> list[str]:
+    def generate(self, prompts: list[list[dict]], max_tokens: int | None = None) -> list[str]:
+        """One raw answer per prompt, in order; ``max_tokens`` overrides the configured limit for this batch."""
         if not prompts:
             return []
         pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(prompts)))
-        futures = [pool.submit(self._one, p) for p in prompts]
+        futures = [pool.submit(self._one, p, max_tokens) for p in prompts]
         try:
             return [f.result() for f in futures]
         finally:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
 
 import numpy as np
 
@@ -35,9 +35,11 @@ class Retriever(Protocol):
         """Write state files into the existing ``directory``; return the file names written."""
         ...
 
-    @classmethod
-    def load(cls, directory: Path, **runtime_kwargs: Any) -> Self:
-        """Rebuild a retriever saved by :meth:`save`; runtime kwargs (device, ...) override."""
+    def restore(self, directory: Path) -> Self:
+        """Load state saved by :meth:`save` into this (unfitted) instance. The instance keeps what
+        it was built with at run time - its encoder, backend, device, batch size - so a cached
+        retriever behaves exactly like a freshly configured one; a saved index built with another
+        index-defining config is refused, naming the differing fields."""
         ...
 
     def config(self) -> dict:
@@ -77,6 +79,13 @@ def check_runtime_kwargs(owner: str, kwargs: dict, allowed: Sequence[str]) -> No
     unknown = set(kwargs) - set(allowed)
     if unknown:
         raise TypeError(f"{owner}.load: not runtime options: {sorted(unknown)}")
+
+
+def check_saved_config(owner: str, directory: Path, saved: dict, mine: dict) -> None:
+    """``restore`` refuses state saved under another index-defining config."""
+    if saved != mine:
+        diff = sorted(k for k in set(saved) | set(mine) if saved.get(k) != mine.get(k))
+        raise ValueError(f"{directory}: {owner} saved with another config (differing: {diff}); saved {saved}, this one {mine}")
 
 
 def merge_topk(vals: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -19,7 +19,7 @@ from typing import Any, Self
 import numpy as np
 import scipy.sparse as sp
 
-from mogg.retrieval.base import check_runtime_kwargs, empty_topk, topk_rows
+from mogg.retrieval.base import check_runtime_kwargs, check_saved_config, empty_topk, topk_rows
 from mogg.text import tokenize
 
 logger = logging.getLogger(__name__)
@@ -48,7 +48,9 @@ def bm25_idf(doc_freqs: np.ndarray, n_docs: int, epsilon: float) -> tuple[np.nda
 
 
 class BM25Retriever:
-    """BM25 Okapi retriever; ``backend`` is ``"scipy"``, ``"torch"`` or ``"auto"`` (torch on GPU).
+    """BM25 Okapi retriever; ``backend`` is ``"scipy"``, ``"numba"`` (a compiled top-k kernel over the
+    postings, all cores), ``"torch"`` or ``"auto"`` (torch on a GPU, else numba, else scipy); all
+    give the same ids and scores.
 
     ``config()`` holds only the parameters that define the index (k1, b, epsilon, stopwords);
     backend, device and batch_size are runtime options and do not change results.
@@ -57,8 +59,8 @@ class BM25Retriever:
     def __init__(self, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25,
                  stopwords: bool = True, backend: str = "auto", device: str | None = None,
                  batch_size: int = 1024) -> None:
-        if backend not in ("auto", "scipy", "torch"):
-            raise ValueError(f"backend must be 'auto', 'scipy' or 'torch', got {backend!r}")
+        if backend not in ("auto", "scipy", "torch", "numba"):
+            raise ValueError(f"backend must be 'auto', 'scipy', 'numba' or 'torch', got {backend!r}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.k1, self.b, self.epsilon = float(k1), float(b), float(epsilon)
@@ -158,18 +160,21 @@ class BM25Retriever:
 
     # ----------------------------------------------------------------- search
     def _resolved(self) -> tuple[str, str | None]:
-        """(backend, torch device) actually used: 'auto' is torch only with a CUDA device."""
-        if self.backend == "scipy":
-            return "scipy", None
+        """(backend, torch device) actually used: 'auto' is torch with a CUDA device, else numba
+        when it is installed, else scipy."""
+        from mogg.retrieval import bm25_kernel
+
+        if self.backend in ("scipy", "numba"):
+            return self.backend, None
         try:
             import torch
         except ImportError:
             if self.backend == "torch":
                 raise
-            return "scipy", None
+            return ("numba" if bm25_kernel.available() else "scipy"), None
         cuda = torch.cuda.is_available()
         if self.backend == "auto" and not cuda and self.device in (None, "cpu"):
-            return "scipy", None
+            return ("numba" if bm25_kernel.available() else "scipy"), None
         return "torch", self.device or ("cuda" if cuda else "cpu")
 
     def query_matrix(self, queries: Sequence[str]) -> sp.csr_matrix:
@@ -209,6 +214,10 @@ class BM25Retriever:
         if self.n_docs == 0 or qmat.shape[0] == 0 or k == 0:
             return empty_topk(qmat.shape[0], k)
         backend, device = self._resolved()
+        if backend == "numba":  # no dense score block: all queries at once, top-k in the kernel
+            from mogg.retrieval.bm25_kernel import bm25_topk
+
+            return bm25_topk(qmat, self._kernel_weights(), k)
         step = max(1, min(self.batch_size, _MAX_DENSE_ELEMENTS // self.n_docs))
         out_s, out_i = [], []
         for start in range(0, qmat.shape[0], step):
@@ -221,6 +230,15 @@ class BM25Retriever:
             out_s.append(s)
             out_i.append(i)
         return np.concatenate(out_s), np.concatenate(out_i)
+
+    def _kernel_weights(self) -> sp.csr_matrix:
+        """``W`` with int64 indices (converted once, not per search)."""
+        w = self.weights
+        if w.indptr.dtype != np.int64 or w.indices.dtype != np.int64:
+            w = sp.csr_matrix((w.data.astype(np.float32, copy=False), w.indices.astype(np.int64), w.indptr.astype(np.int64)),
+                              shape=w.shape)
+            self.weights = w
+        return w
 
     def _torch_scores(self, qmat: sp.csr_matrix, device: str):
         import torch
@@ -254,25 +272,32 @@ class BM25Retriever:
         (directory / PARAMS_FILE).write_text(json.dumps(params, indent=2), encoding="utf-8")
         return [WEIGHTS_FILE, VOCAB_FILE, STATS_FILE, PARAMS_FILE]
 
-    @classmethod
-    def load(cls, directory: Path, **runtime_kwargs: Any) -> Self:
-        """Load a saved index; only ``backend``, ``device`` and ``batch_size`` may be overridden."""
-        check_runtime_kwargs("BM25Retriever", runtime_kwargs, _RUNTIME_KEYS)
+    def restore(self, directory: Path) -> Self:
+        """Load a saved index into this instance, keeping its runtime options (backend, device,
+        batch_size); its index-defining config must equal the saved one."""
         directory = Path(directory)
         params = json.loads((directory / PARAMS_FILE).read_text(encoding="utf-8"))
-        self = cls(**params["config"], **runtime_kwargs)
+        check_saved_config(type(self).__name__, directory, params["config"], self.config())
         self.vocab = json.loads((directory / VOCAB_FILE).read_text(encoding="utf-8"))
         self.term_index = {t: i for i, t in enumerate(self.vocab)}
         with np.load(directory / STATS_FILE, allow_pickle=False) as stats:
             self.doc_freqs, self.doc_len = stats["doc_freqs"], stats["doc_len"]
             self.idf = stats["idf"]
         self.weights = sp.load_npz(directory / WEIGHTS_FILE).tocsr().astype(np.float32)
+        self._torch_weights = None
         self.n_docs, self.total_len = int(params["n_docs"]), int(params["total_len"])
         self.average_idf = float(params["average_idf"])
         if self.weights.shape != (len(self.vocab), self.n_docs):
             raise ValueError(f"{directory}: weights shape {self.weights.shape} does not match "
                              f"vocab size {len(self.vocab)} x n_docs {self.n_docs}")
         return self
+
+    @classmethod
+    def load(cls, directory: Path, **runtime_kwargs: Any) -> Self:
+        """A new retriever from a saved index; only ``backend``, ``device`` and ``batch_size`` may be given."""
+        check_runtime_kwargs("BM25Retriever", runtime_kwargs, _RUNTIME_KEYS)
+        params = json.loads((Path(directory) / PARAMS_FILE).read_text(encoding="utf-8"))
+        return cls(**params["config"], **runtime_kwargs).restore(directory)
 
 
 def _to_torch_csr(mat: sp.csr_matrix, device: str):

@@ -23,7 +23,7 @@ from typing import Any, Self
 import numpy as np
 import scipy.sparse as sp
 
-from mogg.retrieval.base import check_runtime_kwargs, empty_topk, merge_topk
+from mogg.retrieval.base import check_runtime_kwargs, check_saved_config, empty_topk, merge_topk
 from mogg.retrieval.bm25 import BM25Retriever, bm25_idf
 
 logger = logging.getLogger(__name__)
@@ -182,21 +182,29 @@ class ShardedBM25:
         (directory / PARAMS_FILE).write_text(json.dumps(params, indent=2), encoding="utf-8")
         return [PARAMS_FILE, STATS_FILE]
 
-    @classmethod
-    def load(cls, directory: Path, **runtime_kwargs: Any) -> Self:
-        """Load saved statistics; parts are read from disk when searched."""
-        check_runtime_kwargs("ShardedBM25", runtime_kwargs, _RUNTIME_KEYS)
+    def restore(self, directory: Path) -> Self:
+        """Load saved statistics into this instance (parts are read from disk when searched),
+        keeping its runtime options; the BM25 config must equal the saved one."""
         directory = Path(directory)
         params = json.loads((directory / PARAMS_FILE).read_text(encoding="utf-8"))
-        self = cls(**params["config"], part_docs=params["part_docs"], **runtime_kwargs)
+        check_saved_config(type(self).__name__, directory, params["config"], self.config())
+        self.part_docs = int(params["part_docs"])
         self.vocab = json.loads((directory / "sharded_bm25_vocab.json").read_text(encoding="utf-8"))
         with np.load(directory / STATS_FILE, allow_pickle=False) as st:
             self.idf, self.offsets = st["idf"], st["offsets"]
         self.n_docs, self.total_len = int(params["n_docs"]), int(params["total_len"])
         self._sources = [("saved", directory)] * int(params["n_parts"])
+        self._term_index = None
         if len(self.offsets) != self.n_parts + 1 or int(self.offsets[-1]) != self.n_docs:
             raise ValueError(f"{directory}: part offsets {self.offsets.tolist()} do not match {self.n_docs} documents")
         return self
+
+    @classmethod
+    def load(cls, directory: Path, **runtime_kwargs: Any) -> Self:
+        """A new retriever from saved statistics; only runtime options may be given."""
+        check_runtime_kwargs("ShardedBM25", runtime_kwargs, _RUNTIME_KEYS)
+        params = json.loads((Path(directory) / PARAMS_FILE).read_text(encoding="utf-8"))
+        return cls(**params["config"], part_docs=params["part_docs"], **runtime_kwargs).restore(directory)
 
 
 def _read_counts(d: Path, prefix: str) -> tuple[list[str], sp.csr_matrix, np.ndarray]:

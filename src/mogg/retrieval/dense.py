@@ -20,7 +20,8 @@ from typing import Any, Protocol, Self
 
 import numpy as np
 
-from mogg.retrieval.base import check_runtime_kwargs, empty_topk, order_rows, topk_rows
+from mogg.retrieval.base import check_runtime_kwargs, check_saved_config, empty_topk, order_rows, topk_rows
+from mogg.vectors import l2_normalize
 
 logger = logging.getLogger(__name__)
 
@@ -42,12 +43,6 @@ class Encoder(Protocol):
 
     def config(self) -> dict: ...
 
-
-def l2_normalize(x: np.ndarray) -> np.ndarray:
-    """Row-wise L2 normalization to float32; all-zero rows stay zero."""
-    x = np.asarray(x, dtype=np.float32)
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    return x / np.maximum(norms, np.float32(1e-12))
 
 
 class _Rows:
@@ -84,7 +79,8 @@ def _row_blocks(x, rows: int = 1 << 16):
 
 
 class DenseRetriever:
-    """Cosine-similarity retriever over ``encoder`` embeddings; backend ``"faiss"`` or ``"torch"``.
+    """Cosine-similarity retriever over ``encoder`` embeddings (queries through ``query_encoder`` when
+    given: a two-encoder model such as MedCPT); backend ``"faiss"`` or ``"torch"``.
 
     ``config()`` holds the encoder's config only: backend, batch_size and device do not change
     the index.
@@ -92,7 +88,7 @@ class DenseRetriever:
 
     def __init__(self, encoder: Encoder, backend: str = "faiss", batch_size: int = 1024,
                  device: str | None = None, index: str = "Flat", nprobe: int = 32,
-                 train_size: int = 262_144, seed: int = 0) -> None:
+                 train_size: int = 262_144, seed: int = 0, query_encoder: Encoder | None = None) -> None:
         if backend not in ("faiss", "torch"):
             raise ValueError(f"backend must be 'faiss' or 'torch', got {backend!r}")
         if batch_size < 1:
@@ -101,7 +97,9 @@ class DenseRetriever:
             raise ValueError(f"index={index!r} is a faiss index: it needs backend='faiss'")
         if nprobe < 1 or train_size < 1:
             raise ValueError("nprobe and train_size must be >= 1")
-        self.encoder, self.backend = encoder, backend
+        # two-encoder retrieval (MedCPT: an article encoder for the texts, a query encoder for the
+        # questions); without ``query_encoder`` queries use ``encoder``
+        self.encoder, self.query_encoder, self.backend = encoder, query_encoder, backend
         self.batch_size, self.device = int(batch_size), device
         self.index, self.nprobe, self.train_size, self.seed = str(index), int(nprobe), int(train_size), int(seed)
         self.embeddings = np.zeros((0, 0), dtype=np.float32)  # [N, d], rows L2-normalized
@@ -114,6 +112,8 @@ class DenseRetriever:
     def config(self) -> dict:
         """Index-defining parameters (JSON-able); an approximate index adds its training setup."""
         cfg = {"encoder": self.encoder.config()}
+        if self.query_encoder is not None:
+            cfg["query_encoder"] = self.query_encoder.config()
         if not self.exact:
             cfg.update(index=self.index, train_size=self.train_size, seed=self.seed)
         return cfg
@@ -216,7 +216,7 @@ class DenseRetriever:
         queries = list(queries)
         if self.n_docs == 0 or not queries or k == 0:
             return empty_topk(len(queries), k)
-        return self.search_embeddings(self.encoder.encode(queries), k)
+        return self.search_embeddings((self.query_encoder or self.encoder).encode(queries), k)
 
     def search_embeddings(self, query_emb: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Like :meth:`search` for precomputed query embeddings [Q, d] (normalized here)."""
@@ -298,24 +298,12 @@ class DenseRetriever:
             written.append(FAISS_FILE)
         return written
 
-    @classmethod
-    def load(cls, directory: Path, encoder: Encoder | None = None, **runtime_kwargs: Any) -> Self:
-        """Load a saved index; ``encoder`` must match the saved encoder config."""
-        if encoder is None:
-            raise TypeError("DenseRetriever.load needs the query encoder: "
-                            "load(directory, encoder=...)")
-        check_runtime_kwargs("DenseRetriever", runtime_kwargs, _RUNTIME_KEYS)
+    def restore(self, directory: Path) -> Self:
+        """Load a saved index into this instance, keeping its encoder and runtime options (backend,
+        device, batch_size, nprobe); the saved encoder and index config must equal this one's."""
         directory = Path(directory)
         params = json.loads((directory / PARAMS_FILE).read_text(encoding="utf-8"))
-        saved, given = params["config"]["encoder"], encoder.config()
-        if saved != given:
-            diff = sorted(key for key in set(saved) | set(given)
-                          if saved.get(key) != given.get(key))
-            raise ValueError(f"{directory}: encoder config differs from the saved one in {diff}: "
-                             f"saved {saved}, given {given}")
-        built = {k: v for k, v in params["config"].items() if k != "encoder"}  # index, train_size, seed
-        kwargs = {"backend": params.get("backend", "faiss"), "nprobe": params.get("nprobe", 32), **built, **runtime_kwargs}
-        self = cls(encoder, **kwargs)
+        check_saved_config(type(self).__name__, directory, params["config"], self.config())
         if self.exact:
             emb = np.load(directory / EMBEDDINGS_FILE, allow_pickle=False)
             self.embeddings = np.ascontiguousarray(emb, dtype=np.float32)
@@ -324,6 +312,7 @@ class DenseRetriever:
         if self.embeddings.shape != (params["n_docs"], params["dim"]):
             raise ValueError(f"{directory}: embeddings shape {self.embeddings.shape} does not "
                              f"match the saved parameters ({params['n_docs']} x {params['dim']})")
+        self._index = None
         if self.backend == "faiss" and (directory / FAISS_FILE).is_file():
             import faiss
 
@@ -332,4 +321,20 @@ class DenseRetriever:
             if self._index.ntotal != self.n_docs:
                 raise ValueError(f"{directory}: {FAISS_FILE} holds {self._index.ntotal} vectors, "
                                  f"embeddings {self.n_docs}")
+        elif not self.exact:
+            raise ValueError(f"{directory}: an approximate index ({self.index}) needs backend='faiss' and its {FAISS_FILE}")
         return self
+
+    @classmethod
+    def load(cls, directory: Path, encoder: Encoder | None = None, query_encoder: Encoder | None = None,
+             **runtime_kwargs: Any) -> Self:
+        """A new retriever from a saved index (the saved backend and nprobe unless given); ``encoder``
+        (and ``query_encoder`` for a two-encoder index) must match the saved configs."""
+        if encoder is None:
+            raise TypeError("DenseRetriever.load needs the query encoder: "
+                            "load(directory, encoder=...)")
+        check_runtime_kwargs("DenseRetriever", runtime_kwargs, _RUNTIME_KEYS)
+        params = json.loads((Path(directory) / PARAMS_FILE).read_text(encoding="utf-8"))
+        built = {k: v for k, v in params["config"].items() if k not in ("encoder", "query_encoder")}  # index, train_size, seed
+        kwargs = {"backend": params.get("backend", "faiss"), "nprobe": params.get("nprobe", 32), **built, **runtime_kwargs}
+        return cls(encoder, query_encoder=query_encoder, **kwargs).restore(directory)

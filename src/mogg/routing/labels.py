@@ -8,7 +8,11 @@ second and 0 elsewhere. Level scores come from
   (``target="evidence"``), the dataset label (``"label"``), question + answer text (``"qa"``)
   or ``"auto"`` (evidence when the question has it, else its label text);
 * ``metric``: the downstream metric itself - token F1 against the gold evidence of the context
-  that the fixed-level policy selects for that level (needs gold evidence).
+  that the fixed-level policy selects for that level (needs gold evidence);
+* ``reader``: for question sets with an answer key but no evidence - whether the reader answers
+  correctly with that level's fixed-level context (1/0; the same reader, prompts and answer cache
+  as the evaluation, so evaluating the fixed levels later asks nothing new). Ties go to the finer
+  level: the shortest context that answers.
 """
 
 from __future__ import annotations
@@ -19,11 +23,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from mogg.data.records import QAItem
-from mogg.evaluation.metrics import hit_rate, tfidf_cosine
+from mogg.metrics import hit_rate, tfidf_cosine
 
 log = logging.getLogger(__name__)
 
-SOURCES = ("tfidf", "encoder", "hitrate", "metric")
+SOURCES = ("tfidf", "encoder", "hitrate", "metric", "reader")
+# sources whose level scores are the evaluation's own metric (an oracle level can be read from them)
+METRIC_SOURCES = ("metric", "reader")
 TARGETS = ("auto", "evidence", "label", "qa")
 
 
@@ -69,23 +75,35 @@ class SoftLabeler:
         top, second: the soft label values (paper: 0.8 / 0.2).
     """
 
-    def __init__(self, source: str = "metric", target: str = "auto", encoder=None, top: float = 0.8, second: float = 0.2):
+    def __init__(self, source: str = "metric", target: str = "auto", encoder=None, top: float = 0.8, second: float = 0.2,
+                 reader=None, cache: str | None = None, step_by_step: bool = False, batch_size: int = 16):
         if source not in SOURCES:
             raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
         if source == "encoder" and encoder is None:
             raise ValueError("source='encoder' needs an encoder")
+        if source == "reader" and (reader is None or not cache):
+            raise ValueError("labels=reader needs a reader (reader=hf or reader=openai) and an answer cache path")
         target_texts([], target)  # validates the name
         self.source, self.target, self.encoder, self.top, self.second = source, target, encoder, top, second
+        self.reader, self.cache, self.step_by_step, self.batch_size = reader, cache, bool(step_by_step), int(batch_size)
 
     def config(self) -> dict:
         enc = self.encoder.config() if (self.source == "encoder" and hasattr(self.encoder, "config")) else None
-        return {"source": self.source, "target": self.target, "encoder": enc, "top": self.top, "second": self.second}
+        out = {"source": self.source, "target": self.target, "encoder": enc, "top": self.top, "second": self.second}
+        if self.source == "reader":
+            out.update(reader=self.reader.config(), step_by_step=self.step_by_step)
+        return out
 
     def level_scores(
-        self, items: Sequence[QAItem], best_snippets: list[list[str]], fixed_metric: np.ndarray | None = None
+        self, items: Sequence[QAItem], best_snippets: list[list[str]], fixed_metric: np.ndarray | None = None,
+        fixed_snippets: list[list[list[str]]] | None = None,
     ) -> np.ndarray:
         """Scores [Q, L]. ``best_snippets[l][q]``: level l's top-1 snippet for question q;
-        ``fixed_metric``: [Q, L] metric of each fixed-level policy (``metric`` source only)."""
+        ``fixed_metric``: [Q, L] metric of each fixed-level policy (``metric`` source);
+        ``fixed_snippets[l][q]``: the snippets the fixed-level policy of level l gives question q
+        (``reader`` source)."""
+        if self.source == "reader":
+            return self._reader_scores(items, fixed_snippets)
         if self.source == "metric":
             if fixed_metric is None:
                 raise ValueError("source='metric' needs the per-level metric matrix")
@@ -103,6 +121,21 @@ class SoftLabeler:
             else:
                 cols.append((self.encoder.encode(snippets) * target_emb).sum(axis=1))
         return np.stack(cols, axis=1)
+
+    def _reader_scores(self, items: Sequence[QAItem], fixed_snippets) -> np.ndarray:
+        from mogg.readers.cache import AnswerCache, exclusive
+        from mogg.readers.run import answer_questions
+
+        if fixed_snippets is None:
+            raise ValueError("source='reader' needs every level's fixed-level snippets")
+        cols = []
+        with exclusive(self.cache):
+            cache = AnswerCache(self.cache)
+            for j, snippets in enumerate(fixed_snippets):
+                log.info("reader labels: level %d of %d", j + 1, len(fixed_snippets))
+                recs = answer_questions(items, snippets, self.reader, cache, self.step_by_step, self.batch_size)
+                cols.append([float(r["correct"]) for r in recs])
+        return np.asarray(cols, dtype=float).T
 
     def labels(self, scores: np.ndarray) -> np.ndarray:
         return soft_labels(scores, self.top, self.second)

@@ -1,16 +1,14 @@
-"""Router training with Lightning on cached arrays, and k-fold cross-fitting.
+"""Router training with Lightning on cached arrays: one fit, resumable, deterministic.
 
-Inputs and soft labels are small in-memory tensors, so an epoch is a handful of optimizer steps
-and 1000 epochs take seconds. Each fold trains on the other folds (minus a seeded validation
-slice used for early stopping) and is evaluated only on its held-out queries.
+Inputs and targets are small in-memory tensors, so an epoch is a handful of optimizer steps and
+1000 epochs take seconds. Cross-fitting and the final fit on all questions are in
+:mod:`mogg.routing.crossfit`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import lightning as L
@@ -18,7 +16,7 @@ import numpy as np
 import torch
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 
-from mogg.artifacts import config_hash
+from mogg.routing import objectives
 from mogg.routing.router import RouterMLP
 
 log = logging.getLogger(__name__)
@@ -58,26 +56,31 @@ class EpochSeed(L.Callback):
 
 
 class RouterModule(L.LightningModule):
-    """BCE between sigmoid(router logits) and soft labels; Adam (paper: lr 1e-3)."""
+    """The router under one of :data:`mogg.routing.objectives.OBJECTIVES`; Adam (paper: lr 1e-3).
 
-    def __init__(self, in_dim: int, n_levels: int, hidden: int = 64, dropout: float = 0.2, lr: float = 1e-3, weight_decay: float = 1e-4):
+    Targets are soft labels (``bce``) or standardised centred utilities (``utility``,
+    ``listwise``); validation uses the same loss, so early stopping follows the objective.
+    """
+
+    def __init__(self, in_dim: int, n_levels: int, hidden: int = 64, dropout: float = 0.2, lr: float = 1e-3,
+                 weight_decay: float = 1e-4, objective: str = "bce"):
         super().__init__()
         self.save_hyperparameters()
         self.router = RouterMLP(in_dim, n_levels, hidden, dropout)
-        self.loss = torch.nn.BCEWithLogitsLoss()
+        self.objective = objectives.check_objective(objective)
 
     def forward(self, x):
         return self.router(x)
 
     def training_step(self, batch, _):
         x, y = batch
-        loss = self.loss(self(x), y)
+        loss = objectives.loss(self.objective, self(x), y)
         self.log("train_loss", loss, on_epoch=True, on_step=False, batch_size=len(x))
         return loss
 
     def validation_step(self, batch, _):
         x, y = batch
-        self.log("val_loss", self.loss(self(x), y), on_epoch=True, prog_bar=False, batch_size=len(x))
+        self.log("val_loss", objectives.loss(self.objective, self(x), y), on_epoch=True, prog_bar=False, batch_size=len(x))
 
     def configure_optimizers(self):
         return torch.optim.Adam(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
@@ -184,104 +187,3 @@ def _requeue_plugins(requeue: str) -> list:
     from lightning.pytorch.plugins.environments import SLURMEnvironment
 
     return [SLURMEnvironment(auto_requeue=requeue == "lightning")]
-
-
-def make_folds(n: int, n_folds: int, seed: int) -> np.ndarray:
-    """Fold index per query (int64 [n]), seeded and balanced."""
-    if n_folds < 2:
-        raise ValueError("n_folds must be >= 2 (cross-fitting never evaluates on training queries)")
-    if n < n_folds:
-        raise ValueError(f"{n} queries cannot make {n_folds} folds")
-    perm = np.random.default_rng(seed).permutation(n)
-    fold = np.empty(n, dtype=np.int64)
-    fold[perm] = np.arange(n) % n_folds
-    return fold
-
-
-def split_train_val(idx: np.ndarray, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Seeded disjoint (train, val) split of index array ``idx``."""
-    perm = np.random.default_rng(seed).permutation(idx)
-    n_val = int(round(len(idx) * val_fraction))
-    return np.sort(perm[n_val:]), np.sort(perm[:n_val])
-
-
-def crossfit(
-    x: np.ndarray,
-    y: np.ndarray,
-    query_ids: list[str],
-    n_folds: int,
-    seed: int,
-    module_kwargs: dict,
-    trainer: TrainerConfig,
-    out_dir: Path,
-    logger_factory=None,
-) -> dict:
-    """Train one router per fold and save it under ``out_dir/fold<k>/``.
-
-    Writes ``out_dir/folds.json`` (the query ids of every fold's test, train and validation sets)
-    and returns it. The prior (mean training soft label) of each fold is saved with its router.
-    """
-    out_dir = Path(out_dir)
-    fold = make_folds(len(x), n_folds, seed)
-    folds = []
-    for k in range(n_folds):
-        test = np.flatnonzero(fold == k)
-        train, val = split_train_val(np.flatnonzero(fold != k), trainer.val_fraction, seed + 1000 + k)
-        fdir = out_dir / f"fold{k}"
-        # everything that determines this fold's router: a rerun with the same key is a no-op
-        # (finished) or a resume (Lightning's last.ckpt under the same key); anything else retrains
-        fit_key = config_hash({
-            "module": module_kwargs, "trainer": asdict(trainer), "seed": seed + k,
-            "x": hashlib.sha256(np.ascontiguousarray(x[train]).tobytes() + np.ascontiguousarray(x[val]).tobytes()).hexdigest(),
-            "y": hashlib.sha256(np.ascontiguousarray(y[train]).tobytes()).hexdigest(),
-        })
-        if (fdir / "router.safetensors").exists() and (fdir / "hparams.json").exists():
-            hp = json.loads((fdir / "hparams.json").read_text())
-            if hp.get("fit_key") == fit_key:
-                log.info("fold %d already trained (%s): skipped", k, fdir)
-                folds.append({"test": [query_ids[i] for i in test], "train": [query_ids[i] for i in train],
-                              "val": [query_ids[i] for i in val], "epochs": hp.get("epochs")})
-                continue
-        router, summary = fit_router(
-            x[train], y[train], x[val], y[val], module_kwargs, trainer, seed + k, fdir / f"lightning-{fit_key}",
-            logger=logger_factory(k) if logger_factory else False,
-        )
-        prior = y[train].mean(axis=0).tolist()
-        router.save(fdir, extra={"prior": prior, "seed": seed + k, "fit_key": fit_key, **summary, **module_kwargs})
-        log.info("fold %d: %d train / %d val / %d test, %s", k, len(train), len(val), len(test), summary)
-        folds.append({
-            "test": [query_ids[i] for i in test],
-            "train": [query_ids[i] for i in train],
-            "val": [query_ids[i] for i in val],
-            **summary,
-        })
-    info = {"n_folds": n_folds, "seed": seed, "folds": folds}
-    (out_dir / "folds.json").write_text(json.dumps(info, indent=1))
-    return info
-
-
-def predict_crossfit(x: np.ndarray, query_ids: list[str], out_dir: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Out-of-fold router weights [Q, L], prior weights [Q, L] and fold index [Q].
-
-    Every query is routed only by the router that did not see it; a query that is in no fold's
-    test set raises (the checkpoint was trained on other questions).
-    """
-    out_dir = Path(out_dir)
-    info = json.loads((out_dir / "folds.json").read_text())
-    pos = {q: i for i, q in enumerate(query_ids)}
-    weights = prior = None
-    fold_of = np.full(len(query_ids), -1, dtype=np.int64)
-    for k, f in enumerate(info["folds"]):
-        router, hp = RouterMLP.load(out_dir / f"fold{k}")
-        rows = np.array([pos[q] for q in f["test"] if q in pos], dtype=np.int64)
-        if weights is None:
-            weights = np.zeros((len(query_ids), hp["n_levels"]))
-            prior = np.zeros_like(weights)
-        if len(rows):
-            weights[rows] = router.weights(x[rows])
-            prior[rows] = np.asarray(hp["prior"])
-            fold_of[rows] = k
-    missing = [query_ids[i] for i in np.flatnonzero(fold_of < 0)[:5]]
-    if missing:
-        raise ValueError(f"{(fold_of < 0).sum()} queries have no held-out router in {out_dir} (e.g. {missing})")
-    return weights, prior, fold_of

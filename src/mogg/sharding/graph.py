@@ -43,17 +43,14 @@ def _key(builder, corpus, count: int, **extra) -> dict:
 
 
 def _check(builder, stage: str) -> None:
-    if not hasattr(builder, "knn_rows"):
-        raise ValueError(f"staged graph sharding needs a graph ladder builder, got {type(builder).__name__}")
+    if tuple(getattr(builder, "shard_stages", ())) != STAGES:
+        raise ValueError(f"staged graph sharding needs a graph ladder builder (stages {STAGES}), got {type(builder).__name__}")
     if stage not in STAGES:
         raise ValueError(f"shard.stage must be one of {STAGES}, got {stage!r}")
 
 
 def _load_index(builder, d: Path):
-    index = builder.node_index()
-    if hasattr(index, "encoder"):
-        return type(index).load(d, encoder=index.encoder)
-    return type(index).load(d)
+    return builder.node_index().restore(d)  # the builder's instance keeps its encoder and runtime options
 
 
 def _node_ladder(units: Units) -> Ladder:
@@ -94,8 +91,9 @@ def build_graph_shard(corpus, builder, stage: str, index: int, count: int, root:
 
 
 def merge_graph_shards(corpus, builder, stage: str, count: int, root: Path,
-                       make_retriever: Callable[[], object] | None = None) -> Path | Ladder:
-    """Reduce step of ``stage``: the node index (``nodes``) or the MoGG ladder (``knn``)."""
+                       make_retriever: Callable[[], object] | None = None) -> Path:
+    """Reduce step of ``stage``: the node index (``nodes``) or the MoGG ladder (``knn``); returns
+    the artifact directory it wrote (``Ladder.load`` it for the ``knn`` stage)."""
     _check(builder, stage)
     keys = [_key(builder, corpus, count, stage=stage, shard=i) for i in range(count)]
     dirs = shard_dirs(root, "graph_shard", keys)
@@ -117,7 +115,7 @@ def merge_graph_shards(corpus, builder, stage: str, count: int, root: Path,
         log.info("graph node index: %d nodes from %d shards -> %s", len(nodes.units), count, d)
         return d
 
-    from mogg.pipeline import ladder_key
+    from mogg.ladders.store import ladder_key
 
     idx_dir = shard_dirs(root, "graph_index", [_key(builder, corpus, count)])[0]
     units = Ladder.load(idx_dir).units
@@ -128,11 +126,11 @@ def merge_graph_shards(corpus, builder, stage: str, count: int, root: Path,
     builder.timings = {}
     ladder = builder.ladder_from_knn(units, sim, ids)
     lkey = ladder_key(corpus, builder)
-    write_artifact(artifact_dir(root, "ladder", lkey), ladder.save, lkey,
-                   inputs={"shards": [str(x) for x in dirs], "graph_index": str(idx_dir)})
+    ldir = write_artifact(artifact_dir(root, "ladder", lkey), ladder.save, lkey,
+                          inputs={"shards": [str(x) for x in dirs], "graph_index": str(idx_dir)})
     if make_retriever is not None:
-        from mogg.retrieval.hits import level_retrievers
+        from mogg.search import level_retrievers
 
         level_retrievers(ladder, make_retriever, root, lkey)  # hop chunks span shards: fit on the merged texts
     log.info("merged graph: %d nodes, %s", len(units), json.dumps(ladder.meta.get("n_edges")))
-    return ladder
+    return ldir

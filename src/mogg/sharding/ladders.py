@@ -17,18 +17,12 @@ import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import numpy as np
-import scipy.sparse as sp
-
 from mogg.artifacts import MANIFEST, artifact_dir, read_manifest, write_artifact
-from mogg.ladders.base import Ladder, Level, Units
-from mogg.retrieval.hits import retriever_key
+from mogg.ladders.base import Ladder
+from mogg.ladders.concat import concat_ladders
+from mogg.search import retriever_key
 
 log = logging.getLogger(__name__)
-
-# Ladders whose levels never cross documents can be built per shard and concatenated.
-SHARDABLE = ("mog", "nodes")  # "nodes": the node-only ladders of a graph build's first stage
-
 
 def build_once(root: Path, kind: str, key: dict, produce: Callable[[], tuple], label: str) -> Path:
     """A map task as an artifact: skipped when finished (manifest), else ``produce()`` and written.
@@ -47,12 +41,9 @@ def build_once(root: Path, kind: str, key: dict, produce: Callable[[], tuple], l
 
 
 def shard_documents(corpus, index: int, count: int) -> list:
-    """Shard ``index`` of ``count`` of ``corpus`` (its own byte-range reader when it has one)."""
-    if hasattr(corpus, "shard_documents"):
-        return corpus.shard_documents(index, count)
-    docs = corpus.documents()
-    start, end = shard_range(len(docs), index, count)
-    return docs[start:end]
+    """Shard ``index`` of ``count`` of ``corpus`` (each corpus reads its own share: a byte range of
+    jsonl files, else a position range)."""
+    return corpus.shard_documents(index, count)
 
 
 def check_unique_ids(doc_ids: Sequence[str], dirs: Sequence[Path]) -> None:
@@ -71,35 +62,6 @@ def shard_range(n_docs: int, index: int, count: int) -> tuple[int, int]:
     if not 0 <= index < count:
         raise ValueError(f"shard index {index} outside 0..{count - 1}")
     return n_docs * index // count, n_docs * (index + 1) // count
-
-
-def concat_ladders(parts: Sequence[Ladder], independent: bool = False) -> Ladder:
-    """Concatenate ladders built over consecutive document ranges (units, docs, chunks offset).
-
-    Shards of one corpus need ``method in SHARDABLE`` (a graph or tree would miss cross-shard
-    links); ``independent=True`` is for separate corpora, where no links are wanted.
-    """
-    if not parts:
-        raise ValueError("no ladders to concatenate")
-    method = parts[0].method
-    if method not in SHARDABLE and not independent:
-        raise ValueError(f"ladders of method {method!r} link units across documents and cannot be concatenated")
-    if len({p.n_levels for p in parts}) != 1:
-        raise ValueError("ladders to concatenate differ in their number of levels")
-    doc_off = np.cumsum([0] + [len(p.units.doc_ids) for p in parts])
-    units = Units(
-        text=[t for p in parts for t in p.units.text],
-        doc=np.concatenate([p.units.doc + o for p, o in zip(parts, doc_off)]),
-        doc_ids=[d for p in parts for d in p.units.doc_ids],
-    )
-    levels = []
-    for j, lv0 in enumerate(parts[0].levels):
-        lvs = [p.levels[j] for p in parts]
-        chunk_off = np.cumsum([0] + [len(lv) for lv in lvs])
-        home = np.concatenate([np.where(lv.home >= 0, lv.home + o, -1) for lv, o in zip(lvs, chunk_off)])
-        texts = None if lv0.texts is None else [t for lv in lvs for t in lv.texts]
-        levels.append(Level(lv0.name, sp.block_diag([lv.coverage for lv in lvs], format="csr", dtype=np.float32), home, texts))
-    return Ladder(method, units, levels, dict(parts[0].meta))
 
 
 def _shard_key(builder, corpus, retriever, index: int, count: int) -> dict:
@@ -126,8 +88,8 @@ def build_shard(corpus, builder, make_retriever: Callable[[], object], index: in
     """Build shard ``index`` of ``count``: its ladder and per-level retriever shard state (idempotent)."""
     retr = make_retriever()
     check_shard_retriever(retr)
-    if builder.method not in SHARDABLE:
-        raise ValueError(f"{builder.method!r} ladders are sharded in stages: use mogg.sharding.graph")
+    if not getattr(builder, "document_local", False):
+        raise ValueError(f"{builder.method!r} ladders link documents: they are sharded in stages {builder.shard_stages}")
 
     def produce():
         docs = shard_documents(corpus, index, count)
@@ -155,7 +117,7 @@ def shard_dirs(root: Path, stage: str, keys: Sequence[dict]) -> list[Path]:
 
 def merge_shards(corpus, builder, make_retriever: Callable[[], object], count: int, root: Path) -> Ladder:
     """Merge the ``count`` shards into the single-build ladder and retriever artifacts under ``root``."""
-    from mogg.pipeline import ladder_key
+    from mogg.ladders.store import ladder_key
 
     retr0 = make_retriever()
     check_shard_retriever(retr0)
@@ -170,4 +132,4 @@ def merge_shards(corpus, builder, make_retriever: Callable[[], object], count: i
         rkey = retriever_key(lkey, j, r)
         write_artifact(artifact_dir(root, "retriever", rkey), r.save, rkey)
     log.info("merged %d shards: %d units, chunks per level %s", count, len(ladder.units), [len(lv) for lv in ladder.levels])
-    return ladder
+    return ldir

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from mogg.ladders.base import Ladder
-from mogg.retrieval.hits import Hits
+from mogg.search import Hits
 from mogg.segments import segment_rank
+from mogg.text import count_tokens, truncate_tokens
 
 
 @dataclass
@@ -28,12 +29,36 @@ class Selection:
     level: np.ndarray
     chunk: np.ndarray
 
-    def contexts(self, ladder: Ladder) -> list[list[str]]:
-        """Snippet texts per query, in rank order."""
+    def contexts(self, ladder: Ladder, max_tokens: int | None = None) -> list[list[str]]:
+        """Snippet texts per query, in rank order (capped at ``max_tokens`` per query, see
+        :func:`cap_contexts`)."""
         texts = [ladder.texts(j) for j in range(ladder.n_levels)]
-        return [
-            [texts[lv][c] for lv, c in zip(lrow, crow) if c >= 0] for lrow, crow in zip(self.level, self.chunk)
-        ]
+        out = [[texts[lv][c] for lv, c in zip(lrow, crow) if c >= 0] for lrow, crow in zip(self.level, self.chunk)]
+        return out if max_tokens is None else cap_contexts(out, max_tokens)[0]
+
+
+def cap_contexts(contexts: list[list[str]], max_tokens: int | None) -> tuple[list[list[str]], int]:
+    """Each query's snippets kept in order until their total reaches ``max_tokens``: the snippet
+    that crosses the cap is cut at a word boundary and later ones are dropped, so no policy hands
+    a reader or a metric an unbounded context (a whole-book "document" level). Returns the capped
+    contexts and how many were cut."""
+    if max_tokens is None:
+        return contexts, 0
+    out, n_cut = [], 0
+    for snippets in contexts:
+        left, kept, cut = max_tokens, [], False
+        for snip in snippets:
+            n = count_tokens(snip)
+            if n > left:
+                if left > 0:
+                    kept.append(truncate_tokens(snip, left))
+                cut = True
+                break
+            kept.append(snip)
+            left -= n
+        out.append(kept)
+        n_cut += cut
+    return out, n_cut
 
 
 def _pack(q: np.ndarray, cols: list[np.ndarray], n_queries: int, k: int) -> list[np.ndarray]:

@@ -1,4 +1,5 @@
-"""Per-level retrieval over a ladder: one retriever per level, batched over all queries."""
+"""Per-ladder search: one fitted retriever per level, batched over all queries (``Hits``), and
+:class:`LadderIndex`, a ladder with its retrievers ready for any batch of questions."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import numpy as np
 
 from mogg.artifacts import MANIFEST, artifact_dir, read_manifest, write_artifact
 from mogg.ladders.base import Ladder
+from mogg.ladders.concat import concat_ladders
+from mogg.ladders.store import build_ladder
 
 log = logging.getLogger(__name__)
 
@@ -53,13 +56,14 @@ def level_retrievers(
     make_retriever: Callable[[], object],
     root: Path | None = None,
     ladder_key: dict | None = None,
-    load_kwargs: dict | None = None,
 ) -> list:
-    """Fit (or load from the artifact store) one retriever per level.
+    """Fit (or restore from the artifact store) one retriever per level.
 
-    ``make_retriever()`` returns an unfitted retriever (``fit``/``search``/``save``/``load``/
+    ``make_retriever()`` returns an unfitted retriever (``fit``/``search``/``save``/``restore``/
     ``config``). With ``root`` and ``ladder_key`` the fitted state is cached as an artifact keyed
-    by the ladder's key, the level and the retriever's config.
+    by the ladder's key, the level and the retriever's config; a cached state is restored into a
+    fresh ``make_retriever()`` instance, so its runtime options (encoder, backend, device, batch
+    size) are the configured ones, not the ones it was saved with.
     """
     out = []
     for j in range(ladder.n_levels):
@@ -71,10 +75,8 @@ def level_retrievers(
         d = artifact_dir(root, "retriever", key)
         if (d / MANIFEST).exists():
             read_manifest(d, key)
-            # runtime objects a saved retriever cannot hold (the dense retriever's encoder)
-            kwargs = load_kwargs if load_kwargs is not None else ({"encoder": r.encoder} if hasattr(r, "encoder") else {})
-            out.append(type(r).load(d, **kwargs))
-            log.info("level %d: loaded %s from %s", j, type(r).__name__, d)
+            out.append(r.restore(d))
+            log.info("level %d: restored %s from %s", j, type(r).__name__, d)
             continue
         r.fit(ladder.texts(j))
         write_artifact(d, r.save, key)
@@ -102,3 +104,43 @@ def merge_hits(parts: Sequence[Hits], chunk_offsets: Sequence[np.ndarray]) -> Hi
     scores = np.concatenate([h.scores for h in parts], axis=2)
     order = np.argsort(-scores, axis=2, kind="stable")
     return Hits(np.take_along_axis(ids, order, 2), np.take_along_axis(scores, order, 2))
+
+
+@dataclass
+class LadderIndex:
+    """A ladder with its fitted per-level retrievers: search it for any batch of questions.
+
+    Several corpora (``corpus.parts``, MedCorp style) get one ladder and retriever set each;
+    every part contributes its own top-k_r per level and the hits refer to the concatenated
+    ladder (``offsets[p][l]``: where part p's level-l chunks start).
+    """
+
+    ladder: Ladder
+    key: dict
+    parts: list[tuple[list, np.ndarray]]  # (retrievers per level, chunk offsets [L]) per corpus part
+    retriever_config: dict
+
+    @classmethod
+    def build(cls, corpus, builder, make_retriever: Callable[[], object], artifacts: Path | None = None) -> "LadderIndex":
+        """Build (or load from ``artifacts``) the ladder(s) and the retrievers of every level."""
+        retriever_config = make_retriever().config()
+        parts = corpus.parts
+        if len(parts) == 1 and parts[0][1] is corpus:  # one corpus: no concatenation
+            ladder, key = build_ladder(corpus, builder, artifacts)
+            retrievers = level_retrievers(ladder, make_retriever, artifacts, key)
+            return cls(ladder, key, [(retrievers, np.zeros(ladder.n_levels, dtype=np.int64))], retriever_config)
+        ladders, keys, retrievers = [], [], []
+        for _, part in parts:
+            lad, key = build_ladder(part, builder, artifacts)
+            retrievers.append(level_retrievers(lad, make_retriever, artifacts, key))
+            ladders.append(lad)
+            keys.append(key)
+        sizes = np.array([[len(lv) for lv in lad.levels] for lad in ladders])  # [P, L]
+        offsets = np.vstack([np.zeros(sizes.shape[1], dtype=np.int64), np.cumsum(sizes, axis=0)[:-1]])
+        return cls(concat_ladders(ladders, independent=True), {"parts": keys}, list(zip(retrievers, offsets)), retriever_config)
+
+    def search(self, texts: Sequence[str], k_r: int) -> Hits:
+        """Top-k_r chunks per level (per corpus part) for all ``texts`` (batched per retriever)."""
+        if len(self.parts) == 1:
+            return search_levels(self.parts[0][0], texts, k_r)
+        return merge_hits([search_levels(r, texts, k_r) for r, _ in self.parts], [o for _, o in self.parts])

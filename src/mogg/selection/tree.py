@@ -16,6 +16,7 @@ Both return a :class:`mogg.selection.Selection` with ``level`` = layer, ``chunk`
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -23,16 +24,13 @@ import scipy.sparse as sp
 from mogg.ladders.base import Ladder
 from mogg.retrieval.base import topk_rows
 from mogg.segments import segment_rank
-from mogg.selection import Selection
+from mogg.selection.mog import Selection
+from mogg.vectors import l2_normalize
 
 log = logging.getLogger(__name__)
 
 __all__ = ["collapsed_tree_select", "tree_traversal_select", "tree_nodes"]
 
-
-def _l2(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float32)
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), np.float32(1e-12))
 
 
 def _layer_tokens(ladder: Ladder, layer: int) -> np.ndarray:
@@ -57,7 +55,7 @@ def tree_nodes(ladder: Ladder) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
         embs = [ladder.arrays[f"emb_layer{j}"] for j in range(ladder.n_levels)]
         sizes = [len(e) for e in embs]
         ladder._texts[key] = (
-            _l2(np.concatenate(embs)),
+            l2_normalize(np.concatenate(embs)),
             np.concatenate([_layer_tokens(ladder, j) for j in range(ladder.n_levels)]),
             np.repeat(np.arange(len(sizes), dtype=np.int64), sizes),
             np.concatenate([np.arange(s, dtype=np.int64) for s in sizes]),
@@ -119,7 +117,7 @@ def collapsed_tree_select(ladder: Ladder, query_emb: np.ndarray, token_budget: i
     only shrinks), ranked among themselves. Usually few nodes are that short.
     """
     emb, tok, layer, index = tree_nodes(ladder)
-    q = _l2(query_emb)
+    q = l2_normalize(query_emb)
     n_q, n = len(q), len(emb)
     level = np.full((n_q, k_max), -1, dtype=np.int64)
     chunk = level.copy()
@@ -180,17 +178,17 @@ def tree_traversal_select(ladder: Ladder, query_emb: np.ndarray, top_k_per_layer
     """
     top = ladder.n_levels - 1 if start_layer is None else int(start_layer)
     k = top_k_per_layer * (top + 1) if k is None else int(k)
-    q = _l2(query_emb)
+    q = l2_normalize(query_emb)
     n_q = len(q)
     if n_q == 0 or k == 0:
         return Selection(level=np.full((n_q, k), -1, dtype=np.int64), chunk=np.full((n_q, k), -1, dtype=np.int64))
     emb = ladder.arrays[f"emb_layer{top}"]
-    _, ids = topk_rows(q @ _l2(emb).T, top_k_per_layer)  # [Q, k_l]
+    _, ids = topk_rows(q @ l2_normalize(emb).T, top_k_per_layer)  # [Q, k_l]
     qi = np.repeat(np.arange(n_q), ids.shape[1])
     node = ids.ravel()
     keep = node >= 0
     qi, node = qi[keep], node[keep]
-    score = np.einsum("id,id->i", q[qi], _l2(emb[node]))
+    score = np.einsum("id,id->i", q[qi], l2_normalize(emb[node]))
     all_q, all_l, all_n, all_s = [qi], [np.full(len(qi), top)], [node], [score]
     for layer in range(top, 0, -1):
         # Candidates: children of the selected nodes, a sparse [Q, C_{l-1}] indicator product,
@@ -205,7 +203,7 @@ def tree_traversal_select(ladder: Ladder, query_emb: np.ndarray, top_k_per_layer
             cand = cand + extra
         cand = cand.tocoo()
         cq, cn = cand.row.astype(np.int64), cand.col.astype(np.int64)
-        emb = _l2(ladder.arrays[f"emb_layer{layer - 1}"])
+        emb = l2_normalize(ladder.arrays[f"emb_layer{layer - 1}"])
         cs = np.einsum("id,id->i", q[cq], emb[cn])
         qi, node, score = _ranked_topk(cq, cn, cs, top_k_per_layer)
         all_q.append(qi)
@@ -224,3 +222,36 @@ def tree_traversal_select(ladder: Ladder, query_emb: np.ndarray, top_k_per_layer
     level[qa[keep], slot[keep]] = la[keep]
     chunk[qa[keep], slot[keep]] = na[keep]
     return Selection(level=level, chunk=chunk)
+
+
+class CollapsedTree:
+    """The collapsed-tree policy as a ladder hook: all nodes ranked by the tree's own encoder,
+    filled to ``token_budget`` tokens (at most ``k_max`` nodes)."""
+
+    def __init__(self, token_budget: int = 300, k_max: int = 64):
+        if token_budget < 1 or k_max < 1:
+            raise ValueError(f"collapsed tree: token_budget and k_max must be >= 1, got {token_budget}, {k_max}")
+        self.token_budget, self.k_max = int(token_budget), int(k_max)
+
+    def select(self, *, ladder: Ladder, questions, k: int, builder, artifacts=None, budget: int | None = None, **_) -> Selection:
+        return collapsed_tree_select(ladder, _tree_queries(builder, questions, artifacts), budget or self.token_budget, self.k_max)
+
+
+class TreeTraversal:
+    """The tree-traversal policy as a ladder hook: ``top_k_per_layer`` nodes kept per layer on the
+    way down from the root, ``k`` snippets in the end (the same k as every other policy)."""
+
+    def __init__(self, top_k_per_layer: int = 2):
+        if top_k_per_layer < 1:
+            raise ValueError(f"tree traversal: top_k_per_layer must be >= 1, got {top_k_per_layer}")
+        self.top_k_per_layer = int(top_k_per_layer)
+
+    def select(self, *, ladder: Ladder, questions, k: int, builder, artifacts=None, **_) -> Selection:
+        return tree_traversal_select(ladder, _tree_queries(builder, questions, artifacts), self.top_k_per_layer, k)
+
+
+def _tree_queries(builder, questions, artifacts) -> np.ndarray:
+    """Query embeddings [Q, d] from the encoder the tree was built with (cached as an artifact)."""
+    from mogg.encoders import embed_queries
+
+    return embed_queries(builder.encoder, list(questions), Path(artifacts) if artifacts else None)

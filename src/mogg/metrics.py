@@ -18,7 +18,10 @@ from mogg.text import tokenize
 
 def _counts(a: Sequence[str], b: Sequence[str], stopwords: bool) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     vec = CountVectorizer(tokenizer=lambda t: tokenize(t, stopwords=stopwords), lowercase=False, token_pattern=None)
-    vec.fit(list(a) + list(b))
+    try:
+        vec.fit(list(a) + list(b))
+    except ValueError:  # no token anywhere (every context and reference empty): nothing overlaps
+        return sp.csr_matrix((len(a), 0)), sp.csr_matrix((len(b), 0))
     return vec.transform(a).tocsr(), vec.transform(b).tocsr()
 
 

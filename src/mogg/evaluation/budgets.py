@@ -1,0 +1,103 @@
+"""Equal-budget comparison: every policy's context filled to shared token budgets.
+
+At equal k a ladder whose chunks are longer reads more and can win by that alone. Here every
+policy ranks ``budget_k`` snippets (its own order: eq. 1-2, the collapsed tree, MAL's rule, ...)
+and its context is filled in that order to each budget B (the snippet that crosses B is cut), so
+all policies of all ladders are compared at the same number of tokens (or fewer, where a policy
+ran out of retrieved text: the mean tokens used are reported beside each F1).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from mogg.artifacts import atomic_path
+from mogg.evaluation.policies import PolicyResult
+from mogg.metrics import aggregate, token_prf
+from mogg.prepared import Prepared
+from mogg.selection import cap_contexts
+from mogg.text import count_tokens
+
+SKIP = ("labels", "random")  # label quality and chance: not methods to compare at a budget
+
+
+def budget_table(prep: Prepared, deep: dict[str, PolicyResult], budgets: list[int]) -> dict[str, dict]:
+    """``{policy: {budget: {"f1": aggregate, "tokens": aggregate}}}`` from deep (budget_k) selections."""
+    evidence = [it.evidence_text for it in prep.items]
+    out: dict[str, dict] = {}
+    for name, res in deep.items():
+        if name in SKIP:
+            continue
+        row = {}
+        for b in budgets:
+            snippets, _ = cap_contexts(res.snippets, b)
+            ctx = [" ".join(c) for c in snippets]
+            f1 = token_prf(ctx, evidence)[2]
+            row[int(b)] = {"f1": aggregate(f1), "tokens": aggregate(np.array([count_tokens(c) for c in ctx], dtype=float))}
+        out[name] = row
+    return out
+
+
+def budget_section(name: str, table: dict[str, dict], budgets: list[int]) -> list[str]:
+    """Markdown: evidence F1 ± se (mean tokens used) per policy at each shared budget."""
+    head = ["policy", *[f"{b} tokens" for b in budgets]]
+    md = [f"## Equal token budgets: `{name}`", "",
+          "Every policy's own ranking of its snippets, filled to the budget (evidence F1 ± se, mean tokens used).", "",
+          "| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    best = {b: max((r[b]["f1"]["mean"] for r in table.values() if r[b]["f1"]["n"]), default=np.nan) for b in budgets}
+    for pol, row in table.items():
+        cells = [pol]
+        for b in budgets:
+            f, t = row[b]["f1"], row[b]["tokens"]
+            txt = "-" if not f["n"] else f"{f['mean']:.3f} ± {f['se']:.3f} ({t['mean']:.0f})"
+            cells.append(f"**{txt}**" if f["n"] and f["mean"] == best[b] else txt)
+        md.append("| " + " | ".join(cells) + " |")
+    return md + ["", f"![F1 vs tokens]({name}_budgets.png)", ""]
+
+
+def plot_budgets(name: str, table: dict[str, dict], budgets: list[int], path: Path) -> None:
+    """Evidence F1 against the tokens actually used, one line per policy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for pol, row in table.items():
+        x = [row[b]["tokens"]["mean"] for b in budgets]
+        y = [row[b]["f1"]["mean"] for b in budgets]
+        style = "--" if pol.startswith("fixed:") else "-"
+        ax.plot(x, y, style, marker="o", ms=3, lw=1.8 if pol.startswith("mog_router") else 1, label=pol)
+    ax.set_xlabel("context tokens (mean, at budgets " + ", ".join(map(str, budgets)) + ")")
+    ax.set_ylabel("token F1 vs gold evidence")
+    ax.set_title(f"{name}: F1 vs tokens")
+    ax.legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(Path(path)) as tmp:
+        fig.savefig(tmp, dpi=120, format="png")
+    plt.close(fig)
+
+
+def budget_overview(summaries: dict[str, dict], budgets: list[int]) -> list[str]:
+    """Markdown: every ladder side by side at each shared budget - its best fixed level (chosen at
+    that budget), its router and its oracle level, evidence F1 ± se - so no ladder wins by reading more."""
+    head = ["ladder", *[f"{w} @ {b}" for b in budgets for w in ("best fixed", "router", "oracle")]]
+    md = ["## Ladders at equal token budgets", "",
+          "Each ladder's policies filled to the same budgets (evidence F1 ± se; best fixed level chosen at that budget).", "",
+          "| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    for ladder, s in summaries.items():
+        t = s.get("budgets")
+        if not t:
+            continue
+        cells = [ladder]
+        for b in budgets:
+            fixed = {p: r[b]["f1"] for p, r in t.items() if p.startswith("fixed:") and r[b]["f1"]["n"]}
+            bf = max(fixed, key=lambda p: fixed[p]["mean"]) if fixed else None
+            for key in (bf, "mog_router", "oracle"):
+                f = t.get(key, {}).get(b, {}).get("f1") if key else None
+                cells.append("-" if not f or not f["n"] else f"{f['mean']:.3f} ± {f['se']:.3f}")
+        md.append("| " + " | ".join(cells) + " |")
+    return md + [""]

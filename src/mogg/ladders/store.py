@@ -1,0 +1,28 @@
+"""Ladders as artifacts: the key a ladder is stored under, and build-or-load."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mogg.artifacts import cached
+from mogg.ladders.base import Ladder
+from mogg.text import TEXT_VERSION
+
+
+def ladder_key(corpus, builder) -> dict:
+    """What a ladder artifact depends on: the builder's config and the corpus fingerprint."""
+    return {"builder": builder.config(), "corpus": corpus.fingerprint(), "text_version": TEXT_VERSION}
+
+
+def build_ladder(corpus, builder, artifacts: Path | None) -> tuple[Ladder, dict]:
+    """Build (or load) the ladder of ``corpus`` with ``builder``; returns (ladder, its key)."""
+    key = ladder_key(corpus, builder)
+    if artifacts is None:
+        return builder.build(corpus.documents(), show_progress=True), key
+    ladder = cached(
+        artifacts, "ladder", key,
+        build=lambda: builder.build(corpus.documents(), show_progress=True),
+        save=lambda lad, d: lad.save(d),
+        load=Ladder.load,
+    )
+    return ladder, key

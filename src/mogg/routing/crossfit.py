@@ -1,0 +1,300 @@
+"""Fitting routers: k-fold cross-fitting for in-set evaluation, and one final router to apply.
+
+``crossfit`` trains one router per fold on the other folds (minus a seeded validation slice used
+for early stopping and for tuning the fallback margin) and routes each question only with the
+router that never saw it. ``fit_all`` trains the router a user deploys or transfers to another
+question set. Both save :class:`mogg.routing.model.TrainedRouter` directories.
+
+A cross-fit run is stamped with a run id (data key, folds, seed, settings, trainer); every fold's
+router carries it and :func:`predict_crossfit` refuses folds from different runs, so a retrain
+killed half-way can never be combined with the folds of an older one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mogg.artifacts import ArtifactError, config_hash
+from mogg.routing import objectives
+from mogg.routing.features import parse_groups
+from mogg.routing.model import Routing, TrainedRouter, question_hash
+from mogg.routing.training import TrainerConfig, fit_router
+
+log = logging.getLogger(__name__)
+
+FITS = ("crossfit", "all", "both")
+
+
+@dataclass
+class RouterSettings:
+    """The router's knobs (``conf/router/*.yaml``, built with ``_target_``).
+
+    ``inputs``: feature groups or an alias (:mod:`mogg.routing.features`); ``objective``:
+    bce | utility | listwise; ``temperature``: softmax temperature of the utility objectives'
+    weights; ``decision``: argmax | fallback (the rule the report calls "the router");
+    ``fit``: what ``train.py`` fits - crossfit (in-set evaluation), all (one router to apply
+    elsewhere) or both; ``checkpoint``: a trained router (directory, or a run directory holding
+    ``<ladder>/final``) that ``evaluate.py`` applies to its question set; ``allow_overlap``: let
+    such a router be evaluated on questions it was trained on (refused by default).
+    """
+
+    inputs: Any = "retrieval+lengths"
+    objective: str = "utility"
+    temperature: float = 1.0
+    decision: str = "argmax"
+    hidden: int = 64
+    dropout: float = 0.2
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    fit: str = "crossfit"
+    checkpoint: str | None = None
+    allow_overlap: bool = False
+
+    def __post_init__(self) -> None:
+        self.inputs = parse_groups(self.inputs if isinstance(self.inputs, str) else list(self.inputs))
+        objectives.check_objective(self.objective)
+        if self.decision not in objectives.DECISIONS:
+            raise ValueError(f"router.decision must be one of {objectives.DECISIONS}, got {self.decision!r}")
+        if self.fit not in FITS:
+            raise ValueError(f"router.fit must be one of {FITS}, got {self.fit!r}")
+        if not self.temperature > 0:
+            raise ValueError(f"router.temperature must be > 0, got {self.temperature}")
+        if self.hidden < 0 or not 0 <= self.dropout < 1 or not self.lr > 0 or self.weight_decay < 0:
+            raise ValueError(f"router: hidden >= 0, 0 <= dropout < 1, lr > 0, weight_decay >= 0 required; got {self}")
+
+    def module_kwargs(self) -> dict:
+        return {"hidden": self.hidden, "dropout": self.dropout, "lr": self.lr, "weight_decay": self.weight_decay,
+                "objective": self.objective}
+
+    def key(self) -> dict:
+        """What changes a trained router (not where it is saved or how it is used)."""
+        return {**self.module_kwargs(), "inputs": list(self.inputs), "temperature": self.temperature}
+
+
+def make_folds(n: int, n_folds: int, seed: int) -> np.ndarray:
+    """Fold index per query (int64 [n]), seeded and balanced."""
+    if n_folds < 2:
+        raise ValueError("n_folds must be >= 2 (cross-fitting never evaluates on training queries)")
+    if n < n_folds:
+        raise ValueError(f"{n} queries cannot make {n_folds} folds")
+    perm = np.random.default_rng(seed).permutation(n)
+    fold = np.empty(n, dtype=np.int64)
+    fold[perm] = np.arange(n) % n_folds
+    return fold
+
+
+def split_train_val(idx: np.ndarray, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded disjoint (train, val) split of index array ``idx``."""
+    perm = np.random.default_rng(seed).permutation(idx)
+    n_val = int(round(len(idx) * val_fraction))
+    return np.sort(perm[n_val:]), np.sort(perm[:n_val])
+
+
+def _digest(*arrays: np.ndarray) -> str:
+    h = hashlib.sha256()
+    for a in arrays:
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()
+
+
+def train_router(
+    x: np.ndarray,
+    labels: np.ndarray,
+    utilities: np.ndarray,
+    questions: Sequence[str],
+    train: np.ndarray,
+    val: np.ndarray,
+    settings: RouterSettings,
+    trainer: TrainerConfig,
+    seed: int,
+    spec: dict,
+    ckpt_dir: Path | None = None,
+    logger=False,
+) -> TrainedRouter:
+    """Fit one router on rows ``train`` (early stopping and the fallback margin on ``val``).
+
+    ``x`` [Q, D] router inputs, ``labels`` [Q, L] soft labels, ``utilities`` [Q, L] the level
+    scores the labels come from; ``spec`` the ladder/recipe/provenance part of the router's spec.
+    """
+    scale = objectives.utility_scale(utilities[train])
+    t = objectives.targets(settings.objective, labels, utilities, scale)
+    module, summary = fit_router(x[train], t[train], x[val], t[val], settings.module_kwargs(), trainer, seed, ckpt_dir, logger)
+    seen = np.r_[train, val]
+    fallback = objectives.best_fixed_level(utilities[seen])
+    router = TrainedRouter(module, {}, [])
+    router.spec = {**spec, "network": module.hparams, "objective": settings.objective,
+                   "temperature": settings.temperature, "utility_scale": scale}
+    if len(val):
+        z = router.logits(x[val])
+        pref = objectives.preference(settings.objective, z)
+        margin = objectives.tune_margin(objectives.advantage(pref, fallback), z.argmax(axis=1), utilities[val], fallback)
+    else:
+        margin = 0.0
+        log.warning("no validation questions (trainer.val_fraction=0): the fallback margin is 0, not tuned")
+    router.spec.update({
+        "decision": {"rule": settings.decision, "fallback_level": fallback, "margin": margin},
+        "prior": labels[train].mean(axis=0).tolist(),
+        "training": {"seed": seed, "n_train": int(len(train)), "n_val": int(len(val)), **summary,
+                     "optim": {"lr": settings.lr, "weight_decay": settings.weight_decay}, "trainer": asdict(trainer)},
+    })
+    router.train_question_hashes = sorted({question_hash(questions[i]) for i in seen})
+    return router
+
+
+def _fit_key(settings, trainer, seed, spec, x, t, rows) -> str:
+    return config_hash({"settings": settings.key(), "trainer": asdict(trainer), "seed": seed, "spec": config_hash(spec),
+                        "x": _digest(x[rows[0]], x[rows[1]]), "t": _digest(t[rows[0]], t[rows[1]]),
+                        "rows": _digest(rows[0], rows[1])})
+
+
+def _reuse(fdir: Path, fit_key: str) -> TrainedRouter | None:
+    """The router already in ``fdir`` if it was trained under ``fit_key`` (a finished fold)."""
+    if not (fdir / "router.json").is_file():
+        return None
+    try:
+        r = TrainedRouter.load(fdir)
+    except (ArtifactError, ValueError) as e:
+        log.warning("%s is not reusable (%s): retraining", fdir, e)
+        return None
+    return r if r.spec.get("training", {}).get("fit_key") == fit_key else None
+
+
+def _atomic_json(path: Path, obj) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(obj, indent=1))
+    os.replace(tmp, path)
+
+
+def crossfit(
+    x: np.ndarray,
+    labels: np.ndarray,
+    utilities: np.ndarray,
+    questions: Sequence[str],
+    query_ids: list[str],
+    n_folds: int,
+    seed: int,
+    settings: RouterSettings,
+    trainer: TrainerConfig,
+    out_dir: Path,
+    spec: dict,
+    logger_factory=None,
+) -> dict:
+    """Train one router per fold into ``out_dir/fold<k>/``; write ``out_dir/folds.json`` last.
+
+    A rerun with the same run id skips finished folds and resumes an interrupted one (Lightning's
+    ``last.ckpt`` under the fold's fit key). A run with a new id removes the old ``folds.json``
+    first, so nothing can combine its folds with the old run's until it has finished.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fold = make_folds(len(x), n_folds, seed)
+    run_id = config_hash({"data_key": spec.get("provenance", {}).get("data_key"), "n_folds": n_folds, "seed": seed,
+                          "settings": settings.key(), "trainer": asdict(trainer), "fold": _digest(fold)})
+    folds_path = out_dir / "folds.json"
+    if folds_path.is_file() and json.loads(folds_path.read_text()).get("run_id") != run_id:
+        folds_path.unlink()  # an older run: unusable from here on
+    scale = objectives.utility_scale(utilities)  # only for the fit key's targets
+    t = objectives.targets(settings.objective, labels, utilities, scale)
+    folds = []
+    for k in range(n_folds):
+        test = np.flatnonzero(fold == k)
+        train, val = split_train_val(np.flatnonzero(fold != k), trainer.val_fraction, seed + 1000 + k)
+        fspec = {**spec, "provenance": {**spec.get("provenance", {}),
+                                        "fit": {"kind": "fold", "fold": k, "n_folds": n_folds, "run_id": run_id}}}
+        fdir = out_dir / f"fold{k}"
+        fit_key = _fit_key(settings, trainer, seed + k, fspec, x, t, (train, val))
+        router = _reuse(fdir, fit_key)
+        if router is not None:
+            log.info("fold %d already trained (%s): skipped", k, fdir)
+        else:
+            lightning_dir = out_dir / ".lightning" / f"fold{k}-{fit_key}"
+            router = train_router(x, labels, utilities, questions, train, val, settings, trainer, seed + k, fspec,
+                                  lightning_dir, logger=logger_factory(k) if logger_factory else False)
+            router.spec["training"]["fit_key"] = fit_key
+            router.save(fdir)
+            shutil.rmtree(lightning_dir, ignore_errors=True)
+            log.info("fold %d: %d train / %d val / %d test, %s", k, len(train), len(val), len(test),
+                     {key: router.spec["training"].get(key) for key in ("epochs", "best_val_loss")})
+        tr = router.spec["training"]
+        folds.append({"test": [query_ids[i] for i in test], "train": [query_ids[i] for i in train],
+                      "val": [query_ids[i] for i in val], "epochs": tr.get("epochs"),
+                      "best_val_loss": tr.get("best_val_loss"), "decision": router.decision})
+    info = {"run_id": run_id, "n_folds": n_folds, "seed": seed, "folds": folds}
+    _atomic_json(folds_path, info)
+    return info
+
+
+def fit_all(
+    x: np.ndarray,
+    labels: np.ndarray,
+    utilities: np.ndarray,
+    questions: Sequence[str],
+    seed: int,
+    settings: RouterSettings,
+    trainer: TrainerConfig,
+    out_dir: Path,
+    spec: dict,
+    logger=False,
+) -> TrainedRouter:
+    """One router on all questions (minus the validation slice) saved to ``out_dir``."""
+    out_dir = Path(out_dir)
+    train, val = split_train_val(np.arange(len(x)), trainer.val_fraction, seed + 999)
+    fspec = {**spec, "provenance": {**spec.get("provenance", {}), "fit": {"kind": "all"}}}
+    t = objectives.targets(settings.objective, labels, utilities, objectives.utility_scale(utilities))
+    fit_key = _fit_key(settings, trainer, seed, fspec, x, t, (train, val))
+    router = _reuse(out_dir, fit_key)
+    if router is not None:
+        log.info("final router already trained (%s): skipped", out_dir)
+        return router
+    lightning_dir = out_dir.parent / ".lightning" / f"{out_dir.name}-{fit_key}"
+    router = train_router(x, labels, utilities, questions, train, val, settings, trainer, seed, fspec, lightning_dir, logger)
+    router.spec["training"]["fit_key"] = fit_key
+    router.save(out_dir)
+    shutil.rmtree(lightning_dir, ignore_errors=True)
+    log.info("final router: %d train / %d val questions -> %s", len(train), len(val), out_dir)
+    return TrainedRouter.load(out_dir)
+
+
+def predict_crossfit(x: np.ndarray, query_ids: list[str], out_dir: Path, run_id: str | None = None) -> Routing:
+    """Out-of-fold decisions for every query (``Routing.fold`` says which router routed it).
+
+    Refuses a query in no fold's test set (the checkpoint was trained on other questions), a fold
+    whose router belongs to another run than ``folds.json`` (a half-finished retrain), and, with
+    ``run_id``, a run other than the expected one.
+    """
+    out_dir = Path(out_dir)
+    path = out_dir / "folds.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"no finished cross-fit in {out_dir} (no folds.json): run `python train.py` with the same overrides")
+    info = json.loads(path.read_text())
+    if run_id is not None and info.get("run_id") != run_id:
+        raise ArtifactError(f"{path} belongs to run {info.get('run_id')}, not {run_id}: retrain with the same overrides")
+    pos = {q: i for i, q in enumerate(query_ids)}
+    out: Routing | None = None
+    for k, f in enumerate(info["folds"]):
+        router = TrainedRouter.load(out_dir / f"fold{k}")
+        fit = router.spec.get("provenance", {}).get("fit", {})
+        if fit.get("run_id") != info.get("run_id") or fit.get("fold") != k:
+            raise ArtifactError(
+                f"{out_dir / f'fold{k}'} was trained by run {fit.get('run_id')} (fold {fit.get('fold')}), but folds.json "
+                f"is run {info.get('run_id')}: a retrain was interrupted; rerun `python train.py` to finish it"
+            )
+        rows = np.array([pos[q] for q in f["test"] if q in pos], dtype=np.int64)
+        if out is None:
+            out = Routing.empty(len(query_ids), router.spec["network"]["n_levels"])
+        if len(rows):
+            out.put(rows, router.route(x[rows]), k)
+    missing = [query_ids[i] for i in np.flatnonzero(out.fold < 0)[:5]]
+    if missing:
+        raise ValueError(f"{(out.fold < 0).sum()} queries have no held-out router in {out_dir} (e.g. {missing})")
+    return out

@@ -1,0 +1,220 @@
+"""A trained router as a model you can apply: weights + everything needed to use them safely.
+
+A router directory (an artifact: written atomically, sha256 of every file in ``manifest.json``)
+holds ``router.safetensors`` (the MLP and its input standardisation), ``router.json`` (the spec:
+feature recipe, level names, objective, decision rule, prior, the ladder/retriever it was trained
+on, training provenance and the components' configs) and ``train_questions.json`` (hashes of the
+training questions, so evaluating a router on questions it saw is caught). Loading verifies the
+checksums and that every weight is finite, naming the file on any failure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+from mogg.artifacts import ArtifactError, diff_fields, read_manifest, write_artifact
+from mogg.routing import objectives as obj
+from mogg.routing.features import FeatureRecipe
+from mogg.routing.router import RouterMLP
+
+log = logging.getLogger(__name__)
+
+FORMAT = "mogg-router/2"
+
+
+class RouterMismatch(ValueError):
+    """A router applied to a ladder, retriever or feature setting it was not trained for."""
+
+
+def question_hash(text: str) -> str:
+    """Hash of a question's normalised text (case and whitespace folded), 16 hex digits."""
+    return hashlib.sha256(" ".join(text.lower().split()).encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass
+class Routing:
+    """A router's decisions for a batch of questions (all arrays have Q rows).
+
+    ``weights`` follow the router's configured decision rule; ``argmax_weights`` and
+    ``fallback_weights`` are both rules, ``routed`` says where the fallback rule kept the
+    router's choice; ``level`` is the level eq. 2 injects under the configured rule.
+    """
+
+    weights: np.ndarray  # float64 [Q, L]
+    argmax_weights: np.ndarray  # float64 [Q, L]
+    fallback_weights: np.ndarray  # float64 [Q, L]
+    routed: np.ndarray  # bool [Q]
+    level: np.ndarray  # int64 [Q]
+    prior: np.ndarray  # float64 [Q, L]
+    logits: np.ndarray  # float64 [Q, L]
+    fold: np.ndarray | None = None  # int64 [Q] for cross-fitted predictions
+
+    @classmethod
+    def empty(cls, n: int, n_levels: int) -> "Routing":
+        z = np.zeros((n, n_levels))
+        return cls(z.copy(), z.copy(), z.copy(), np.zeros(n, bool), np.full(n, -1), z.copy(), z.copy(),
+                   np.full(n, -1, dtype=np.int64))
+
+    def put(self, rows: np.ndarray, other: "Routing", fold: int) -> None:
+        for name in ("weights", "argmax_weights", "fallback_weights", "routed", "level", "prior", "logits"):
+            getattr(self, name)[rows] = getattr(other, name)
+        self.fold[rows] = fold
+
+
+@dataclass
+class TrainedRouter:
+    """An MLP router plus its spec (see module doc)."""
+
+    module: RouterMLP
+    spec: dict
+    train_question_hashes: list[str] = field(default_factory=list)
+
+    # -- what it expects --------------------------------------------------------------------
+    @property
+    def recipe(self) -> FeatureRecipe:
+        return FeatureRecipe.from_json(self.spec["recipe"])
+
+    @property
+    def levels(self) -> list[str]:
+        return list(self.spec["levels"])
+
+    @property
+    def objective(self) -> str:
+        return self.spec["objective"]
+
+    @property
+    def decision(self) -> dict:
+        return self.spec["decision"]
+
+    @property
+    def source_name(self) -> str:
+        return self.spec.get("provenance", {}).get("questions_name") or "?"
+
+    def check_compatible(self, level_names: list[str], ladder_key: dict, retriever_config: dict, k_r: int) -> list[str]:
+        """Raise :class:`RouterMismatch` where this router cannot route over the given ladder and
+        retriever; return notes for differences it tolerates (another corpus with the same levels)."""
+        where = self.spec.get("_dir", "this router")
+        if list(level_names) != self.levels:
+            raise RouterMismatch(
+                f"{where} was trained for levels {self.levels}; this ladder has {list(level_names)}. "
+                "A router only routes over the ladder it was trained with (same builder config)."
+            )
+        compat = self.spec["compat"]
+        want_b, got_b = _builders(compat["ladder_key"]), _builders(ladder_key)
+        if want_b != got_b:
+            fields = diff_fields({"b": want_b}, {"b": got_b})
+            raise RouterMismatch(f"{where} was trained on a ladder built differently; differing fields: {', '.join(fields)}")
+        if compat["retriever"] != retriever_config:
+            fields = diff_fields(compat["retriever"], retriever_config)
+            raise RouterMismatch(f"{where} was trained with another retriever; differing fields: {', '.join(fields)}")
+        if int(compat["k_r"]) != int(k_r):
+            raise RouterMismatch(f"{where} was trained with k_r={compat['k_r']}; this run retrieves k_r={k_r}")
+        notes = []
+        if _corpora(compat["ladder_key"]) != _corpora(ladder_key):
+            notes.append(f"{where} was trained over another corpus (same ladder builder): its retrieval features are "
+                         "applied to a corpus they were not fitted on")
+            log.warning(notes[-1])
+        return notes
+
+    def overlap(self, questions: list[str]) -> int:
+        """How many of ``questions`` this router was trained on (by normalised text)."""
+        seen = set(self.train_question_hashes)
+        return sum(question_hash(q) in seen for q in questions)
+
+    # -- applying it --------------------------------------------------------------------------
+    def logits(self, x: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            self.module.eval()
+            return self.module(torch.as_tensor(np.asarray(x), dtype=torch.float32)).double().numpy()
+
+    def route(self, x: np.ndarray, decision: str | None = None) -> Routing:
+        """Decisions for router inputs ``x`` [Q, D] (from :attr:`recipe`)."""
+        x = np.asarray(x)
+        if x.ndim != 2 or x.shape[1] != self.spec["network"]["in_dim"]:
+            raise RouterMismatch(f"router inputs have shape {x.shape}; the router expects [Q, {self.spec['network']['in_dim']}]")
+        z = self.logits(x)
+        d = self.decision
+        t = float(self.spec.get("temperature", 1.0))
+        wa, _ = obj.decide(self.objective, z, t, "argmax", d["fallback_level"], d["margin"])
+        wf, routed = obj.decide(self.objective, z, t, "fallback", d["fallback_level"], d["margin"])
+        rule = decision or d["rule"]
+        w = wf if rule == "fallback" else wa
+        level = np.where(routed, z.argmax(axis=1), d["fallback_level"]) if rule == "fallback" else z.argmax(axis=1)
+        prior = np.broadcast_to(np.asarray(self.spec["prior"], dtype=np.float64), z.shape).copy()
+        return Routing(w, wa, wf, routed, level.astype(np.int64), prior, z)
+
+    # -- persistence ----------------------------------------------------------------------------
+    def save(self, directory: Path) -> Path:
+        """Write the router directory atomically (with a sha256 manifest)."""
+        spec = {k: v for k, v in self.spec.items() if not k.startswith("_")}
+        spec["format"] = FORMAT
+
+        def writer(tmp: Path) -> None:
+            save_file({k: v.detach().contiguous().cpu() for k, v in self.module.state_dict().items()}, tmp / "router.safetensors")
+            (tmp / "router.json").write_text(json.dumps(spec, indent=1, default=str))
+            (tmp / "train_questions.json").write_text(json.dumps(self.train_question_hashes))
+
+        return write_artifact(Path(directory), writer, {"format": FORMAT, "fit_key": spec.get("training", {}).get("fit_key")})
+
+    @classmethod
+    def load(cls, directory: Path) -> "TrainedRouter":
+        """Load and verify a router directory (checksums, format, finite weights)."""
+        directory = Path(directory)
+        if not (directory / "router.json").is_file():
+            raise ArtifactError(f"{directory}: not a router directory (no router.json); train one with `python train.py`")
+        read_manifest(directory)  # every file against its sha256: names the corrupt file
+        spec = json.loads((directory / "router.json").read_text())
+        if spec.get("format") != FORMAT:
+            raise ArtifactError(f"{directory / 'router.json'}: format {spec.get('format')!r} is not {FORMAT!r}; retrain the router")
+        path = directory / "router.safetensors"
+        try:
+            state = load_file(path)
+        except Exception as e:  # a foreign or truncated file that somehow passed the manifest
+            raise ArtifactError(f"{path}: cannot be read ({e})") from e
+        bad = [k for k, v in state.items() if not torch.isfinite(v).all()]
+        if bad:
+            raise ArtifactError(f"{path}: non-finite values in {', '.join(bad)}; the router is unusable, retrain it")
+        net = spec["network"]
+        m = RouterMLP(net["in_dim"], net["n_levels"], net["hidden"], net["dropout"])
+        try:
+            m.load_state_dict(state)
+        except RuntimeError as e:
+            raise ArtifactError(f"{path}: weights do not fit the network in router.json ({e})") from e
+        m.eval()
+        spec["_dir"] = str(directory)
+        hashes = json.loads((directory / "train_questions.json").read_text())
+        return cls(m, spec, hashes)
+
+
+def _builders(ladder_key: dict):
+    """The builder part(s) of a ladder key (single or multi-corpus)."""
+    if "parts" in ladder_key:
+        return [p["builder"] for p in ladder_key["parts"]]
+    return ladder_key.get("builder")
+
+
+def _corpora(ladder_key: dict) -> list[str]:
+    """The content hashes of a ladder key's corpus files (paths and mtimes may differ per machine)."""
+    out: list[str] = []
+
+    def walk(o):
+        if isinstance(o, dict):
+            for k, v in sorted(o.items()):
+                if k == "sha256":
+                    out.append(str(v))
+                elif k != "builder":
+                    walk(v)
+        elif isinstance(o, list):
+            for v in o:
+                walk(v)
+
+    walk(ladder_key)
+    return out

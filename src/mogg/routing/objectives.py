@@ -1,0 +1,138 @@
+"""Router objectives, the weights they give MoG's eq. 1-2, and the fallback decision rule.
+
+Each training question q has a utility per level ``u[q, l]`` (the labeler's level scores: with
+``labels=metric`` the evidence F1 of that level's fixed-level context) and a soft label (0.8 best
+level, 0.2 second). Objectives over router logits ``z`` [B, L]:
+
+* ``bce`` (the MoG paper): BCE between sigmoid(z) and the soft label. Blind to how far apart the
+  levels are: a near-tie and a landslide give the same target.
+* ``utility``: regression of the centred, standardised utility ``(u - mean_l u) / s`` (``s``: the
+  std of centred utilities over the training questions) with MSE; the router's choice is
+  argmax z. Sees the size of every gap.
+* ``listwise``: expected utility, ``-sum_l softmax(z)_l * u'_l`` with the same standardised
+  ``u'`` (a listwise objective: probability moves to a level in proportion to how much better
+  it is than the router's current mix).
+
+Weights for eq. 1 are sigmoid(z) for ``bce`` and softmax(z / T) for the utility objectives (in
+standardised-utility units T=1 means one standard deviation of utility is a factor e in weight).
+The decision rule ``fallback`` replaces a question's weights by the best fixed level's one-hot
+unless the router's predicted advantage of its own choice over that level exceeds a margin
+tuned on validation questions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+OBJECTIVES = ("bce", "utility", "listwise")
+DECISIONS = ("argmax", "fallback")
+
+
+def check_objective(objective: str) -> str:
+    if objective not in OBJECTIVES:
+        raise ValueError(f"router.objective must be one of {OBJECTIVES}, got {objective!r}")
+    return objective
+
+
+def utility_scale(utilities: np.ndarray) -> float:
+    """Std of per-question centred utilities [Q, L] (1.0 when they are all equal)."""
+    c = utilities - utilities.mean(axis=1, keepdims=True)
+    s = float(c.std())
+    return s if s > 1e-12 else 1.0
+
+
+def targets(objective: str, soft_labels: np.ndarray, utilities: np.ndarray, scale: float) -> np.ndarray:
+    """Training targets [Q, L]: soft labels (``bce``) or centred utilities / ``scale``."""
+    check_objective(objective)
+    if objective == "bce":
+        return np.asarray(soft_labels, dtype=np.float32)
+    u = np.asarray(utilities, dtype=np.float64)
+    return ((u - u.mean(axis=1, keepdims=True)) / scale).astype(np.float32)
+
+
+def expected_utility_loss(logits: torch.Tensor, utility: torch.Tensor) -> torch.Tensor:
+    """``-mean_q sum_l softmax(z_q)_l * u_ql`` (listwise; lower is better)."""
+    return -(torch.softmax(logits, dim=1) * utility).sum(dim=1).mean()
+
+
+def loss(objective: str, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """The training loss of ``objective`` for logits and targets [B, L]."""
+    if objective == "bce":
+        return torch.nn.functional.binary_cross_entropy_with_logits(logits, target)
+    if objective == "utility":
+        return torch.nn.functional.mse_loss(logits, target)
+    if objective == "listwise":
+        return expected_utility_loss(logits, target)
+    raise ValueError(check_objective(objective))
+
+
+def softmax(z: np.ndarray, temperature: float = 1.0) -> np.ndarray:
+    z = np.asarray(z, dtype=np.float64) / temperature
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def weights(objective: str, logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
+    """Eq. 1 weights in [0, 1]^L [Q, L] from router logits."""
+    if objective == "bce":
+        return 1.0 / (1.0 + np.exp(-np.asarray(logits, dtype=np.float64)))
+    if temperature <= 0:
+        raise ValueError(f"router.temperature must be > 0, got {temperature}")
+    return softmax(logits, temperature)
+
+
+def preference(objective: str, logits: np.ndarray) -> np.ndarray:
+    """The router's own score per level [Q, L], in which advantages and margins are measured:
+    sigmoid probabilities for ``bce``, predicted standardised utility (logits) otherwise."""
+    z = np.asarray(logits, dtype=np.float64)
+    return 1.0 / (1.0 + np.exp(-z)) if objective == "bce" else z
+
+
+def advantage(pref: np.ndarray, fallback_level: int) -> np.ndarray:
+    """Predicted advantage [Q] of the router's argmax level over ``fallback_level`` (>= 0)."""
+    return pref.max(axis=1) - pref[:, fallback_level]
+
+
+def tune_margin(adv: np.ndarray, choice: np.ndarray, utilities: np.ndarray, fallback_level: int,
+                n_grid: int = 21) -> float:
+    """The margin that maximises the mean utility of the fallback rule on validation questions.
+
+    ``adv`` [V] predicted advantages, ``choice`` [V] the router's levels, ``utilities`` [V, L].
+    A question is routed when ``adv > margin``. Candidates: -inf (always route), quantiles of
+    ``adv``, +inf (never route); ties go to the larger margin (fall back when the evidence for
+    routing is no better).
+    """
+    adv = np.asarray(adv, dtype=np.float64)
+    if len(adv) == 0:
+        return 0.0
+    rows = np.arange(len(adv))
+    routed_u = utilities[rows, choice]
+    fixed_u = utilities[rows, fallback_level]
+    cands = np.unique(np.r_[-np.inf, np.quantile(adv, np.linspace(0, 1, n_grid)), np.inf])
+    util = np.array([np.where(adv > m, routed_u, fixed_u).mean() for m in cands])
+    best = np.flatnonzero(util >= util.max() - 1e-12)
+    return float(cands[best[-1]])
+
+
+def best_fixed_level(utilities: np.ndarray) -> int:
+    """The level with the highest mean utility (ties: the finer level)."""
+    return int(np.argmax(np.asarray(utilities, dtype=np.float64).mean(axis=0)))
+
+
+def decide(objective: str, logits: np.ndarray, temperature: float, decision: str, fallback_level: int,
+           margin: float) -> tuple[np.ndarray, np.ndarray]:
+    """Eq. 1 weights [Q, L] and a routed mask [Q] under a decision rule.
+
+    ``argmax``: the router's weights for every question. ``fallback``: the one-hot of
+    ``fallback_level`` unless the predicted advantage exceeds ``margin``.
+    """
+    if decision not in DECISIONS:
+        raise ValueError(f"router.decision must be one of {DECISIONS}, got {decision!r}")
+    w = weights(objective, logits, temperature)
+    if decision == "argmax":
+        return w, np.ones(len(w), dtype=bool)
+    routed = advantage(preference(objective, logits), fallback_level) > margin
+    fixed = np.zeros_like(w)
+    fixed[:, fallback_level] = 1.0
+    return np.where(routed[:, None], w, fixed), routed

@@ -1,0 +1,108 @@
+"""What a run's config may hold: knobs checked before any work, secrets kept off disk.
+
+* :func:`check_run_config` validates the top-level knobs once, at the start of ``train.py``,
+  ``evaluate.py`` and ``build.py``, with messages that name the knob and its allowed range
+  (component knobs are validated by their own constructors).
+* Secrets (``api_key``, ``token``, ``password``, ... anywhere in the config) never reach Hydra's
+  saved configs, manifests or logs: :func:`scrub_argv` moves a secret given on the command line
+  into an environment variable and leaves an ``${oc.env:...}`` interpolation in its place (Hydra
+  saves configs unresolved), and :func:`redact` blanks secret values in anything mogg writes.
+  The recommended way is the environment variable itself (``MOGG_READER_API_KEY``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, MutableMapping, Sequence
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+# the whole key name (after its last dot): api_key, hf_token, secret_key, password - not max_tokens
+_SECRET_KEY = re.compile(r"^(?:.*[_-])?(?:api[_-]?key|apikey|token|access[_-]?token|secret|secret[_-]?key|password|passwd|credentials?)$",
+                         re.IGNORECASE)
+REDACTED = "<redacted>"
+
+
+def is_secret_key(name: str) -> bool:
+    """Whether a config key (its last dotted part) names a secret."""
+    return bool(_SECRET_KEY.match(str(name).rsplit(".", 1)[-1]))
+
+
+def redact(obj: Any) -> Any:
+    """A copy of a JSON-like structure with every secret's value replaced by ``<redacted>``."""
+    if isinstance(obj, Mapping):
+        return {k: (REDACTED if is_secret_key(k) and v not in (None, "") else redact(v)) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [redact(v) for v in obj]
+    return obj
+
+
+def scrub_argv(argv: Sequence[str], environ: MutableMapping[str, str] | None = None) -> list[str]:
+    """Command-line overrides with secrets moved into the environment.
+
+    ``reader.api_key=sk-...`` becomes ``reader.api_key=${oc.env:MOGG_SECRET_READER_API_KEY}`` with
+    the value in ``environ`` (default ``os.environ``), so the job still sees the key while Hydra's
+    ``.hydra/`` files, ``multirun.yaml`` and its logs only hold the interpolation.
+    """
+    env = os.environ if environ is None else environ
+    out = []
+    for arg in argv:
+        m = re.fullmatch(r"([+~]{0,2})([\w.\-@/]+)=(.*)", arg, re.DOTALL)
+        if m and is_secret_key(m.group(2)) and m.group(3) not in ("", "null") and not m.group(3).startswith("${"):
+            var = "MOGG_SECRET_" + re.sub(r"\W", "_", m.group(2)).upper()
+            env[var] = m.group(3)
+            arg = f"{m.group(1)}{m.group(2)}=${{oc.env:{var}}}"
+        out.append(arg)
+    return out
+
+
+def container(cfg: DictConfig) -> dict:
+    """The resolved config as plain data, secrets redacted (for manifests and records)."""
+    return redact(OmegaConf.to_container(cfg, resolve=True))
+
+
+def _int(cfg, key: str, low: int, what: str, high: int | None = None) -> None:
+    v = OmegaConf.select(cfg, key)
+    ok = isinstance(v, int) and not isinstance(v, bool) and v >= low and (high is None or v <= high)
+    if not ok:
+        rng = f">= {low}" if high is None else f"in {low}..{high}"
+        raise ValueError(f"{key}={v!r}: {what} must be an integer {rng}")
+
+
+def check_run_config(cfg: DictConfig, stage: str) -> None:
+    """Validate the run-level knobs for ``stage`` (train | evaluate | build) before any work."""
+    _int(cfg, "k", 1, "the number of snippets selected per question (k)")
+    _int(cfg, "k_r", 1, "the number of chunks retrieved per level (k_r)")
+    _int(cfg, "seed", 0, "the seed")
+    if cfg.get("max_context_tokens") is not None:
+        _int(cfg, "max_context_tokens", 1, "the cap on a context's tokens (null = none)")
+    router = cfg.get("router") or {}
+    if stage == "train" and router.get("fit", "crossfit") in ("crossfit", "both"):
+        _int(cfg, "n_folds", 2, "the number of cross-fitting folds (n_folds)")
+    for b in cfg.get("budgets") or []:
+        if not isinstance(b, int) or isinstance(b, bool) or b < 1:
+            raise ValueError(f"budgets={list(cfg.budgets)!r}: every token budget must be an integer >= 1")
+    if cfg.get("budget_k") is not None:
+        _int(cfg, "budget_k", 1, "the snippets each policy ranks for the budget comparison")
+    if cfg.get("reader_batch_size") is not None:
+        _int(cfg, "reader_batch_size", 1, "the reader's batch size")
+    if cfg.get("shard") is not None:
+        _int(cfg, "shard.count", 1, "the number of shards")
+        if cfg.shard.get("index") is not None:
+            _int(cfg, "shard.index", 0, "the shard index", cfg.shard.count - 1)
+    if cfg.get("trainer") is not None and stage == "train":
+        t = cfg.trainer
+        _int(cfg, "trainer.max_epochs", 1, "the most epochs per router fit")
+        _int(cfg, "trainer.batch_size", 1, "the router's batch size")
+        _int(cfg, "trainer.patience", 0, "early-stopping patience (0 = off)")
+        _int(cfg, "trainer.checkpoint_every", 0, "epochs between checkpoints (0 = none)")
+        vf = t.get("val_fraction")
+        if not isinstance(vf, (int, float)) or isinstance(vf, bool) or not 0 <= vf < 1:
+            raise ValueError(f"trainer.val_fraction={vf!r}: the validation share of training questions must be in [0, 1)")
+    paths = cfg.get("paths") or {}
+    for key in ("artifacts", "checkpoints", "reports", "answers"):
+        p = paths.get(key)
+        if p and os.path.exists(p) and not os.path.isdir(p):
+            raise ValueError(f"paths.{key}={p!r} exists and is not a directory")

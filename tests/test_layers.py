@@ -1,0 +1,147 @@
+"""The package reads top-down: no module imports from a higher layer (``mogg.LAYERS``), lazy
+imports included, and the module import graph has no cycles. The checker is tested on a planted
+upward import so it cannot pass by accident."""
+
+from __future__ import annotations
+
+import ast
+
+from conftest import ROOT
+
+import mogg
+
+SRC = ROOT / "src"
+
+
+def module_sources() -> dict[str, str]:
+    out = {}
+    for f in sorted((SRC / "mogg").rglob("*.py")):
+        parts = list(f.relative_to(SRC).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = f.read_text()
+    return out
+
+
+def imports_of(name: str, source: str, modules: set[str]) -> set[str]:
+    """mogg modules imported anywhere in ``source`` (function bodies included)."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("mogg"))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("mogg"):
+            for a in node.names:  # "from mogg.x import y" may import the module mogg.x.y
+                sub = f"{node.module}.{a.name}"
+                found.add(sub if sub in modules else node.module)
+    return {m for m in found if m != name and m != "mogg"}
+
+
+def layer_of(module: str) -> int:
+    for i, (_, prefixes) in enumerate(mogg.LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return i
+    raise AssertionError(f"{module} is in no layer of mogg.LAYERS: add it")
+
+
+def violations(sources: dict[str, str]) -> list[str]:
+    modules = set(sources)
+    bad = []
+    for name, src in sources.items():
+        if name == "mogg":
+            continue
+        for dep in imports_of(name, src, modules):
+            if layer_of(dep) > layer_of(name):
+                bad.append(f"{name} ({mogg.LAYERS[layer_of(name)][0]}) imports {dep} ({mogg.LAYERS[layer_of(dep)][0]})")
+    return bad
+
+
+def cycles(sources: dict[str, str]) -> list[list[str]]:
+    modules = set(sources)
+    graph = {n: imports_of(n, s, modules) & modules for n, s in sources.items()}
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):  # Tarjan's strongly connected components
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_every_module_has_a_layer():
+    for name in module_sources():
+        if name != "mogg":
+            layer_of(name)
+
+
+def test_no_module_imports_from_a_higher_layer():
+    assert violations(module_sources()) == []
+
+
+def test_no_import_cycles():
+    assert cycles(module_sources()) == []
+
+
+def test_the_checker_catches_a_planted_upward_import_and_cycle():
+    sources = module_sources()
+    planted = dict(sources)
+    planted["mogg.ladders.mog"] = sources["mogg.ladders.mog"] + "\n\ndef f():\n    from mogg.pipeline import prepare\n"
+    assert violations(planted) == ["mogg.ladders.mog (ladders) imports mogg.pipeline (pipeline)"]
+    planted = dict(sources)
+    planted["mogg.text"] = sources["mogg.text"] + "\nfrom mogg.metrics import token_prf\n"
+    assert cycles(planted) == [["mogg.metrics", "mogg.text"]]
+
+
+def test_no_method_names_above_the_ladders_layer():
+    """app, pipeline and evaluation never switch on a method (MoG/MoGG/RAPTOR live in their builders)."""
+    import re
+
+    pat = re.compile(r"raptor|\bmogg\b(?!\.)|graph", re.IGNORECASE)
+    files = [SRC / "mogg" / "app.py", SRC / "mogg" / "pipeline.py", *sorted((SRC / "mogg" / "evaluation").glob("*.py"))]
+    hits = []
+    for f in files:
+        for n, line in enumerate(f.read_text().splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if pat.search(code.replace("mogg.", "")) and not code.strip().startswith(('"', "'")):
+                hits.append(f"{f.relative_to(SRC)}:{n}: {line.strip()}")
+    assert hits == []
+
+
+def test_every_corpus_and_retriever_satisfies_its_protocol():
+    from mogg.data.corpus import Corpus, CorpusProtocol, DocumentList, MultiCorpus
+    from mogg.data.records import Document
+    from mogg.retrieval import BM25Retriever, DenseRetriever, Retriever
+    from mogg.retrieval.bm25_sharded import ShardedBM25
+
+    docs = DocumentList([Document("a", "", "text")])
+    for c in (Corpus([[Document("a", "", "text")]]), docs, MultiCorpus({"x": docs})):
+        assert isinstance(c, CorpusProtocol), type(c)
+
+    class Enc:
+        def encode(self, texts, show_progress=False): ...
+
+        def config(self):
+            return {}
+
+    for r in (BM25Retriever(), ShardedBM25(), DenseRetriever(Enc())):
+        assert isinstance(r, Retriever), type(r)
