@@ -7,12 +7,18 @@ Every size runs in its own subprocess so that its peak memory is its own: memory
 peak resident set size, ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` (corpus + replicas + build),
 next to the RSS before the build starts.
 
-    python scripts/bench_graph.py [--nodes 100000 300000] [--data-dir ../shared/data]
+    python scripts/bench_graph.py [--nodes 100000 300000] [--backends numba scipy] [--data-dir ../shared/data]
+
+With several ``--backends`` every size runs once per kNN backend (numba: the compiled max-score
+kernel; scipy: sparse products with pruning, the previous default), the rows print side by side
+with the speed ratio, and the sha256 of the edge list (ids and similarities) shows whether both
+built the same graph.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import resource
@@ -62,16 +68,24 @@ def run_one(args) -> dict:
     docs = replicated_documents(Path(args.data_dir), args.one, args.node_sentences)
     rss_before = _rss_mib()
     builder = GraphLadderBuilder(node_sentences=args.node_sentences, k_graph=args.k_graph, t_graph=args.t_graph,
-                                 hops=args.hops, max_tokens=args.max_tokens, batch_size=args.batch_size)
+                                 hops=args.hops, max_tokens=args.max_tokens, batch_size=args.batch_size,
+                                 knn_backend=args.backend)
     t0 = time.perf_counter()
     ladder = builder.build(docs)
     total = time.perf_counter() - t0
     return {
-        "nodes": len(ladder.units), "documents": len(docs), "edges": int(len(ladder.arrays["edges"])),
+        "backend": args.backend, "nodes": len(ladder.units), "documents": len(docs),
+        "edges": int(len(ladder.arrays["edges"])),
+        "edges_sha256": hashlib.sha256(np.ascontiguousarray(ladder.arrays["edges"]).tobytes()
+                                       + np.ascontiguousarray(ladder.arrays["edge_sim"]).tobytes()).hexdigest()[:16],
         "total_s": round(total, 1), **{f"{k}_s": round(builder.timings.get(k, 0.0), 1) for k in STAGES},
         "rss_before_build_mib": round(rss_before), "peak_rss_mib": round(_rss_mib()),
         "mean_chunk_nodes": [round(lv.coverage.nnz / len(ladder.units), 2) for lv in ladder.levels],
     }
+
+
+def _size(row: dict, requested: int) -> bool:
+    return row.get("requested") == requested
 
 
 def main() -> None:
@@ -84,6 +98,8 @@ def main() -> None:
     ap.add_argument("--hops", type=int, default=4)
     ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--batch-size", type=int, default=2048)
+    ap.add_argument("--backends", nargs="+", default=["auto"], choices=["auto", "numba", "scipy"])
+    ap.add_argument("--backend", default="auto", help=argparse.SUPPRESS)  # child process: one backend
     ap.add_argument("--out", default="reports/bench_graph.json")
     ap.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)  # child process: one size
     args = ap.parse_args()
@@ -92,17 +108,27 @@ def main() -> None:
         return
     rows = []
     for n in args.nodes:
-        cmd = [sys.executable, __file__, "--one", str(n)] + [
-            a for k in ("data_dir", "node_sentences", "k_graph", "t_graph", "hops", "max_tokens", "batch_size")
-            for a in (f"--{k.replace('_', '-')}", str(getattr(args, k)))]
-        res = subprocess.run(cmd, capture_output=True, text=True, check=True)
-        rows.append(json.loads(res.stdout.strip().splitlines()[-1]))
-        print(json.dumps(rows[-1]), flush=True)
-    cols = ["nodes", "edges", "total_s", *[f"{k}_s" for k in STAGES], "rss_before_build_mib", "peak_rss_mib"]
+        for backend in args.backends:
+            cmd = [sys.executable, __file__, "--one", str(n), "--backend", backend] + [
+                a for k in ("data_dir", "node_sentences", "k_graph", "t_graph", "hops", "max_tokens", "batch_size")
+                for a in (f"--{k.replace('_', '-')}", str(getattr(args, k)))]
+            res = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            rows.append({**json.loads(res.stdout.strip().splitlines()[-1]), "requested": n})
+            print(json.dumps(rows[-1]), flush=True)
+    cols = ["backend", "nodes", "edges", "total_s", *[f"{k}_s" for k in STAGES], "rss_before_build_mib",
+            "peak_rss_mib", "edges_sha256"]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for r in rows:
         print("| " + " | ".join(str(r[c]) for c in cols) + " |")
+    for n in args.nodes:  # side by side: the first backend against each other one at this size
+        same = [r for r in rows if _size(r, n)]
+        for other in same[1:]:
+            first = same[0]
+            print(f"{n:,} nodes: {first['backend']} {first['total_s']} s vs {other['backend']} {other['total_s']} s "
+                  f"({other['total_s'] / max(first['total_s'], 1e-9):.1f}x), kNN search "
+                  f"{other['knn_search_s'] / max(first['knn_search_s'], 1e-9):.1f}x; same edges: "
+                  f"{first['edges_sha256'] == other['edges_sha256']}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(rows, indent=1))
 

@@ -2,10 +2,15 @@
 
 1. BM25 query throughput: mogg's batched BM25 vs rank-bm25 (the reference) on the same chunks
    and the same tokens, with a check that both return the same top-k.
-2. MoG ladder build time per 1M words (sentence split + nested levels).
-3. Router training time for 1000 epochs on cached arrays.
+2. BM25 at scale (``--sizes``, default 100k and 1M documents): mogg vs bm25s (what a user would
+   pick instead; ``pip install bm25s``) vs rank-bm25, on pseudo-documents of 3 real medical
+   sentences each and 2,000 MIRAGE questions, top-10: queries/s at 1 thread and at all cores,
+   index time, and whether our top-10 equals rank-bm25's (on as many queries as
+   ``--ref-seconds`` allows: rank-bm25 scores every document in Python).
+3. MoG ladder build time per 1M words (sentence split + nested levels).
+4. Router training time for 1000 epochs on cached arrays.
 
-    python scripts/benchmark.py [--data-dir ../shared/data] [--level 2] [--ref-queries 200]
+    python scripts/benchmark.py [--data-dir ../shared/data] [--level 2] [--ref-queries 200] [--sizes 100000,1000000]
 """
 
 from __future__ import annotations
@@ -26,6 +31,10 @@ def main() -> None:
     ap.add_argument("--ref-queries", type=int, default=200, help="queries timed with rank-bm25 (it is slow)")
     ap.add_argument("--words", type=float, default=1e6, help="corpus size (words) for the ladder build timing")
     ap.add_argument("--epochs", type=int, default=1000)
+    ap.add_argument("--sizes", default="100000,1000000", help="documents for the BM25-at-scale section ('' skips it)")
+    ap.add_argument("--scale-queries", type=int, default=2000)
+    ap.add_argument("--ref-seconds", type=float, default=120.0, help="rank-bm25 scoring time per size (>= 2 queries)")
+    ap.add_argument("--device", default="cpu", help="cuda: mogg BM25 runs the torch backend on the GPU (GPU mode)")
     ap.add_argument("--out", default="reports/benchmark.json")
     args = ap.parse_args()
 
@@ -73,7 +82,14 @@ def main() -> None:
         "qps_ours": qps_ours, "qps_ref": qps_ref, "speedup": qps_ours / qps_ref, "same_top10": same,
     }
 
-    # --- 2. ladder build per 1M words ---------------------------------------------------
+    # --- 2. BM25 at scale: mogg vs bm25s vs rank-bm25 ----------------------------------
+    sizes = [int(float(x)) for x in args.sizes.split(",") if x.strip()]
+    if sizes:
+        sentences = ladder.texts(0)
+        results["bm25_scale"] = [bm25_at_scale(sentences, questions[: args.scale_queries], n, args.ref_seconds, args.device)
+                                 for n in sizes]
+
+    # --- 3. ladder build per 1M words ---------------------------------------------------
     words = sum(len(d.text.split()) for d in docs)
     reps = max(1, int(np.ceil(args.words / words)))
     big = [Document(f"{d.id}#{r}", d.title, d.content) for r in range(reps) for d in docs]
@@ -84,7 +100,7 @@ def main() -> None:
     results["ladder"] = {"words": big_words, "units": len(lad.units), "seconds": t_build,
                          "seconds_per_1M_words": t_build / big_words * 1e6}
 
-    # --- 3. router training, 1000 epochs ------------------------------------------------
+    # --- 4. router training, 1000 epochs ------------------------------------------------
     rng = np.random.default_rng(0)
     x = rng.normal(size=(500, 24)).astype(np.float32)
     y = np.eye(5)[rng.integers(0, 5, 500)] * 0.8
@@ -101,8 +117,104 @@ def main() -> None:
     print(f"{'same top-10 as rank-bm25':<34}{b['same_top10']:>14.1%}")
     print(f"{'MoG ladder build s / 1M words':<34}{lad['seconds_per_1M_words']:>14.2f}   ({lad['words']:,} words, {lad['units']:,} units)")
     print(f"{'router training s / 1000 epochs':<34}{r['seconds'] * 1000 / r['epochs']:>14.2f}   (400 queries, batch 128)")
+    for row in results.get("bm25_scale", []):
+        print_scale(row)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=2))
+
+
+def _same_top(ref_scores: np.ndarray, s_ours: np.ndarray, i_ours: np.ndarray, k: int = 10) -> float:
+    """Share of queries whose top-k equals rank-bm25's: the same ids, or (a tie at the k-th score)
+    the same scores; [n, N] float64 reference scores vs our float32 top-k."""
+    ok = []
+    for ref, s, i in zip(ref_scores, s_ours, i_ours):
+        top = np.argsort(-ref, kind="stable")[:k]
+        ok.append(set(top) == set(i.tolist()) or np.allclose(np.sort(ref[top]), np.sort(s), rtol=1e-5, atol=1e-5))
+    return float(np.mean(ok))
+
+
+def bm25_at_scale(sentences: list[str], questions: list[str], n_docs: int, ref_seconds: float, device: str = "cpu",
+                  k: int = 10) -> dict:
+    """mogg (numba kernel) vs bm25s vs rank-bm25 on ``n_docs`` pseudo-documents (3 sentences each,
+    seeded), the same tokens for all three (tokenization is timed once and added to bm25s' times,
+    which are given token lists)."""
+    import gc
+
+    import numba
+    from rank_bm25 import BM25Okapi
+
+    from mogg.retrieval import BM25Retriever
+    from mogg.text import tokenize
+
+    rng = np.random.default_rng(n_docs)
+    pick = rng.integers(0, len(sentences), size=(n_docs, 3))
+    docs = [" ".join((sentences[a], sentences[b], sentences[c])) for a, b, c in pick]
+    cores = numba.config.NUMBA_NUM_THREADS
+    row: dict = {"docs": n_docs, "queries": len(questions), "cores": cores, "device": device}
+
+    t0 = time.perf_counter()
+    ours = BM25Retriever(backend="numba" if device == "cpu" else "torch", device=None if device == "cpu" else device).fit(docs)
+    row["index_s_ours"] = time.perf_counter() - t0
+    ours.search(questions[:8], k)  # compile (cached on disk after the first run)
+    for threads in (1, cores):
+        numba.set_num_threads(threads)
+        t0 = time.perf_counter()
+        s_ours, i_ours = ours.search(questions, k)
+        row[f"qps_ours_{threads}t"] = len(questions) / (time.perf_counter() - t0)
+    numba.set_num_threads(cores)
+
+    t0 = time.perf_counter()
+    doc_tokens = [tokenize(d, stopwords=True) for d in docs]
+    t_tok = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    q_tokens = [tokenize(q, stopwords=True) for q in questions]
+    t_qtok = time.perf_counter() - t0
+    try:
+        import bm25s
+    except ImportError:
+        row["bm25s"] = "not installed (pip install bm25s)"
+    else:
+        t0 = time.perf_counter()
+        other = bm25s.BM25(k1=1.5, b=0.75, method="robertson", backend="numba")
+        other.index(doc_tokens, show_progress=False)
+        row["index_s_bm25s"] = t_tok + time.perf_counter() - t0
+        other.retrieve(q_tokens[:8], k=k, show_progress=False, n_threads=1)  # compile
+        for threads in (1, cores):
+            t0 = time.perf_counter()
+            other.retrieve(q_tokens, k=k, show_progress=False, n_threads=threads)
+            row[f"qps_bm25s_{threads}t"] = len(questions) / (t_qtok + time.perf_counter() - t0)
+        row["bm25s_version"] = bm25s.__version__
+        del other
+        gc.collect()
+
+    t0 = time.perf_counter()
+    ref = BM25Okapi(doc_tokens)
+    row["index_s_ref"] = t_tok + time.perf_counter() - t0
+    scores, t0 = [], time.perf_counter()
+    while len(scores) < 2 or (time.perf_counter() - t0 < ref_seconds and len(scores) < len(questions)):
+        scores.append(ref.get_scores(q_tokens[len(scores)]))
+    row["qps_ref"] = len(scores) / (time.perf_counter() - t0)
+    row["ref_queries"] = len(scores)
+    row["same_top10"] = _same_top(np.stack(scores), s_ours[: len(scores)], i_ours[: len(scores)], k)
+    return row
+
+
+def print_scale(r: dict) -> None:
+    c = r["cores"]
+    print(f"\nBM25 at {r['docs']:,} docs, {r['queries']:,} queries, top-10 ({c} cores, mogg on {r['device']})")
+    print(f"{'':<28}{'mogg':>12}{'bm25s':>12}{'rank-bm25':>12}{'mogg/bm25s':>12}")
+    has = "qps_bm25s_1t" in r
+    for t in (1, c):
+        ours, other = r[f"qps_ours_{t}t"], r.get(f"qps_bm25s_{t}t", float("nan"))
+        ref = f"{r['qps_ref']:>12.2f}" if t == 1 else f"{'':>12}"
+        ratio = f"{ours / other:>11.2f}x" if has else ""
+        print(f"{f'queries/s, {t} thread(s)':<28}{ours:>12.1f}{other:>12.1f}{ref}{ratio}")
+    idx_other = r.get("index_s_bm25s", float("nan"))
+    ratio = f"{idx_other / r['index_s_ours']:>11.2f}x" if has else ""
+    print(f"{'index s (incl. tokenizing)':<28}{r['index_s_ours']:>12.1f}{idx_other:>12.1f}{r['index_s_ref']:>12.1f}{ratio}")
+    print(f"{'top-10 = rank-bm25':<28}{r['same_top10']:>12.1%}   ({r['ref_queries']} queries scored by rank-bm25)")
+    if not has:
+        print(f"  bm25s: {r.get('bm25s')}")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from mogg.ladders.graph import (
     GraphLadderBuilder,
     adjacency,
     bm25_knn,
+    bm25_self_scores,
     dense_knn,
     hop_levels,
     knn_edges,
@@ -57,8 +58,9 @@ def _brute_topk(sim, k, min_sim):
     return vals, ids
 
 
+@pytest.mark.parametrize("backend", ["numba", "scipy"])
 @pytest.mark.parametrize("min_sim", [0.0, 0.1, 0.3, 0.6])
-def test_bm25_knn_equals_brute_force(min_sim):
+def test_bm25_knn_equals_brute_force(min_sim, backend):
     texts = _texts(150, seed=1)
     r = BM25Retriever(backend="scipy").fit(texts)
     full = (r.query_matrix(texts) @ r.weights).toarray().astype(np.float64)  # [U, U] raw BM25
@@ -67,8 +69,14 @@ def test_bm25_knn_equals_brute_force(min_sim):
     sim[full <= 0] = -np.inf  # no shared term: not a neighbour
     np.fill_diagonal(sim, -np.inf)
     ref_s, ref_i = _brute_topk(sim, 4, min_sim)
-    s, i = bm25_knn(texts, 4, min_sim, batch_size=37)  # batches that do not divide U
+    s, i = bm25_knn(texts, 4, min_sim, batch_size=37, backend=backend)  # batches that do not divide U
     assert np.array_equal(i, ref_i)
+    if backend == "numba":  # the kernel sums in the product's order: float32 scores bit for bit
+        q = r.query_matrix(texts)
+        full32, own64 = (q @ r.weights).toarray(), bm25_self_scores(r, q)
+        rows = np.nonzero(ref_i >= 0)
+        want = (full32[rows[0], ref_i[rows]].astype(np.float64) / own64[rows[0]]).astype(np.float32)
+        assert np.array_equal(s[rows], want)
     ok = ref_i >= 0
     np.testing.assert_allclose(s[ok], ref_s[ok], rtol=1e-5)
     assert np.all(np.isneginf(s[~ok]))
@@ -236,3 +244,25 @@ def test_evaluate_mog_vs_mogg(tmp_path, mirage):
     assert {"mog", "mogg"} <= set(summaries)
     pols = summaries["mogg"]["policies"]
     assert sorted(p for p in pols if p.startswith("fixed:")) == [f"fixed:hop{h}" for h in range(5)]
+
+
+def test_bm25_knn_numba_rows_of_a_shared_index_equal_the_whole():
+    """A shard's node range searched against the full index (offset) gives the whole run's rows,
+    and the compiled kernel agrees with the scipy path on a corpus with many near-duplicates."""
+    texts = _texts(300, seed=3)
+    texts += [t.replace(".", " fever.") for t in texts[:60]]  # near-copies: many candidates tie closely
+    whole_s, whole_i = bm25_knn(texts, 3, 0.2, backend="numba")
+    r = BM25Retriever(backend="scipy").fit(texts)
+    parts = [bm25_knn(texts[a:b], 3, 0.2, retriever=r, offset=a, backend="numba") for a, b in ((0, 100), (100, 360))]
+    assert np.array_equal(np.concatenate([p[1] for p in parts]), whole_i)
+    assert np.array_equal(np.concatenate([p[0] for p in parts]), whole_s)
+    ref_s, ref_i = bm25_knn(texts, 3, 0.2, backend="scipy")
+    assert np.array_equal(ref_i, whole_i)
+    np.testing.assert_allclose(ref_s, whole_s, rtol=1e-6)
+
+
+def test_bm25_knn_rejects_unknown_backend():
+    with pytest.raises(ValueError, match="backend"):
+        bm25_knn(["a b"], 1, backend="gpu")
+    with pytest.raises(ValueError, match="knn_backend"):
+        GraphLadderBuilder(knn_backend="fast")

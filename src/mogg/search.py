@@ -65,8 +65,12 @@ def level_retrievers(
     fresh ``make_retriever()`` instance, so its runtime options (encoder, backend, device, batch
     size) are the configured ones, not the ones it was saved with.
     """
+    from tqdm.auto import tqdm
+
     out = []
-    for j in range(ladder.n_levels):
+    # a bar over the levels (ETA per level fit); silent when every level is restored from the store
+    for j in tqdm(range(ladder.n_levels), desc="index levels", unit="level", leave=False,
+                  disable=ladder.n_levels < 2 or not log.isEnabledFor(logging.INFO)):
         r = make_retriever()
         if root is None or ladder_key is None:
             out.append(r.fit(ladder.texts(j)))
@@ -86,8 +90,11 @@ def level_retrievers(
 
 def search_levels(retrievers: Sequence, queries: Sequence[str], k_r: int) -> Hits:
     """Top-k_r chunks per level for all queries (each retriever is called once, batched)."""
+    from tqdm.auto import tqdm
+
     ids, scores = [], []
-    for r in retrievers:
+    big = len(queries) * sum(getattr(r, "n_docs", 0) for r in retrievers) > 1e9  # query x chunk pairs
+    for r in tqdm(retrievers, desc="search levels", unit="level", leave=False, disable=not big):
         s, i = r.search(list(queries), k_r)
         scores.append(s.astype(np.float32))
         ids.append(i.astype(np.int64))

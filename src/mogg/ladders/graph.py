@@ -144,7 +144,8 @@ def _kth_lower_bound(q_all, w, keys, k: int, batch_size: int, max_w: np.ndarray,
 
 
 def bm25_knn(texts: Sequence[str], k: int, min_sim: float = 0.0, batch_size: int = 2048,
-             timings: dict | None = None, retriever: BM25Retriever | None = None, offset: int = 0):
+             timings: dict | None = None, retriever: BM25Retriever | None = None, offset: int = 0,
+             backend: str = "auto", show_progress: bool = False):
     """Every node as a BM25 query against all nodes: top-``k`` neighbours, self excluded.
 
     ``texts`` are the query nodes. Without ``retriever`` they are also the index; with one (an
@@ -153,21 +154,64 @@ def bm25_knn(texts: Sequence[str], k: int, min_sim: float = 0.0, batch_size: int
 
     Returns ``(sim float32 [U, k], ids int64 [U, k])``, rows by (-sim, id), -inf / -1 padding. Only
     neighbours with a positive score and ``sim = s(v, u) / s(v, v) >= min_sim`` are kept (filtering
-    before the top-k gives the same result as after it). With ``min_sim > 0`` the search is exact
-    but pruned: a lower bound on each node's k-th best score (:func:`_kth_lower_bound`) raises the
-    bar, and a max-score split (:func:`_split_essential`) draws candidates from few query terms.
+    before the top-k gives the same result as after it). ``backend``: ``"numba"`` (a compiled
+    max-score kernel, all cores; scores bit-identical to the full product), ``"scipy"`` (sparse
+    products with a k-th-score lower bound and a max-score split) or ``"auto"`` (numba when
+    installed). Both are exact.
     """
+    from mogg.retrieval import bm25_kernel
+
+    if backend not in ("auto", "numba", "scipy"):
+        raise ValueError(f"backend must be 'auto', 'numba' or 'scipy', got {backend!r}")
     t0 = time.perf_counter()
     if retriever is None and offset:
         raise ValueError("offset needs the retriever (index) that holds all nodes")
-    r = retriever if retriever is not None else BM25Retriever(backend="scipy").fit(texts)
-    if offset < 0 or offset + len(texts) > r.n_docs:
-        raise ValueError(f"query nodes {offset}..{offset + len(texts)} outside the index of {r.n_docs} nodes")
-    q_all = r.query_matrix(texts)  # [Uq, V] term counts
+    if retriever is None:  # one tokenization pass: the nodes' term counts are their query rows
+        r = BM25Retriever(backend="scipy")
+        vocab, tf, dl = r.count_terms(texts)
+        r.fit_counts(vocab, tf, dl)
+        q_all = tf.T.tocsr().astype(np.float32)  # [U, V] term counts
+        q_all.sort_indices()
+    else:
+        r = retriever
+        if offset < 0 or offset + len(texts) > r.n_docs:
+            raise ValueError(f"query nodes {offset}..{offset + len(texts)} outside the index of {r.n_docs} nodes")
+        q_all = r.query_matrix(texts)  # [Uq, V] term counts
     self_s = bm25_self_scores(r, q_all, offset)  # [Uq]
+    if backend == "numba" or (backend == "auto" and bm25_kernel.available()):
+        out = _knn_numba(q_all, r, self_s, k, min_sim, offset, timings, t0, show_progress)
+    else:
+        out = _knn_scipy(q_all, r, self_s, k, min_sim, batch_size, offset, timings, t0)
+    return out
+
+
+def _knn_numba(q_all, r: BM25Retriever, self_s, k, min_sim, offset, timings, t0, show_progress):
+    from tqdm.auto import tqdm
+
+    from mogg.retrieval.bm25_kernel import bm25_self_knn
+
+    w = r._kernel_weights()
+    t1 = time.perf_counter()
+    n = q_all.shape[0]
+    step = 16384  # queries per kernel call: a progress bar tick, and the rows stay small
+    out_s = np.full((n, k), -np.inf, dtype=np.float32)
+    out_i = np.full((n, k), -1, dtype=np.int64)
+    with tqdm(total=n, desc="MoGG kNN (BM25)", unit="node", disable=not show_progress) as bar:
+        for start in range(0, n, step):
+            stop = min(start + step, n)
+            out_s[start:stop], out_i[start:stop] = bm25_self_knn(q_all[start:stop], w, self_s[start:stop], k, min_sim,
+                                                                 offset + start)
+            bar.update(stop - start)
+    if timings is not None:
+        timings["indexing"] = timings.get("indexing", 0.0) + t1 - t0
+        timings["knn_search"] = timings.get("knn_search", 0.0) + time.perf_counter() - t1
+    return out_s, out_i
+
+
+def _knn_scipy(q_all, r: BM25Retriever, self_s, k, min_sim, batch_size, offset, timings, t0):
     w = r.weights.tocsr()  # [V, U]
     w.sort_indices()
-    n = len(texts)
+    n = q_all.shape[0]
     bar = np.zeros(n)  # [Uq] score a neighbour must reach (0: any positive score)
     if min_sim > 0:
         max_w = np.asarray(w.max(axis=1).toarray(), dtype=np.float64).ravel()  # [V]
@@ -329,8 +373,12 @@ class GraphLadderBuilder(LadderBuilder):
 
     def __init__(self, node_sentences: int = 2, k_graph: int = 3, t_graph: float = 0.2, hops: int = 4,
                  max_tokens: int = 512, similarity: str = "bm25", encoder=None, batch_size: int = 2048,
-                 policies=None, reports=None):
+                 knn_backend: str = "auto", policies=None, reports=None):
         super().__init__(policies, reports)
+        if knn_backend not in ("auto", "numba", "scipy"):
+            raise ValueError(f"knn_backend must be 'auto', 'numba' or 'scipy', got {knn_backend!r}")
+        self.knn_backend = knn_backend  # runtime option: every backend gives the same edges (not in config())
+        self.show_progress = False
         if similarity not in ("bm25", "dense"):
             raise ValueError(f"similarity must be 'bm25' or 'dense', got {similarity!r}")
         if similarity == "dense" and encoder is None:
@@ -357,8 +405,12 @@ class GraphLadderBuilder(LadderBuilder):
     def knn(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k_graph`` neighbours of every node with sim >= ``t_graph``: (float32 [U, k], int64 [U, k]).
 
-        The same two steps as a sharded build (index all nodes, then search rows), so both agree bit for bit.
+        The same result as a sharded build (index all nodes, then search rows), bit for bit; BM25
+        tokenizes the nodes once for both the index and the queries.
         """
+        if self.similarity == "bm25":
+            return bm25_knn(texts, self.k_graph, self.t_graph, self.batch_size, self.timings,
+                            backend=self.knn_backend, show_progress=self.show_progress)
         t0 = time.perf_counter()
         index = self.node_index().fit(texts)  # dense: encodes the nodes
         self.timings["encoding" if self.similarity == "dense" else "indexing"] = time.perf_counter() - t0
@@ -377,7 +429,7 @@ class GraphLadderBuilder(LadderBuilder):
         """
         if self.similarity == "bm25":
             return bm25_knn(texts, self.k_graph, self.t_graph, self.batch_size, self.timings,
-                            retriever=index, offset=offset)
+                            retriever=index, offset=offset, backend=self.knn_backend, show_progress=self.show_progress)
         q = index.embeddings[offset : offset + len(texts)]  # the index stores the nodes' embeddings
         return dense_knn(q, self.k_graph, self.t_graph, self.batch_size, timings=self.timings,
                          index_embeddings=index.embeddings, offset=offset)
@@ -411,5 +463,6 @@ class GraphLadderBuilder(LadderBuilder):
         t0 = time.perf_counter()
         units = self.nodes(documents, show_progress)
         self.timings["nodes"] = time.perf_counter() - t0
+        self.show_progress = show_progress
         sim, ids = self.knn(units.text)
         return self.ladder_from_knn(units, sim, ids)

@@ -43,8 +43,29 @@ __all__ = ["RaptorLadderBuilder", "add_documents", "cluster_nodes", "tree_childr
 # BIC is scanned over this grid (capped by max clusters and layer size) instead of every size
 # from 1 to 50: same choices in practice, ~3x fewer mixture fits on large layers.
 _BIC_PATIENCE = 3
+_UMAP_EPOCHS = 200
 _GMM_GRID = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 50, 64, 80, 100)
 
+
+
+def cosine_knn(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Exact cosine kNN graph as UMAP takes it: (ids int64 [n, k], distances float32 [n, k]),
+    each row starting with the point itself at distance 0, then by (distance, id)."""
+    import faiss
+
+    xn = np.ascontiguousarray(l2_normalize(np.asarray(x, dtype=np.float32)))
+    n = len(xn)
+    index = faiss.IndexFlatIP(xn.shape[1])
+    index.add(xn)
+    sims, ids = index.search(xn, min(n, k + 1))  # [n, k+1]: self (or an exact duplicate) among them
+    own = ids == np.arange(n)[:, None]
+    sims = np.where(own, -np.inf, sims)  # drop self wherever it landed, keep the k-1 best others
+    order = np.argsort(-sims, axis=1, kind="stable")  # faiss's order, self moved to the end
+    ids = np.take_along_axis(ids, order, 1)[:, : k - 1]
+    sims = np.take_along_axis(sims, order, 1)[:, : k - 1]
+    out_i = np.concatenate([np.arange(n)[:, None], ids], axis=1).astype(np.int64)
+    out_d = np.concatenate([np.zeros((n, 1)), np.clip(1.0 - sims, 0.0, 2.0)], axis=1).astype(np.float32)
+    return out_i, out_d
 
 
 def reduce_dims(x: np.ndarray, dim: int, neighbors: int, seed: int) -> np.ndarray:
@@ -67,8 +88,14 @@ def reduce_dims(x: np.ndarray, dim: int, neighbors: int, seed: int) -> np.ndarra
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "n_jobs overridden by random_state", "k >= N" notes
-        red = umap.UMAP(n_neighbors=int(max(2, min(neighbors, n - 1))), n_components=dim, metric="cosine",
-                        random_state=seed, n_jobs=1, low_memory=True)
+        # Speed (measured on 384-d embeddings, 2 cores): the cosine kNN graph is computed exactly by
+        # faiss and handed to UMAP (no nearest-neighbour descent: its JIT compilation alone cost
+        # ~60 s per process, its search 7 s on 2k points); 200 epochs, UMAP's own choice above 10k
+        # points, for every layer (10k points: 6 s instead of 93 s at the 500 it uses below 10k).
+        # Tree quality before and after: README, RAPTOR section.
+        k = int(max(2, min(neighbors, n - 1)))
+        red = umap.UMAP(n_neighbors=k, n_components=dim, metric="cosine", random_state=seed, n_jobs=1,
+                        low_memory=True, n_epochs=_UMAP_EPOCHS, precomputed_knn=(*cosine_knn(x, k), None))
         return red.fit_transform(x).astype(np.float64)
 
 

@@ -168,6 +168,35 @@ class DenseRetriever:
 
         return self.device or ("cuda" if torch.cuda.is_available() else "cpu")
 
+    def _faiss_gpu(self) -> bool:
+        """Move faiss indexes to the GPU? When this faiss build has GPU support and a GPU is
+        visible, unless ``device`` names the CPU; ``device="cuda..."`` without it is an error."""
+        import faiss
+
+        has = hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
+        want = str(self.device or "auto")
+        if want.startswith("cuda") and not has:
+            raise RuntimeError(f"device={self.device!r} but this faiss has no GPU support or sees no GPU "
+                               "(install faiss-gpu, or use backend=torch for CUDA matmul)")
+        return has and not want.startswith("cpu")
+
+    def _to_device(self, idx):
+        if not self._faiss_gpu():
+            return idx
+        import faiss
+
+        gpu = int(str(self.device).split(":")[1]) if str(self.device).startswith("cuda:") else 0
+        self._gpu_resources = getattr(self, "_gpu_resources", None) or faiss.StandardGpuResources()
+        logger.info("faiss index moved to GPU %d", gpu)
+        return faiss.index_cpu_to_gpu(self._gpu_resources, gpu, idx)
+
+    def _cpu_index(self):
+        """The index as a CPU index (what faiss can write)."""
+        import faiss
+
+        idx = self._get_index()
+        return faiss.index_gpu_to_cpu(idx) if hasattr(faiss, "index_gpu_to_cpu") and self._faiss_gpu() else idx
+
     def _build_ann(self):
         """Train the factory index on a seeded sample of the embeddings and add them block by block."""
         import faiss
@@ -198,11 +227,13 @@ class DenseRetriever:
             if self.backend == "faiss" and not self.exact:
                 self._index = self._build_ann()
                 self._set_nprobe()
+                self._index = self._to_device(self._index)
             elif self.backend == "faiss":
                 import faiss
 
                 self._index = faiss.IndexFlatIP(self.embeddings.shape[1])
                 self._index.add(self.embeddings)
+                self._index = self._to_device(self._index)
             else:
                 import torch
 
@@ -294,7 +325,7 @@ class DenseRetriever:
         if self.backend == "faiss":
             import faiss
 
-            faiss.write_index(self._get_index(), str(directory / FAISS_FILE))
+            faiss.write_index(self._cpu_index(), str(directory / FAISS_FILE))
             written.append(FAISS_FILE)
         return written
 
@@ -321,6 +352,7 @@ class DenseRetriever:
             if self._index.ntotal != self.n_docs:
                 raise ValueError(f"{directory}: {FAISS_FILE} holds {self._index.ntotal} vectors, "
                                  f"embeddings {self.n_docs}")
+            self._index = self._to_device(self._index)
         elif not self.exact:
             raise ValueError(f"{directory}: an approximate index ({self.index}) needs backend='faiss' and its {FAISS_FILE}")
         return self

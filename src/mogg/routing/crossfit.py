@@ -205,8 +205,10 @@ def crossfit(
         folds_path.unlink()  # an older run: unusable from here on
     scale = objectives.utility_scale(utilities)  # only for the fit key's targets
     t = objectives.targets(settings.objective, labels, utilities, scale)
+    from tqdm.auto import tqdm
+
     folds = []
-    for k in range(n_folds):
+    for k in tqdm(range(n_folds), desc="router folds", unit="fold", leave=False):
         test = np.flatnonzero(fold == k)
         train, val = split_train_val(np.flatnonzero(fold != k), trainer.val_fraction, seed + 1000 + k)
         fspec = {**spec, "provenance": {**spec.get("provenance", {}),
