@@ -41,6 +41,25 @@ def _kernel():
             hi[pos], hi[low] = hi[low], hi[pos]
             pos = low
 
+    @nb.njit(cache=True)
+    def _push(hs, hi, n, k, s, d):  # offer (s, d) to a bounded heap of n <= k entries; returns n
+        if n < k:
+            hs[n], hi[n] = s, d
+            pos = n
+            while pos > 0:
+                parent = (pos - 1) // 2
+                if _worse(hs[pos], hi[pos], hs[parent], hi[parent]):
+                    hs[pos], hs[parent] = hs[parent], hs[pos]
+                    hi[pos], hi[parent] = hi[parent], hi[pos]
+                    pos = parent
+                else:
+                    break
+            return n + 1
+        if _worse(hs[0], hi[0], s, d):
+            hs[0], hi[0] = s, d
+            _sift_down(hs, hi, n, 0)
+        return n
+
     @nb.njit(cache=True, parallel=True)
     def topk(q_ptr, q_terms, q_counts, w_ptr, w_docs, w_vals, n_docs, k, n_blocks):
         n_q = len(q_ptr) - 1
@@ -54,6 +73,33 @@ def _kernel():
             hs = np.empty(k, dtype=np.float32)
             hi = np.empty(k, dtype=np.int64)
             for q in range(blk * per, min(n_q, (blk + 1) * per)):
+                n_post = 0
+                for a in range(q_ptr[q], q_ptr[q + 1]):
+                    n_post += w_ptr[q_terms[a] + 1] - w_ptr[q_terms[a]]
+                if n_post * 4 > n_docs:
+                    # dense mode (long queries with common terms touch most documents): accumulate
+                    # without tracking, then one sequential pass over all scores, zeros included,
+                    # exactly as over a dense row of the product (ties by ascending id)
+                    for a in range(q_ptr[q], q_ptr[q + 1]):
+                        t, c = q_terms[a], q_counts[a]
+                        for b in range(w_ptr[t], w_ptr[t + 1]):
+                            acc[w_docs[b]] += c * w_vals[b]
+                    n = 0
+                    for d in range(n_docs):
+                        s = acc[d]
+                        if n < k:
+                            n = _push(hs, hi, n, k, s, d)
+                        elif s > hs[0]:  # ids only grow: an equal score never beats the root
+                            hs[0], hi[0] = s, d
+                            _sift_down(hs, hi, n, 0)
+                        acc[d] = 0.0
+                    m = n
+                    while m > 0:
+                        out_s[q, m - 1], out_i[q, m - 1] = hs[0], hi[0]
+                        m -= 1
+                        hs[0], hi[0] = hs[m], hi[m]
+                        _sift_down(hs, hi, m, 0)
+                    continue
                 n_t = 0
                 for a in range(q_ptr[q], q_ptr[q + 1]):  # ascending term ids: the product's order
                     t, c = q_terms[a], q_counts[a]
@@ -116,25 +162,6 @@ def _kernel():
                     acc[touched[j]] = 0.0
                     seen[touched[j]] = False
         return out_s, out_i
-
-    @nb.njit(cache=True)
-    def _push(hs, hi, n, k, s, d):  # offer (s, d) to a bounded heap of n <= k entries; returns n
-        if n < k:
-            hs[n], hi[n] = s, d
-            pos = n
-            while pos > 0:
-                parent = (pos - 1) // 2
-                if _worse(hs[pos], hi[pos], hs[parent], hi[parent]):
-                    hs[pos], hs[parent] = hs[parent], hs[pos]
-                    hi[pos], hi[parent] = hi[parent], hi[pos]
-                    pos = parent
-                else:
-                    break
-            return n + 1
-        if _worse(hs[0], hi[0], s, d):
-            hs[0], hi[0] = s, d
-            _sift_down(hs, hi, n, 0)
-        return n
 
     @nb.njit(cache=True)
     def _weight(w_ptr, w_docs, w_vals, t, d):  # W[t, d] by binary search in t's sorted postings, 0 if absent
