@@ -73,7 +73,8 @@ def run_one(args) -> dict:
     t0 = time.perf_counter()
     ladder = builder.build(docs)
     total = time.perf_counter() - t0
-    return {
+    check = _check_rows(ladder, builder, args.check_rows) if args.check_rows else {}
+    return {**check,
         "backend": args.backend, "nodes": len(ladder.units), "documents": len(docs),
         "edges": int(len(ladder.arrays["edges"])),
         "edges_sha256": hashlib.sha256(np.ascontiguousarray(ladder.arrays["edges"]).tobytes()
@@ -82,6 +83,38 @@ def run_one(args) -> dict:
         "rss_before_build_mib": round(rss_before), "peak_rss_mib": round(_rss_mib()),
         "mean_chunk_nodes": [round(lv.coverage.nnz / len(ladder.units), 2) for lv in ladder.levels],
     }
+
+
+def _check_rows(ladder, builder, n_rows: int) -> dict:
+    """kNN rows of ``n_rows`` nodes (4 random contiguous ranges, searched against the index of all
+    nodes as a shard would; equal to the build's rows) against brute force: the full float32 BM25
+    product of those rows, the same filters, top-k by (-sim, id). Returns how many are identical."""
+    from mogg.ladders.graph import bm25_knn
+    from mogg.retrieval import BM25Retriever
+
+    texts = ladder.units.text
+    n = len(texts)
+    r = BM25Retriever(backend="scipy").fit(texts)
+    size = max(1, min(n_rows, n) // 4)
+    starts = np.random.default_rng(0).choice(max(1, n - size), size=4, replace=False)
+    equal = checked = 0
+    for a in map(int, starts):
+        rows = np.arange(a, min(n, a + size))
+        q = r.query_matrix([texts[i] for i in rows])
+        full = (q @ r.weights).toarray()  # [R, U] float32, the product's own sums
+        own = np.asarray(q.multiply(r.weights[:, rows].T.tocsr()).sum(axis=1), dtype=np.float64).ravel()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sim = (full.astype(np.float64) / own[:, None]).astype(np.float32)
+        ok = (full > 0) & (own[:, None] > 0) & (sim.astype(np.float64) >= builder.t_graph)
+        ok[np.arange(len(rows)), rows] = False
+        cols = np.broadcast_to(np.arange(n), full.shape)
+        order = np.lexsort((cols, np.where(ok, -sim, np.inf)), axis=1)[:, : builder.k_graph]
+        want = np.where(np.take_along_axis(ok, order, 1), order, -1)
+        _, got = bm25_knn([texts[i] for i in rows], builder.k_graph, builder.t_graph, retriever=r, offset=a,
+                          backend=builder.knn_backend)
+        equal += int((got == want).all(axis=1).sum())
+        checked += len(rows)
+    return {"checked_rows": checked, "rows_equal_brute_force": equal}
 
 
 def _size(row: dict, requested: int) -> bool:
@@ -98,6 +131,7 @@ def main() -> None:
     ap.add_argument("--hops", type=int, default=4)
     ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--batch-size", type=int, default=2048)
+    ap.add_argument("--check-rows", type=int, default=2000, help="rows compared with brute force after the build (0: none)")
     ap.add_argument("--backends", nargs="+", default=["auto"], choices=["auto", "numba", "scipy"])
     ap.add_argument("--backend", default="auto", help=argparse.SUPPRESS)  # child process: one backend
     ap.add_argument("--out", default="reports/bench_graph.json")
@@ -110,17 +144,18 @@ def main() -> None:
     for n in args.nodes:
         for backend in args.backends:
             cmd = [sys.executable, __file__, "--one", str(n), "--backend", backend] + [
-                a for k in ("data_dir", "node_sentences", "k_graph", "t_graph", "hops", "max_tokens", "batch_size")
+                a for k in ("data_dir", "node_sentences", "k_graph", "t_graph", "hops", "max_tokens", "batch_size",
+                          "check_rows")
                 for a in (f"--{k.replace('_', '-')}", str(getattr(args, k)))]
             res = subprocess.run(cmd, capture_output=True, text=True, check=True)
             rows.append({**json.loads(res.stdout.strip().splitlines()[-1]), "requested": n})
             print(json.dumps(rows[-1]), flush=True)
     cols = ["backend", "nodes", "edges", "total_s", *[f"{k}_s" for k in STAGES], "rss_before_build_mib",
-            "peak_rss_mib", "edges_sha256"]
+            "peak_rss_mib", "edges_sha256", "checked_rows", "rows_equal_brute_force"]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for r in rows:
-        print("| " + " | ".join(str(r[c]) for c in cols) + " |")
+        print("| " + " | ".join(str(r.get(c, "")) for c in cols) + " |")
     for n in args.nodes:  # side by side: the first backend against each other one at this size
         same = [r for r in rows if _size(r, n)]
         for other in same[1:]:

@@ -1,0 +1,276 @@
+"""The numba kernels behind :mod:`mogg.retrieval.bm25_kernel` (compiled on first call and cached
+on disk: module-level functions, so the cache holds across processes)."""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+# Nodes per term probed for the k-th-score lower bound of the self-kNN (step 1 of ``self_knn``).
+_PROBE = 16
+_PROBE_TERMS = 1
+
+
+@nb.njit(cache=True, inline="always")
+def _worse(s_a, i_a, s_b, i_b):  # is (s_a, i_a) ranked below (s_b, i_b): lower score, then higher id
+    return s_a < s_b or (s_a == s_b and i_a > i_b)
+
+
+@nb.njit(cache=True)
+def _sift_down(hs, hi, n, pos):
+    while True:
+        low = pos
+        left, right = 2 * pos + 1, 2 * pos + 2
+        if left < n and _worse(hs[left], hi[left], hs[low], hi[low]):
+            low = left
+        if right < n and _worse(hs[right], hi[right], hs[low], hi[low]):
+            low = right
+        if low == pos:
+            return
+        hs[pos], hs[low] = hs[low], hs[pos]
+        hi[pos], hi[low] = hi[low], hi[pos]
+        pos = low
+
+
+@nb.njit(cache=True)
+def _push(hs, hi, n, k, s, d):  # offer (s, d) to a bounded heap of n <= k entries; returns n
+    if n < k:
+        hs[n], hi[n] = s, d
+        pos = n
+        while pos > 0:
+            parent = (pos - 1) // 2
+            if _worse(hs[pos], hi[pos], hs[parent], hi[parent]):
+                hs[pos], hs[parent] = hs[parent], hs[pos]
+                hi[pos], hi[parent] = hi[parent], hi[pos]
+                pos = parent
+            else:
+                break
+        return n + 1
+    if _worse(hs[0], hi[0], s, d):
+        hs[0], hi[0] = s, d
+        _sift_down(hs, hi, n, 0)
+    return n
+
+
+@nb.njit(cache=True, parallel=True)
+def topk(q_ptr, q_terms, q_counts, w_ptr, w_docs, w_vals, n_docs, k, n_blocks):
+    n_q = len(q_ptr) - 1
+    out_s = np.full((n_q, k), -np.inf, dtype=np.float32)
+    out_i = np.full((n_q, k), -1, dtype=np.int64)
+    per = (n_q + n_blocks - 1) // n_blocks
+    for blk in nb.prange(n_blocks):
+        acc = np.zeros(n_docs, dtype=np.float32)
+        seen = np.zeros(n_docs, dtype=np.bool_)
+        touched = np.empty(n_docs, dtype=np.int64)
+        hs = np.empty(k, dtype=np.float32)
+        hi = np.empty(k, dtype=np.int64)
+        for q in range(blk * per, min(n_q, (blk + 1) * per)):
+            n_post = 0
+            for a in range(q_ptr[q], q_ptr[q + 1]):
+                n_post += w_ptr[q_terms[a] + 1] - w_ptr[q_terms[a]]
+            if n_post * 4 > n_docs:
+                # dense mode (long queries with common terms touch most documents): accumulate
+                # without tracking, then one sequential pass over all scores, zeros included,
+                # exactly as over a dense row of the product (ties by ascending id)
+                for a in range(q_ptr[q], q_ptr[q + 1]):
+                    t, c = q_terms[a], q_counts[a]
+                    for b in range(w_ptr[t], w_ptr[t + 1]):
+                        acc[w_docs[b]] += c * w_vals[b]
+                n = 0
+                for d in range(n_docs):
+                    s = acc[d]
+                    if n < k:
+                        n = _push(hs, hi, n, k, s, d)
+                    elif s > hs[0]:  # ids only grow: an equal score never beats the root
+                        hs[0], hi[0] = s, d
+                        _sift_down(hs, hi, n, 0)
+                    acc[d] = 0.0
+                m = n
+                while m > 0:
+                    out_s[q, m - 1], out_i[q, m - 1] = hs[0], hi[0]
+                    m -= 1
+                    hs[0], hi[0] = hs[m], hi[m]
+                    _sift_down(hs, hi, m, 0)
+                continue
+            n_t = 0
+            for a in range(q_ptr[q], q_ptr[q + 1]):  # ascending term ids: the product's order
+                t, c = q_terms[a], q_counts[a]
+                for b in range(w_ptr[t], w_ptr[t + 1]):
+                    d = w_docs[b]
+                    acc[d] += c * w_vals[b]
+                    if not seen[d]:
+                        seen[d] = True
+                        touched[n_t] = d
+                        n_t += 1
+            n = 0
+            for j in range(n_t):  # bounded heap: the worst kept entry at the root
+                d = touched[j]
+                s = acc[d]
+                if n < k:
+                    hs[n], hi[n] = s, d
+                    pos = n
+                    n += 1
+                    while pos > 0:
+                        parent = (pos - 1) // 2
+                        if _worse(hs[pos], hi[pos], hs[parent], hi[parent]):
+                            hs[pos], hs[parent] = hs[parent], hs[pos]
+                            hi[pos], hi[parent] = hi[parent], hi[pos]
+                            pos = parent
+                        else:
+                            break
+                elif _worse(hs[0], hi[0], s, d):
+                    hs[0], hi[0] = s, d
+                    _sift_down(hs, hi, n, 0)
+            # untouched documents score 0: they rank after positive ones, before negative ones
+            d = 0
+            while d < n_docs:
+                if not seen[d]:
+                    if n < k:
+                        hs[n], hi[n] = 0.0, d
+                        pos = n
+                        n += 1
+                        while pos > 0:
+                            parent = (pos - 1) // 2
+                            if _worse(hs[pos], hi[pos], hs[parent], hi[parent]):
+                                hs[pos], hs[parent] = hs[parent], hs[pos]
+                                hi[pos], hi[parent] = hi[parent], hi[pos]
+                                pos = parent
+                            else:
+                                break
+                    elif _worse(hs[0], hi[0], np.float32(0.0), d):
+                        hs[0], hi[0] = 0.0, d
+                        _sift_down(hs, hi, n, 0)
+                    else:
+                        break  # ids only grow from here: no later zero can beat the root
+                d += 1
+            # drain the heap worst-first into the row from the back
+            m = n
+            while m > 0:
+                out_s[q, m - 1], out_i[q, m - 1] = hs[0], hi[0]
+                m -= 1
+                hs[0], hi[0] = hs[m], hi[m]
+                _sift_down(hs, hi, m, 0)
+            for j in range(n_t):  # reset only what this query touched
+                acc[touched[j]] = 0.0
+                seen[touched[j]] = False
+    return out_s, out_i
+
+
+@nb.njit(cache=True)
+def _weight(w_ptr, w_docs, w_vals, t, d):  # W[t, d] by binary search in t's sorted postings, 0 if absent
+    lo, hi = w_ptr[t], w_ptr[t + 1]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if w_docs[mid] < d:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < w_ptr[t + 1] and w_docs[lo] == d:
+        return w_vals[lo]
+    return np.float32(0.0)
+
+
+@nb.njit(cache=True, parallel=True)
+def self_knn(q_ptr, q_terms, q_counts, w_ptr, w_docs, w_vals, max_w, own, offset, n_docs, k, min_sim, n_blocks,
+             rest_share):
+    n_q = len(q_ptr) - 1
+    out_s = np.full((n_q, k), -np.inf, dtype=np.float32)
+    out_i = np.full((n_q, k), -1, dtype=np.int64)
+    per = (n_q + n_blocks - 1) // n_blocks
+    for blk in nb.prange(n_blocks):
+        acc = np.zeros(n_docs, dtype=np.float32)
+        seen = np.zeros(n_docs, dtype=np.bool_)
+        touched = np.empty(n_docs, dtype=np.int64)
+        scored = np.zeros(n_docs, dtype=np.bool_)  # scored exactly in step 1 (already offered to the heap)
+        scored_list = np.empty(_PROBE_TERMS * _PROBE, dtype=np.int64)
+        hs = np.empty(k, dtype=np.float32)
+        hi = np.empty(k, dtype=np.int64)
+        for q in range(blk * per, min(n_q, (blk + 1) * per)):
+            a0, a1 = q_ptr[q], q_ptr[q + 1]
+            if own[q] <= 0.0 or a1 == a0:
+                continue
+            ub = np.empty(a1 - a0, dtype=np.float64)
+            for a in range(a0, a1):
+                ub[a - a0] = q_counts[a] * max_w[q_terms[a]]
+            order = np.argsort(ub)
+            me = offset + q
+            # 1. a cheap lower bound on the k-th best score: nodes in the postings of the two
+            # terms of largest bound (rare, heavy terms), scored exactly; they enter the heap
+            n = 0
+            n_s = 0
+            for j in range(max(0, a1 - a0 - _PROBE_TERMS), a1 - a0):
+                t = q_terms[a0 + order[j]]
+                for b in range(w_ptr[t], min(w_ptr[t + 1], w_ptr[t] + _PROBE)):
+                    d = w_docs[b]
+                    if d == me or scored[d]:
+                        continue
+                    scored[d] = True
+                    scored_list[n_s] = d
+                    n_s += 1
+                    score = np.float32(0.0)
+                    for a in range(a0, a1):
+                        score += q_counts[a] * _weight(w_ptr, w_docs, w_vals, q_terms[a], d)
+                    if score <= 0.0:
+                        continue
+                    sim = np.float32(np.float64(score) / own[q])
+                    if np.float64(sim) >= min_sim:
+                        n = _push(hs, hi, n, k, sim, d)
+            bar = min_sim * own[q]  # the score a neighbour must reach (float64)
+            if n == k:
+                bar = max(bar, np.float64(hs[0]) * own[q] * (1 - 1e-5))
+            # 2. max-score split: the cheapest terms whose bounds sum below the bar are "rest";
+            # a node matching only rest terms cannot reach it, so candidates come from the others
+            rest = np.zeros(a1 - a0, dtype=np.bool_)
+            rest_ub, cum = 0.0, 0.0
+            for j in range(a1 - a0):
+                cum += ub[order[j]]
+                if cum < rest_share * bar * (1 - 1e-6):
+                    rest[order[j]] = True
+                    rest_ub = cum
+                else:
+                    break
+            n_t = 0
+            for a in range(a0, a1):  # essential terms, ascending term id
+                if rest[a - a0]:
+                    continue
+                t, c = q_terms[a], q_counts[a]
+                for b in range(w_ptr[t], w_ptr[t + 1]):
+                    d = w_docs[b]
+                    acc[d] += c * w_vals[b]
+                    if not seen[d]:
+                        seen[d] = True
+                        touched[n_t] = d
+                        n_t += 1
+            for j in range(n_t):
+                d = touched[j]
+                if d == me or scored[d]:
+                    continue
+                need = bar
+                if n == k:  # the heap's worst similarity also bounds the score
+                    need = max(need, np.float64(hs[0]) * own[q])
+                if acc[d] + rest_ub < need * (1 - 1e-5):
+                    continue
+                if rest_ub > 0.0:  # the exact score: every term, ascending id (the product's order)
+                    score = np.float32(0.0)
+                    for a in range(a0, a1):
+                        score += q_counts[a] * _weight(w_ptr, w_docs, w_vals, q_terms[a], d)
+                else:
+                    score = acc[d]
+                if score <= 0.0:
+                    continue
+                sim = np.float32(np.float64(score) / own[q])
+                if np.float64(sim) < min_sim:
+                    continue
+                n = _push(hs, hi, n, k, sim, d)
+            m = n
+            while m > 0:  # drain worst-first into the row from the back
+                out_s[q, m - 1], out_i[q, m - 1] = hs[0], hi[0]
+                m -= 1
+                hs[0], hi[0] = hs[m], hi[m]
+                _sift_down(hs, hi, m, 0)
+            for j in range(n_t):
+                acc[touched[j]] = 0.0
+                seen[touched[j]] = False
+            for j in range(n_s):
+                scored[scored_list[j]] = False
+    return out_s, out_i
