@@ -57,7 +57,7 @@ def _push(hs, hi, n, k, s, d):  # offer (s, d) to a bounded heap of n <= k entri
 
 
 @nb.njit(cache=True, parallel=True)
-def topk(q_ptr, q_terms, q_counts, w_ptr, w_docs, w_vals, n_docs, k, n_blocks):
+def topk(q_ptr, q_terms, q_counts, w_ptr, w_docs, w_vals, n_docs, k, n_blocks, dense_factor):
     n_q = len(q_ptr) - 1
     out_s = np.full((n_q, k), -np.inf, dtype=np.float32)
     out_i = np.full((n_q, k), -1, dtype=np.int64)
@@ -72,7 +72,7 @@ def topk(q_ptr, q_terms, q_counts, w_ptr, w_docs, w_vals, n_docs, k, n_blocks):
             n_post = 0
             for a in range(q_ptr[q], q_ptr[q + 1]):
                 n_post += w_ptr[q_terms[a] + 1] - w_ptr[q_terms[a]]
-            if n_post * _DENSE_FACTOR > n_docs:
+            if n_post * dense_factor > n_docs:
                 # dense mode (long queries with common terms touch most documents): accumulate
                 # without tracking, then one sequential pass over all scores, zeros included,
                 # exactly as over a dense row of the product (ties by ascending id)

@@ -199,7 +199,11 @@ class BM25Retriever:
         queries = list(queries)
         if self.n_docs == 0 or not queries or k == 0:
             return empty_topk(len(queries), k)
-        step = max(1, min(self.batch_size, _MAX_DENSE_ELEMENTS // self.n_docs))
+        # The numba kernel keeps no [b, N] score block, so its batches are only bounded by batch_size
+        # (at 1M docs the dense-block bound meant 67 queries per call, and per-call buffers dominated).
+        step = self.batch_size
+        if self._resolved()[0] != "numba":
+            step = max(1, min(self.batch_size, _MAX_DENSE_ELEMENTS // self.n_docs))
         out_s, out_i = [], []
         for start in range(0, len(queries), step):  # tokenize per batch: no [Q, V] matrix of all queries
             s, i = self.search_matrix(self.query_matrix(queries[start:start + step]), k)
@@ -232,13 +236,10 @@ class BM25Retriever:
         return np.concatenate(out_s), np.concatenate(out_i)
 
     def _kernel_weights(self) -> sp.csr_matrix:
-        """``W`` with int64 indices (converted once, not per search)."""
-        w = self.weights
-        if w.indptr.dtype != np.int64 or w.indices.dtype != np.int64:
-            w = sp.csr_matrix((w.data.astype(np.float32, copy=False), w.indices.astype(np.int64), w.indptr.astype(np.int64)),
-                              shape=w.shape)
-            self.weights = w
-        return w
+        """``W`` as the kernels take it: CSR with sorted indices (int32 or int64, as stored)."""
+        if not self.weights.has_sorted_indices:
+            self.weights.sort_indices()
+        return self.weights
 
     def _torch_scores(self, qmat: sp.csr_matrix, device: str):
         import torch
