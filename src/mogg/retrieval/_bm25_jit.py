@@ -78,16 +78,24 @@ def topk(q_ptr, q_terms, q_counts, w_ptr, w_docs, w_vals, n_docs, k, n_blocks, d
                 # exactly as over a dense row of the product (ties by ascending id)
                 for a in range(q_ptr[q], q_ptr[q + 1]):
                     t, c = q_terms[a], q_counts[a]
-                    for b in range(w_ptr[t], w_ptr[t + 1]):
-                        acc[w_docs[b]] += c * w_vals[b]
+                    if c == 1.0:  # most query terms occur once: 1 * w == w exactly, skip the product
+                        for b in range(w_ptr[t], w_ptr[t + 1]):
+                            acc[w_docs[b]] += w_vals[b]
+                    else:
+                        for b in range(w_ptr[t], w_ptr[t + 1]):
+                            acc[w_docs[b]] += c * w_vals[b]
                 n = 0
-                for d in range(n_docs):
+                first = min(k, n_docs)
+                for d in range(first):
+                    n = _push(hs, hi, n, k, acc[d], d)
+                    acc[d] = 0.0
+                root = hs[0]
+                for d in range(first, n_docs):
                     s = acc[d]
-                    if n < k:
-                        n = _push(hs, hi, n, k, s, d)
-                    elif s > hs[0]:  # ids only grow: an equal score never beats the root
+                    if s > root:  # ids only grow: an equal score never beats the root
                         hs[0], hi[0] = s, d
                         _sift_down(hs, hi, n, 0)
+                        root = hs[0]
                     acc[d] = 0.0
                 m = n
                 while m > 0:
