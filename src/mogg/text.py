@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 
 import regex
@@ -111,13 +112,21 @@ def cap_tokens(text: str, max_tokens: int) -> list[str]:
         raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
     if count_tokens(text) <= max_tokens:
         return [text]
-    out, cur, n = [], [], 0
-    for word in text.split(" "):
-        k = count_tokens(word)
+    return pack_by_tokens(text.split(" "), max_tokens)
+
+
+def pack_by_tokens(pieces: Sequence[str], max_tokens: int) -> list[str]:
+    """Greedy packing of consecutive ``pieces`` (words, sentences), space-joined, into groups of
+    at most ``max_tokens`` :func:`count_tokens` tokens; a piece longer than that stays alone."""
+    out: list[str] = []
+    cur: list[str] = []
+    n = 0
+    for piece in pieces:
+        k = count_tokens(piece)
         if cur and n + k > max_tokens:
             out.append(" ".join(cur))
             cur, n = [], 0
-        cur.append(word)
+        cur.append(piece)
         n += k
     if cur:
         out.append(" ".join(cur))

@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 from mogg.data.records import Document
 from mogg.ladders.base import Ladder, Units, partition_level
 from mogg.ladders.builder import LadderBuilder
-from mogg.text import count_tokens, log_cuts, split_sentences
+from mogg.text import log_cuts, pack_by_tokens, split_sentences
 
 log = logging.getLogger(__name__)
 
@@ -31,19 +31,7 @@ def pack_sentences(sentences: Sequence[str], unit: str, size: int) -> list[str]:
         return [" ".join(sentences[i : i + size]) for i in range(0, len(sentences), size)]
     if unit != "tokens":
         raise ValueError(f"unit must be 'sentences' or 'tokens', got {unit!r}")
-    out: list[str] = []
-    cur: list[str] = []
-    cur_len = 0
-    for s in sentences:
-        n = count_tokens(s)
-        if cur and cur_len + n > size:
-            out.append(" ".join(cur))
-            cur, cur_len = [], 0
-        cur.append(s)
-        cur_len += n
-    if cur:
-        out.append(" ".join(cur))
-    return out
+    return pack_by_tokens(sentences, size)
 
 
 class MoGLadderBuilder(LadderBuilder):

@@ -37,6 +37,16 @@ def _sift_down(hs, hi, n, pos):
 
 
 @nb.njit(cache=True)
+def _drain(hs, hi, n, out_s, out_i, q):  # the heap's n entries, worst-first, into row q from the back
+    m = n
+    while m > 0:
+        out_s[q, m - 1], out_i[q, m - 1] = hs[0], hi[0]
+        m -= 1
+        hs[0], hi[0] = hs[m], hi[m]
+        _sift_down(hs, hi, m, 0)
+
+
+@nb.njit(cache=True)
 def _push(hs, hi, n, k, s, d):  # offer (s, d) to a bounded heap of n <= k entries; returns n
     if n < k:
         hs[n], hi[n] = s, d
@@ -97,12 +107,7 @@ def topk(q_ptr, q_terms, q_counts, w_ptr, w_docs, w_vals, n_docs, k, n_blocks, d
                         _sift_down(hs, hi, n, 0)
                         root = hs[0]
                     acc[d] = 0.0
-                m = n
-                while m > 0:
-                    out_s[q, m - 1], out_i[q, m - 1] = hs[0], hi[0]
-                    m -= 1
-                    hs[0], hi[0] = hs[m], hi[m]
-                    _sift_down(hs, hi, m, 0)
+                _drain(hs, hi, n, out_s, out_i, q)
                 continue
             n_t = 0
             for a in range(q_ptr[q], q_ptr[q + 1]):  # ascending term ids: the product's order
@@ -118,50 +123,18 @@ def topk(q_ptr, q_terms, q_counts, w_ptr, w_docs, w_vals, n_docs, k, n_blocks, d
             for j in range(n_t):  # bounded heap: the worst kept entry at the root
                 d = touched[j]
                 s = acc[d]
-                if n < k:
-                    hs[n], hi[n] = s, d
-                    pos = n
-                    n += 1
-                    while pos > 0:
-                        parent = (pos - 1) // 2
-                        if _worse(hs[pos], hi[pos], hs[parent], hi[parent]):
-                            hs[pos], hs[parent] = hs[parent], hs[pos]
-                            hi[pos], hi[parent] = hi[parent], hi[pos]
-                            pos = parent
-                        else:
-                            break
-                elif _worse(hs[0], hi[0], s, d):
-                    hs[0], hi[0] = s, d
-                    _sift_down(hs, hi, n, 0)
+                n = _push(hs, hi, n, k, s, d)
             # untouched documents score 0: they rank after positive ones, before negative ones
             d = 0
             while d < n_docs:
                 if not seen[d]:
-                    if n < k:
-                        hs[n], hi[n] = 0.0, d
-                        pos = n
-                        n += 1
-                        while pos > 0:
-                            parent = (pos - 1) // 2
-                            if _worse(hs[pos], hi[pos], hs[parent], hi[parent]):
-                                hs[pos], hs[parent] = hs[parent], hs[pos]
-                                hi[pos], hi[parent] = hi[parent], hi[pos]
-                                pos = parent
-                            else:
-                                break
-                    elif _worse(hs[0], hi[0], np.float32(0.0), d):
-                        hs[0], hi[0] = 0.0, d
-                        _sift_down(hs, hi, n, 0)
+                    if n < k or _worse(hs[0], hi[0], np.float32(0.0), d):
+                        n = _push(hs, hi, n, k, np.float32(0.0), d)
                     else:
                         break  # ids only grow from here: no later zero can beat the root
                 d += 1
             # drain the heap worst-first into the row from the back
-            m = n
-            while m > 0:
-                out_s[q, m - 1], out_i[q, m - 1] = hs[0], hi[0]
-                m -= 1
-                hs[0], hi[0] = hs[m], hi[m]
-                _sift_down(hs, hi, m, 0)
+            _drain(hs, hi, n, out_s, out_i, q)
             for j in range(n_t):  # reset only what this query touched
                 acc[touched[j]] = 0.0
                 seen[touched[j]] = False
@@ -274,12 +247,7 @@ def self_knn(q_ptr, q_terms, q_counts, w_ptr, w_docs, w_vals, max_w, own, offset
                 if np.float64(sim) < min_sim:
                     continue
                 n = _push(hs, hi, n, k, sim, d)
-            m = n
-            while m > 0:  # drain worst-first into the row from the back
-                out_s[q, m - 1], out_i[q, m - 1] = hs[0], hi[0]
-                m -= 1
-                hs[0], hi[0] = hs[m], hi[m]
-                _sift_down(hs, hi, m, 0)
+            _drain(hs, hi, n, out_s, out_i, q)
             for j in range(n_t):
                 acc[touched[j]] = 0.0
                 seen[touched[j]] = False
