@@ -23,7 +23,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from mogg.artifacts import sha256_file
+from mogg.artifacts import atomic_path, sha256_file
 from mogg.data.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -45,9 +45,8 @@ def _entry(path: Path, source: str) -> dict:
 
 
 def _write_manifest(root: Path, files: dict[str, dict]) -> None:
-    tmp = root / f".{MANIFEST}.tmp"
-    tmp.write_text(json.dumps({"files": files}, indent=1, sort_keys=True))
-    os.replace(tmp, root / MANIFEST)
+    with atomic_path(root / MANIFEST) as tmp:
+        tmp.write_text(json.dumps({"files": files}, indent=1, sort_keys=True))
 
 
 def _read_manifest(root: Path) -> dict[str, dict]:

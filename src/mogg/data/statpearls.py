@@ -17,6 +17,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from mogg.artifacts import atomic_path
 from mogg.data.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -101,8 +102,6 @@ def chunk_statpearls(source: str | os.PathLike, out_dir: str | os.PathLike, prog
 
 
 def _write_jsonl(path: Path, rows: Iterable[dict]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         for r in rows:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import shutil
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -24,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from mogg.artifacts import ArtifactError, config_hash
+from mogg.artifacts import ArtifactError, atomic_path, config_hash
 from mogg.routing import objectives
 from mogg.routing.features import parse_groups
 from mogg.routing.model import Routing, TrainedRouter, question_hash
@@ -170,9 +169,8 @@ def _reuse(fdir: Path, fit_key: str) -> TrainedRouter | None:
 
 
 def _atomic_json(path: Path, obj) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(obj, indent=1))
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(obj, indent=1))
 
 
 def crossfit(
