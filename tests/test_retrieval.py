@@ -415,6 +415,29 @@ def test_ivf_index_exhaustive_probe_equals_flat_and_pq_has_recall(tmp_path):
         DenseRetriever(enc, backend="torch", index="IVF16,Flat")
 
 
+def test_hnsw_ef_search_is_applied_and_kept_on_load(tmp_path):
+    """HNSW's efSearch comes from ``ef_search`` (faiss' default 16 loses neighbours), is a runtime
+    option and survives save/load; a wider search finds at least as many true neighbours."""
+    import faiss
+
+    docs, queries = _clustered(3000, 16, 4), _clustered(200, 16, 5)
+    enc = _VecEncoder(docs, queries)
+    texts, qs = [f"d{i}" for i in range(len(docs))], [f"q{i}" for i in range(len(queries))]
+    flat = DenseRetriever(enc).fit(texts).search(qs, 10)[1]
+    recall = {}
+    for ef in (1, 256):
+        r = DenseRetriever(enc, index="HNSW8", ef_search=ef).fit(texts)
+        got = r.search(qs, 10)[1]
+        assert faiss.downcast_index(r._get_index()).hnsw.efSearch == ef
+        recall[ef] = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(got, flat)])
+    assert recall[256] >= recall[1] and recall[256] > 0.95, recall
+    r.save(tmp_path)
+    assert faiss.downcast_index(DenseRetriever.load(tmp_path, encoder=enc)._index).hnsw.efSearch == 256
+    assert faiss.downcast_index(DenseRetriever.load(tmp_path, encoder=enc, ef_search=32)._index).hnsw.efSearch == 32
+    with pytest.raises(ValueError, match="ef_search"):
+        DenseRetriever(enc, ef_search=0)
+
+
 def test_ivf_index_from_shards_equals_single_fit(tmp_path):
     docs, queries = _clustered(1500, 16, 2), _clustered(50, 16, 3)
     enc = _VecEncoder(docs, queries)

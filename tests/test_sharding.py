@@ -96,14 +96,15 @@ def _topic_docs(n=30, seed=0):
                                             for _ in range(int(rng.integers(1, 8))))) for i in range(n)]
 
 
-@pytest.mark.parametrize("similarity", ["bm25", "dense"])
+@pytest.mark.parametrize("similarity", ["bm25", "dense", "dense_ivf"])
 def test_graph_shards_equal_single_build(tmp_path, similarity):
     from mogg.ladders.graph import GraphLadderBuilder
     from mogg.sharding import build_graph_shard, merge_graph_shards
 
     corpus = DocumentList(_topic_docs())
-    b = GraphLadderBuilder(k_graph=3, t_graph=0.1, hops=3, max_tokens=60, similarity=similarity,
-                           encoder=_HashEncoder() if similarity == "dense" else None, batch_size=7)
+    ivf = {"dense_index": "IVF4,Flat", "nprobe": 1} if similarity == "dense_ivf" else {}
+    b = GraphLadderBuilder(k_graph=3, t_graph=0.1, hops=3, max_tokens=60, similarity=similarity.split("_")[0],
+                           encoder=_HashEncoder() if similarity != "bm25" else None, batch_size=7, **ivf)
     single = b.build(corpus.documents())
     root = tmp_path / "a"
     with pytest.raises(FileNotFoundError, match="not built"):
@@ -122,6 +123,8 @@ def test_graph_shards_equal_single_build(tmp_path, similarity):
     assert len(single.arrays["edges"]) > 10
     assert np.array_equal(merged.arrays["edges"], single.arrays["edges"])
     assert np.array_equal(merged.arrays["edge_sim"], single.arrays["edge_sim"])
+    # an approximate kNN states its measured recall in both (the merge checks it on the merged rows)
+    assert merged.meta.get("knn_recall") == single.meta.get("knn_recall") and (("knn_recall" in single.meta) == bool(ivf))
     assert any(e[0] < 10 <= e[1] for e in single.arrays["edges"])  # edges do cross shard boundaries
     for a, m in zip(single.levels, merged.levels):
         assert (a.coverage != m.coverage).nnz == 0

@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 # (a cheaper product) but a looser candidate filter (more exact look-ups); 0.3 was fastest on the PubMedQA+MedMCQA nodes.
 _REST_SHARE = 0.3
 
-__all__ = ["GraphLadderBuilder", "bm25_knn", "dense_knn", "knn_edges", "adjacency", "hop_levels"]
+__all__ = ["GraphLadderBuilder", "bm25_knn", "dense_knn", "knn_edges", "knn_recall", "adjacency", "hop_levels"]
 
 
 def _scatter_topk(rows, cols, sims, n_rows: int, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -248,28 +248,56 @@ def _knn_scipy(q_all, r: BM25Retriever, self_s, k, min_sim, batch_size, offset, 
 
 def dense_knn(embeddings: np.ndarray, k: int, min_sim: float = -1.0, batch_size: int = 2048,
               backend: str = "faiss", timings: dict | None = None, index_embeddings: np.ndarray | None = None,
-              offset: int = 0):
+              offset: int = 0, index: str = "Flat", nprobe: int = 32, ef_search: int = 128, seed: int = 0):
     """Cosine kNN of every embedding [Uq, d] among all, self excluded; same contract as :func:`bm25_knn`.
 
     With ``index_embeddings`` [U, d] (all nodes), row i of ``embeddings`` is node ``offset + i``.
+    ``index``: a faiss factory string; "Flat" is exact, e.g. "IVF1024,Flat" or "HNSW32" approximate
+    (candidates re-scored exactly, so a found neighbour has its exact similarity; see
+    :func:`knn_recall` for how many are found).
     """
     t0 = time.perf_counter()
-    index = embeddings if index_embeddings is None else index_embeddings
-    if offset < 0 or offset + len(embeddings) > len(index):
-        raise ValueError(f"query nodes {offset}..{offset + len(embeddings)} outside the index of {len(index)} nodes")
-    r = DenseRetriever(None, backend=backend, batch_size=batch_size).fit_embeddings(index)
+    nodes = embeddings if index_embeddings is None else index_embeddings
+    if offset < 0 or offset + len(embeddings) > len(nodes):
+        raise ValueError(f"query nodes {offset}..{offset + len(embeddings)} outside the index of {len(nodes)} nodes")
+    r = DenseRetriever(None, backend=backend, batch_size=batch_size, index=index, nprobe=nprobe,
+                       ef_search=ef_search, seed=seed).fit_embeddings(nodes)
+    r._get_index()  # build (and train) now, so that its time counts as indexing
     t1 = time.perf_counter()
     s, i = r.search_embeddings(embeddings, k + 1)  # [Uq, k+1]: self is usually among them
-    n = len(s)
-    rows = np.repeat(np.arange(n), k + 1)
-    s, i = s.ravel(), i.ravel()
-    # Drop self and padding; exact duplicates with lower ids may push self out: then k+1 remain.
-    ok = (i >= 0) & (i != offset + rows) & (s.astype(np.float64) >= min_sim)
-    out = _scatter_topk(rows[ok], i[ok], s[ok], n, k)
+    out = _drop_self(s, i, offset + np.arange(len(s)), k, min_sim)
     if timings is not None:
         timings["indexing"] = timings.get("indexing", 0.0) + t1 - t0
         timings["knn_search"] = timings.get("knn_search", 0.0) + time.perf_counter() - t1
     return out
+
+
+def _drop_self(s: np.ndarray, i: np.ndarray, own: np.ndarray, k: int, min_sim: float):
+    """[n, k+1] hits of nodes ``own`` [n] -> their top-k rows without self, padding, or sim < min_sim."""
+    n, m = s.shape
+    rows = np.repeat(np.arange(n), m)
+    s, i = s.ravel(), i.ravel()
+    # Drop self and padding; exact duplicates with lower ids may push self out: then k+1 remain.
+    ok = (i >= 0) & (i != np.repeat(own, m)) & (s.astype(np.float64) >= min_sim)
+    return _scatter_topk(rows[ok], i[ok], s[ok], n, k)
+
+
+def knn_recall(embeddings: np.ndarray, ids: np.ndarray, k: int, min_sim: float, sample: int = 1000,
+               seed: int = 0) -> dict:
+    """Neighbour recall of approximate kNN rows ``ids`` [U, k] of ``embeddings`` [U, d] against exact
+    (brute-force) rows of a seeded sample of ``sample`` nodes: the share of exact neighbours found
+    (``neighbour_recall``) and of rows found whole (``rows_equal``)."""
+    n = len(embeddings)
+    rows = np.sort(np.random.default_rng(seed).choice(n, size=min(sample, n), replace=False))
+    r = DenseRetriever(None).fit_embeddings(embeddings)  # exact (Flat)
+    s, i = r.search_embeddings(np.asarray(embeddings[rows]), k + 1)
+    _, want = _drop_self(s, i, rows, k, min_sim)  # [S, k], -1 padded
+    got = ids[rows]
+    found = (want[:, :, None] == got[:, None, :]).any(axis=2) & (want >= 0)  # [S, k]
+    n_exact = int((want >= 0).sum())
+    return {"sampled_nodes": int(len(rows)), "exact_neighbours": n_exact,
+            "neighbour_recall": float(found.sum() / n_exact) if n_exact else 1.0,
+            "rows_equal": float(np.mean((np.sort(want, 1) == np.sort(got, 1)).all(axis=1)))}
 
 
 def knn_edges(sim: np.ndarray, ids: np.ndarray, min_sim: float) -> tuple[np.ndarray, np.ndarray]:
@@ -363,6 +391,10 @@ class GraphLadderBuilder(LadderBuilder):
         max_tokens: token budget of a chunk (the node itself is always kept).
         similarity: "bm25" or "dense".
         encoder: text encoder (``encode``, ``config``) for dense similarity.
+        dense_index: faiss factory string of the dense kNN: "Flat" (exact) or approximate, e.g.
+            "IVF1024,Flat" (deterministic) or "HNSW32"; an approximate build measures its neighbour
+            recall against brute force on ``recall_sample`` seeded nodes (``ladder.meta["knn_recall"]``).
+        nprobe, ef_search: search knobs of an IVF / HNSW ``dense_index`` (recall vs time).
         batch_size: node-queries per search batch.
         policies, reports: spine hooks (:mod:`mogg.ladders.builder`), from the config.
     """
@@ -373,7 +405,8 @@ class GraphLadderBuilder(LadderBuilder):
 
     def __init__(self, node_sentences: int = 2, k_graph: int = 3, t_graph: float = 0.2, hops: int = 4,
                  max_tokens: int = 512, similarity: str = "bm25", encoder=None, batch_size: int = 2048,
-                 knn_backend: str = "auto", policies=None, reports=None):
+                 knn_backend: str = "auto", dense_index: str = "Flat", nprobe: int = 32, ef_search: int = 128,
+                 recall_sample: int = 1000, seed: int = 0, policies=None, reports=None):
         super().__init__(policies, reports)
         if knn_backend not in ("auto", "numba", "scipy"):
             raise ValueError(f"knn_backend must be 'auto', 'numba' or 'scipy', got {knn_backend!r}")
@@ -385,10 +418,18 @@ class GraphLadderBuilder(LadderBuilder):
             raise ValueError("similarity='dense' needs an encoder")
         if node_sentences < 1 or k_graph < 1 or hops < 0 or max_tokens < 1 or batch_size < 1:
             raise ValueError("node_sentences, k_graph, max_tokens, batch_size must be >= 1 and hops >= 0")
+        if dense_index != "Flat" and similarity != "dense":
+            raise ValueError(f"dense_index={dense_index!r} is a faiss index for similarity='dense', "
+                             f"not {similarity!r}")
+        if nprobe < 1 or ef_search < 1 or recall_sample < 1:
+            raise ValueError("nprobe, ef_search and recall_sample must be >= 1")
+        self.dense_index, self.nprobe, self.ef_search = str(dense_index), int(nprobe), int(ef_search)
+        self.recall_sample, self.seed = int(recall_sample), int(seed)
         self.node_sentences, self.k_graph, self.t_graph = int(node_sentences), int(k_graph), float(t_graph)
         self.hops, self.max_tokens, self.similarity = int(hops), int(max_tokens), similarity
         self.encoder, self.batch_size = encoder, int(batch_size)
         self.timings: dict[str, float] = {}  # seconds per stage of the last build
+        self._node_embeddings = None  # [U, d] of the last dense knn(), for the recall check
 
     def config(self) -> dict:
         return {
@@ -400,7 +441,15 @@ class GraphLadderBuilder(LadderBuilder):
             "max_tokens": self.max_tokens,
             "similarity": self.similarity,
             "encoder": self.encoder.config() if self.similarity == "dense" else None,
+            # only an approximate index changes the edges (and exact configs keep their old keys)
+            **({"dense_index": self.dense_index, "nprobe": self.nprobe, "ef_search": self.ef_search,
+                "seed": self.seed} if self.approximate else {}),
         }
+
+    @property
+    def approximate(self) -> bool:
+        """Whether the kNN comes from an approximate (non-Flat) dense index."""
+        return self.similarity == "dense" and self.dense_index != "Flat"
 
     def knn(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k_graph`` neighbours of every node with sim >= ``t_graph``: (float32 [U, k], int64 [U, k]).
@@ -414,6 +463,7 @@ class GraphLadderBuilder(LadderBuilder):
         t0 = time.perf_counter()
         index = self.node_index().fit(texts)  # dense: encodes the nodes
         self.timings["encoding" if self.similarity == "dense" else "indexing"] = time.perf_counter() - t0
+        self._node_embeddings = index.embeddings
         return self.knn_rows(index, texts, 0)
 
     def node_index(self):
@@ -432,7 +482,8 @@ class GraphLadderBuilder(LadderBuilder):
                             retriever=index, offset=offset, backend=self.knn_backend, show_progress=self.show_progress)
         q = index.embeddings[offset : offset + len(texts)]  # the index stores the nodes' embeddings
         return dense_knn(q, self.k_graph, self.t_graph, self.batch_size, timings=self.timings,
-                         index_embeddings=index.embeddings, offset=offset)
+                         index_embeddings=index.embeddings, offset=offset, index=self.dense_index,
+                         nprobe=self.nprobe, ef_search=self.ef_search, seed=self.seed)
 
     def nodes(self, documents: Sequence[Document], show_progress: bool = False) -> Units:
         """The graph's nodes: ``node_sentences``-sentence groups of each document, in corpus order."""
@@ -441,8 +492,23 @@ class GraphLadderBuilder(LadderBuilder):
             raise ValueError("cannot build a graph ladder over zero nodes (empty corpus?)")
         return units
 
-    def ladder_from_knn(self, units: Units, sim: np.ndarray, ids: np.ndarray) -> Ladder:
-        """Edges from kNN rows [U, k] of all nodes, then the hop levels: the MoGG ladder."""
+    def ladder_from_knn(self, units: Units, sim: np.ndarray, ids: np.ndarray,
+                        embeddings: np.ndarray | None = None) -> Ladder:
+        """Edges from kNN rows [U, k] of all nodes, then the hop levels: the MoGG ladder.
+
+        ``embeddings`` [U, d]: the nodes' (dense similarity); with an approximate ``dense_index`` the
+        rows' neighbour recall is measured against brute force and kept in ``meta["knn_recall"]``.
+        """
+        recall = None
+        if self.approximate:
+            if embeddings is None:
+                raise ValueError(f"an approximate kNN ({self.dense_index}) needs the node embeddings to measure its recall")
+            t0 = time.perf_counter()
+            recall = {"index": self.dense_index, **knn_recall(embeddings, ids, self.k_graph, self.t_graph,
+                                                              self.recall_sample, self.seed)}
+            self.timings["recall_check"] = time.perf_counter() - t0
+            log.info("MoGG approximate kNN (%s): neighbour recall %.4f on %d sampled nodes", self.dense_index,
+                     recall["neighbour_recall"], recall["sampled_nodes"])
         t0 = time.perf_counter()
         edges, edge_sim = knn_edges(sim, ids, self.t_graph)
         self.timings["edge_filter"] = time.perf_counter() - t0
@@ -453,16 +519,16 @@ class GraphLadderBuilder(LadderBuilder):
         log.info("MoGG ladder: %d nodes, %d edges, mean chunk size per level %s, timings %s", len(units),
                  len(edges), [round(lv.coverage.nnz / len(units), 2) for lv in levels],
                  {k: round(v, 2) for k, v in self.timings.items()})
-        meta = {**self.config(), "n_edges": int(len(edges))}
+        meta = {**self.config(), "n_edges": int(len(edges)), **({"knn_recall": recall} if recall else {})}
         return Ladder(method=self.method, units=units, levels=levels, meta=meta,
                       arrays={"edges": edges, "edge_sim": edge_sim})
 
     def build(self, documents: Sequence[Document], show_progress: bool = False) -> Ladder:
         """Nodes, graph and hop levels for ``documents``."""
-        self.timings = {}
+        self.timings, self._node_embeddings = {}, None
         t0 = time.perf_counter()
         units = self.nodes(documents, show_progress)
         self.timings["nodes"] = time.perf_counter() - t0
         self.show_progress = show_progress
         sim, ids = self.knn(units.text)
-        return self.ladder_from_knn(units, sim, ids)
+        return self.ladder_from_knn(units, sim, ids, self._node_embeddings)

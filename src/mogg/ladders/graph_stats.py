@@ -46,6 +46,8 @@ def graph_statistics(ladder: Ladder) -> dict:
         "largest_component": int(largest),
         "largest_component_share": float(largest / n) if n else 0.0,
     }
+    if "knn_recall" in ladder.meta:  # approximate dense kNN: recall measured at build time
+        stats["knn_recall"] = dict(ladder.meta["knn_recall"])
     if "edge_sim" in ladder.arrays and len(ladder.arrays["edge_sim"]):
         stats["edge_sim_quantiles"] = {
             str(q): float(v) for q, v in zip((0.1, 0.5, 0.9), np.quantile(ladder.arrays["edge_sim"], [0.1, 0.5, 0.9]))
@@ -93,4 +95,9 @@ class GraphReport:
             f"![degree histogram]({name}_degree.png)",
             "",
         ]
+        if "knn_recall" in st:
+            r = st["knn_recall"]
+            md[-3:-3] = [f"Approximate kNN (`{r['index']}`): neighbour recall {r['neighbour_recall']:.4f}, rows found "
+                         f"whole {r['rows_equal']:.1%}, against brute force on {r['sampled_nodes']:,} seeded nodes "
+                         f"({r['exact_neighbours']:,} exact neighbours).", ""]
         return {"graph": st}, md

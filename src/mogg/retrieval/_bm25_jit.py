@@ -13,6 +13,9 @@ _PROBE_TERMS = 1
 # and scans all scores (sequential, cheap) instead: 2,000 MIRAGE questions on 100k docs, 1 thread,
 # kernel 0.95 s at factor 4, 0.51 s at 16, 0.46 s at 64.
 _DENSE_FACTOR = 32
+# Scores per chunk of the dense pass's top-k scan: 2,000 questions, 1 thread, same run: 1M docs
+# 4.40 s per-score compare -> 3.91 s by chunks of 256; 100k docs 476 -> 448 ms (64: 508, 1024: 437).
+_SCAN_CHUNK = 256
 
 
 @nb.njit(cache=True, inline="always")
@@ -66,6 +69,14 @@ def _push(hs, hi, n, k, s, d):  # offer (s, d) to a bounded heap of n <= k entri
     return n
 
 
+@nb.njit(cache=True)
+def _count_above(acc, lo, hi, root):  # how many of acc[lo:hi] exceed root (no branch: vectorizes)
+    c = 0
+    for j in range(lo, hi):
+        c += acc[j] > root
+    return c
+
+
 @nb.njit(cache=True, parallel=True)
 def topk(q_ptr, q_terms, q_counts, w_ptr, w_docs, w_vals, n_docs, k, n_blocks, dense_factor):
     n_q = len(q_ptr) - 1
@@ -98,15 +109,20 @@ def topk(q_ptr, q_terms, q_counts, w_ptr, w_docs, w_vals, n_docs, k, n_blocks, d
                 first = min(k, n_docs)
                 for d in range(first):
                     n = _push(hs, hi, n, k, acc[d], d)
-                    acc[d] = 0.0
                 root = hs[0]
-                for d in range(first, n_docs):
-                    s = acc[d]
-                    if s > root:  # ids only grow: an equal score never beats the root
-                        hs[0], hi[0] = s, d
-                        _sift_down(hs, hi, n, 0)
-                        root = hs[0]
-                    acc[d] = 0.0
+                # chunks of _SCAN_CHUNK scores: a branch-free count of those above the root
+                # (vectorized) skips most chunks once the heap has warmed up; ids only grow, so
+                # an equal score never beats the root
+                for lo in range(first, n_docs, _SCAN_CHUNK):
+                    hi_d = min(n_docs, lo + _SCAN_CHUNK)
+                    if _count_above(acc, lo, hi_d, root) > 0:
+                        for d in range(lo, hi_d):
+                            s = acc[d]
+                            if s > root:
+                                hs[0], hi[0] = s, d
+                                _sift_down(hs, hi, n, 0)
+                                root = hs[0]
+                acc[:] = 0.0  # one memset instead of a store per document in the scan
                 _drain(hs, hi, n, out_s, out_i, q)
                 continue
             n_t = 0

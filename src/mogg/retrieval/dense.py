@@ -30,7 +30,7 @@ __all__ = ["DenseRetriever", "Encoder", "l2_normalize"]
 EMBEDDINGS_FILE = "dense_embeddings.npy"
 PARAMS_FILE = "dense_params.json"
 FAISS_FILE = "dense.faiss"
-_RUNTIME_KEYS = ("backend", "batch_size", "device", "nprobe")
+_RUNTIME_KEYS = ("backend", "batch_size", "device", "nprobe", "ef_search")
 
 
 class Encoder(Protocol):
@@ -88,20 +88,22 @@ class DenseRetriever:
 
     def __init__(self, encoder: Encoder, backend: str = "faiss", batch_size: int = 1024,
                  device: str | None = None, index: str = "Flat", nprobe: int = 32,
-                 train_size: int = 262_144, seed: int = 0, query_encoder: Encoder | None = None) -> None:
+                 train_size: int = 262_144, seed: int = 0, query_encoder: Encoder | None = None,
+                 ef_search: int = 128) -> None:
         if backend not in ("faiss", "torch"):
             raise ValueError(f"backend must be 'faiss' or 'torch', got {backend!r}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if index != "Flat" and backend != "faiss":
             raise ValueError(f"index={index!r} is a faiss index: it needs backend='faiss'")
-        if nprobe < 1 or train_size < 1:
-            raise ValueError("nprobe and train_size must be >= 1")
+        if nprobe < 1 or train_size < 1 or ef_search < 1:
+            raise ValueError("nprobe, ef_search and train_size must be >= 1")
         # two-encoder retrieval (MedCPT: an article encoder for the texts, a query encoder for the
         # questions); without ``query_encoder`` queries use ``encoder``
         self.encoder, self.query_encoder, self.backend = encoder, query_encoder, backend
         self.batch_size, self.device = int(batch_size), device
         self.index, self.nprobe, self.train_size, self.seed = str(index), int(nprobe), int(train_size), int(seed)
+        self.ef_search = int(ef_search)  # HNSW candidate list per query (faiss' default, 16, loses neighbours)
         self.embeddings = np.zeros((0, 0), dtype=np.float32)  # [N, d], rows L2-normalized
         self._index = None  # faiss index, or torch tensor [N, d] on device
 
@@ -215,12 +217,16 @@ class DenseRetriever:
         return idx
 
     def _set_nprobe(self) -> None:
+        """Search-time knobs of an approximate index: IVF ``nprobe``, HNSW ``efSearch``."""
         import faiss
 
         try:
             faiss.extract_index_ivf(self._index).nprobe = self.nprobe
         except RuntimeError:
             pass  # not an IVF index: nothing to probe
+        hnsw = getattr(faiss.downcast_index(self._index), "hnsw", None)
+        if hnsw is not None:
+            hnsw.efSearch = self.ef_search
 
     def _get_index(self):
         if self._index is None:
@@ -319,7 +325,7 @@ class DenseRetriever:
             del out
         params = {"config": self.config(), "n_docs": self.n_docs,
                   "dim": int(self.embeddings.shape[1]), "backend": self.backend,
-                  "nprobe": self.nprobe, "format_version": 1}
+                  "nprobe": self.nprobe, "ef_search": self.ef_search, "format_version": 1}
         (directory / PARAMS_FILE).write_text(json.dumps(params, indent=2), encoding="utf-8")
         written = [EMBEDDINGS_FILE, PARAMS_FILE]
         if self.backend == "faiss":
@@ -368,5 +374,6 @@ class DenseRetriever:
         check_runtime_kwargs("DenseRetriever", runtime_kwargs, _RUNTIME_KEYS)
         params = json.loads((Path(directory) / PARAMS_FILE).read_text(encoding="utf-8"))
         built = {k: v for k, v in params["config"].items() if k not in ("encoder", "query_encoder")}  # index, train_size, seed
-        kwargs = {"backend": params.get("backend", "faiss"), "nprobe": params.get("nprobe", 32), **built, **runtime_kwargs}
+        kwargs = {"backend": params.get("backend", "faiss"), "nprobe": params.get("nprobe", 32),
+                  "ef_search": params.get("ef_search", 128), **built, **runtime_kwargs}
         return cls(encoder, query_encoder=query_encoder, **kwargs).restore(directory)

@@ -124,7 +124,8 @@ def merge_graph_shards(corpus, builder, stage: str, count: int, root: Path,
     if len(sim) != len(units):
         raise ValueError(f"kNN shards hold {len(sim)} rows for {len(units)} nodes; rebuild the kNN stage")
     builder.timings = {}
-    ladder = builder.ladder_from_knn(units, sim, ids)
+    emb = _load_index(builder, idx_dir).embeddings if builder.approximate else None  # for the recall check
+    ladder = builder.ladder_from_knn(units, sim, ids, emb)
     lkey = ladder_key(corpus, builder)
     ldir = write_artifact(artifact_dir(root, "ladder", lkey), ladder.save, lkey,
                           inputs={"shards": [str(x) for x in dirs], "graph_index": str(idx_dir)})
