@@ -82,14 +82,15 @@ def topk(q_ptr, q_terms, q_counts, w_ptr, w_docs, w_vals, n_docs, k, n_blocks, d
     n_q = len(q_ptr) - 1
     out_s = np.full((n_q, k), -np.inf, dtype=np.float32)
     out_i = np.full((n_q, k), -1, dtype=np.int64)
-    per = (n_q + n_blocks - 1) // n_blocks
     for blk in nb.prange(n_blocks):
         acc = np.zeros(n_docs, dtype=np.float32)
         seen = np.zeros(n_docs, dtype=np.bool_)
         touched = np.empty(n_docs, dtype=np.int64)
         hs = np.empty(k, dtype=np.float32)
         hi = np.empty(k, dtype=np.int64)
-        for q in range(blk * per, min(n_q, (blk + 1) * per)):
+        # strided, not contiguous: question sets arrive grouped by source (short MMLU questions, then
+        # long MedQA vignettes), and prange hands each thread a contiguous run of blocks
+        for q in range(blk, n_q, n_blocks):
             n_post = 0
             for a in range(q_ptr[q], q_ptr[q + 1]):
                 n_post += w_ptr[q_terms[a] + 1] - w_ptr[q_terms[a]]
@@ -177,7 +178,6 @@ def self_knn(q_ptr, q_terms, q_counts, w_ptr, w_docs, w_vals, max_w, own, offset
     n_q = len(q_ptr) - 1
     out_s = np.full((n_q, k), -np.inf, dtype=np.float32)
     out_i = np.full((n_q, k), -1, dtype=np.int64)
-    per = (n_q + n_blocks - 1) // n_blocks
     for blk in nb.prange(n_blocks):
         acc = np.zeros(n_docs, dtype=np.float32)
         seen = np.zeros(n_docs, dtype=np.bool_)
@@ -186,7 +186,7 @@ def self_knn(q_ptr, q_terms, q_counts, w_ptr, w_docs, w_vals, max_w, own, offset
         scored_list = np.empty(_PROBE_TERMS * _PROBE, dtype=np.int64)
         hs = np.empty(k, dtype=np.float32)
         hi = np.empty(k, dtype=np.int64)
-        for q in range(blk * per, min(n_q, (blk + 1) * per)):
+        for q in range(blk, n_q, n_blocks):  # strided: neighbouring nodes share a document's length
             a0, a1 = q_ptr[q], q_ptr[q + 1]
             if own[q] <= 0.0 or a1 == a0:
                 continue
