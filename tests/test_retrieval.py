@@ -525,3 +525,31 @@ def test_bm25_numba_dense_and_sparse_modes_equal_scipy():
         sb, ib = b.search(queries, k)
         np.testing.assert_array_equal(ia, ib)
         np.testing.assert_array_equal(sa, sb)
+
+
+@pytest.mark.parametrize("stopwords", [True, False])
+def test_bm25_query_matrix_equals_tokenize_then_lookup(stopwords, tmp_path):
+    """The fast query matrix (C-level id lookup, no stop-word pass) holds the counts of
+    ``tokenize(q, stopwords)`` terms in the vocabulary, and follows a refit or restore."""
+    docs = ["The patient has a fever and the fever is high.", "Insulin lowers glucose in diabetes.",
+            "Aspirin and warfarin raise the bleeding risk."]
+    queries = ["What is the fever of the patient?", "the a an", "", "unknown words only",
+               "Fever fever FEVER and glucose", "warfarin, aspirin; bleeding!"]
+    r = BM25Retriever(stopwords=stopwords).fit(docs)
+
+    def want(rr):
+        m = np.zeros((len(queries), len(rr.vocab)), dtype=np.float32)
+        for i, q in enumerate(queries):
+            for t in tokenize(q, stopwords=stopwords):
+                if t in rr.term_index:
+                    m[i, rr.term_index[t]] += 1
+        return m
+
+    q = r.query_matrix(queries)
+    assert q.has_sorted_indices and q.dtype == np.float32
+    np.testing.assert_array_equal(q.toarray(), want(r))
+    r.fit(docs[::-1] + ["Fever clinic."])  # a new vocabulary: the lookup table follows it
+    np.testing.assert_array_equal(r.query_matrix(queries).toarray(), want(r))
+    r.save(tmp_path)
+    back = BM25Retriever(stopwords=stopwords).fit(["unrelated text"]).restore(tmp_path)
+    np.testing.assert_array_equal(back.query_matrix(queries).toarray(), want(back))

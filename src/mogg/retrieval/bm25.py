@@ -76,6 +76,7 @@ class BM25Retriever:
         self.average_idf = 0.0
         self.weights = sp.csr_matrix((0, 0), dtype=np.float32)  # W [V, N]
         self._torch_weights = None  # (device, torch CSR copy of W) cache
+        self._ids_plus_one: tuple[list[str], dict[str, int]] | None = None  # (vocab, term -> id + 1) for query_matrix
 
     # ------------------------------------------------------------------ index
     def config(self) -> dict:
@@ -104,6 +105,7 @@ class BM25Retriever:
         """The reduce step: global document frequencies -> idf, avgdl -> weights ``W``."""
         self.vocab = list(vocab)
         self.term_index = {t: i for i, t in enumerate(self.vocab)}
+        self._ids_plus_one = None
         self.n_docs = len(doc_len)
         self.doc_len = np.asarray(doc_len, dtype=np.int64)
         self.total_len = int(self.doc_len.sum())
@@ -178,19 +180,26 @@ class BM25Retriever:
         return "torch", self.device or ("cuda" if cuda else "cpu")
 
     def query_matrix(self, queries: Sequence[str]) -> sp.csr_matrix:
-        """Query term counts ``Q`` [B, V] (float32); terms outside the vocabulary are dropped."""
-        index = self.term_index
+        """Query term counts ``Q`` [B, V] (float32, sorted indices); terms outside the vocabulary are dropped."""
+        # Hot path at thousands of queries/s: tokens map to ids through C-level map/filter. Stop
+        # words need no filter here: the index was built without them, so they are outside the
+        # vocabulary like any unknown term (the same ids as tokenize(q, stopwords) + lookup).
+        cache = self._ids_plus_one
+        if cache is None or cache[0] is not self.vocab or len(cache[1]) != len(self.vocab):
+            # term -> id + 1: 0 is falsy, so filter(None) drops the misses
+            cache = self._ids_plus_one = (self.vocab, {t: i + 1 for i, t in enumerate(self.vocab)})
+        get = cache[1].get
         ids, lengths = array("q"), array("q")
         for q in queries:
-            known = [index[t] for t in tokenize(q, stopwords=self.stopwords) if t in index]
-            ids.extend(known)
-            lengths.append(len(known))
-        cols = np.frombuffer(ids, dtype=np.int64)
-        rows = np.repeat(np.arange(len(queries)), np.frombuffer(lengths, dtype=np.int64))
-        mat = sp.csr_matrix((np.ones(len(cols), dtype=np.float32), (rows, cols)),
-                            shape=(len(queries), len(self.vocab)))
-        mat.sum_duplicates()
-        return mat
+            before = len(ids)
+            ids.extend(filter(None, map(get, tokenize(q))))
+            lengths.append(len(ids) - before)
+        n, v = len(queries), len(self.vocab)
+        rows = np.repeat(np.arange(n, dtype=np.int64), np.frombuffer(lengths, dtype=np.int64))
+        # CSR straight from the sorted unique (row, term) keys: counts are the duplicates
+        keys, counts = np.unique(rows * v + (np.frombuffer(ids, dtype=np.int64) - 1), return_counts=True)
+        indptr = np.searchsorted(keys, np.arange(n + 1, dtype=np.int64) * v)
+        return sp.csr_matrix((counts.astype(np.float32), keys % v, indptr), shape=(n, v))
 
     def search(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` ``(scores float32 [Q, k], ids int64 [Q, k])``, as in :mod:`.base`."""
@@ -281,6 +290,7 @@ class BM25Retriever:
         check_saved_config(type(self).__name__, directory, params["config"], self.config())
         self.vocab = json.loads((directory / VOCAB_FILE).read_text(encoding="utf-8"))
         self.term_index = {t: i for i, t in enumerate(self.vocab)}
+        self._ids_plus_one = None
         with np.load(directory / STATS_FILE, allow_pickle=False) as stats:
             self.doc_freqs, self.doc_len = stats["doc_freqs"], stats["doc_len"]
             self.idf = stats["idf"]
