@@ -553,3 +553,23 @@ def test_bm25_query_matrix_equals_tokenize_then_lookup(stopwords, tmp_path):
     r.save(tmp_path)
     back = BM25Retriever(stopwords=stopwords).fit(["unrelated text"]).restore(tmp_path)
     np.testing.assert_array_equal(back.query_matrix(queries).toarray(), want(back))
+
+
+def test_dense_exact_search_settles_near_ties_like_brute_force():
+    """Near-duplicate documents (copies + 1e-6 noise: m-th and next candidates within 1e-5) go
+    through the widened candidate list, and runs of more copies than it holds through full
+    scoring; both give brute force's top-k by (-exact cosine, id)."""
+    rng = np.random.default_rng(3)
+    base = rng.normal(size=(40, 16))
+    copies = np.concatenate([np.repeat(base[:30], 3, axis=0), np.repeat(base[30:], 90, axis=0)])  # runs of 3 and of 90
+    docs = (copies + 1e-6 * rng.normal(size=copies.shape)).astype(np.float32)
+    queries = (base + 1e-3 * rng.normal(size=base.shape)).astype(np.float32)
+    enc = _VecEncoder(docs, queries)
+    texts, qs = [f"d{i}" for i in range(len(docs))], [f"q{i}" for i in range(len(queries))]
+    r = DenseRetriever(enc, batch_size=7).fit(texts)
+    full = np.einsum("bd,nd->bn", l2_normalize(queries), r.embeddings).astype(np.float32)
+    for k in (1, 5, 10):
+        want_s, want_i = topk_rows(full, k)
+        got_s, got_i = r.search(qs, k)
+        np.testing.assert_array_equal(got_i, want_i)
+        np.testing.assert_array_equal(got_s, want_s)
