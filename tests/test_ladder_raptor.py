@@ -478,3 +478,22 @@ def test_same_seed_same_tree_across_processes():
     lines = [o[0].strip().splitlines()[-1] for o in outs]
     assert lines[0] == lines[1]
     assert int(lines[0].split("]")[0].split(",")[0].strip("[")) > 2 * (4 + 2)  # enough leaves for real UMAP
+
+
+def test_umap_epochs_follow_the_layer_size(monkeypatch):
+    """Every UMAP fit of a layer (global, local, re-splits) runs the layer's epochs: UMAP's own
+    range [200, 500] scaled to a fixed budget of point-epochs per layer."""
+    from mogg.ladders import raptor
+
+    assert raptor.layer_epochs(100) == 500 and raptor.layer_epochs(4_363) == 458
+    assert raptor.layer_epochs(10_000) == 200 and raptor.layer_epochs(300_000) == 200
+    seen = []
+    real = raptor.reduce_dims
+    monkeypatch.setattr(raptor, "reduce_dims", lambda x, dim, nb, seed, epochs: seen.append((len(x), epochs))
+                        or real(x, dim, nb, seed, epochs=epochs))
+    rng = np.random.default_rng(0)
+    emb = (rng.normal(size=(8, 16))[rng.integers(0, 8, 300)] + 0.1 * rng.normal(size=(300, 16))).astype(np.float32)
+    raptor.cluster_nodes(emb, np.full(300, 50), dim=4, neighbors=10, max_clusters=8, threshold=0.1,
+                         token_cap=800, seed=0)
+    assert len(seen) > 2 and {e for _, e in seen} == {raptor.layer_epochs(300)}
+    assert any(n < 300 for n, _ in seen)  # local fits on fewer nodes kept the layer's epochs

@@ -43,7 +43,10 @@ __all__ = ["RaptorLadderBuilder", "add_documents", "cluster_nodes", "tree_childr
 # BIC is scanned over this grid (capped by max clusters and layer size) instead of every size
 # from 1 to 50: same choices in practice, ~3x fewer mixture fits on large layers.
 _BIC_PATIENCE = 3
-_UMAP_EPOCHS = 200
+# UMAP epochs by layer size: UMAP's own range (500 below 10k points, 200 above), scaled so one
+# layer's optimisation is about _UMAP_EPOCH_BUDGET point-epochs: 500 up to 4k points, 458 at 4,363,
+# 200 from 10k; every fit of a layer (global, local, re-splits) uses the layer's count.
+_UMAP_EPOCH_BUDGET = 2_000_000
 _GMM_GRID = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 50, 64, 80, 100)
 
 
@@ -68,7 +71,12 @@ def cosine_knn(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     return out_i, out_d
 
 
-def reduce_dims(x: np.ndarray, dim: int, neighbors: int, seed: int) -> np.ndarray:
+def layer_epochs(n: int, budget: int = _UMAP_EPOCH_BUDGET) -> int:
+    """UMAP epochs for a layer of ``n`` nodes: ``budget / n`` clipped to UMAP's own [200, 500]."""
+    return int(np.clip(round(budget / max(n, 1)), 200, 500))
+
+
+def reduce_dims(x: np.ndarray, dim: int, neighbors: int, seed: int, epochs: int = 200) -> np.ndarray:
     """UMAP to ``dim`` dims (cosine, seeded, ``n_neighbors`` capped at n-1); PCA for tiny layers.
 
     UMAP's spectral init needs n comfortably above dim + 1; below ``2 * (dim + 2)`` points a
@@ -90,12 +98,11 @@ def reduce_dims(x: np.ndarray, dim: int, neighbors: int, seed: int) -> np.ndarra
         warnings.simplefilter("ignore")  # "n_jobs overridden by random_state", "k >= N" notes
         # Speed (measured on 384-d embeddings, 2 cores): the cosine kNN graph is computed exactly by
         # faiss and handed to UMAP (no nearest-neighbour descent: its JIT compilation alone cost
-        # ~60 s per process, its search 7 s on 2k points); 200 epochs, UMAP's own choice above 10k
-        # points, for every layer (10k points: 6 s instead of 93 s at the 500 it uses below 10k).
+        # ~60 s per process, its search 7 s on 2k points); ``epochs`` from :func:`layer_epochs`.
         # Tree quality before and after: README, RAPTOR section.
         k = int(max(2, min(neighbors, n - 1)))
         red = umap.UMAP(n_neighbors=k, n_components=dim, metric="cosine", random_state=seed, n_jobs=1,
-                        low_memory=True, n_epochs=_UMAP_EPOCHS, precomputed_knn=(*cosine_knn(x, k), None))
+                        low_memory=True, n_epochs=int(epochs), precomputed_knn=(*cosine_knn(x, k), None))
         return red.fit_transform(x).astype(np.float64)
 
 
@@ -150,18 +157,20 @@ def _split_by_tokens(tokens: np.ndarray, cap: int) -> list[np.ndarray]:
 
 def cluster_nodes(emb: np.ndarray, tokens: np.ndarray, dim: int, neighbors: int, max_clusters: int,
                   threshold: float, token_cap: int, seed: int, depth: int = 0,
-                  timings: dict | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+                  timings: dict | None = None, epochs: int | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
     """RAPTOR clustering of one layer: global, then local, then re-split of over-long clusters.
 
     ``emb`` float32 [n, d], ``tokens`` int64 [n]. Returns clusters ``(members, membership)`` sorted
     by their first member, so ids are stable for a given input and seed. ``timings`` (optional)
-    accumulates seconds under "umap" and "mixture".
+    accumulates seconds under "umap" and "mixture". ``epochs``: UMAP epochs of every fit (default
+    :func:`layer_epochs` of this layer's size).
     """
     timings = {"umap": 0.0, "mixture": 0.0} if timings is None else timings
+    epochs = layer_epochs(len(emb)) if epochs is None else int(epochs)
 
     def reduce(x):
         t0 = time.perf_counter()
-        z = reduce_dims(x, dim, neighbors, seed)
+        z = reduce_dims(x, dim, neighbors, seed, epochs)
         timings["umap"] = timings.get("umap", 0.0) + time.perf_counter() - t0
         return z
 
@@ -187,7 +196,7 @@ def cluster_nodes(emb: np.ndarray, tokens: np.ndarray, dim: int, neighbors: int,
             sub = None
             if depth < 3:
                 sub = cluster_nodes(emb[mem], tokens[mem], dim, neighbors, max_clusters, threshold, token_cap,
-                                    seed, depth + 1, timings)
+                                    seed, depth + 1, timings, epochs)
             if sub is None or len(sub) == 1:  # no progress: cut by tokens, in node order
                 sub = [(g, np.ones(len(g))) for g in _split_by_tokens(tokens[mem], token_cap)]
             out.extend((mem[m], prob[m] * p) for m, p in sub)
@@ -250,7 +259,7 @@ class RaptorLadderBuilder(LadderBuilder):
             "leaf_tokens": self.leaf_tokens, "umap_dim": self.umap_dim, "umap_neighbors": self.umap_neighbors,
             "gmm_max_clusters": self.gmm_max_clusters, "threshold": self.threshold,
             "cluster_token_cap": self.cluster_token_cap, "max_layers": self.max_layers, "stop_size": self.stop_size,
-            "per_document": self.per_document, "seed": self.seed,
+            "per_document": self.per_document, "seed": self.seed, "umap_epoch_budget": _UMAP_EPOCH_BUDGET,
             **({"leaf_chunker": self.leaf_chunker.config()} if self.leaf_chunker is not None else {}),
         }
 
