@@ -216,7 +216,7 @@ class DenseRetriever:
         logger.info("faiss %s index: %d vectors (trained on %d)", self.index, idx.ntotal, len(sample))
         return idx
 
-    def _set_nprobe(self) -> None:
+    def _set_search_params(self) -> None:
         """Search-time knobs of an approximate index: IVF ``nprobe``, HNSW ``efSearch``."""
         import faiss
 
@@ -232,7 +232,7 @@ class DenseRetriever:
         if self._index is None:
             if self.backend == "faiss" and not self.exact:
                 self._index = self._build_ann()
-                self._set_nprobe()
+                self._set_search_params()
                 self._index = self._to_device(self._index)
             elif self.backend == "faiss":
                 import faiss
@@ -375,7 +375,7 @@ class DenseRetriever:
             import faiss
 
             self._index = faiss.read_index(str(directory / FAISS_FILE))
-            self._set_nprobe()
+            self._set_search_params()
             if self._index.ntotal != self.n_docs:
                 raise ValueError(f"{directory}: {FAISS_FILE} holds {self._index.ntotal} vectors, "
                                  f"embeddings {self.n_docs}")
