@@ -139,7 +139,8 @@ def test_all_ladders_one_report(tmp_path, mirage):
     tree policies next to the fixed levels."""
     ov = [f"paths.data_dir={mirage.parent}", f"paths.artifacts={tmp_path / 'a'}", f"paths.reports={tmp_path / 'r'}",
           "experiment=all_ladders", "questions.limit=30", "corpus.sources.1.min_chars=1200", "use_router=false",
-          "ladders.raptor.umap_neighbors=5", "ladders.raptor.max_layers=2"]
+          "ladders.raptor.umap_neighbors=5", "ladders.raptor.max_layers=2",
+          "encoder.max_length=32"]  # MiniLM on 2 CPU cores: ~40 ms a 100-token leaf; 32 tokens keep the test short
     s = evaluate(compose(ov))
     assert set(s) == {"mog", "mogg", "raptor"}
     pols = s["raptor"]["policies"]
