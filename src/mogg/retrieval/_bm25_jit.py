@@ -13,9 +13,11 @@ _PROBE_TERMS = 1
 # and scans all scores (sequential, cheap) instead: 2,000 MIRAGE questions on 100k docs, 1 thread,
 # kernel 0.95 s at factor 4, 0.51 s at 16, 0.46 s at 64.
 _DENSE_FACTOR = 32
-# Scores per chunk of the dense pass's top-k scan: 2,000 questions, 1 thread, same run: 1M docs
-# 4.40 s per-score compare -> 3.91 s by chunks of 256; 100k docs 476 -> 448 ms (64: 508, 1024: 437).
-_SCAN_CHUNK = 256
+# Scores per chunk of the dense pass's top-k scan (chunk maxima, then only the chunks that can hold
+# a top-k score). 2,000 MIRAGE questions on 100k docs, kernel alone, alternating with the previous
+# kernel (a count of scores above the heap root per chunk of 256, signed indices) on a noisy VM:
+# chunks of 64 1.19-1.43x faster at 1 thread, 1.39-1.60x at 2; 128 1.25-1.35x / 1.24-1.42x; 32 1.09x / 1.20x.
+_SCAN_CHUNK = 64
 
 
 @nb.njit(cache=True, inline="always")
@@ -70,11 +72,16 @@ def _push(hs, hi, n, k, s, d):  # offer (s, d) to a bounded heap of n <= k entri
 
 
 @nb.njit(cache=True)
-def _count_above(acc, lo, hi, root):  # how many of acc[lo:hi] exceed root (no branch: vectorizes)
-    c = 0
-    for j in range(lo, hi):
-        c += acc[j] > root
-    return c
+def _chunk_key_max(bits, lo, hi):
+    """max over ``bits[lo:hi]`` (float32 scores viewed as int32) of an integer key ordered as the
+    floats are: non-negative floats order as their bits, negative ones with the low 31 bits flipped
+    (-0.0 would rank below +0.0, but sums that start at +0.0 never become -0.0). Branch-free with
+    unsigned indices, so LLVM vectorizes it."""
+    m = np.int32(np.iinfo(np.int32).min)
+    for j in range(np.uint64(lo), np.uint64(hi)):
+        b = bits[j]  # explicit int32 throughout: numba widens to int64 otherwise (half the lanes)
+        m = max(m, np.int32(b ^ ((b >> np.int32(31)) & np.int32(0x7FFFFFFF))))
+    return m
 
 
 @nb.njit(cache=True, parallel=True)
@@ -88,6 +95,11 @@ def topk(q_ptr, q_terms, q_counts, w_ptr, w_docs, w_vals, n_docs, k, n_blocks, d
         touched = np.empty(n_docs, dtype=np.int64)
         hs = np.empty(k, dtype=np.float32)
         hi = np.empty(k, dtype=np.int64)
+        bits = acc.view(np.int32)
+        n_chunks = (n_docs + _SCAN_CHUNK - 1) // _SCAN_CHUNK
+        ckeys = np.empty(n_chunks, dtype=np.int32)
+        hk = np.empty(k, dtype=np.int32)
+        hc = np.empty(k, dtype=np.int64)
         # strided, not contiguous: question sets arrive grouped by source (short MMLU questions, then
         # long MedQA vignettes), and prange hands each thread a contiguous run of blocks
         for q in range(blk, n_q, n_blocks):
@@ -96,33 +108,35 @@ def topk(q_ptr, q_terms, q_counts, w_ptr, w_docs, w_vals, n_docs, k, n_blocks, d
                 n_post += w_ptr[q_terms[a] + 1] - w_ptr[q_terms[a]]
             if n_post * dense_factor > n_docs:
                 # dense mode (long queries with common terms touch most documents): accumulate
-                # without tracking, then one sequential pass over all scores, zeros included,
-                # exactly as over a dense row of the product (ties by ascending id)
+                # without tracking, then a pass over all scores, zeros included, exactly as over
+                # a dense row of the product (ties by ascending id)
+                # unsigned indices: numba wraps negative signed indices at every access, and that
+                # compare-and-add cost ~30% of this scatter (2,000 questions, 100k docs: 281 -> 201 ms)
                 for a in range(q_ptr[q], q_ptr[q + 1]):
                     t, c = q_terms[a], q_counts[a]
                     if c == 1.0:  # most query terms occur once: 1 * w == w exactly, skip the product
                         for b in range(w_ptr[t], w_ptr[t + 1]):
-                            acc[w_docs[b]] += w_vals[b]
+                            acc[np.uint64(w_docs[b])] += w_vals[b]
                     else:
                         for b in range(w_ptr[t], w_ptr[t + 1]):
-                            acc[w_docs[b]] += c * w_vals[b]
+                            acc[np.uint64(w_docs[b])] += c * w_vals[b]
+                # chunk maxima by order-preserving integer keys (a float max does not vectorize
+                # in numba; an int32 max does): the k-th largest chunk maximum is a lower bound
+                # on the k-th best score, since k chunks each hold a score >= it; chunks below it
+                # hold only scores strictly below the k-th best and are skipped, exactly
+                theta = np.int32(np.iinfo(np.int32).min)
+                if n_chunks > k:
+                    n = 0
+                    for ch in range(n_chunks):
+                        ck = _chunk_key_max(bits, ch * _SCAN_CHUNK, min(n_docs, (ch + 1) * _SCAN_CHUNK))
+                        ckeys[ch] = ck
+                        n = _push(hk, hc, n, k, ck, ch)
+                    theta = hk[0]
                 n = 0
-                first = min(k, n_docs)
-                for d in range(first):
-                    n = _push(hs, hi, n, k, acc[d], d)
-                root = hs[0]
-                # chunks of _SCAN_CHUNK scores: a branch-free count of those above the root
-                # (vectorized) skips most chunks once the heap has warmed up; ids only grow, so
-                # an equal score never beats the root
-                for lo in range(first, n_docs, _SCAN_CHUNK):
-                    hi_d = min(n_docs, lo + _SCAN_CHUNK)
-                    if _count_above(acc, lo, hi_d, root) > 0:
-                        for d in range(lo, hi_d):
-                            s = acc[d]
-                            if s > root:
-                                hs[0], hi[0] = s, d
-                                _sift_down(hs, hi, n, 0)
-                                root = hs[0]
+                for ch in range(n_chunks):  # ascending ids: ties resolve as in the product
+                    if n_chunks <= k or ckeys[ch] >= theta:
+                        for d in range(ch * _SCAN_CHUNK, min(n_docs, (ch + 1) * _SCAN_CHUNK)):
+                            n = _push(hs, hi, n, k, acc[d], d)
                 acc[:] = 0.0  # one memset instead of a store per document in the scan
                 _drain(hs, hi, n, out_s, out_i, q)
                 continue
