@@ -248,21 +248,26 @@ def _knn_scipy(q_all, r: BM25Retriever, self_s, k, min_sim, batch_size, offset, 
 
 def dense_knn(embeddings: np.ndarray, k: int, min_sim: float = -1.0, batch_size: int = 2048,
               backend: str = "faiss", timings: dict | None = None, index_embeddings: np.ndarray | None = None,
-              offset: int = 0, index: str = "Flat", nprobe: int = 32, ef_search: int = 128, seed: int = 0):
+              offset: int = 0, index: str = "Flat", nprobe: int = 32, ef_search: int = 128, seed: int = 0,
+              retriever: DenseRetriever | None = None):
     """Cosine kNN of every embedding [Uq, d] among all, self excluded; same contract as :func:`bm25_knn`.
 
     With ``index_embeddings`` [U, d] (all nodes), row i of ``embeddings`` is node ``offset + i``.
     ``index``: a faiss factory string; "Flat" is exact, e.g. "IVF1024,Flat" or "HNSW32" approximate
     (candidates re-scored exactly, so a found neighbour has its exact similarity; see
-    :func:`knn_recall` for how many are found).
+    :func:`knn_recall` for how many are found). ``retriever``: a :class:`DenseRetriever` already
+    fitted on all nodes (a sharded build's node index, its trained faiss index saved once and
+    reused by every kNN shard); then ``index``, ``nprobe``, ``ef_search`` and ``seed`` are its own.
     """
     t0 = time.perf_counter()
     nodes = embeddings if index_embeddings is None else index_embeddings
+    if retriever is not None:
+        nodes = retriever.embeddings
     if offset < 0 or offset + len(embeddings) > len(nodes):
         raise ValueError(f"query nodes {offset}..{offset + len(embeddings)} outside the index of {len(nodes)} nodes")
-    r = DenseRetriever(None, backend=backend, batch_size=batch_size, index=index, nprobe=nprobe,
-                       ef_search=ef_search, seed=seed).fit_embeddings(nodes)
-    r._get_index()  # build (and train) now, so that its time counts as indexing
+    r = retriever or DenseRetriever(None, backend=backend, batch_size=batch_size, index=index, nprobe=nprobe,
+                                    ef_search=ef_search, seed=seed).fit_embeddings(nodes)
+    r.build_index()  # now (IVF: trained), so that its time counts as indexing
     t1 = time.perf_counter()
     s, i = r.search_embeddings(embeddings, k + 1)  # [Uq, k+1]: self is usually among them
     out = _drop_self(s, i, offset + np.arange(len(s)), k, min_sim)
@@ -470,7 +475,9 @@ class GraphLadderBuilder(LadderBuilder):
         """An unfitted index over nodes for this similarity: BM25 (as :func:`bm25_knn` fits it) or dense."""
         if self.similarity == "bm25":
             return BM25Retriever(backend="scipy", batch_size=self.batch_size)
-        return DenseRetriever(self.encoder, batch_size=self.batch_size)
+        # the builder's faiss index: a sharded build saves it (trained) with the node index once
+        return DenseRetriever(self.encoder, batch_size=self.batch_size, index=self.dense_index, nprobe=self.nprobe,
+                              ef_search=self.ef_search, seed=self.seed)
 
     def knn_rows(self, index, texts: Sequence[str], offset: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """kNN rows of nodes ``offset .. offset + len(texts) - 1`` against ``index`` (fitted over all nodes).
@@ -482,8 +489,7 @@ class GraphLadderBuilder(LadderBuilder):
                             retriever=index, offset=offset, backend=self.knn_backend, show_progress=self.show_progress)
         q = index.embeddings[offset : offset + len(texts)]  # the index stores the nodes' embeddings
         return dense_knn(q, self.k_graph, self.t_graph, self.batch_size, timings=self.timings,
-                         index_embeddings=index.embeddings, offset=offset, index=self.dense_index,
-                         nprobe=self.nprobe, ef_search=self.ef_search, seed=self.seed)
+                         offset=offset, retriever=index)
 
     def nodes(self, documents: Sequence[Document], show_progress: bool = False) -> Units:
         """The graph's nodes: ``node_sentences``-sentence groups of each document, in corpus order."""

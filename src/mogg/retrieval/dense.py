@@ -228,6 +228,12 @@ class DenseRetriever:
         if hnsw is not None:
             hnsw.efSearch = self.ef_search
 
+    def build_index(self) -> Self:
+        """Build (and for IVF, train) the search index now instead of at the first search: callers
+        that time indexing and searching apart, or want a trained index before forking, call it."""
+        self._get_index()
+        return self
+
     def _get_index(self):
         if self._index is None:
             if self.backend == "faiss" and not self.exact:
