@@ -16,7 +16,7 @@ import numpy as np
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["Retriever", "topk_rows", "order_rows", "merge_topk", "empty_topk"]
+__all__ = ["Retriever", "topk_rows", "order_rows", "merge_topk", "empty_topk", "trivial_topk"]
 
 
 @runtime_checkable
@@ -51,6 +51,16 @@ def empty_topk(n_queries: int, k: int) -> tuple[np.ndarray, np.ndarray]:
     """All-padding result: scores ``-inf`` and ids ``-1``, shape [n_queries, k]."""
     return (np.full((n_queries, k), -np.inf, dtype=np.float32),
             np.full((n_queries, k), -1, dtype=np.int64))
+
+
+def trivial_topk(n_docs: int, n_queries: int, k: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Check ``k``; the all-padding result when nothing can be ranked (no texts, no queries or
+    ``k == 0``), else ``None``: the guard every retriever's ``search`` starts with."""
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+    if n_docs == 0 or n_queries == 0 or k == 0:
+        return empty_topk(n_queries, k)
+    return None
 
 
 def topk_rows(scores: torch.Tensor | np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -19,7 +19,7 @@ from typing import Any, Self
 import numpy as np
 import scipy.sparse as sp
 
-from mogg.retrieval.base import check_runtime_kwargs, check_saved_config, empty_topk, topk_rows
+from mogg.retrieval.base import check_runtime_kwargs, check_saved_config, empty_topk, topk_rows, trivial_topk
 from mogg.text import tokenize
 
 logger = logging.getLogger(__name__)
@@ -203,11 +203,9 @@ class BM25Retriever:
 
     def search(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` ``(scores float32 [Q, k], ids int64 [Q, k])``, as in :mod:`.base`."""
-        if k < 0:
-            raise ValueError(f"k must be >= 0, got {k}")
         queries = list(queries)
-        if self.n_docs == 0 or not queries or k == 0:
-            return empty_topk(len(queries), k)
+        if (trivial := trivial_topk(self.n_docs, len(queries), k)) is not None:
+            return trivial
         # The numba kernel keeps no [b, N] score block, so its batches are only bounded by batch_size
         # (at 1M docs the dense-block bound meant 67 queries per call, and per-call buffers dominated).
         step = self.batch_size

@@ -23,7 +23,7 @@ from typing import Any, Self
 import numpy as np
 import scipy.sparse as sp
 
-from mogg.retrieval.base import check_runtime_kwargs, check_saved_config, empty_topk, merge_topk
+from mogg.retrieval.base import check_runtime_kwargs, check_saved_config, empty_topk, merge_topk, trivial_topk
 from mogg.retrieval.bm25 import BM25Retriever, bm25_idf
 
 logger = logging.getLogger(__name__)
@@ -146,12 +146,10 @@ class ShardedBM25:
     # ------------------------------------------------------------------ search
     def search(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` ``(scores float32 [Q, k], ids int64 [Q, k])`` over all parts (global ids)."""
-        if k < 0:
-            raise ValueError(f"k must be >= 0, got {k}")
         queries = list(queries)
+        if (trivial := trivial_topk(self.n_docs, len(queries), k)) is not None:
+            return trivial
         best_s, best_i = empty_topk(len(queries), k)
-        if self.n_docs == 0 or not queries or k == 0:
-            return best_s, best_i
         # Tokenized once against the global vocabulary; each part takes the columns of its terms.
         proto = self._proto  # its tokenizer settings, pointed at the global vocabulary for this call
         proto.vocab, proto.term_index = self.vocab, self._global_index()

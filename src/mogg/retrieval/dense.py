@@ -20,7 +20,13 @@ from typing import Any, Protocol, Self
 
 import numpy as np
 
-from mogg.retrieval.base import check_runtime_kwargs, check_saved_config, empty_topk, order_rows, topk_rows
+from mogg.retrieval.base import (
+    check_runtime_kwargs,
+    check_saved_config,
+    order_rows,
+    topk_rows,
+    trivial_topk,
+)
 from mogg.vectors import l2_normalize
 
 logger = logging.getLogger(__name__)
@@ -254,20 +260,16 @@ class DenseRetriever:
 
     def search(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` ``(scores float32 [Q, k], ids int64 [Q, k])`` by cosine similarity."""
-        if k < 0:
-            raise ValueError(f"k must be >= 0, got {k}")
         queries = list(queries)
-        if self.n_docs == 0 or not queries or k == 0:
-            return empty_topk(len(queries), k)
+        if (trivial := trivial_topk(self.n_docs, len(queries), k)) is not None:
+            return trivial
         return self.search_embeddings((self.query_encoder or self.encoder).encode(queries), k)
 
     def search_embeddings(self, query_emb: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Like :meth:`search` for precomputed query embeddings [Q, d] (normalized here)."""
-        if k < 0:
-            raise ValueError(f"k must be >= 0, got {k}")
+        if (trivial := trivial_topk(self.n_docs, len(query_emb), k)) is not None:
+            return trivial
         q = np.ascontiguousarray(l2_normalize(query_emb))
-        if self.n_docs == 0 or len(q) == 0 or k == 0:
-            return empty_topk(len(q), k)
         if q.shape[1] != self.embeddings.shape[1]:
             raise ValueError(f"query dim {q.shape[1]} != index dim {self.embeddings.shape[1]}")
         out_s, out_i = [], []
