@@ -606,3 +606,27 @@ def test_dense_exact_search_settles_near_ties_like_brute_force():
         got_s, got_i = r.search(qs, k)
         np.testing.assert_array_equal(got_i, want_i)
         np.testing.assert_array_equal(got_s, want_s)
+
+
+def test_every_retriever_guards_k_and_empty_inputs():
+    """The shared guard: k < 0 is refused; k = 0, no queries or an empty index give all-padding
+    results of the contract's shape and dtypes, for BM25 (both kernels), BM25 in parts and dense."""
+    from mogg.retrieval.bm25_sharded import ShardedBM25
+
+    doc_vecs, query_vecs, doc_texts, query_texts = _dense_setup(n_docs=20, n_queries=3)
+    texts = ["heart failure", "renal failure", "insulin"]
+    fitted = [BM25Retriever(backend="scipy").fit(texts), BM25Retriever(backend="numba").fit(texts),
+              ShardedBM25(backend="scipy", part_docs=2).fit(texts),
+              DenseRetriever(FakeEncoder(doc_vecs, query_vecs), backend="torch", device="cpu").fit(doc_texts)]
+    for r in fitted:
+        q = query_texts if isinstance(r, DenseRetriever) else ["heart", "failure", "x"]
+        with pytest.raises(ValueError, match="k must be >= 0"):
+            r.search(q, -1)
+        for queries, k, shape in ((q, 0, (3, 0)), ([], 4, (0, 4))):
+            s, i = r.search(queries, k)
+            assert s.shape == i.shape == shape and s.dtype == np.float32 and i.dtype == np.int64
+    empty = BM25Retriever(backend="scipy").fit([])
+    s, i = empty.search(["heart"], 2)
+    assert (i == -1).all() and np.isneginf(s).all() and i.shape == (1, 2)
+    with pytest.raises(ValueError, match="k must be >= 0"):
+        fitted[3].search_embeddings(query_vecs, -2)
