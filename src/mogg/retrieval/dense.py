@@ -23,6 +23,7 @@ import numpy as np
 from mogg.retrieval.base import (
     check_runtime_kwargs,
     check_saved_config,
+    merge_topk,
     order_rows,
     topk_rows,
     trivial_topk,
@@ -328,8 +329,7 @@ class DenseRetriever:
         wide_n = min(self.n_docs, max(4 * extra, 64))
         _, wide = self._get_index().search(q, wide_n)  # [t, M]
         vals = self._exact(q, wide)
-        order = np.lexsort((wide, -vals), axis=1)[:, :m]  # by (-exact score, id)
-        top_vals, top_ids = order_rows(np.take_along_axis(vals, order, 1), np.take_along_axis(wide, order, 1), k)
+        top_vals, top_ids = merge_topk(vals, wide, k)  # by (-exact score, id); here m == k < M
         if wide_n == self.n_docs:
             return top_vals, top_ids
         full_rows = np.flatnonzero(top_vals[:, m - 1] <= vals[:, -1] + 1e-5)
