@@ -497,3 +497,47 @@ def test_umap_epochs_follow_the_layer_size(monkeypatch):
                          token_cap=800, seed=0)
     assert len(seen) > 2 and {e for _, e in seen} == {raptor.layer_epochs(300)}
     assert any(n < 300 for n, _ in seen)  # local fits on fewer nodes kept the layer's epochs
+
+
+def test_layer_clustering_is_the_same_on_any_number_of_threads():
+    """One layer's kNN graph, UMAP and mixtures give the same clusters, bit for bit, on 1 and 2
+    BLAS/OpenMP threads (faiss's blocked BLAS scores used to differ in the last bits with the
+    thread count: another UMAP embedding, another tree on another machine)."""
+    from threadpoolctl import threadpool_limits
+
+    from mogg.ladders.raptor import cluster_nodes, cosine_knn
+
+    rng = np.random.default_rng(0)
+    centers = rng.normal(size=(25, 96))
+    emb = (centers[rng.integers(0, 25, 1500)] + 0.4 * rng.normal(size=(1500, 96))).astype(np.float32)
+    tokens = np.full(len(emb), 50)
+    runs = []
+    for threads in (1, 2):
+        with threadpool_limits(limits=threads):
+            knn = cosine_knn(emb, 15)
+            clusters = cluster_nodes(emb, tokens, dim=10, neighbors=15, max_clusters=50, threshold=0.1,
+                                     token_cap=10**9, seed=0, epochs=50)
+        runs.append((knn, clusters))
+    (knn1, c1), (knn2, c2) = runs
+    assert np.array_equal(knn1[0], knn2[0]) and np.array_equal(knn1[1], knn2[1])
+    assert len(c1) == len(c2) > 1
+    for (m1, p1), (m2, p2) in zip(c1, c2, strict=True):
+        assert np.array_equal(m1, m2) and np.array_equal(p1, p2)
+
+
+def test_cosine_knn_equals_brute_force_with_duplicates():
+    """Self first at distance 0, then the k-1 most similar others by (similarity, id), exact
+    duplicates included (they tie with self and must not push it out)."""
+    from mogg.ladders.raptor import cosine_knn
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(400, 24)).astype(np.float32)
+    x[[5, 77, 300]] = x[12]  # four identical points
+    ids, dist = cosine_knn(x, 8)
+    xn = x / np.linalg.norm(x, axis=1, keepdims=True)
+    sims = xn.astype(np.float64) @ xn.T.astype(np.float64)
+    np.fill_diagonal(sims, -np.inf)
+    want = np.stack([np.lexsort((np.arange(400), -row))[:7] for row in sims])
+    assert np.array_equal(ids[:, 0], np.arange(400)) and (dist[:, 0] == 0).all()
+    assert np.array_equal(ids[:, 1:], want)
+    np.testing.assert_allclose(dist[:, 1:], 1 - np.take_along_axis(sims, want, 1), atol=1e-5)
