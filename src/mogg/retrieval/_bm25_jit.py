@@ -71,6 +71,20 @@ def _push(hs, hi, n, k, s, d):  # offer (s, d) to a bounded heap of n <= k entri
     return n
 
 
+@nb.njit(cache=True, inline="always")
+def _add_postings(acc, seen, touched, n_t, c, w_docs, w_vals, lo, hi):
+    """acc[d] += c * W[t, d] over t's postings lo..hi; documents seen first are appended to
+    ``touched`` (their count ``n_t`` is returned), so a query resets only what it touched."""
+    for b in range(lo, hi):
+        d = w_docs[b]
+        acc[d] += c * w_vals[b]
+        if not seen[d]:
+            seen[d] = True
+            touched[n_t] = d
+            n_t += 1
+    return n_t
+
+
 @nb.njit(cache=True)
 def _chunk_key_max(bits, lo, hi):
     """max over ``bits[lo:hi]`` (float32 scores viewed as int32) of an integer key ordered as the
@@ -142,14 +156,8 @@ def topk(q_ptr, q_terms, q_counts, w_ptr, w_docs, w_vals, n_docs, k, n_blocks, d
                 continue
             n_t = 0
             for a in range(q_ptr[q], q_ptr[q + 1]):  # ascending term ids: the product's order
-                t, c = q_terms[a], q_counts[a]
-                for b in range(w_ptr[t], w_ptr[t + 1]):
-                    d = w_docs[b]
-                    acc[d] += c * w_vals[b]
-                    if not seen[d]:
-                        seen[d] = True
-                        touched[n_t] = d
-                        n_t += 1
+                t = q_terms[a]
+                n_t = _add_postings(acc, seen, touched, n_t, q_counts[a], w_docs, w_vals, w_ptr[t], w_ptr[t + 1])
             n = 0
             for j in range(n_t):  # bounded heap: the worst kept entry at the root
                 d = touched[j]
@@ -248,14 +256,8 @@ def self_knn(q_ptr, q_terms, q_counts, w_ptr, w_docs, w_vals, max_w, own, offset
             for a in range(a0, a1):  # essential terms, ascending term id
                 if rest[a - a0]:
                     continue
-                t, c = q_terms[a], q_counts[a]
-                for b in range(w_ptr[t], w_ptr[t + 1]):
-                    d = w_docs[b]
-                    acc[d] += c * w_vals[b]
-                    if not seen[d]:
-                        seen[d] = True
-                        touched[n_t] = d
-                        n_t += 1
+                t = q_terms[a]
+                n_t = _add_postings(acc, seen, touched, n_t, q_counts[a], w_docs, w_vals, w_ptr[t], w_ptr[t + 1])
             for j in range(n_t):
                 d = touched[j]
                 if d == me or scored[d]:
