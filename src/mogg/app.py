@@ -24,7 +24,9 @@ from mogg.evaluation.qa_accuracy import (
     resolve_policies,
     versus_cot,
 )
+from mogg.evaluation.frontier_report import plot_cross_ladders
 from mogg.evaluation.report import log_summaries, write_report
+from mogg.frontier_stage import evaluate_frontier, frontier_settings, train_actions
 from mogg.pipeline import prepare
 from mogg.prepared import Prepared
 from mogg.routing.crossfit import RouterSettings, crossfit, fit_all, predict_crossfit
@@ -88,6 +90,7 @@ def prepare_all(cfg: DictConfig, questions_cfg: DictConfig | None = None, reader
             name, corpus, questions, builder, instantiate(retriever_node(cfg, name)), labeler, inputs=settings.inputs,
             k_r=cfg.k_r, k=cfg.k, encoder=encoder, artifacts=artifacts, encoder_node=encoder_node,
             max_context_tokens=cfg.get("max_context_tokens"),
+            depth=cfg.frontier.depth if cfg.get("frontier") else None,
         )
         out[name].builder = builder
         out[name].questions_fingerprint = questions.fingerprint()
@@ -214,6 +217,11 @@ def train(cfg: DictConfig) -> dict:
             (out / "train_manifest.json").write_text(json.dumps(meta, indent=1, default=str))
             results[name]["epochs"] = [f["epochs"] for f in info["folds"]]
             log.info("cross-fitted %s routers in %s", name, out)
+        fs = frontier_settings(cfg)
+        if fs is not None and fs.actions:
+            info = train_actions(cfg, settings, prep, out / "actions", fs)
+            results[name]["action_folds"] = len(info["folds"])
+            log.info("cross-fitted %s action routers in %s", name, out / "actions")
         if settings.fit in ("all", "both"):
             src = sources[name]
             router = fit_all(src.features, src.labels, src.level_scores, src.questions, cfg.seed, settings, trainer,
@@ -346,6 +354,7 @@ def evaluate(cfg: DictConfig) -> dict:
     report_dir = Path(cfg.report_dir)
     reader = make_reader(cfg)
     settings = router_settings(cfg)
+    frontiers: dict[str, dict] = {}
     for name, prep in prepare_all(cfg, reader=reader).items():
         weights, routings, router_notes = router_weights(cfg, name, prep)
         results = run_policies(prep, cfg.k, weights, seed=cfg.seed, extra=ladder_policies(cfg, prep))
@@ -363,6 +372,16 @@ def evaluate(cfg: DictConfig) -> dict:
             s["budgets"] = budget_table(prep, deep, budgets)
             sections.extend(budget_section(name, s["budgets"], budgets))
             plot_budgets(name, s["budgets"], budgets, report_dir / f"{name}_budgets.png")
+        fs = frontier_settings(cfg)
+        if fs is not None:
+            if np.isnan(prep.fixed_f1).all():
+                raise ValueError(f"{name}: the frontier needs gold evidence; {cfg.questions._target_} has none")
+            deep_prep = Prepared(**{**prep.__dict__, "hits": prep.deep})  # the ladder's own policies, ranked deep
+            own = ladder_policies(cfg, deep_prep, k=fs.depth, budget=max(fs.budgets))
+            s["frontier"], md = evaluate_frontier(cfg, settings, name, prep, fs, weights, own, checkpoint_dir(cfg, name),
+                                                  report_dir)
+            sections.extend(md)
+            frontiers[name] = s["frontier"]
         reader_recs = {}
         if reader is not None:
             pols = resolve_policies(list(cfg.reader_policies), results, s["best_fixed"])
@@ -381,6 +400,9 @@ def evaluate(cfg: DictConfig) -> dict:
     budgets = [int(b) for b in cfg.get("budgets") or []]
     if budgets and len([s for s in summaries.values() if "budgets" in s]) > 1:
         sections = budget_overview(summaries, budgets) + sections
+    if len(frontiers) > 1:
+        plot_cross_ladders(frontiers, report_dir / "ladders_frontier.png")
+        sections = ["## Ladders at matched reading cost", "", "![ladders](ladders_frontier.png)", ""] + sections
     notes = list(dict.fromkeys(notes))  # a note shared by every ladder (the gold-context setting) once
     report = write_report(report_dir, summaries, records, notes, sections)
     if cfg.get("logger"):

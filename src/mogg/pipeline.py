@@ -43,12 +43,15 @@ def prepare(
     artifacts: Path | None = None,
     encoder_node: dict | None = None,
     max_context_tokens: int | None = None,
+    depth: int | None = None,
 ) -> Prepared:
     """Run the shared stages for one ladder. Retrieval uses the question text only (never options).
 
     ``inputs``: the router's feature groups (:func:`mogg.routing.features.parse_groups`);
     ``encoder_node``: the encoder's Hydra config, saved in the feature recipe so a trained
-    router can rebuild its query encoder; ``max_context_tokens``: the cap on every context.
+    router can rebuild its query encoder; ``max_context_tokens``: the cap on every context;
+    ``depth``: also keep hits this deep per level (``Prepared.deep``, for the frontier and the
+    action router; one search serves both depths).
     """
     if k_r < 1 or k < 1:
         raise ValueError(f"k_r and k must be >= 1 (got k_r={k_r}, k={k})")
@@ -59,7 +62,10 @@ def prepare(
     index = LadderIndex.build(corpus, builder, make_retriever, artifacts)
     ladder, ladder_key = index.ladder, index.key
     leak_notes = check_leakage(corpus, questions, items, ladder, ladder_key, artifacts)  # before retrieval
-    hits = index.search(texts, k_r)
+    if depth:
+        hits, deep = index.search_deep(texts, k_r, depth)
+    else:
+        hits, deep = index.search(texts, k_r), None
     gold_ids, notes = present_gold_ids(items, ladder, name)
     notes = leak_notes + notes
     fixed = [fixed_level_select(ladder, hits, j, k) for j in range(ladder.n_levels)]
@@ -87,7 +93,7 @@ def prepare(
     log.info("%s: %d questions, %d levels, data key %s", name, len(items), ladder.n_levels, data_key)
     return Prepared(name, ladder, ladder_key, items, hits, fixed, fixed_f1, scores, labels, features, data_key,
                     recipe, retriever_config, k_r, max_context_tokens, gold_ids, notes,
-                    utility_is_metric=labeler.source in METRIC_SOURCES)
+                    utility_is_metric=labeler.source in METRIC_SOURCES, deep=deep)
 
 
 def present_gold_ids(items: Sequence[QAItem], ladder: Ladder, name: str = "") -> tuple[list[list[str]], list[str]]:

@@ -42,6 +42,7 @@ class Prepared:
     utility_is_metric: bool = False  # level_scores are the evaluation metric itself (metric/reader labels)
     builder: Any = None  # the ladder builder (its hooks: extra policies, report sections)
     questions_fingerprint: dict | None = None
+    deep: Hits | None = None  # hits at the frontier depth ([Q, L, depth]); None when no frontier runs
 
     @property
     def questions(self) -> list[str]:

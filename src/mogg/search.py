@@ -148,6 +148,19 @@ class LadderIndex:
 
     def search(self, texts: Sequence[str], k_r: int) -> Hits:
         """Top-k_r chunks per level (per corpus part) for all ``texts`` (batched per retriever)."""
-        if len(self.parts) == 1:
-            return search_levels(self.parts[0][0], texts, k_r)
-        return merge_hits([search_levels(r, texts, k_r) for r, _ in self.parts], [o for _, o in self.parts])
+        return self.search_deep(texts, k_r, k_r)[0]
+
+    def search_deep(self, texts: Sequence[str], k_r: int, depth: int) -> tuple[Hits, Hits]:
+        """Hits at ``k_r`` (the router's features) and at ``depth`` (every k a frontier reads), from
+        one search per retriever at the larger depth: the top-k_r of each part's deep ranking is
+        its top-k_r ranking, and parts are merged after cutting, exactly as :meth:`search` would."""
+        n = max(k_r, depth)
+        parts = [search_levels(r, texts, n) for r, _ in self.parts]
+        offsets = [o for _, o in self.parts]
+
+        def cut(h: Hits, m: int) -> Hits:
+            return Hits(h.ids[:, :, :m], h.scores[:, :, :m])
+
+        if len(parts) == 1:
+            return cut(parts[0], k_r), cut(parts[0], depth)
+        return (merge_hits([cut(h, k_r) for h in parts], offsets), merge_hits([cut(h, depth) for h in parts], offsets))

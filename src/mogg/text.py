@@ -134,5 +134,15 @@ def pack_by_tokens(pieces: Sequence[str], max_tokens: int) -> list[str]:
 
 
 def truncate_tokens(text: str, max_tokens: int) -> str:
-    """The longest prefix of ``text`` (cut at whitespace) with at most ``max_tokens`` tokens."""
-    return cap_tokens(text, max_tokens)[0] if text else text
+    """``text`` cut right after its ``max_tokens``-th token: a prefix holding exactly its first
+    ``max_tokens`` tokens (all of it when shorter), so a context capped at B tokens is the B-token
+    prefix every budget and the frontier's prefix scores count (a cut at whitespace would read
+    fewer, and a long unbroken piece more)."""
+    if max_tokens < 0:
+        raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
+    if max_tokens == 0:
+        return ""
+    for i, m in enumerate(_TOKEN_RE.finditer(text), 1):
+        if i == max_tokens:
+            return text[: m.end()]
+    return text

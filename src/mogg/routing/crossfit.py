@@ -58,6 +58,13 @@ class RouterSettings:
     fit: str = "crossfit"
     checkpoint: str | None = None
     allow_overlap: bool = False
+    # the action router's cost setting (frontier experiments): a mean-token target that lambda is
+    # calibrated to on validation, or lambda itself; an optional hard per-question token cap; and
+    # the guard (keep the training-chosen fixed configuration unless the router beats it on validation)
+    budget: int | None = 256
+    cost_weight: float | None = None
+    max_tokens: int | None = None
+    guard: bool = True
 
     def __post_init__(self) -> None:
         self.inputs = parse_groups(self.inputs if isinstance(self.inputs, str) else list(self.inputs))
@@ -66,6 +73,12 @@ class RouterSettings:
             raise ValueError(f"router.decision must be one of {objectives.DECISIONS}, got {self.decision!r}")
         if self.fit not in FITS:
             raise ValueError(f"router.fit must be one of {FITS}, got {self.fit!r}")
+        if self.budget is not None and self.budget < 1:
+            raise ValueError(f"router.budget must be >= 1 token or null, got {self.budget}")
+        if self.cost_weight is not None and self.cost_weight < 0:
+            raise ValueError(f"router.cost_weight must be >= 0 or null, got {self.cost_weight}")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise ValueError(f"router.max_tokens must be >= 1 or null, got {self.max_tokens}")
         if not self.temperature > 0:
             raise ValueError(f"router.temperature must be > 0, got {self.temperature}")
         if self.hidden < 0 or not 0 <= self.dropout < 1 or not self.lr > 0 or self.weight_decay < 0:

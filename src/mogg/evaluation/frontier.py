@@ -1,0 +1,158 @@
+"""Evidence F1 against reading cost: policy families, the fixed envelope, the oracle frontier.
+
+A *family* is a policy along its amount knobs: per question, one column per configuration
+(a fixed level at k = 1..K and a token cap; top-k over all levels at k; ...) with its evidence F1
+and its context tokens ([Q, A] each, from :func:`mogg.evaluation.prefix.prefix_table`).
+
+- **Matched cost.** At a budget B a family deploys one configuration: the one with the best mean
+  F1 among those whose mean tokens are <= B *on the training folds* (the cheapest one if none
+  fits), scored on the held-out fold (:func:`crossfit_choice`). The **fixed envelope** is this
+  rule over every fixed level's configurations at once: what a practitioner deploys with the same
+  data. The *hindsight* envelope chooses on the test questions themselves (labelled so).
+- **Oracle frontier.** Per question any configuration, under a mean-token constraint: the
+  Lagrangian solutions argmax_a F1(q, a) - lambda * tokens(q, a) for a sweep of lambda. Each such
+  point is the exact optimum for its own mean tokens (any assignment reading no more tokens has
+  no higher mean F1; tests check it by brute force); the oracle at B is the best point <= B.
+- **Paired intervals.** Differences between two policies are bootstrapped over questions (the
+  same resampled questions for both), 95% percentile intervals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mogg.routing.actions import lagrangian_choice
+
+
+@dataclass
+class Family:
+    """One policy family: per question and configuration, evidence F1 and context tokens."""
+
+    name: str
+    f1: np.ndarray  # float [Q, A]
+    tokens: np.ndarray  # float [Q, A]
+    configs: list[str]  # A names, e.g. "8sent k=2 cap=64"
+    fixed: bool = False  # a fixed-level family (part of the envelope)
+    meta: dict = field(default_factory=dict)  # per-config arrays, e.g. level/k/cap indices
+
+    def __post_init__(self) -> None:
+        if self.f1.shape != self.tokens.shape or self.f1.shape[1] != len(self.configs):
+            raise ValueError(f"{self.name}: f1 {self.f1.shape}, tokens {self.tokens.shape} and "
+                             f"{len(self.configs)} configs disagree")
+
+
+def merge_families(name: str, families: list[Family], fixed: bool = True) -> Family:
+    """One family whose configurations are all of ``families``' (the envelope's candidates)."""
+    return Family(name, np.concatenate([f.f1 for f in families], 1), np.concatenate([f.tokens for f in families], 1),
+                  [c for f in families for c in f.configs], fixed,
+                  {k: np.concatenate([f.meta[k] for f in families]) for k in families[0].meta
+                   if all(k in f.meta for f in families)})
+
+
+def choose_config(f1: np.ndarray, tokens: np.ndarray, rows: np.ndarray, budget: float) -> int:
+    """The configuration with the best mean F1 over ``rows`` among those reading <= ``budget``
+    mean tokens there (ties: fewer tokens, then the first); the cheapest if none fits."""
+    m_tok = tokens[rows].mean(axis=0)
+    m_f1 = np.nan_to_num(np.nanmean(f1[rows], axis=0), nan=-1.0) if len(rows) else np.zeros(f1.shape[1])
+    ok = m_tok <= budget + 1e-9
+    if not ok.any():
+        return int(np.argmin(m_tok))
+    cand = np.flatnonzero(ok)
+    order = np.lexsort((cand, m_tok[cand], -m_f1[cand]))
+    return int(cand[order[0]])
+
+
+def crossfit_choice(f1: np.ndarray, tokens: np.ndarray, folds: np.ndarray, budget: float
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per question: the F1 and tokens of the configuration chosen on the *other* folds at
+    ``budget``, and which configuration that was (int [Q])."""
+    choice = np.empty(len(folds), dtype=np.int64)
+    for k in np.unique(folds):
+        test = folds == k
+        choice[test] = choose_config(f1, tokens, np.flatnonzero(~test), budget)
+    rows = np.arange(len(folds))
+    return f1[rows, choice], tokens[rows, choice], choice
+
+
+LAMBDAS = np.r_[0.0, np.geomspace(1e-7, 10.0, 800)]
+
+
+def oracle_frontier(f1: np.ndarray, tokens: np.ndarray, lambdas: np.ndarray = LAMBDAS
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """The oracle frontier's points (mean tokens, mean F1), sorted by tokens, Pareto-filtered.
+    Questions without evidence (NaN F1) are dropped."""
+    keep = ~np.isnan(f1).any(axis=1)
+    f, t = f1[keep], tokens[keep]
+    rows = np.arange(len(f))
+    pts = set()
+    for lam in lambdas:
+        a = lagrangian_choice(f, t, lam)
+        pts.add((float(t[rows, a].mean()), float(f[rows, a].mean())))
+    return pareto(np.array(sorted(pts)))
+
+
+def pareto(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Points (tokens, F1) that no cheaper-or-equal point beats, sorted by tokens."""
+    if not len(points):
+        return np.zeros(0), np.zeros(0)
+    p = points[np.lexsort((-points[:, 1], points[:, 0]))]
+    best = np.maximum.accumulate(p[:, 1])
+    keep = np.r_[True, p[1:, 1] > best[:-1]]
+    return p[keep, 0], p[keep, 1]
+
+
+def at_budget(x: np.ndarray, y: np.ndarray, budget: float) -> tuple[float, float]:
+    """The best point of a frontier (x tokens, y F1) reading <= ``budget`` (NaN if none)."""
+    ok = x <= budget + 1e-9
+    if not ok.any():
+        return float("nan"), float("nan")
+    i = np.flatnonzero(ok)[np.argmax(y[ok])]
+    return float(x[i]), float(y[i])
+
+
+def paired_interval(a: np.ndarray, b: np.ndarray, n_boot: int = 1000, seed: int = 0) -> tuple[float, float, float]:
+    """Mean of a - b and its bootstrap 95% interval, resampling questions (paired; NaN rows dropped)."""
+    d = np.asarray(a, float) - np.asarray(b, float)
+    d = d[~np.isnan(d)]
+    if not len(d):
+        return float("nan"), float("nan"), float("nan")
+    idx = np.random.default_rng(seed).integers(0, len(d), size=(n_boot, len(d)))
+    boots = d[idx].mean(axis=1)
+    return float(d.mean()), float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975))
+
+
+def calibrate_lambda(util: np.ndarray, tokens: np.ndarray, target: float, iters: int = 60) -> float:
+    """The smallest cost weight lambda >= 0 whose decisions argmax u - lambda * tokens read at most
+    ``target`` mean tokens on these rows (validation). Mean tokens fall with lambda, so bisection
+    (in log lambda) finds the boundary; lambda = 0 when even the utility argmax fits."""
+    rows = np.arange(len(util))
+
+    def spend(lam: float) -> float:
+        return float(tokens[rows, lagrangian_choice(util, tokens, lam)].mean())
+
+    if spend(0.0) <= target:
+        return 0.0
+    lo, hi = -12.0, 1.0  # log10 lambda; at 10 per token every row takes its cheapest action
+    if spend(10**hi) > target:
+        return 10**hi
+    for _ in range(iters):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if spend(10**mid) <= target else (mid, hi)
+    return 10**hi
+
+
+def area_share(budgets: np.ndarray, policy: np.ndarray, envelope: np.ndarray, oracle: np.ndarray) -> float:
+    """Area between a policy's F1 curve and the envelope's over log(budget), as a share of the
+    area between the oracle frontier and the envelope (1 = the oracle, 0 = the envelope)."""
+    x = np.log(np.asarray(budgets, float))
+    num = np.trapezoid(np.asarray(policy) - envelope, x)
+    den = np.trapezoid(np.asarray(oracle) - envelope, x)
+    return float(num / den) if den > 0 else float("nan")
+
+
+def tokens_to_reach(tokens: np.ndarray, f1: np.ndarray, target: float) -> float:
+    """The fewest mean tokens at which a curve reaches ``target`` F1 (NaN: never)."""
+    ok = np.asarray(f1) >= target - 1e-12
+    return float(np.min(np.asarray(tokens)[ok])) if ok.any() else float("nan")

@@ -1,0 +1,120 @@
+"""The frontier stage of ``train.py`` and ``evaluate.py`` (``frontier`` config node set).
+
+train: the action table (every fixed (level, k, cap) with its evidence F1 and tokens) over the
+deep hits, and one cross-fitted action router per ladder in ``<checkpoint>/<ladder>/actions/``.
+evaluate: every family at matched mean tokens (the envelope chosen on training folds, the
+router's cost weight calibrated on validation), the oracle frontier, the report section and plots.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from omegaconf import DictConfig
+
+from mogg.evaluation.families import action_table, stream_family
+from mogg.evaluation.frontier import Family
+from mogg.evaluation.frontier_report import RouterFolds, frontier_evaluation, frontier_section, plot_frontier
+from mogg.prepared import Prepared
+from mogg.routing.action_folds import crossfit_actions, predict_action_folds
+from mogg.routing.actions import ActionSpace, action_features
+from mogg.routing.crossfit import make_folds
+from mogg.selection import Selection, mog_select, topk_all_select
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class FrontierSettings:
+    """``frontier`` node: depth K (k = 1..K), token caps, reported budgets, bootstrap resamples,
+    whether train.py fits the action router, and the action scorer's fit knobs."""
+
+    depth: int = 8
+    caps: tuple = (None, 32, 64, 128, 256)
+    budgets: tuple = (64, 128, 256, 512)
+    n_boot: int = 1000
+    actions: bool = True
+    fit: dict | None = None
+
+    def __post_init__(self) -> None:
+        if self.depth < 1:
+            raise ValueError(f"frontier.depth must be >= 1, got {self.depth}")
+        self.caps = tuple(None if c is None else int(c) for c in self.caps)
+        if any(c is not None and c < 1 for c in self.caps) or len(set(self.caps)) != len(self.caps):
+            raise ValueError(f"frontier.caps must be distinct token counts >= 1 (null = uncapped), got {self.caps}")
+        self.budgets = tuple(sorted(int(b) for b in self.budgets))
+        if not self.budgets or self.budgets[0] < 1:
+            raise ValueError(f"frontier.budgets must be token counts >= 1, got {self.budgets}")
+        self.fit = dict(self.fit or {})
+
+
+def frontier_settings(cfg: DictConfig) -> FrontierSettings | None:
+    node = cfg.get("frontier")
+    if not node:
+        return None
+    from omegaconf import OmegaConf
+
+    return FrontierSettings(**OmegaConf.to_container(node, resolve=True))
+
+
+def _evidence(prep: Prepared) -> list[str]:
+    return [it.evidence_text for it in prep.items]
+
+
+def actions_of(prep: Prepared, fs: FrontierSettings) -> tuple[ActionSpace, Family, np.ndarray, np.ndarray]:
+    """The action space, its table (labels = F1, costs = tokens) and the router's inputs:
+    query inputs [Q, D + L] (the level router's features and each level's log top-chunk tokens)
+    and action features [Q, A, F]."""
+    if prep.deep is None:
+        raise ValueError("the frontier needs deep hits: prepare with depth=frontier.depth")
+    space, table = action_table(prep.ladder, prep.deep, _evidence(prep), fs.depth, fs.caps, prep.max_context_tokens)
+    n_q, n_l = len(prep.items), prep.ladder.n_levels
+    # each level's top chunk at its largest cap (uncapped when null is a cap): [Q, L]
+    top_tokens = np.log1p(table.tokens.reshape(n_q, n_l, fs.depth, len(fs.caps))[:, :, 0, :].max(axis=2))
+    xq = np.concatenate([prep.features, top_tokens], axis=1)
+    xa = action_features(space, prep.deep.scores, table.tokens)
+    return space, table, xq, xa
+
+
+def train_actions(cfg: DictConfig, settings, prep: Prepared, out_dir: Path, fs: FrontierSettings) -> dict:
+    """Cross-fit the action router for one ladder into ``out_dir`` (``settings``: the router's)."""
+    space, table, xq, xa = actions_of(prep, fs)
+    fit = {"objective": settings.objective, **fs.fit}
+    val_fraction = float(cfg.trainer.val_fraction)
+    return crossfit_actions(xq, xa, table.f1, space, prep.query_ids, cfg.n_folds, cfg.seed, fit, val_fraction,
+                            out_dir, prep.data_key)
+
+
+def other_families(prep: Prepared, fs: FrontierSettings, weights: dict[str, np.ndarray],
+                   ladder_policies: dict[str, Selection]) -> list[Family]:
+    """Top-k over all levels, eq. 1-2 under each router's weights, and the ladder's own policies
+    (``ladder_policies``: selected on the deep hits at k = depth), each along k = 1..depth and the caps."""
+    lad, deep, ev = prep.ladder, prep.deep, _evidence(prep)
+    sels = {"topk_all": topk_all_select(deep, fs.depth)}
+    for name in ("mog_router", "mog_prior"):
+        if name in weights:
+            sels[f"{name} (eq. 1-2)"] = mog_select(lad, deep, weights[name], fs.depth)
+    sels.update(ladder_policies)
+    return [stream_family(n, lad, s, ev, fs.depth, fs.caps, prep.max_context_tokens) for n, s in sels.items()]
+
+
+def evaluate_frontier(cfg: DictConfig, settings, name: str, prep: Prepared, fs: FrontierSettings, weights: dict,
+                      ladder_policies: dict[str, Selection], ckpt: Path, report_dir: Path) -> tuple[dict, list[str]]:
+    """The frontier of one ladder: matched-cost table, plot, section (``settings``: the router's;
+    ``ladder_policies``: the ladder's own policies selected on the deep hits)."""
+    space, table, xq, xa = actions_of(prep, fs)
+    router = None
+    if fs.actions and cfg.get("use_router", True):
+        af = predict_action_folds(xq, xa, prep.query_ids, ckpt / "actions", space)
+        router = RouterFolds(af.util, af.fold, af.val, guard=settings.guard, max_tokens=settings.max_tokens)
+        folds = af.fold
+    else:
+        folds = make_folds(len(prep.items), cfg.n_folds, cfg.seed)
+    fr = frontier_evaluation(table, other_families(prep, fs, weights, ladder_policies), folds, list(fs.budgets), router,
+                             fs.n_boot, cfg.seed)
+    fr["actions"] = space.to_json()
+    plot_frontier(name, fr, report_dir / f"{name}_frontier.png")
+    return fr, frontier_section(name, fr, list(fs.budgets))

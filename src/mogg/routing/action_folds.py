@@ -1,0 +1,98 @@
+"""Cross-fitting the action router: one fold router per fold, saved beside the level router.
+
+``<checkpoint>/<ladder>/actions/fold<k>/`` holds each fold's :class:`ActionRouter`;
+``actions/folds.json`` (written last) the run id, the folds' test/train/val question ids and the
+action space. Evaluation reloads the folds and predicts every question's utilities with the
+router that never saw it, and each fold's validation questions with that fold's router (where
+the cost weight lambda is calibrated).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mogg.artifacts import ArtifactError, atomic_path, config_hash
+from mogg.routing.actions import ActionRouter, ActionSpace, fit_action_router
+from mogg.routing.crossfit import _digest, make_folds, split_train_val
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ActionFolds:
+    """Out-of-fold utilities [Q, A], the fold of every question, and per fold its validation rows
+    with that fold's predictions on them (for lambda calibration)."""
+
+    space: ActionSpace
+    util: np.ndarray
+    fold: np.ndarray
+    val: list[tuple[np.ndarray, np.ndarray]]  # per fold: (rows, util [n_val, A])
+    info: dict
+
+
+def crossfit_actions(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, space: ActionSpace, query_ids: list[str],
+                     n_folds: int, seed: int, fit_kwargs: dict, val_fraction: float, out_dir: Path,
+                     data_key: str = "") -> dict:
+    """Train one action router per fold into ``out_dir/fold<k>``; ``folds.json`` last. Folds and
+    validation slices are drawn exactly as the level router's (:mod:`mogg.routing.crossfit`)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fold = make_folds(len(xq), n_folds, seed)
+    run_id = config_hash({"data_key": data_key, "n_folds": n_folds, "seed": seed, "fit": fit_kwargs,
+                          "space": space.to_json(), "val_fraction": val_fraction,
+                          "data": _digest(xq, xa.astype(np.float32), np.nan_to_num(y, nan=-1.0), fold)})
+    path = out_dir / "folds.json"
+    if path.is_file() and json.loads(path.read_text()).get("run_id") == run_id:
+        log.info("action router folds already trained for this run (%s): skipped", out_dir)
+        return json.loads(path.read_text())
+    path.unlink(missing_ok=True)
+    from tqdm.auto import tqdm
+
+    folds = []
+    for k in tqdm(range(n_folds), desc="action router folds", unit="fold", leave=False):
+        test = np.flatnonzero(fold == k)
+        train, val = split_train_val(np.flatnonzero(fold != k), val_fraction, seed + 1000 + k)
+        r = fit_action_router(xq, xa, y, train, val, seed=seed + k, **fit_kwargs)
+        r.save(out_dir / f"fold{k}", {"fold": k, "run_id": run_id, "space": space.to_json()})
+        log.info("action fold %d: %d train / %d val / %d test, %d epochs, best val loss %.4f", k, len(train), len(val),
+                 len(test), r.summary["epochs"], r.summary["best_val_loss"])
+        folds.append({"test": [query_ids[i] for i in test], "train": [query_ids[i] for i in train],
+                      "val": [query_ids[i] for i in val]})
+    info = {"run_id": run_id, "n_folds": n_folds, "seed": seed, "space": space.to_json(), "folds": folds}
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(info))
+    return info
+
+
+def predict_action_folds(xq: np.ndarray, xa: np.ndarray, query_ids: list[str], out_dir: Path,
+                         space: ActionSpace) -> ActionFolds:
+    """Out-of-fold utilities for every question and each fold's validation predictions."""
+    out_dir = Path(out_dir)
+    path = out_dir / "folds.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"no finished action-router cross-fit in {out_dir}: run `python train.py` with the same overrides")
+    info = json.loads(path.read_text())
+    if ActionSpace.from_json(info["space"]) != space:
+        raise ArtifactError(f"{path}: trained on actions {info['space']}, but this run's are {space.to_json()}; retrain")
+    pos = {q: i for i, q in enumerate(query_ids)}
+    util = np.full((len(query_ids), space.n), np.nan)
+    fold = np.full(len(query_ids), -1, dtype=np.int64)
+    val = []
+    for k, f in enumerate(info["folds"]):
+        r, spec = ActionRouter.load(out_dir / f"fold{k}")
+        if spec.get("run_id") != info["run_id"]:
+            raise ArtifactError(f"{out_dir / f'fold{k}'} belongs to another run than {path}: rerun `python train.py`")
+        rows = np.array([pos[q] for q in f["test"] if q in pos], dtype=np.int64)
+        vrows = np.array([pos[q] for q in f["val"] if q in pos], dtype=np.int64)
+        if len(rows):
+            util[rows] = r.utilities(xq[rows], xa[rows])
+            fold[rows] = k
+        val.append((vrows, r.utilities(xq[vrows], xa[vrows]) if len(vrows) else np.zeros((0, space.n))))
+    if (fold < 0).any():
+        raise ValueError(f"{(fold < 0).sum()} questions have no held-out action router in {out_dir}")
+    return ActionFolds(space, util, fold, val, info)

@@ -1,0 +1,242 @@
+"""The cost-aware action router: choose granularity and amount together.
+
+An *action* is a fixed configuration (level, k, token cap): its context is the first k chunks of
+the level's own ranking cut to the cap, its label the evidence F1 of that context (the metric
+labels, generalised from one column per level to one per action) and its cost its tokens, which
+are known after retrieval, not predicted. One small MLP scores every (question, action) pair from
+the question's router inputs and the action's own features (its tokens, the retrieval scores of
+its chunks, level/k/cap one-hots), so all actions share what they learn. The decision is
+
+    a*(q) = argmax_a  u_hat(q, a) - lambda * tokens(q, a)        (optionally tokens <= max_tokens)
+
+with lambda calibrated on validation questions to a mean-token target
+(:func:`mogg.evaluation.frontier.calibrate_lambda`) or set directly.
+
+Objectives: ``utility`` regresses F1 (MSE); ``bce`` fits F1 as a soft Bernoulli target (the
+sigmoid of the output is the utility); ``listwise`` adds a softmax cross-entropy over the actions
+towards softmax(F1 / 0.05) to the utility regression (the regression keeps the scores in F1 units,
+which the cost trade-off needs).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from mogg.artifacts import atomic_path
+
+log = logging.getLogger(__name__)
+
+ACTION_OBJECTIVES = ("utility", "bce", "listwise")
+
+
+@dataclass
+class ActionSpace:
+    """Actions = every (level, k, cap): flattened in that order (level-major)."""
+
+    level_names: list[str]
+    depth: int  # k = 1..depth
+    caps: list[int | None]
+
+    @property
+    def n(self) -> int:
+        return len(self.level_names) * self.depth * len(self.caps)
+
+    def grid(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(level index, k - 1, cap index) of every action, int64 [A] each."""
+        lv, kk, cp = np.meshgrid(np.arange(len(self.level_names)), np.arange(self.depth), np.arange(len(self.caps)),
+                                 indexing="ij")
+        return lv.ravel(), kk.ravel(), cp.ravel()
+
+    def names(self) -> list[str]:
+        lv, kk, cp = self.grid()
+        return [f"{self.level_names[a]} k={b + 1}" + ("" if self.caps[c] is None else f" cap={self.caps[c]}")
+                for a, b, c in zip(lv, kk, cp)]
+
+    def describe(self, a: int) -> dict:
+        lv, kk, cp = (x[a] for x in self.grid())
+        return {"level": self.level_names[lv], "level_index": int(lv), "k": int(kk) + 1, "cap": self.caps[cp]}
+
+    def to_json(self) -> dict:
+        return {"level_names": list(self.level_names), "depth": self.depth, "caps": list(self.caps)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "ActionSpace":
+        return cls(list(d["level_names"]), int(d["depth"]), list(d["caps"]))
+
+
+def action_features(space: ActionSpace, deep_scores: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    """Per (question, action) features [Q, A, F]: log tokens of the action, the relative score of
+    its k-th chunk and the mean relative score of its k chunks (scores / the level's top score),
+    the level's log top score, and level / k / cap one-hots. ``deep_scores`` [Q, L, depth] are the
+    retrieval scores at the frontier depth (-inf padding), ``tokens`` [Q, A]."""
+    lv, kk, cp = space.grid()
+    s = np.where(np.isfinite(deep_scores), deep_scores, 0.0).astype(np.float64)
+    top = s[:, :, :1]
+    rel = s / np.where(np.abs(top) > 1e-12, np.abs(top), 1.0)  # [Q, L, depth]
+    cum = np.cumsum(rel, axis=2) / np.arange(1, space.depth + 1)
+    n_q = len(tokens)
+    dense = np.stack([np.log1p(tokens), rel[:, lv, kk], cum[:, lv, kk],
+                      np.sign(top[:, lv, 0]) * np.log1p(np.abs(top[:, lv, 0]))], axis=2)
+    onehot = np.concatenate([np.eye(len(space.level_names))[lv], np.eye(space.depth)[kk], np.eye(len(space.caps))[cp]], 1)
+    return np.concatenate([dense, np.broadcast_to(onehot, (n_q, *onehot.shape))], axis=2)
+
+
+class ActionScorer(nn.Module):
+    """u_hat(q, a) = MLP([query inputs, action features]) for every action at once: [B, A]."""
+
+    def __init__(self, d_query: int, d_action: int, hidden: int = 64, dropout: float = 0.1):
+        super().__init__()
+        self.d_query, self.d_action, self.hidden, self.dropout = d_query, d_action, hidden, dropout
+        self.net = nn.Sequential(nn.Linear(d_query + d_action, 2 * hidden), nn.GELU(), nn.Dropout(dropout),
+                                 nn.Linear(2 * hidden, hidden), nn.GELU(), nn.Linear(hidden, 1))
+
+    def forward(self, xq: torch.Tensor, xa: torch.Tensor) -> torch.Tensor:
+        """``xq`` [B, Dq], ``xa`` [B, A, Da] -> scores [B, A]."""
+        x = torch.cat([xq[:, None, :].expand(-1, xa.shape[1], -1), xa], dim=2)
+        return self.net(x).squeeze(-1)
+
+
+def _loss(objective: str, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    if objective == "utility":
+        return ((z - y) ** 2).mean()
+    if objective == "bce":
+        return nn.functional.binary_cross_entropy_with_logits(z, y)
+    target = torch.softmax(y / 0.05, dim=1)
+    return -(target * torch.log_softmax(z / 0.05, dim=1)).sum(1).mean() * 0.01 + ((z - y) ** 2).mean()
+
+
+@dataclass
+class ActionRouter:
+    """A fitted action scorer with its input standardisation; :meth:`utilities` -> [Q, A]."""
+
+    model: ActionScorer
+    objective: str
+    mean_q: np.ndarray
+    std_q: np.ndarray
+    mean_a: np.ndarray
+    std_a: np.ndarray
+    summary: dict
+
+    def utilities(self, xq: np.ndarray, xa: np.ndarray) -> np.ndarray:
+        """Predicted F1 of every action [Q, A] (sigmoid of the output under ``bce``)."""
+        self.model.eval()
+        with torch.no_grad():
+            z = self.model(*_inputs(self, xq, xa)).numpy().astype(np.float64)
+        return 1 / (1 + np.exp(-z)) if self.objective == "bce" else z
+
+    def save(self, directory: Path, extra: dict | None = None) -> None:
+        """``actions.safetensors`` (weights and standardisation) + ``actions.json`` (the rest)."""
+        from safetensors.torch import save_file
+
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        tensors = {f"net.{k}": v.contiguous() for k, v in self.model.state_dict().items()}
+        for name in ("mean_q", "std_q", "mean_a", "std_a"):
+            tensors[name] = torch.tensor(getattr(self, name), dtype=torch.float64)
+        with atomic_path(d / "actions.safetensors") as tmp:
+            save_file(tensors, str(tmp))
+        spec = {"network": {"kind": "actions", "d_query": self.model.d_query, "d_action": self.model.d_action,
+                            "hidden": self.model.hidden, "dropout": self.model.dropout},
+                "objective": self.objective, "training": self.summary, **(extra or {})}
+        with atomic_path(d / "actions.json") as tmp:
+            tmp.write_text(json.dumps(spec, indent=1))
+
+    @classmethod
+    def load(cls, directory: Path) -> tuple["ActionRouter", dict]:
+        from safetensors.torch import load_file
+
+        d = Path(directory)
+        spec = json.loads((d / "actions.json").read_text())
+        net = spec["network"]
+        if net.get("kind") != "actions":
+            raise ValueError(f"{d}: not an action router (network kind {net.get('kind')!r})")
+        tensors = load_file(str(d / "actions.safetensors"))
+        model = ActionScorer(net["d_query"], net["d_action"], net["hidden"], net["dropout"])
+        model.load_state_dict({k[4:]: v for k, v in tensors.items() if k.startswith("net.")})
+        arrays = {n: tensors[n].numpy() for n in ("mean_q", "std_q", "mean_a", "std_a")}
+        return cls(model, spec["objective"], summary=spec.get("training", {}), **arrays), spec
+
+
+def _inputs(r: ActionRouter, xq: np.ndarray, xa: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    q = torch.tensor((xq - r.mean_q) / r.std_q, dtype=torch.float32)
+    a = torch.tensor((xa - r.mean_a) / r.std_a, dtype=torch.float32)
+    return q, a
+
+
+def fit_action_router(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, train: np.ndarray, val: np.ndarray, *,
+                      objective: str = "utility", hidden: int = 64, dropout: float = 0.1, lr: float = 3e-3,
+                      weight_decay: float = 1e-4, batch_size: int = 64, max_epochs: int = 200, patience: int = 15,
+                      seed: int = 0) -> ActionRouter:
+    """Fit on rows ``train`` ([Q, Dq] query inputs, [Q, A, Da] action features, [Q, A] F1 labels),
+    early stopping on the validation loss over rows ``val`` (the best epoch's weights are kept).
+    Questions without evidence (NaN labels) are left out."""
+    if objective not in ACTION_OBJECTIVES:
+        raise ValueError(f"action router objective must be one of {ACTION_OBJECTIVES}, got {objective!r}")
+    ok = ~np.isnan(y).any(axis=1)
+    train, val = train[ok[train]], val[ok[val]]
+    if not len(train):
+        raise ValueError("no training question with gold evidence: the action router needs F1 labels")
+    def std(a: np.ndarray, axis) -> np.ndarray:
+        s = a.std(axis=axis)
+        return np.where(s > 1e-9, s, 1.0)  # constant columns (a one-hot never set) stay as they are
+
+    torch.manual_seed(seed)
+    r = ActionRouter(ActionScorer(xq.shape[1], xa.shape[2], hidden, dropout), objective, xq[train].mean(0),
+                     std(xq[train], 0), xa[train].mean((0, 1)), std(xa[train], (0, 1)), {})
+    opt = torch.optim.AdamW(r.model.parameters(), lr=lr, weight_decay=weight_decay)
+    qt, at = _inputs(r, xq[train], xa[train])
+    yt = torch.tensor(y[train], dtype=torch.float32)
+    qv, av = _inputs(r, xq[val], xa[val]) if len(val) else (qt, at)
+    yv = torch.tensor(y[val], dtype=torch.float32) if len(val) else yt
+    gen = torch.Generator().manual_seed(seed)
+    best, best_state, best_epoch, bad, epoch = float("inf"), None, 0, 0, 0
+    for epoch in range(max_epochs):
+        r.model.train()
+        for idx in torch.randperm(len(train), generator=gen).split(batch_size):
+            opt.zero_grad()
+            _loss(objective, r.model(qt[idx], at[idx]), yt[idx]).backward()
+            opt.step()
+        r.model.eval()
+        with torch.no_grad():
+            v = float(_loss(objective, r.model(qv, av), yv))
+        if v < best - 1e-6:
+            best, best_epoch, bad = v, epoch, 0
+            best_state = {k: t.detach().clone() for k, t in r.model.state_dict().items()}
+        else:
+            bad += 1
+            if patience and bad >= patience:
+                break
+    r.model.load_state_dict(best_state)
+    r.model.eval()
+    r.summary = {"epochs": epoch + 1, "best_epoch": best_epoch, "best_val_loss": best, "n_train": int(len(train)),
+                 "n_val": int(len(val)), "seed": seed, "lr": lr, "weight_decay": weight_decay,
+                 "batch_size": batch_size, "patience": patience, "max_epochs": max_epochs}
+    if not len(val):
+        log.warning("action router: no validation questions; early stopping watched the training loss")
+    return r
+
+
+def lagrangian_choice(score: np.ndarray, tokens: np.ndarray, lam: float) -> np.ndarray:
+    """argmax_a score - lam * tokens per row (ties: fewer tokens, then the first action)."""
+    # a tiny extra cost per token breaks ties towards the cheaper action
+    return np.argmax(score - (lam + 1e-9) * tokens, axis=1)
+
+
+def decide(util: np.ndarray, tokens: np.ndarray, lam: float, max_tokens: float | None = None) -> np.ndarray:
+    """The chosen action per question: argmax u - lam * tokens, among actions within
+    ``max_tokens`` (the cheapest action where none is)."""
+    if max_tokens is None:
+        return lagrangian_choice(util, tokens, lam)
+    over = tokens > max_tokens
+    u = np.where(over, -np.inf, util)
+    a = lagrangian_choice(np.where(np.isinf(u), -1e30, u), tokens, lam)
+    none = over.all(axis=1)
+    a[none] = np.argmin(tokens[none], axis=1)
+    return a

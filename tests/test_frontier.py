@@ -1,0 +1,221 @@
+"""The frontier evaluation: prefix F1 engine, envelope, oracle frontier, matched cost, actions."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from mogg.evaluation.prefix import prefix_table
+from mogg.metrics import token_prf
+from mogg.text import tokenize
+
+
+def _random_streams(rng, n_q=12, depth=4, vocab=30):
+    words = [f"w{i}" for i in range(vocab)]
+    streams, evidence = [], []
+    for _ in range(n_q):
+        n_snip = int(rng.integers(0, depth + 2))
+        streams.append([" ".join(rng.choice(words, int(rng.integers(1, 9)))) + "." for _ in range(n_snip)])
+        evidence.append(" ".join(rng.choice(words, int(rng.integers(0, 12)))))
+    return streams, evidence
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_prefix_table_equals_token_prf_of_each_prefix(seed):
+    rng = np.random.default_rng(seed)
+    streams, evidence = _random_streams(rng)
+    depth, caps = 4, (None, 3, 7, 100)
+    t = prefix_table(streams, evidence, depth, caps, max_tokens=20)
+    assert t.shape == (len(streams), depth, len(caps))
+    for k, (c, cap) in itertools.product(range(1, depth + 1), enumerate(caps)):
+        lim = min(x for x in (cap, 20) if x is not None)
+        # the reference: the first k snippets joined, cut to exactly ``lim`` tokens
+        ctx = [" ".join(tokenize(" ".join(s[:k]))[:lim]) for s in streams]
+        p, r, f = token_prf(ctx, evidence)
+        np.testing.assert_allclose(t.f1[:, k - 1, c], f, equal_nan=True)
+        np.testing.assert_allclose(t.recall[:, k - 1, c], r, equal_nan=True)
+        np.testing.assert_array_equal(t.tokens[:, k - 1, c], [len(tokenize(x)) for x in ctx])
+
+
+def test_prefix_table_rejects_bad_input():
+    with pytest.raises(ValueError, match="streams but"):
+        prefix_table([["a"]], [], 2)
+    with pytest.raises(ValueError, match="depth"):
+        prefix_table([["a"]], ["a"], 0)
+    with pytest.raises(ValueError, match="caps"):
+        prefix_table([["a"]], ["a"], 1, caps=(0,))
+
+
+# ---------------------------------------------------------------------------------------------
+# envelope, matched cost, oracle frontier, lambda calibration
+
+from mogg.evaluation.frontier import (  # noqa: E402
+    calibrate_lambda,
+    choose_config,
+    crossfit_choice,
+    oracle_frontier,
+    paired_interval,
+)
+
+
+def test_choose_config_hand_computed():
+    # 4 questions, 3 configurations: mean tokens 50 / 100 / 200, mean F1 0.4 / 0.6 / 0.7
+    f1 = np.array([[0.4, 0.6, 0.8], [0.4, 0.6, 0.6], [0.4, 0.6, 0.7], [0.4, 0.6, 0.7]])
+    tok = np.array([[50, 100, 200]] * 4, dtype=float)
+    rows = np.arange(4)
+    assert choose_config(f1, tok, rows, 49) == 0  # nothing fits: the cheapest
+    assert choose_config(f1, tok, rows, 99) == 0
+    assert choose_config(f1, tok, rows, 100) == 1
+    assert choose_config(f1, tok, rows, 1000) == 2
+    # a tie in F1: the cheaper configuration
+    assert choose_config(np.array([[0.5, 0.5]]), np.array([[80.0, 40.0]]), np.arange(1), 100) == 1
+
+
+def test_crossfit_choice_chooses_on_the_other_folds():
+    # fold 0 (rows 0-1) prefers config 1, fold 1 (rows 2-3) config 0: each fold gets the other's choice
+    f1 = np.array([[0.1, 0.9], [0.1, 0.9], [0.9, 0.1], [0.9, 0.1]])
+    tok = np.full((4, 2), 10.0)
+    f, t, c = crossfit_choice(f1, tok, np.array([0, 0, 1, 1]), 100)
+    assert c.tolist() == [0, 0, 1, 1] and f.tolist() == [0.1, 0.1, 0.1, 0.1] and t.tolist() == [10] * 4
+
+
+def _brute_force(f1, tok, budget):
+    best = -1.0
+    for combo in itertools.product(range(f1.shape[1]), repeat=f1.shape[0]):
+        rows = np.arange(len(combo))
+        if tok[rows, combo].mean() <= budget + 1e-9:
+            best = max(best, f1[rows, combo].mean())
+    return best
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_oracle_frontier_points_are_brute_force_optima(seed):
+    rng = np.random.default_rng(seed)
+    f1 = rng.random((5, 4)).round(2)
+    tok = rng.integers(1, 40, size=(5, 4)).astype(float)
+    xs, ys = oracle_frontier(f1, tok)
+    assert np.all(np.diff(xs) > 0) and np.all(np.diff(ys) > 0)  # Pareto: more tokens, more F1
+    for x, y in zip(xs, ys):
+        assert y == pytest.approx(_brute_force(f1, tok, x), abs=1e-12)
+    # the cheapest and the best points are the brute-force extremes
+    assert ys[-1] == pytest.approx(f1.max(axis=1).mean())
+    assert xs[0] == pytest.approx(tok.min(axis=1).mean()) or ys[0] >= _brute_force(f1, tok, tok.min(axis=1).mean())
+
+
+@pytest.mark.parametrize("target", [60.0, 120.0, 250.0])
+def test_lambda_calibration_hits_the_validation_target(target):
+    rng = np.random.default_rng(0)
+    n, a = 400, 40
+    tok = rng.uniform(10, 600, size=(n, a))
+    util = np.log1p(tok) / 7 + rng.normal(0, 0.05, size=(n, a))  # utility grows with tokens
+    lam = calibrate_lambda(util, tok, target)
+    spent = tok[np.arange(n), np.argmax(util - (lam + 1e-9) * tok, axis=1)].mean()
+    assert spent <= target and spent >= 0.95 * target
+
+
+def test_lambda_zero_when_the_utility_argmax_fits():
+    util = np.array([[0.9, 0.1]])
+    assert calibrate_lambda(util, np.array([[10.0, 500.0]]), 50) == 0.0
+
+
+def test_paired_interval_covers_a_constant_shift():
+    a = np.linspace(0, 1, 200)
+    d, lo, hi = paired_interval(a + 0.1, a, n_boot=200)
+    assert d == pytest.approx(0.1) and lo == pytest.approx(0.1) and hi == pytest.approx(0.1)
+
+
+# ---------------------------------------------------------------------------------------------
+# the real configs, shrunk: action labels, deep search, train -> evaluate
+
+def _frontier_overrides(tmp_path, mirage, extra=()):
+    return [
+        "experiment=frontier_pubmedqa",
+        f"paths.data_dir={mirage.parent}",
+        f"paths.artifacts={tmp_path / 'artifacts'}",
+        f"paths.checkpoints={tmp_path / 'ckpt'}",
+        f"paths.reports={tmp_path / 'reports'}",
+        "questions.limit=60",
+        "corpus.sources.1.min_chars=400",
+        "n_folds=3",
+        "trainer.max_epochs=20",
+        "frontier.depth=4",
+        "frontier.caps=[null,32,64]",
+        "frontier.n_boot=100",
+        "frontier.fit.max_epochs=15",
+        "run_name=fr",
+        *extra,
+    ]
+
+
+def test_action_labels_equal_fixed_policy_f1(tmp_path, mirage):
+    from conftest import compose
+
+    from mogg.app import prepare_all
+    from mogg.frontier_stage import actions_of, frontier_settings
+    from mogg.selection import cap_contexts, fixed_level_select
+
+    cfg = compose(_frontier_overrides(tmp_path, mirage, ["max_context_tokens=300"]))
+    prep = prepare_all(cfg)["mog"]
+    fs = frontier_settings(cfg)
+    # the deep search's first k_r hits are the k_r search's
+    np.testing.assert_array_equal(prep.deep.ids[:, :, : prep.k_r], prep.hits.ids)
+    space, table, xq, xa = actions_of(prep, fs)
+    assert table.f1.shape == (60, space.n) and xa.shape[:2] == (60, space.n) and len(xq) == 60
+    names = space.names()
+    evidence = [it.evidence_text for it in prep.items]
+    for j, lv in enumerate(prep.ladder.level_names):
+        for k in (1, 2, 3, 4):
+            a = names.index(f"{lv} k={k}")
+            ctx, _ = cap_contexts(fixed_level_select(prep.ladder, prep.deep, j, k).contexts(prep.ladder), 300)
+            np.testing.assert_allclose(table.f1[:, a], token_prf([" ".join(c) for c in ctx], evidence)[2])
+        # at k = k_r = 2 (the report's fixed policy) the label is the pipeline's own fixed F1
+        np.testing.assert_allclose(table.f1[:, names.index(f"{lv} k={cfg.k}")], prep.fixed_f1[:, j])
+
+
+def test_frontier_train_then_evaluate(tmp_path, mirage):
+    import json
+
+    from conftest import compose
+
+    from mogg.app import evaluate, train
+
+    cfg = compose(_frontier_overrides(tmp_path, mirage))
+    out = train(cfg)
+    assert out["mog"]["action_folds"] == 3
+    assert (tmp_path / "ckpt" / "fr" / "mog" / "actions" / "fold0" / "actions.safetensors").exists()
+    s = evaluate(cfg)["mog"]
+    fr = s["frontier"]
+    assert set(fr["budgets"]) == {64, 128, 256, 512} and fr["n"] == 60
+    row = fr["budgets"][128]
+    assert {"envelope", "envelope (hindsight)", "router", "topk_all", "mog_router (eq. 1-2)", "oracle"} <= set(row)
+    for b, r in fr["budgets"].items():
+        # the oracle frontier is a ceiling on every deployable policy at its budget
+        assert r["oracle"]["f1"]["mean"] >= r["envelope (hindsight)"]["f1"]["mean"] - 1e-9
+        assert r["envelope (hindsight)"]["tokens"]["mean"] <= b
+    rep = tmp_path / "reports" / "fr"
+    md = (rep / "results.md").read_text()
+    assert "F1 at matched reading cost" in md and (rep / "mog_frontier.png").stat().st_size > 0
+    assert "frontier" in json.loads((rep / "metrics.json").read_text())["mog"]
+
+
+def test_truncate_tokens_is_an_exact_token_prefix():
+    # before: cut at whitespace, so "IL-6/IL-10 x" capped at 2 read 0 tokens and an unbroken
+    # piece longer than the cap was kept whole
+    from mogg.text import count_tokens, truncate_tokens
+
+    assert truncate_tokens("IL-6/IL-10 levels rose", 2) == "IL-6"
+    assert count_tokens(truncate_tokens("a-b-c-d-e-f", 3)) == 3
+    assert truncate_tokens("short text", 5) == "short text" and truncate_tokens("x y", 0) == ""
+
+
+def test_frontier_across_ladders_one_plot(tmp_path, mirage):
+    from conftest import compose
+
+    from mogg.app import evaluate, train
+
+    cfg = compose(_frontier_overrides(tmp_path, mirage, ["+ladder@ladders.mogg=mogg", "frontier.actions=false"]))
+    train(cfg)
+    s = evaluate(cfg)
+    assert set(s) == {"mog", "mogg"} and all("frontier" in v for v in s.values())
+    assert "router" not in s["mogg"]["frontier"]["budgets"][64]  # frontier.actions=false: the families only
+    assert (tmp_path / "reports" / "fr" / "ladders_frontier.png").stat().st_size > 0
