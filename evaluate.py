@@ -6,6 +6,9 @@ from omegaconf import DictConfig
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
+    from mogg.threads import configure_threads
+
+    configure_threads(cfg.get("threads"))  # before torch/numba/BLAS start their pools
     from mogg.app import evaluate
 
     evaluate(cfg)

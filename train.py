@@ -10,6 +10,9 @@ log = logging.getLogger(__name__)
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
+    from mogg.threads import configure_threads
+
+    configure_threads(cfg.get("threads"))  # before torch/numba/BLAS start their pools
     from mogg.app import train
 
     train(cfg)

@@ -53,6 +53,7 @@ from mogg.evaluation.frontier import (  # noqa: E402
     calibrate_lambda,
     choose_config,
     crossfit_choice,
+    oracle_at,
     oracle_frontier,
     paired_interval,
 )
@@ -100,6 +101,21 @@ def test_oracle_frontier_points_are_brute_force_optima(seed):
     # the cheapest and the best points are the brute-force extremes
     assert ys[-1] == pytest.approx(f1.max(axis=1).mean())
     assert xs[0] == pytest.approx(tok.min(axis=1).mean()) or ys[0] >= _brute_force(f1, tok, tok.min(axis=1).mean())
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4, 5])
+def test_oracle_at_budget_between_lagrangian_points_and_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    f1 = rng.random((6, 4)).round(2)
+    tok = rng.integers(1, 40, size=(6, 4)).astype(float)
+    xs, ys = oracle_frontier(f1, tok)
+    for budget in np.linspace(tok.min(1).mean(), tok.max(1).mean(), 9):
+        t, f = oracle_at(f1, tok, budget)
+        step = ys[xs <= budget + 1e-9].max()
+        best = _brute_force(f1, tok, budget)
+        assert t <= budget + 1e-9 and step - 1e-12 <= f <= best + 1e-12
+        assert f >= best - 1.0 / len(f1)  # at most one question's move below the optimum
+    assert np.isnan(oracle_at(f1, tok, tok.min(1).mean() - 1)[1])
 
 
 @pytest.mark.parametrize("target", [60.0, 120.0, 250.0])
@@ -219,3 +235,71 @@ def test_frontier_across_ladders_one_plot(tmp_path, mirage):
     assert set(s) == {"mog", "mogg"} and all("frontier" in v for v in s.values())
     assert "router" not in s["mogg"]["frontier"]["budgets"][64]  # frontier.actions=false: the families only
     assert (tmp_path / "reports" / "fr" / "ladders_frontier.png").stat().st_size > 0
+
+
+def test_cross_ladder_router_chooses_the_ladder_too(tmp_path, mirage):
+    import json
+
+    from conftest import compose
+
+    from mogg.app import evaluate, prepare_all, train
+    from mogg.frontier_stage import CROSS, actions_of, cross_ladder_actions, frontier_settings
+
+    cfg = compose(_frontier_overrides(tmp_path, mirage, ["+ladder@ladders.mogg=mogg"]))
+    out = train(cfg)
+    assert out[CROSS]["action_folds"] == 3
+    # the cross-ladder action table is the ladders' tables side by side, in the space's order
+    fs = frontier_settings(cfg)
+    preps = prepare_all(cfg)
+    space, table, xq, xa, per = cross_ladder_actions(preps, fs)
+    own = {n: actions_of(p, fs)[1] for n, p in preps.items()}
+    np.testing.assert_array_equal(table.f1, np.concatenate([own["mog"].f1, own["mogg"].f1], 1))
+    assert space.n == table.f1.shape[1] == xa.shape[1] and space.names()[0].startswith("mog/")
+    assert xq.shape[1] == sum(actions_of(p, fs)[2].shape[1] for p in preps.values())
+    evaluate(cfg)
+    rep = tmp_path / "reports" / "fr"
+    cross = json.loads((rep / f"{CROSS}_frontier.json").read_text())
+    for b, row in cross["budgets"].items():
+        assert "router" in row and "mog envelope" in row and "mogg envelope" in row
+        # choosing among both ladders in hindsight is never worse than either ladder's hindsight choice
+        for n in ("mog", "mogg"):
+            ladder = json.loads((rep / "metrics.json").read_text())[n]["frontier"]["budgets"][b]
+            assert row["envelope (hindsight)"]["f1"]["mean"] >= ladder["envelope (hindsight)"]["f1"]["mean"] - 1e-9
+            # the oracle over a superset of actions: within one question's move (1/Q) of above
+            assert row["oracle"]["f1"]["mean"] >= ladder["oracle"]["f1"]["mean"] - 1.0 / cross["n"]
+    md = (rep / "results.md").read_text()
+    assert f"{CROSS}" in md and (rep / f"{CROSS}_frontier.png").stat().st_size > 0
+
+
+def test_guard_keeps_the_envelope_unless_validation_win_exceeds_one_se():
+    from mogg.evaluation.frontier import Family
+    from mogg.evaluation.frontier_report import RouterFolds, route_at
+
+    rng = np.random.default_rng(0)
+    n = 400
+    # two configurations of equal cost; config 1 is better on a noisy half of the questions
+    f1 = np.c_[np.full(n, 0.5), 0.5 + rng.normal(0.0, 0.3, n)].clip(0, 1)
+    tok = np.full((n, 2), 10.0)
+    fam = Family("fixed", f1, tok, ["a", "b"], True)
+    fold = np.repeat([0, 1], n // 2)
+    val_rows = [np.arange(200, 260), np.arange(0, 60)]  # each fold validates on the other fold's rows
+
+    def router_prefers_b(strength: float) -> RouterFolds:
+        util = np.c_[np.zeros(n), np.full(n, strength)]
+        return RouterFolds(util, fold, [(v, util[v]) for v in val_rows], guard=True, guard_se=1.0)
+
+    # the envelope (chosen on training folds) is whichever config has the better mean there
+    choice, own, facts = route_at(router_prefers_b(1.0), fam, 64)
+    for k, fact in enumerate(facts):
+        d = fact["val_f1"] - fact["val_envelope_f1"]
+        rows = fold == k
+        if d > fact["val_diff_se"]:
+            assert own[rows].all() and (choice[rows] == 1).all()
+        else:
+            assert not own[rows].any()
+    # with a zero margin the guard only needs a positive point estimate
+    r0 = router_prefers_b(1.0)
+    r0.guard_se = 0.0
+    _, own0, facts0 = route_at(r0, fam, 64)
+    for k, fact in enumerate(facts0):
+        assert own0[fold == k].all() == (fact["val_f1"] > fact["val_envelope_f1"])

@@ -3,7 +3,7 @@
 Layers, bottom to top. A module imports only from its own layer or the layers below it
 (``tests/test_layers.py`` enforces this, lazy imports included, and that there are no cycles):
 
- 1. helpers     artifacts, text, segments, metrics, vectors, runconfig: pure functions and files
+ 1. helpers     artifacts, text, segments, metrics, vectors, runconfig, threads: pure functions and files
  2. data        data: corpora and question sets, validation, download
  3. models      encoders, readers: text encoders and LLM clients (one OpenAI-compatible client)
  4. index       retrieval: BM25, sharded BM25, dense; texts and vectors in, top-k out (no ladders)
@@ -22,7 +22,7 @@ above the ladders layer names a method.
 """
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("helpers", ("mogg.artifacts", "mogg.text", "mogg.segments", "mogg.metrics", "mogg.vectors", "mogg.runconfig")),
+    ("helpers", ("mogg.artifacts", "mogg.text", "mogg.segments", "mogg.metrics", "mogg.vectors", "mogg.runconfig", "mogg.threads")),
     ("data", ("mogg.data",)),
     ("models", ("mogg.encoders", "mogg.readers")),
     ("index", ("mogg.retrieval",)),

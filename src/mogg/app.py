@@ -14,7 +14,7 @@ import numpy as np
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from mogg.artifacts import ArtifactError
+from mogg.artifacts import ArtifactError, atomic_path
 from mogg.evaluation.budgets import budget_overview, budget_section, budget_table, plot_budgets
 from mogg.evaluation.policies import run_policies, summarize
 from mogg.evaluation.qa_accuracy import (
@@ -26,7 +26,14 @@ from mogg.evaluation.qa_accuracy import (
 )
 from mogg.evaluation.frontier_report import plot_cross_ladders
 from mogg.evaluation.report import log_summaries, write_report
-from mogg.frontier_stage import evaluate_frontier, frontier_settings, train_actions
+from mogg.frontier_stage import (
+    CROSS,
+    evaluate_cross_ladder,
+    evaluate_frontier,
+    frontier_settings,
+    train_actions,
+    train_cross_ladder,
+)
 from mogg.pipeline import prepare
 from mogg.prepared import Prepared
 from mogg.routing.crossfit import RouterSettings, crossfit, fit_all, predict_crossfit
@@ -228,6 +235,11 @@ def train(cfg: DictConfig) -> dict:
                              out / "final", router_spec(cfg, name, src))
             results[name]["final"] = str(out / "final")
             log.info("final %s router (trained on %s, %d questions) in %s", name, router.source_name, len(src.items), out / "final")
+    fs = frontier_settings(cfg)
+    if fs is not None and fs.actions and len(preps) > 1:
+        out = checkpoint_dir(cfg, CROSS) / "actions"
+        results[CROSS] = {"action_folds": len(train_cross_ladder(cfg, settings, preps, out, fs)["folds"])}
+        log.info("cross-fitted the cross-ladder action routers in %s", out)
     if cfg.get("evaluate_after"):
         results["evaluation"] = evaluate(cfg)
     return results
@@ -355,7 +367,8 @@ def evaluate(cfg: DictConfig) -> dict:
     reader = make_reader(cfg)
     settings = router_settings(cfg)
     frontiers: dict[str, dict] = {}
-    for name, prep in prepare_all(cfg, reader=reader).items():
+    preps = prepare_all(cfg, reader=reader)
+    for name, prep in preps.items():
         weights, routings, router_notes = router_weights(cfg, name, prep)
         results = run_policies(prep, cfg.k, weights, seed=cfg.seed, extra=ladder_policies(cfg, prep))
         s = summarize(prep, results)
@@ -401,8 +414,17 @@ def evaluate(cfg: DictConfig) -> dict:
     if budgets and len([s for s in summaries.values() if "budgets" in s]) > 1:
         sections = budget_overview(summaries, budgets) + sections
     if len(frontiers) > 1:
+        head = ["## Ladders at matched reading cost", "", "![ladders](ladders_frontier.png)", ""]
+        fs = frontier_settings(cfg)
+        if fs.actions and cfg.get("use_router", True):  # one router choosing the ladder too
+            cross, md = evaluate_cross_ladder(cfg, settings, preps, fs, checkpoint_dir(cfg, CROSS), report_dir)
+            frontiers = {**frontiers, CROSS: cross}
+            head += md
+            report_dir.mkdir(parents=True, exist_ok=True)
+            with atomic_path(report_dir / f"{CROSS}_frontier.json") as tmp:
+                tmp.write_text(json.dumps(cross, indent=1, default=float))
         plot_cross_ladders(frontiers, report_dir / "ladders_frontier.png")
-        sections = ["## Ladders at matched reading cost", "", "![ladders](ladders_frontier.png)", ""] + sections
+        sections = head + sections
     notes = list(dict.fromkeys(notes))  # a note shared by every ladder (the gold-context setting) once
     report = write_report(report_dir, summaries, records, notes, sections)
     if cfg.get("logger"):

@@ -16,7 +16,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from mogg.evaluation.families import action_table, stream_family
-from mogg.evaluation.frontier import Family
+from mogg.evaluation.frontier import Family, merge_families
 from mogg.evaluation.frontier_report import RouterFolds, frontier_evaluation, frontier_section, plot_frontier
 from mogg.prepared import Prepared
 from mogg.routing.action_folds import crossfit_actions, predict_action_folds
@@ -109,7 +109,8 @@ def evaluate_frontier(cfg: DictConfig, settings, name: str, prep: Prepared, fs: 
     router = None
     if fs.actions and cfg.get("use_router", True):
         af = predict_action_folds(xq, xa, prep.query_ids, ckpt / "actions", space)
-        router = RouterFolds(af.util, af.fold, af.val, guard=settings.guard, max_tokens=settings.max_tokens)
+        router = RouterFolds(af.util, af.fold, af.val, guard=settings.guard, max_tokens=settings.max_tokens,
+                            guard_se=settings.guard_se)
         folds = af.fold
     else:
         folds = make_folds(len(prep.items), cfg.n_folds, cfg.seed)
@@ -118,3 +119,56 @@ def evaluate_frontier(cfg: DictConfig, settings, name: str, prep: Prepared, fs: 
     fr["actions"] = space.to_json()
     plot_frontier(name, fr, report_dir / f"{name}_frontier.png")
     return fr, frontier_section(name, fr, list(fs.budgets))
+
+
+# The cross-ladder router: one action space over every ladder's (level, k, cap), so the router
+# picks the ladder too. Its checkpoints live beside the ladders' as <run>/<CROSS>/actions.
+CROSS = "all_ladders"
+
+
+def cross_ladder_actions(preps: dict[str, Prepared], fs: FrontierSettings
+                         ) -> tuple[ActionSpace, Family, np.ndarray, np.ndarray, dict[str, Family]]:
+    """:func:`actions_of` over every ladder at once: levels named ``<ladder>/<level>`` (ladder-major,
+    so the merged table keeps :class:`ActionSpace`'s order), query inputs of all ladders side by
+    side, action features from the ladders' deep scores stacked along the level axis; and each
+    ladder's own action table (its fixed envelope's candidates)."""
+    ids = next(iter(preps.values())).query_ids
+    if any(p.query_ids != ids for p in preps.values()):
+        raise ValueError("the cross-ladder router needs every ladder prepared on the same questions")
+    parts = {name: actions_of(p, fs) for name, p in preps.items()}
+    names = [f"{n}/{lv}" for n, p in preps.items() for lv in p.ladder.level_names]
+    space = ActionSpace(names, fs.depth, list(fs.caps))
+    tables = []
+    for n, (_, t, _, _) in parts.items():
+        tables.append(Family(t.name, t.f1, t.tokens, [f"{n}/{c}" for c in t.configs], True, {}))
+    table = merge_families("fixed envelope (all ladders)", tables)
+    xq = np.concatenate([x for _, _, x, _ in parts.values()], axis=1)
+    scores = np.concatenate([p.deep.scores[:, :, : fs.depth] for p in preps.values()], axis=1)
+    xa = action_features(space, scores, table.tokens)
+    return space, table, xq, xa, {n: t for n, (_, t, _, _) in parts.items()}
+
+
+def train_cross_ladder(cfg: DictConfig, settings, preps: dict[str, Prepared], out_dir: Path,
+                       fs: FrontierSettings) -> dict:
+    """Cross-fit the cross-ladder action router into ``out_dir`` (same folds as every ladder's)."""
+    space, table, xq, xa, _ = cross_ladder_actions(preps, fs)
+    key = "+".join(p.data_key for p in preps.values())
+    fit = {"objective": settings.objective, **fs.fit}
+    return crossfit_actions(xq, xa, table.f1, space, next(iter(preps.values())).query_ids, cfg.n_folds, cfg.seed,
+                            fit, float(cfg.trainer.val_fraction), out_dir, key)
+
+
+def evaluate_cross_ladder(cfg: DictConfig, settings, preps: dict[str, Prepared], fs: FrontierSettings, ckpt: Path,
+                          report_dir: Path) -> tuple[dict, list[str]]:
+    """The frontier across ladders: the envelope over every ladder's fixed configurations, each
+    ladder's own envelope as a family, the cross-ladder router, the oracle over all actions."""
+    space, table, xq, xa, per_ladder = cross_ladder_actions(preps, fs)
+    ids = next(iter(preps.values())).query_ids
+    af = predict_action_folds(xq, xa, ids, ckpt / "actions", space)
+    router = RouterFolds(af.util, af.fold, af.val, guard=settings.guard, max_tokens=settings.max_tokens,
+                            guard_se=settings.guard_se)
+    own = [Family(f"{n} envelope", t.f1, t.tokens, t.configs, False, {}) for n, t in per_ladder.items()]
+    fr = frontier_evaluation(table, own, af.fold, list(fs.budgets), router, fs.n_boot, cfg.seed)
+    fr["actions"] = space.to_json()
+    plot_frontier(CROSS, fr, report_dir / f"{CROSS}_frontier.png")
+    return fr, frontier_section(CROSS, fr, list(fs.budgets))

@@ -86,6 +86,19 @@ MIRAGE_FILES: tuple[RemoteFile, ...] = (
 )
 
 
+# COVID-QA (deepset, release 2020-04-23; Apache 2.0): SQuAD format, 98 CORD-19 papers, 1,380 questions.
+COVIDQA_BASE_URL = "https://raw.githubusercontent.com/deepset-ai/COVID-QA/master/data/question-answering/"
+COVIDQA_FILES: tuple[RemoteFile, ...] = (
+    RemoteFile("200423_covidQA.json", 2697757, "ab310b4e39f726e087c8fa3d1787c73771dacddc584977204ebe3cc889ee1264"),
+)
+
+# --dataset NAME: (folder under the data directory, base URL, files, the file that marks the folder)
+DATASETS: dict[str, tuple[str, str, tuple[RemoteFile, ...], str]] = {
+    "mirage": ("mirage", DEFAULT_BASE_URL, MIRAGE_FILES, "benchmark.json"),
+    "covidqa": ("covidqa", COVIDQA_BASE_URL, COVIDQA_FILES, "200423_covidQA.json"),
+}
+
+
 # ---------------------------------------------------------------------------------------------
 # Locations
 
@@ -135,10 +148,10 @@ def _discard(path: Path) -> None:
 
 
 def verify_mirage(
-    data_dir: str | os.PathLike | None = None, files: Iterable[RemoteFile] = MIRAGE_FILES
+    data_dir: str | os.PathLike | None = None, files: Iterable[RemoteFile] = MIRAGE_FILES, subdir: str = "mirage"
 ) -> list[str]:
-    """Check every file; returns the problems (empty when all files match)."""
-    root = resolve_data_dir(data_dir) / "mirage"
+    """Check every file under ``<data dir>/<subdir>``; returns the problems (empty when all match)."""
+    root = resolve_data_dir(data_dir) / subdir
     problems = []
     for spec in files:
         problem = check_file(root / spec.path, spec)
@@ -160,9 +173,10 @@ def fetch_mirage(
     backoff: float = 1.0,
     progress: bool = True,
     use_mirrors: bool = True,
+    subdir: str = "mirage",
 ) -> list[str]:
-    """Download every missing or invalid file; returns the problems (empty on success)."""
-    root = resolve_data_dir(data_dir) / "mirage"
+    """Download every missing or invalid file into ``<data dir>/<subdir>``; returns the problems."""
+    root = resolve_data_dir(data_dir) / subdir
     problems: list[str] = []
     with requests.Session() as session:
         for spec in files:
@@ -209,19 +223,21 @@ def copy_mirage(
     data_dir: str | os.PathLike | None = None,
     symlink: bool = False,
     files: Iterable[RemoteFile] = MIRAGE_FILES,
+    subdir: str = "mirage",
+    marker: str = "benchmark.json",
 ) -> list[str]:
-    """Copy (or symlink) MIRAGE from a local copy, verifying every file; returns the problems.
+    """Copy (or symlink) a dataset from a local copy, verifying every file; returns the problems.
 
-    ``source_dir`` is a MIRAGE root (holding ``benchmark.json``) or a data directory holding
-    ``mirage/``. Files that fail their checksum are reported and not placed.
+    ``source_dir`` is the dataset's root (holding ``marker``, e.g. MIRAGE's ``benchmark.json``) or
+    a data directory holding ``<subdir>/``. Files that fail their checksum are reported and not placed.
     """
     src_root = Path(source_dir)
-    if not (src_root / "benchmark.json").exists() and (src_root / "mirage" / "benchmark.json").exists():
-        src_root = src_root / "mirage"
-    root = resolve_data_dir(data_dir) / "mirage"
+    if not (src_root / marker).exists() and (src_root / subdir / marker).exists():
+        src_root = src_root / subdir
+    root = resolve_data_dir(data_dir) / subdir
     if root.exists() and src_root.resolve() == root.resolve():
         logger.info("source and destination are the same directory; verifying only")
-        return verify_mirage(root.parent, files)
+        return verify_mirage(root.parent, files, subdir)
     problems: list[str] = []
     for spec in files:
         src, dest = src_root / spec.path, root / spec.path
@@ -268,6 +284,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="a MedRAG corpus to prepare under DATA_DIR/medrag/ instead of MIRAGE (repeatable); "
         "with --from-local DIR, DIR is a local copy of it (chunk jsonl; StatPearls: its archive or .nxml files)",
     )
+    parser.add_argument(
+        "--dataset", choices=sorted(DATASETS), default="mirage",
+        help="which question set to prepare under DATA_DIR/<dataset>/ (default: %(default)s; "
+        "covidqa: deepset's COVID-QA 200423_covidQA.json)",
+    )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(
         "--from-local", metavar="DIR", help="copy from a local MIRAGE copy instead of downloading"
@@ -277,7 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--symlink", action="store_true", help="with --from-local: symlink instead of copying"
     )
     parser.add_argument(
-        "--base-url", default=DEFAULT_BASE_URL, help="base URL of the MIRAGE tree (default: %(default)s)"
+        "--base-url", default=None, help="base URL of the dataset's tree (default: its public repository)"
     )
     parser.add_argument("--no-mirrors", action="store_true", help="do not try the per-file fallback URLs")
     parser.add_argument("--timeout", type=float, default=60.0, help="per-request timeout in seconds")
@@ -308,23 +329,27 @@ def main(argv: list[str] | None = None) -> int:
         if not problems:
             logger.info("MedRAG corpora %s ready and verified under %s", ", ".join(args.corpus), data_dir / "medrag")
         return 1 if problems else 0
+    subdir, base_url, files, marker = DATASETS[args.dataset]
     if args.verify:
-        problems = verify_mirage(data_dir)
+        problems = verify_mirage(data_dir, files, subdir)
     elif args.from_local:
-        problems = copy_mirage(args.from_local, data_dir, symlink=args.symlink)
+        problems = copy_mirage(args.from_local, data_dir, symlink=args.symlink, files=files, subdir=subdir,
+                               marker=marker)
     else:
         problems = fetch_mirage(
             data_dir,
-            args.base_url,
+            args.base_url or base_url,
+            files,
             timeout=args.timeout,
             retries=args.retries,
             progress=not args.no_progress,
             use_mirrors=not args.no_mirrors,
+            subdir=subdir,
         )
     if problems:
-        logger.error("%d file(s) missing or invalid under %s", len(problems), data_dir / "mirage")
+        logger.error("%d file(s) missing or invalid under %s", len(problems), data_dir / subdir)
         return 1
-    logger.info("MIRAGE ready and verified at %s", data_dir / "mirage")
+    logger.info("%s ready and verified at %s", args.dataset, data_dir / subdir)
     return 0
 
 

@@ -93,6 +93,44 @@ def oracle_frontier(f1: np.ndarray, tokens: np.ndarray, lambdas: np.ndarray = LA
     return pareto(np.array(sorted(pts)))
 
 
+def oracle_at(f1: np.ndarray, tokens: np.ndarray, budget: float, iters: int = 64) -> tuple[float, float]:
+    """The oracle at mean tokens <= ``budget``: (mean tokens, mean F1) of a per-question assignment.
+
+    Bisection on lambda brackets the budget between two Lagrangian solutions (each an exact
+    optimum for its own mean tokens); questions then move from the feasible solution's choice to
+    the other's in order of F1 gained per token while the mean stays <= ``budget``. The result is
+    achievable (one choice per question), never below the best Lagrangian point under the budget,
+    and at most one question's move below the linear-programming bound, so a superset of actions
+    never loses more than 1/Q (a step function over Lagrangian points can lose a whole edge).
+    NaN rows must be dropped first; (NaN, NaN) if even the cheapest choices exceed the budget.
+    """
+    n = len(f1)
+    rows = np.arange(n)
+    if tokens.min(axis=1).mean() > budget + 1e-9:
+        return float("nan"), float("nan")
+
+    def mean_tokens(lam: float) -> float:
+        return float(tokens[rows, lagrangian_choice(f1, tokens, lam)].mean())
+
+    lo, hi = 0.0, 2.0  # F1 <= 1 and token counts are integers: lambda > 1 picks the cheapest
+    if mean_tokens(lo) <= budget + 1e-9:
+        hi = lo
+    else:
+        for _ in range(iters):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if mean_tokens(mid) > budget + 1e-9 else (lo, mid)
+    a = lagrangian_choice(f1, tokens, hi)
+    b = lagrangian_choice(f1, tokens, lo)
+    dt, df = tokens[rows, b] - tokens[rows, a], f1[rows, b] - f1[rows, a]
+    room = budget * n - tokens[rows, a].sum() + 1e-9
+    move = np.flatnonzero((dt > 0) & (df > 0))
+    move = move[np.argsort(-df[move] / dt[move], kind="stable")]
+    take = move[np.cumsum(dt[move]) <= room]
+    choice = a.copy()
+    choice[take] = b[take]
+    return float(tokens[rows, choice].mean()), float(f1[rows, choice].mean())
+
+
 def pareto(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Points (tokens, F1) that no cheaper-or-equal point beats, sorted by tokens."""
     if not len(points):

@@ -18,10 +18,10 @@ from mogg.artifacts import atomic_path
 from mogg.evaluation.frontier import (
     Family,
     area_share,
-    at_budget,
     calibrate_lambda,
     choose_config,
     crossfit_choice,
+    oracle_at,
     oracle_frontier,
     paired_interval,
     pareto,
@@ -42,6 +42,10 @@ class RouterFolds:
     val: list[tuple[np.ndarray, np.ndarray]]  # per fold: (validation rows, that fold's utilities on them)
     guard: bool = True  # per fold and budget: keep the envelope's configuration unless the router beats it on validation
     max_tokens: float | None = None
+    # ... by guard_se standard errors of the paired difference: lambda is chosen on the same
+    # validation rows (optimistic), and a fold's validation slice is small, so a point-estimate
+    # win there often does not hold on the fold's test questions (the one-SE rule)
+    guard_se: float = 1.0
 
 
 def best_lambda(util: np.ndarray, tokens: np.ndarray, f1: np.ndarray, budget: float,
@@ -72,9 +76,12 @@ def route_at(r: RouterFolds, fixed: Family, budget: float) -> tuple[np.ndarray, 
         fact = {"fold": k, "lambda": lam, "n_val": int(len(vrows))}
         if len(vrows):
             va = decide(vutil, t[vrows], lam, r.max_tokens)
+            d = f[vrows, va] - f[vrows, env]
+            d = d[~np.isnan(d)]
+            se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else 0.0
             fact.update(val_tokens=float(t[vrows, va].mean()), val_f1=float(np.nanmean(f[vrows, va])),
-                        val_envelope_f1=float(np.nanmean(f[vrows, env])))
-            if r.guard and not fact["val_f1"] > fact["val_envelope_f1"]:
+                        val_envelope_f1=float(np.nanmean(f[vrows, env])), val_diff_se=se)
+            if r.guard and not fact["val_f1"] - fact["val_envelope_f1"] > r.guard_se * se:
                 choice[test], own[test] = env, False
         facts.append(fact)
     return choice, own, facts
@@ -107,7 +114,7 @@ def frontier_evaluation(fixed: Family, others: list[Family], folds: np.ndarray, 
     fixed, others, folds = cut(fixed), [cut(o) for o in others], np.asarray(folds)[sub]
     if router is not None:
         val = [(new[v][new[v] >= 0], u[new[v] >= 0]) for v, u in router.val]
-        router = RouterFolds(router.util[sub], router.fold[sub], val, router.guard, router.max_tokens)
+        router = RouterFolds(router.util[sub], router.fold[sub], val, router.guard, router.max_tokens, router.guard_se)
     rows = np.arange(len(sub))
     ox, oy = oracle_frontier(fixed.f1, fixed.tokens)
     hx, hy = pareto(np.c_[fixed.tokens.mean(0), fixed.f1.mean(0)])
@@ -131,7 +138,7 @@ def frontier_evaluation(fixed: Family, others: list[Family], folds: np.ndarray, 
         for fam in others:
             f, t, c = crossfit_choice(fam.f1, fam.tokens, folds, b)
             res[fam.name] = _row(f, t, ef, n_boot, seed, _most_common(fam, c))
-        tx, fy = at_budget(ox, oy, b)
+        tx, fy = oracle_at(fixed.f1, fixed.tokens, b)
         res["oracle"] = {"f1": {"mean": fy, "se": float("nan"), "n": len(sub)}, "tokens": {"mean": tx}}
         return res
 
@@ -145,7 +152,7 @@ def frontier_evaluation(fixed: Family, others: list[Family], folds: np.ndarray, 
     lo, hi = min(budgets), max(budgets)
     span = [b for b in curves if lo <= b <= hi]
     env = np.array([curves[b]["envelope"]["f1"]["mean"] for b in span])
-    orc = np.array([at_budget(ox, oy, b)[1] for b in span])
+    orc = np.array([curves[b]['oracle']['f1']['mean'] for b in span])
     out["area"] = {n: area_share(np.array(span), np.array([curves[b][n]["f1"]["mean"] for b in span]), env, orc)
                    for n in names if n != "envelope"}
     out["area"]["oracle"] = 1.0

@@ -65,6 +65,7 @@ class RouterSettings:
     cost_weight: float | None = None
     max_tokens: int | None = None
     guard: bool = True
+    guard_se: float = 1.0  # the router must beat the envelope on validation by this many SEs (one-SE rule)
 
     def __post_init__(self) -> None:
         self.inputs = parse_groups(self.inputs if isinstance(self.inputs, str) else list(self.inputs))
@@ -79,6 +80,8 @@ class RouterSettings:
             raise ValueError(f"router.cost_weight must be >= 0 or null, got {self.cost_weight}")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise ValueError(f"router.max_tokens must be >= 1 or null, got {self.max_tokens}")
+        if not self.guard_se >= 0:
+            raise ValueError(f"router.guard_se must be >= 0 standard errors, got {self.guard_se}")
         if not self.temperature > 0:
             raise ValueError(f"router.temperature must be > 0, got {self.temperature}")
         if self.hidden < 0 or not 0 <= self.dropout < 1 or not self.lr > 0 or self.weight_decay < 0:

@@ -18,6 +18,7 @@ from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 
 from mogg.routing import objectives
 from mogg.routing.router import RouterMLP
+from mogg.threads import single_threaded
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +170,9 @@ def fit_router(
     resume = str(last) if (trainer.checkpoint_every > 0 and last is not None and last.is_file()) else None
     if resume:
         log.info("resuming router training from %s", resume)
-    t.fit(module, train_dl, val_dl, ckpt_path=resume)
+    # a few-thousand-parameter MLP: threads only add synchronisation (and spin under contention)
+    with single_threaded():
+        t.fit(module, train_dl, val_dl, ckpt_path=resume)
     summary = {"epochs": int(t.current_epoch)}
     if best.state is not None:
         module.load_state_dict(best.state)

@@ -1,0 +1,133 @@
+"""COVID-QA: the SQuAD reader, the evidence rule on hand-made records, mogg-prepare --dataset covidqa,
+and the real configs on the shared copy."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mogg.data.errors import DataError
+from mogg.data.prepare import COVIDQA_FILES, main as prepare_main
+from mogg.data.squad import SquadPapers, SquadQA, covering_sentences, locate_answer, read_papers, sentence_spans
+
+from conftest import ROOT, compose
+
+SHARED_COVIDQA = ROOT.parent / "shared" / "data" / "covidqa"
+
+PAPER = ("Coronaviruses infect many species. The incubation period of SARS-CoV-2 is about 5 days, "
+         "with a range of 2 to 14 days. Masks reduce transmission.  Fever is common.\nCough is too.")
+
+
+def _squad(path: Path, qas: list[dict], context: str = PAPER, doc_id: int = 7) -> Path:
+    path.write_text(json.dumps({"data": [{"paragraphs": [{"context": context, "document_id": doc_id,
+                                                           "qas": qas}]}]}))
+    return path
+
+
+def _qa(qid, question, text, start):
+    return {"id": qid, "question": question, "answers": [{"text": text, "answer_start": start}],
+            "is_impossible": False}
+
+
+def test_sentence_spans_cover_the_splitter_sentences():
+    sentences, spans = sentence_spans(PAPER)
+    assert len(sentences) == 5
+    for sent, (b, e) in zip(sentences, spans):
+        assert " ".join(PAPER[b:e].split()) == sent
+
+
+def test_evidence_rule_on_hand_made_records(tmp_path):
+    start = PAPER.index("about 5 days")
+    two = PAPER.index("Masks")  # an answer crossing a sentence boundary: both sentences
+    qas = [
+        _qa(1, "How long is the incubation?", "about 5 days", start),  # exact offset
+        _qa(2, "Incubation range?", " 2 to 14 days", PAPER.index("2 to 14") - 2),  # COVID-QA's early offset
+        _qa(3, "What reduces transmission?", "transmission.  Fever", two + 13),  # spans two sentences
+        _qa(4, "Unanswerable here?", "hydroxychloroquine", 3),  # not in the paper: dropped
+        _qa(5, "Case?", "MASKS REDUCE", 0),  # case-insensitive fallback
+    ]
+    items = SquadQA(str(_squad(tmp_path / "c.json", qas))).load()
+    by_id = {it.id: it for it in items}
+    assert set(by_id) == {"1", "2", "3", "5"}
+    incubation = "The incubation period of SARS-CoV-2 is about 5 days, with a range of 2 to 14 days."
+    assert by_id["1"].gold_evidence == [incubation]
+    assert by_id["2"].gold_evidence == [incubation]
+    assert by_id["3"].gold_evidence == ["Masks reduce transmission.", "Fever is common."]
+    assert by_id["5"].gold_evidence == ["Masks reduce transmission."]
+    assert all(it.gold_doc_ids == ["covidqa:7"] and it.options == {} for it in items)
+    # the evidence is the sentence, never the bare answer span
+    assert by_id["1"].answer == "about 5 days" and by_id["1"].evidence_text != by_id["1"].answer
+
+
+def test_locate_answer_prefers_the_occurrence_nearest_the_offset():
+    ctx = "days. 14 days here. And 14 days there."
+    assert locate_answer(ctx, "14 days", 24) == (24, 31)
+    assert locate_answer(ctx, " 14 days", 22) == (24, 31)
+    assert locate_answer(ctx, "14 days", 5) == (6, 13)
+    assert locate_answer(ctx, "absent", 0) is None
+    spans = sentence_spans(ctx)
+    assert covering_sentences(*spans, 24, 31) == ["And 14 days there."]
+
+
+@pytest.mark.parametrize("payload, message", [
+    ({"version": 1}, "missing 'data'"),
+    ({"data": [{"paragraphs": [{"context": 3, "qas": []}]}]}, "'context' must be str"),
+    ({"data": [{"paragraphs": [{"context": "x", "document_id": 1, "qas": [_qa(1, "q", "x", 0), _qa(1, "q", "x", 0)]}]}]},
+     "duplicate question id"),
+    ({"data": [{"paragraphs": [{"context": "x", "qas": [{"id": 1, "question": "q",
+                                                         "answers": [{"text": "x", "answer_start": "0"}]}]}]}]},
+     "'answer_start' must be int"),
+])
+def test_reader_errors_name_the_file_and_record(tmp_path, payload, message):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(payload))
+    with pytest.raises(DataError) as exc:
+        read_papers(path)
+    assert str(path) in str(exc.value) and message in str(exc.value)
+
+
+def test_papers_are_documents(tmp_path):
+    path = _squad(tmp_path / "c.json", [_qa(1, "q", "Masks", PAPER.index("Masks"))])
+    docs = list(SquadPapers(str(path)))
+    assert [d.id for d in docs] == ["covidqa:7"] and docs[0].content == PAPER
+
+
+def test_prepare_dataset_covidqa_from_local(tmp_path):
+    if not (SHARED_COVIDQA / "200423_covidQA.json").exists():
+        pytest.skip("the shared COVID-QA copy is not beside the project")
+    data = tmp_path / "data"
+    assert prepare_main(["--dataset", "covidqa", "--from-local", str(SHARED_COVIDQA), "--data-dir", str(data)]) == 0
+    assert (data / "covidqa" / COVIDQA_FILES[0].path).stat().st_size == COVIDQA_FILES[0].size
+    assert prepare_main(["--dataset", "covidqa", "--verify", "--data-dir", str(data)]) == 0
+    # a corrupted source is refused and not placed
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    shutil.copyfile(SHARED_COVIDQA / "200423_covidQA.json", bad / "200423_covidQA.json")
+    with open(bad / "200423_covidQA.json", "r+b") as fh:
+        fh.seek(100)
+        fh.write(b"X")
+    assert prepare_main(["--dataset", "covidqa", "--from-local", str(bad), "--data-dir", str(tmp_path / "d2")]) == 1
+    assert not (tmp_path / "d2" / "covidqa" / "200423_covidQA.json").exists()
+
+
+def test_covidqa_configs_on_the_shared_copy(monkeypatch):
+    if not (SHARED_COVIDQA / "200423_covidQA.json").exists():
+        pytest.skip("the shared COVID-QA copy is not beside the project")
+    from hydra.utils import instantiate
+
+    monkeypatch.setenv("MOGG_DATA_DIR", str(SHARED_COVIDQA.parent))
+    cfg = compose(["experiment=covidqa"])
+    items = instantiate(cfg.questions).load()
+    assert len(items) == 1380  # every answer is found in its paper
+    docs = list(instantiate(cfg.corpus))
+    assert len(docs) == 98 and cfg.corpus.allow_gold
+    ids = {d.id for d in docs}
+    assert all(it.gold_doc_ids[0] in ids for it in items)
+    # the evidence is sentences of the gold paper, one in most questions
+    one = sum(len(it.gold_evidence) == 1 for it in items)
+    assert one / len(items) > 0.5
+    assert os.path.basename(cfg.questions.path) == "200423_covidQA.json"

@@ -1,0 +1,64 @@
+"""The thread knob reaches torch, numba and BLAS (in a fresh process, as an entry point sets it)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+PROBE = """
+import json, sys
+from mogg.threads import configure_threads, default_threads, single_threaded
+n = configure_threads(int(sys.argv[1]) if sys.argv[1] != "none" else None)
+import numpy, numba, torch
+from threadpoolctl import threadpool_info
+blas = [p["num_threads"] for p in threadpool_info()]
+with single_threaded():
+    inner = torch.get_num_threads()
+print(json.dumps({"n": n, "default": default_threads(), "torch": torch.get_num_threads(), "numba": numba.get_num_threads(),
+                  "blas": blas, "inner": inner, "after": torch.get_num_threads()}))
+"""
+
+
+def _probe(arg: str, env: dict | None = None) -> dict:
+    out = subprocess.run([sys.executable, "-c", PROBE, arg], capture_output=True, text=True, cwd=ROOT, env=env,
+                         timeout=120, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_thread_knob_reaches_torch_numba_and_blas():
+    r = _probe("1")
+    assert r["n"] == r["torch"] == r["numba"] == 1
+    assert r["blas"] and all(b == 1 for b in r["blas"])
+    assert r["inner"] == 1 and r["after"] == 1
+
+
+def test_default_is_the_slurm_share_else_the_cores():
+    import os
+
+    r = _probe("none", {**os.environ, "SLURM_CPUS_PER_TASK": "1"})
+    assert r["n"] == r["default"] == r["torch"] == 1
+    r = _probe("none", {k: v for k, v in os.environ.items() if k != "SLURM_CPUS_PER_TASK"})
+    assert r["n"] == len(os.sched_getaffinity(0))
+
+
+def test_single_threaded_restores_the_job_setting():
+    import torch
+
+    from mogg.threads import single_threaded
+
+    before = torch.get_num_threads()
+    with single_threaded():
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+
+
+def test_bad_thread_count_is_refused():
+    from mogg.threads import configure_threads
+
+    with pytest.raises(ValueError, match="threads must be >= 1"):
+        configure_threads(0)
