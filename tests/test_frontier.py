@@ -271,35 +271,58 @@ def test_cross_ladder_router_chooses_the_ladder_too(tmp_path, mirage):
     assert f"{CROSS}" in md and (rep / f"{CROSS}_frontier.png").stat().st_size > 0
 
 
-def test_guard_keeps_the_envelope_unless_validation_win_exceeds_one_se():
+@pytest.mark.parametrize("router_knows", [True, False])
+def test_guard_pools_validation_without_the_folds_own_test_rows(router_knows):
     from mogg.evaluation.frontier import Family
     from mogg.evaluation.frontier_report import RouterFolds, route_at
 
     rng = np.random.default_rng(0)
-    n = 400
-    # two configurations of equal cost; config 1 is better on a noisy half of the questions
-    f1 = np.c_[np.full(n, 0.5), 0.5 + rng.normal(0.0, 0.3, n)].clip(0, 1)
+    n = 300
+    f1 = np.c_[np.full(n, 0.5), (0.5 + rng.normal(0.0, 0.3, n)).clip(0, 1)]
     tok = np.full((n, 2), 10.0)
     fam = Family("fixed", f1, tok, ["a", "b"], True)
-    fold = np.repeat([0, 1], n // 2)
-    val_rows = [np.arange(200, 260), np.arange(0, 60)]  # each fold validates on the other fold's rows
-
-    def router_prefers_b(strength: float) -> RouterFolds:
-        util = np.c_[np.zeros(n), np.full(n, strength)]
-        return RouterFolds(util, fold, [(v, util[v]) for v in val_rows], guard=True, guard_se=1.0)
-
-    # the envelope (chosen on training folds) is whichever config has the better mean there
-    choice, own, facts = route_at(router_prefers_b(1.0), fam, 64)
+    fold = np.repeat([0, 1, 2], n // 3)
+    # fold j validates on rows of the other folds; its router knows (or inverts) which config is better
+    val_rows = [np.r_[100:130, 200:230], np.r_[0:30, 230:260], np.r_[30:60, 130:160]]
+    util = f1.copy() if router_knows else -f1
+    r = RouterFolds(util, fold, [(v, util[v]) for v in val_rows], guard=True, guard_se=1.0)
+    rf, rt, src, names, facts = route_at(r, fam, 64)
+    envs = [fam.configs.index(f["envelope"]) for f in facts]
     for k, fact in enumerate(facts):
-        d = fact["val_f1"] - fact["val_envelope_f1"]
+        # the pooled slice: every fold j's validation rows that are not fold k's test rows,
+        # fold j's router against fold j's envelope
+        pool = [v[fold[v] != k] for v in val_rows]
+        d = np.concatenate([f1[p, util[p].argmax(1)] - f1[p, envs[j]] for j, p in enumerate(pool)])
+        g = fact["guard"][0]
+        assert g["n"] == len(d) and g["gain"] == pytest.approx(d.mean())
+        passed = d.mean() > d.std(ddof=1) / np.sqrt(len(d))
         rows = fold == k
-        if d > fact["val_diff_se"]:
-            assert own[rows].all() and (choice[rows] == 1).all()
-        else:
-            assert not own[rows].any()
-    # with a zero margin the guard only needs a positive point estimate
-    r0 = router_prefers_b(1.0)
-    r0.guard_se = 0.0
-    _, own0, facts0 = route_at(r0, fam, 64)
-    for k, fact in enumerate(facts0):
-        assert own0[fold == k].all() == (fact["val_f1"] > fact["val_envelope_f1"])
+        assert passed == router_knows  # a router that knows wins clearly; one that inverts never passes
+        assert (src[rows] == (0 if passed else -1)).all()
+        expect = f1[rows, util[rows].argmax(1)] if passed else f1[rows, envs[k]]
+        np.testing.assert_array_equal(rf[rows], expect)
+
+
+def test_router_policy_deploys_a_routed_family_that_wins_on_validation():
+    from mogg.evaluation.frontier import Family
+    from mogg.evaluation.frontier_report import RouterFolds, route_at
+
+    rng = np.random.default_rng(1)
+    n = 300
+    f1 = np.c_[np.full(n, 0.5), np.full(n, 0.4)]
+    tok = np.full((n, 2), 10.0)
+    fam = Family("fixed", f1, tok, ["a", "b"], True)
+    fold = np.repeat([0, 1, 2], n // 3)
+    val_rows = [np.r_[100:130, 200:230], np.r_[0:30, 230:260], np.r_[30:60, 130:160]]
+    util = rng.random((n, 2))  # an action router that knows nothing: never passes the guard
+    r = RouterFolds(util, fold, [(v, util[v]) for v in val_rows], guard=True, guard_se=1.0)
+    # a routed family (eq. 1-2 under the level router) with one configuration 0.1 above the envelope
+    mixed = Family("eq12", (0.6 + rng.normal(0, 0.05, (n, 2))).clip(0, 1) - np.r_[0.0, 0.3], np.full((n, 2), 9.0),
+                   ["k=1", "k=2"], routed=True)
+    rf, rt, src, names, facts = route_at(r, fam, 64, [mixed])
+    assert names == ["action router", "eq12"] and (src == 1).all()
+    np.testing.assert_allclose(rf, mixed.f1[:, 0]) and np.testing.assert_allclose(rt, 9.0)
+    assert all(f["deployed"] == "eq12" for f in facts)
+    # over budget: the family's configurations read 9 tokens, the budget 5: the cheapest is deployed, no win
+    _, _, src, _, _ = route_at(r, fam, 5, [Family("eq12", mixed.f1, np.full((n, 2), 50.0), ["k=1", "k=2"], routed=True)])
+    assert (src != 1).all()

@@ -16,12 +16,13 @@ SCRIPT = textwrap.dedent("""
     import sys, time, numpy as np, lightning as L
     from pathlib import Path
     from mogg.routing import training as T
+    from mogg.routing import lightning_module as LM
     def stall(self, trainer, module):  # at epoch 37, signal the test and wait to be killed
         if trainer.current_epoch == 37:
             Path(sys.argv[1]).mkdir(parents=True, exist_ok=True)
             (Path(sys.argv[1]) / "STALLED").write_text(str(sorted(p.name for p in Path(sys.argv[1]).iterdir())))
             time.sleep(120)
-    T.EpochSeed.on_train_epoch_end = stall
+    LM.EpochSeed.on_train_epoch_end = stall
     rng = np.random.default_rng(0)
     x = rng.normal(size=(120, 8)).astype(np.float32); y = (rng.random((120, 4)) > 0.5) * 0.8
     T.fit_router(x[:100], y[:100], x[100:], y[100:], {"hidden": 16, "dropout": 0.3, "lr": 1e-2, "weight_decay": 1e-4},

@@ -98,7 +98,10 @@ def other_families(prep: Prepared, fs: FrontierSettings, weights: dict[str, np.n
         if name in weights:
             sels[f"{name} (eq. 1-2)"] = mog_select(lad, deep, weights[name], fs.depth)
     sels.update(ladder_policies)
-    return [stream_family(n, lad, s, ev, fs.depth, fs.caps, prep.max_context_tokens) for n, s in sels.items()]
+    fams = [stream_family(n, lad, s, ev, fs.depth, fs.caps, prep.max_context_tokens) for n, s in sels.items()]
+    for fam in fams:  # eq. 1-2 under the trained router's weights: a candidate of the router policy
+        fam.routed = fam.name == "mog_router (eq. 1-2)"
+    return fams
 
 
 def evaluate_frontier(cfg: DictConfig, settings, name: str, prep: Prepared, fs: FrontierSettings, weights: dict,

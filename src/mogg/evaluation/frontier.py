@@ -36,6 +36,7 @@ class Family:
     configs: list[str]  # A names, e.g. "8sent k=2 cap=64"
     fixed: bool = False  # a fixed-level family (part of the envelope)
     meta: dict = field(default_factory=dict)  # per-config arrays, e.g. level/k/cap indices
+    routed: bool = False  # driven by a trained router (a candidate of the router policy, see route_at)
 
     def __post_init__(self) -> None:
         if self.f1.shape != self.tokens.shape or self.f1.shape[1] != len(self.configs):

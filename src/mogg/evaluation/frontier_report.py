@@ -61,30 +61,80 @@ def best_lambda(util: np.ndarray, tokens: np.ndarray, f1: np.ndarray, budget: fl
     return float(cands[int(np.argmax(scores))])
 
 
-def route_at(r: RouterFolds, fixed: Family, budget: float) -> tuple[np.ndarray, np.ndarray, dict]:
-    """The router's choice per question at ``budget`` (int [Q]), whether it was the router's own
-    (False: the guard kept the envelope's configuration), and per-fold calibration facts."""
+def route_at(r: RouterFolds, fixed: Family, budget: float, routed: list[Family] | None = None
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], list[dict]]:
+    """The router policy at ``budget``: per question its F1 and tokens, which candidate decided
+    (int [Q] into the returned names; -1: the guard kept the envelope's configuration), and
+    per-fold facts.
+
+    Candidates: the action router (lambda calibrated on its fold's validation questions) and every
+    ``routed`` family, policies driven by the trained level router (eq. 1-2 under its weights),
+    each deployed at the configuration chosen on its training folds. The guard for fold k pools
+    every fold j's validation rows that are not fold k's test rows (fold j's candidate against
+    fold j's envelope on them): no test row of fold k enters its decision, and the pooled slice is
+    ~4x a single fold's. Fold k deploys the candidate with the best pooled gain among those
+    beating the envelope by ``guard_se`` standard errors (the one-SE rule), else the envelope.
+    """
     f, t = fixed.f1, fixed.tokens
-    choice = np.empty(len(r.fold), dtype=np.int64)
-    own = np.ones(len(r.fold), dtype=bool)
-    facts = []
-    for k, (vrows, vutil) in enumerate(r.val):
-        test = np.flatnonzero(r.fold == k)
+    routed = list(routed or [])
+    names = ["action router"] + [fam.name for fam in routed]
+    n_q, n_c = len(r.fold), 1 + len(routed)
+    qf, qt = np.empty((n_c, n_q)), np.empty((n_c, n_q))  # every candidate's test-fold outcome
+    env_f, env_t = np.empty(n_q), np.empty(n_q)
+    facts, diffs = [], []  # diffs[j][c]: fold j's validation rows, candidate c minus fold j's envelope
+    rows_all = np.arange(n_q)
+    for j, (vrows, vutil) in enumerate(r.val):
+        test = np.flatnonzero(r.fold == j)
+        train = np.flatnonzero(r.fold != j)
+        env = choose_config(f, t, train, budget)
+        env_f[test], env_t[test] = f[test, env], t[test, env]
         lam = best_lambda(vutil, t[vrows], f[vrows], budget, r.max_tokens) if len(vrows) else 0.0
-        choice[test] = decide(r.util[test], t[test], lam, r.max_tokens)
-        env = choose_config(f, t, np.flatnonzero(r.fold != k), budget)
-        fact = {"fold": k, "lambda": lam, "n_val": int(len(vrows))}
+        ch = decide(r.util[test], t[test], lam, r.max_tokens)
+        qf[0, test], qt[0, test] = f[test, ch], t[test, ch]
+        fact = {"fold": j, "lambda": lam, "n_val": int(len(vrows)), "envelope": fixed.configs[env]}
+        d, dt = [np.zeros(0)] * n_c, [np.zeros(0)] * n_c  # F1 and token differences to the envelope
         if len(vrows):
             va = decide(vutil, t[vrows], lam, r.max_tokens)
-            d = f[vrows, va] - f[vrows, env]
-            d = d[~np.isnan(d)]
-            se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else 0.0
+            d[0], dt[0] = f[vrows, va] - f[vrows, env], t[vrows, va] - t[vrows, env]
             fact.update(val_tokens=float(t[vrows, va].mean()), val_f1=float(np.nanmean(f[vrows, va])),
-                        val_envelope_f1=float(np.nanmean(f[vrows, env])), val_diff_se=se)
-            if r.guard and not fact["val_f1"] - fact["val_envelope_f1"] > r.guard_se * se:
-                choice[test], own[test] = env, False
+                        val_envelope_f1=float(np.nanmean(f[vrows, env])))
+        for c, fam in enumerate(routed, start=1):
+            cc = choose_config(fam.f1, fam.tokens, train, budget)
+            qf[c, test], qt[c, test] = fam.f1[test, cc], fam.tokens[test, cc]
+            if len(vrows):
+                d[c], dt[c] = fam.f1[vrows, cc] - f[vrows, env], fam.tokens[vrows, cc] - t[vrows, env]
+        diffs.append((vrows, d, dt, t[vrows, env]))
         facts.append(fact)
-    return choice, own, facts
+    source = np.zeros(n_q, dtype=np.int64)
+    out_f, out_t = qf[0].copy(), qt[0].copy()
+    if r.guard:
+        for k, fact in enumerate(facts):
+            test = r.fold == k
+            gains = []
+            env_tok = np.concatenate([et[~test[vj]] for vj, _, _, et in diffs])
+            for c in range(n_c):
+                d = np.concatenate([dj[c][~test[vj]] for vj, dj, _, _ in diffs])
+                extra = np.concatenate([tj[c][~test[vj]] for vj, _, tj, _ in diffs])
+                ok = ~np.isnan(d)
+                d, extra = d[ok], extra[ok]
+                mean = float(d.mean()) if len(d) else 0.0
+                se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else 0.0
+                # within the budget on validation, or no dearer than the envelope where nothing fits
+                tokens = float((env_tok[ok] + extra).mean()) if len(d) else 0.0
+                fits = tokens <= budget + 1e-9 or (len(d) > 0 and extra.mean() <= 1e-9)
+                gains.append({"candidate": names[c], "n": int(len(d)), "gain": mean, "se": se, "tokens": tokens,
+                              "passes": bool(fits and mean > r.guard_se * se)})
+            fact["guard"] = gains
+            ok = [c for c in range(n_c) if gains[c]["passes"]]
+            rows = rows_all[test]
+            if ok:
+                best = max(ok, key=lambda c: gains[c]["gain"])
+                source[rows], out_f[rows], out_t[rows] = best, qf[best, rows], qt[best, rows]
+                fact["deployed"] = names[best]
+            else:
+                source[rows], out_f[rows], out_t[rows] = -1, env_f[rows], env_t[rows]
+                fact["deployed"] = "envelope"
+    return out_f, out_t, source, names, facts
 
 
 def _row(f1: np.ndarray, tok: np.ndarray, env_f1: np.ndarray, n_boot: int, seed: int, config: str = "") -> dict:
@@ -109,7 +159,7 @@ def frontier_evaluation(fixed: Family, others: list[Family], folds: np.ndarray, 
     new[sub] = np.arange(len(sub))
 
     def cut(fam: Family) -> Family:
-        return Family(fam.name, fam.f1[sub], fam.tokens[sub], fam.configs, fam.fixed, fam.meta)
+        return Family(fam.name, fam.f1[sub], fam.tokens[sub], fam.configs, fam.fixed, fam.meta, fam.routed)
 
     fixed, others, folds = cut(fixed), [cut(o) for o in others], np.asarray(folds)[sub]
     if router is not None:
@@ -127,14 +177,14 @@ def frontier_evaluation(fixed: Family, others: list[Family], folds: np.ndarray, 
         hc = choose_config(fixed.f1, fixed.tokens, rows, b)
         res["envelope (hindsight)"] = _row(fixed.f1[:, hc], fixed.tokens[:, hc], ef, n_boot, seed, fixed.configs[hc])
         if router is not None:
-            ch, own, facts = route_at(router, fixed, b)
-            res["router"] = _row(fixed.f1[rows, ch], fixed.tokens[rows, ch], ef, n_boot, seed, _most_common(fixed, ch))
-            res["router"].update(own=float(own.mean()), calibration=facts)
+            rf, rt, src, names, facts = route_at(router, fixed, b, [o for o in others if o.routed])
+            used = Counter(["envelope" if s < 0 else names[s] for s in src.tolist()])
+            res["router"] = _row(rf, rt, ef, n_boot, seed, ", ".join(f"{n} {c / len(src):.0%}" for n, c in used.items()))
+            res["router"].update(own=float((src >= 0).mean()), calibration=facts)
             if router.guard:
                 raw = RouterFolds(router.util, router.fold, router.val, False, router.max_tokens)
-                ch, _, _ = route_at(raw, fixed, b)
-                res["router (unguarded)"] = _row(fixed.f1[rows, ch], fixed.tokens[rows, ch], ef, n_boot, seed,
-                                                 _most_common(fixed, ch))
+                rf, rt, _, _, _ = route_at(raw, fixed, b)
+                res["router (action, unguarded)"] = _row(rf, rt, ef, n_boot, seed)
         for fam in others:
             f, t, c = crossfit_choice(fam.f1, fam.tokens, folds, b)
             res[fam.name] = _row(f, t, ef, n_boot, seed, _most_common(fam, c))
@@ -168,7 +218,9 @@ def frontier_section(name: str, fr: dict, budgets: list[int]) -> list[str]:
     md = [f"## F1 at matched reading cost: `{name}`", "",
           f"n = {fr['n']} questions with gold evidence" + (f" ({fr['n_dropped']} without are left out)" if fr["n_dropped"] else "")
           + ". Each policy deploys, per fold, the configuration chosen on the training folds to read <= B mean tokens "
-          "(the router: its cost weight calibrated on its fold's validation questions); cells are evidence F1 ± se "
+          "(the router: the action router, lambda calibrated on its fold's validation questions, or eq. 1-2 under the "
+          "level router's weights, whichever beats the envelope on pooled validation questions by one standard error, "
+          "else the envelope); cells are evidence F1 ± se "
           "(mean tokens read) and [paired 95% interval of the difference to the envelope]. The envelope is the best "
           "fixed (level, k, cap) chosen on the training folds; the hindsight envelope is chosen on the test questions "
           "themselves and the oracle frontier picks per question (ceilings, not deployable).", "",
@@ -194,10 +246,10 @@ def frontier_section(name: str, fr: dict, budgets: list[int]) -> list[str]:
            f"share of the oracle frontier's (1 = oracle, 0 = envelope). Tokens to reach: the fewest mean tokens at which "
            f"the policy reaches the envelope's best F1 ({fr['reach_target']:.3f}).", ""]
     if "router" in fr["budgets"][budgets[0]]:
-        own = ", ".join(f"{b}: {fr['budgets'][b]['router']['own']:.0%}" for b in budgets)
-        md += [f"Configurations deployed: " + "; ".join(f"B={b}: envelope `{fr['budgets'][b]['envelope']['config']}`"
-                                                          for b in budgets) + ".",
-               f"Share of questions routed by the router's own choice (not the guard's envelope fallback): {own}.", ""]
+        own = "; ".join(f"{b}: {fr['budgets'][b]['router']['config']}" for b in budgets)
+        md += ["Configurations deployed: " + "; ".join(f"B={b}: envelope `{fr['budgets'][b]['envelope']['config']}`"
+                                                       for b in budgets) + ".",
+               f"The router policy's deciders (share of questions; envelope = the guard kept it): {own}.", ""]
     return md + [f"![F1 vs tokens]({name}_frontier.png)", ""]
 
 

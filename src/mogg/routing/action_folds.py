@@ -18,7 +18,7 @@ import numpy as np
 
 from mogg.artifacts import ArtifactError, atomic_path, config_hash
 from mogg.routing.actions import ActionRouter, ActionSpace, fit_action_router
-from mogg.routing.crossfit import _digest, make_folds, split_train_val
+from mogg.routing.crossfit import RouterTrainingError, _digest, make_folds, split_train_val
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,10 @@ def crossfit_actions(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, space: Actio
     for k in tqdm(range(n_folds), desc="action router folds", unit="fold", leave=False):
         test = np.flatnonzero(fold == k)
         train, val = split_train_val(np.flatnonzero(fold != k), val_fraction, seed + 1000 + k)
-        r = fit_action_router(xq, xa, y, train, val, seed=seed + k, **fit_kwargs)
+        try:
+            r = fit_action_router(xq, xa, y, train, val, seed=seed + k, **fit_kwargs)
+        except FloatingPointError as e:
+            raise RouterTrainingError(f"action router fold {k} ({out_dir / f'fold{k}'}) failed: {e}") from e
         r.save(out_dir / f"fold{k}", {"fold": k, "run_id": run_id, "space": space.to_json()})
         log.info("action fold %d: %d train / %d val / %d test, %d epochs, best val loss %.4f", k, len(train), len(val),
                  len(test), r.summary["epochs"], r.summary["best_val_loss"])

@@ -129,6 +129,9 @@ class ActionRouter:
         self.model.eval()
         with torch.no_grad():
             z = self.model(*_inputs(self, xq, xa)).numpy().astype(np.float64)
+        if not np.isfinite(z).all():
+            raise FloatingPointError(f"action router: non-finite utilities for {int((~np.isfinite(z)).any(1).sum())} "
+                                     f"of {len(z)} question(s); its inputs or weights are out of range: retrain it")
         return 1 / (1 + np.exp(-z)) if self.objective == "bce" else z
 
     def save(self, directory: Path, extra: dict | None = None) -> None:
@@ -161,6 +164,11 @@ class ActionRouter:
         model = ActionScorer(net["d_query"], net["d_action"], net["hidden"], net["dropout"])
         model.load_state_dict({k[4:]: v for k, v in tensors.items() if k.startswith("net.")})
         arrays = {n: tensors[n].numpy() for n in ("mean_q", "std_q", "mean_a", "std_a")}
+        bad = [k for k, v in tensors.items() if not torch.isfinite(v).all()]
+        bad += [n for n in ("std_q", "std_a") if not (arrays[n] > 0).all()]
+        if bad:
+            raise ValueError(f"{d / 'actions.safetensors'}: non-finite or non-positive values in {', '.join(bad)}; "
+                             "the action router is unusable, retrain it")
         return cls(model, spec["objective"], summary=spec.get("training", {}), **arrays), spec
 
 
@@ -213,6 +221,8 @@ def fit_action_router(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, train: np.n
             bad += 1
             if patience and bad >= patience:
                 break
+    if best_state is None:
+        raise FloatingPointError(f"the validation loss was never finite; lower frontier.fit.lr (now {lr})")
     r.model.load_state_dict(best_state)
     r.model.eval()
     r.summary = {"epochs": epoch + 1, "best_epoch": best_epoch, "best_val_loss": best, "n_train": int(len(train)),

@@ -122,6 +122,10 @@ def _digest(*arrays: np.ndarray) -> str:
     return h.hexdigest()
 
 
+class RouterTrainingError(RuntimeError):
+    """A router fit produced non-finite losses, weights or predictions (names the fold and directory)."""
+
+
 def train_router(
     x: np.ndarray,
     labels: np.ndarray,
@@ -234,8 +238,11 @@ def crossfit(
             log.info("fold %d already trained (%s): skipped", k, fdir)
         else:
             lightning_dir = out_dir / ".lightning" / f"fold{k}-{fit_key}"
-            router = train_router(x, labels, utilities, questions, train, val, settings, trainer, seed + k, fspec,
-                                  lightning_dir, logger=logger_factory(k) if logger_factory else False)
+            try:
+                router = train_router(x, labels, utilities, questions, train, val, settings, trainer, seed + k, fspec,
+                                      lightning_dir, logger=logger_factory(k) if logger_factory else False)
+            except FloatingPointError as e:
+                raise RouterTrainingError(f"router fold {k} ({fdir}) failed: {e}") from e
             router.spec["training"]["fit_key"] = fit_key
             router.save(fdir)
             shutil.rmtree(lightning_dir, ignore_errors=True)
@@ -273,7 +280,11 @@ def fit_all(
         log.info("final router already trained (%s): skipped", out_dir)
         return router
     lightning_dir = out_dir.parent / ".lightning" / f"{out_dir.name}-{fit_key}"
-    router = train_router(x, labels, utilities, questions, train, val, settings, trainer, seed, fspec, lightning_dir, logger)
+    try:
+        router = train_router(x, labels, utilities, questions, train, val, settings, trainer, seed, fspec, lightning_dir,
+                              logger)
+    except FloatingPointError as e:
+        raise RouterTrainingError(f"final router ({out_dir}) failed: {e}") from e
     router.spec["training"]["fit_key"] = fit_key
     router.save(out_dir)
     shutil.rmtree(lightning_dir, ignore_errors=True)

@@ -141,6 +141,11 @@ class TrainedRouter:
         if x.ndim != 2 or x.shape[1] != self.spec["network"]["in_dim"]:
             raise RouterMismatch(f"router inputs have shape {x.shape}; the router expects [Q, {self.spec['network']['in_dim']}]")
         z = self.logits(x)
+        if not np.isfinite(z).all():
+            rows = np.flatnonzero(~np.isfinite(z).all(axis=1))
+            raise FloatingPointError(
+                f"router {self.spec.get('_dir', '(in memory)')}: non-finite outputs for {len(rows)} of {len(z)} "
+                f"question(s) (first row {rows[0]}); its inputs or weights are out of range: retrain it")
         d = self.decision
         t = float(self.spec.get("temperature", 1.0))
         wa, _ = obj.decide(self.objective, z, t, "argmax", d["fallback_level"], d["margin"])
@@ -182,6 +187,10 @@ class TrainedRouter:
         bad = [k for k, v in state.items() if not torch.isfinite(v).all()]
         if bad:
             raise ArtifactError(f"{path}: non-finite values in {', '.join(bad)}; the router is unusable, retrain it")
+        std = state.get("std")
+        if std is not None and not (std > 0).all():
+            raise ArtifactError(f"{path}: input spread 'std' has {(std <= 0).sum().item()} value(s) <= 0; "
+                                "the router is unusable, retrain it")
         net = spec["network"]
         m = RouterMLP(net["in_dim"], net["n_levels"], net["hidden"], net["dropout"])
         try:

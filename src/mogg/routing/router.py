@@ -7,6 +7,8 @@ applying a trained router is :class:`mogg.routing.model.TrainedRouter`.
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import torch
 from torch import nn
@@ -32,9 +34,19 @@ class RouterMLP(nn.Module):
         self.hparams = {"in_dim": in_dim, "n_levels": n_levels, "hidden": hidden, "dropout": dropout}
 
     def set_normalization(self, x: torch.Tensor) -> None:
-        """Fit the standardisation on training inputs [N, D]."""
+        """Fit the standardisation on training inputs [N, D]. A column constant on these rows
+        (spread ~0) gets unit spread, logged: clamping it to a tiny spread would scale any later
+        difference in that column by ~1e6 and blow the router up on new questions."""
+        if not torch.isfinite(x).all():
+            raise FloatingPointError("router inputs hold NaN or inf; check the feature extraction")
         self.mean.copy_(x.mean(0))
-        self.std.copy_(x.std(0, unbiased=False).clamp_min(1e-6))
+        std = x.std(0, unbiased=False)
+        flat = std <= 1e-6 * x.abs().amax(0).clamp_min(1.0)
+        if flat.any():
+            logging.getLogger(__name__).warning(
+                "router inputs: %d column(s) constant on the training rows (%s): unit spread, they carry no signal",
+                int(flat.sum()), ", ".join(str(i) for i in torch.nonzero(flat).flatten().tolist()[:10]))
+        self.std.copy_(torch.where(flat, torch.ones_like(std), std))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net((x - self.mean) / self.std)

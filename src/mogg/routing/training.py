@@ -1,7 +1,8 @@
 """Router training with Lightning on cached arrays: one fit, resumable, deterministic.
 
 Inputs and targets are small in-memory tensors, so an epoch is a handful of optimizer steps and
-1000 epochs take seconds. Cross-fitting and the final fit on all questions are in
+1000 epochs take seconds. The Lightning classes are in :mod:`mogg.routing.lightning_module`,
+imported by a fit only (evaluation never pays Lightning's import). Cross-fitting and the final fit on all questions are in
 :mod:`mogg.routing.crossfit`.
 """
 
@@ -11,80 +12,13 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-import lightning as L
 import numpy as np
 import torch
-from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 
-from mogg.routing import objectives
 from mogg.routing.router import RouterMLP
 from mogg.threads import single_threaded
 
 log = logging.getLogger(__name__)
-
-
-class BestState(L.Callback):
-    """Keep the best-on-validation weights in memory (a file write per epoch would dominate the
-    run time of a router this small); saved inside Lightning checkpoints so a resumed run keeps it."""
-
-    def __init__(self, monitor: str = "val_loss"):
-        self.monitor, self.best, self.state = monitor, float("inf"), None
-
-    def on_validation_end(self, trainer, module):
-        v = trainer.callback_metrics.get(self.monitor)
-        if v is not None and float(v) < self.best:
-            self.best = float(v)
-            self.state = {k: t.detach().clone() for k, t in module.state_dict().items()}
-
-    def state_dict(self) -> dict:
-        return {"best": self.best, "state": self.state}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.best, self.state = state["best"], state["state"]
-
-
-class EpochSeed(L.Callback):
-    """Reseed torch (dropout) at every epoch from (seed, epoch): a run resumed from a checkpoint
-    replays exactly the epochs an uninterrupted run would have had."""
-
-    def __init__(self, seed: int, loaders: list | None = None):
-        self.seed, self.loaders = seed, loaders or []
-
-    def on_train_epoch_start(self, trainer, module):
-        torch.manual_seed(self.seed * 100_003 + trainer.current_epoch)
-        for dl in self.loaders:  # the shuffle is drawn lazily, at the epoch's first batch
-            dl.set_epoch(trainer.current_epoch)
-
-
-class RouterModule(L.LightningModule):
-    """The router under one of :data:`mogg.routing.objectives.OBJECTIVES`; Adam (paper: lr 1e-3).
-
-    Targets are soft labels (``bce``) or standardised centred utilities (``utility``,
-    ``listwise``); validation uses the same loss, so early stopping follows the objective.
-    """
-
-    def __init__(self, in_dim: int, n_levels: int, hidden: int = 64, dropout: float = 0.2, lr: float = 1e-3,
-                 weight_decay: float = 1e-4, objective: str = "bce"):
-        super().__init__()
-        self.save_hyperparameters()
-        self.router = RouterMLP(in_dim, n_levels, hidden, dropout)
-        self.objective = objectives.check_objective(objective)
-
-    def forward(self, x):
-        return self.router(x)
-
-    def training_step(self, batch, _):
-        x, y = batch
-        loss = objectives.loss(self.objective, self(x), y)
-        self.log("train_loss", loss, on_epoch=True, on_step=False, batch_size=len(x))
-        return loss
-
-    def validation_step(self, batch, _):
-        x, y = batch
-        self.log("val_loss", objectives.loss(self.objective, self(x), y), on_epoch=True, prog_bar=False, batch_size=len(x))
-
-    def configure_optimizers(self):
-        return torch.optim.Adam(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
 
 
 @dataclass
@@ -138,6 +72,12 @@ def fit_router(
     logger=False,
 ) -> tuple[RouterMLP, dict]:
     """Train one router; returns the best-on-validation module and a small summary dict."""
+    # Lightning (with torchmetrics, transformers, sympy) takes seconds to import: only a fit needs it
+    import lightning as L
+    from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
+
+    from mogg.routing.lightning_module import BestState, EpochSeed, RouterModule
+
     L.seed_everything(seed, workers=True, verbose=False)
     # Lightning announces devices and tips at INFO on every fit: noise for 5-fold x sweeps.
     logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
@@ -174,9 +114,19 @@ def fit_router(
     with single_threaded():
         t.fit(module, train_dl, val_dl, ckpt_path=resume)
     summary = {"epochs": int(t.current_epoch)}
+    train_loss = t.callback_metrics.get("train_loss")
+    if has_val and best.state is None:
+        raise FloatingPointError(
+            f"the validation loss was never finite (last training loss {train_loss}); lower router.lr "
+            f"(now {module_kwargs.get('lr')}) or check the router inputs")
     if best.state is not None:
         module.load_state_dict(best.state)
         summary["best_val_loss"] = best.best
+    elif train_loss is not None and not torch.isfinite(torch.as_tensor(train_loss)).all():
+        raise FloatingPointError(f"the training loss is {float(train_loss)}; lower router.lr (now {module_kwargs.get('lr')})")
+    bad = [k for k, v in module.state_dict().items() if not torch.isfinite(v).all()]
+    if bad:
+        raise FloatingPointError(f"non-finite router weights after training ({', '.join(bad)})")
     return module.router.eval(), summary
 
 

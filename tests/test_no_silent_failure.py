@@ -1,0 +1,90 @@
+"""Issue 24, item 1: a router whose outputs are not finite is an error, never a silent report.
+
+Each test failed before the fix: a 1e30 learning rate exited 0 with a `mog_router 0.000` row,
+a zero spread or overflowing weights routed NaN weights, a constant feature was scaled by 1e6.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from conftest import ROOT
+from test_router_model import SETTINGS, TC, _spec, _toy
+
+from mogg.artifacts import ArtifactError
+from mogg.routing.crossfit import RouterTrainingError, train_router
+from mogg.routing.model import TrainedRouter
+from mogg.routing.router import RouterMLP
+
+
+def test_train_cli_with_a_diverging_router_fails_naming_fold_and_directory(tmp_path):
+    cmd = [sys.executable, str(ROOT / "train.py"), "experiment=generic_example", f"paths.artifacts={tmp_path / 'a'}",
+           f"paths.checkpoints={tmp_path / 'c'}", f"paths.reports={tmp_path / 'r'}", f"paths.outputs={tmp_path / 'o'}",
+           f"questions.path={ROOT / 'examples/generic/questions.jsonl'}",
+           f"corpus.sources.0.paths={ROOT / 'examples/generic/corpus.jsonl'}", "trainer.max_epochs=20",
+           "router.lr=1e30", "router.fit=both", "evaluate_after=true"]
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode != 0
+    assert "RouterTrainingError: router fold 0" in p.stderr and str(tmp_path / "c") in p.stderr
+    assert "never finite" in p.stderr and "router.lr" in p.stderr
+    assert not (tmp_path / "r").exists()  # no report with a 0.000 router row
+
+
+def test_non_finite_training_is_an_error():
+    x, labels, u, qs = _toy()
+    bad = type(SETTINGS)(**{**SETTINGS.__dict__, "lr": 1e30})
+    with pytest.raises(FloatingPointError, match="never finite"):
+        train_router(x, labels, u, qs, np.arange(120), np.arange(120, 140), bad, TC, 3, _spec())
+    x = x.copy()
+    x[5, 2] = np.nan
+    with pytest.raises(FloatingPointError, match="NaN or inf"):
+        train_router(x, labels, u, qs, np.arange(120), np.arange(120, 140), SETTINGS, TC, 3, _spec())
+    assert issubclass(RouterTrainingError, RuntimeError)
+
+
+def test_constant_feature_gets_unit_spread_not_a_millionfold_scale(caplog):
+    m = RouterMLP(3, 2, hidden=4, dropout=0.0)
+    x = torch.tensor([[1.0, 5.0, 0.0], [2.0, 5.0, 1.0], [3.0, 5.0, 0.0]])
+    with caplog.at_level(logging.WARNING, logger="mogg.routing.router"):
+        m.set_normalization(x)
+    assert m.std[1].item() == 1.0 and "1 column(s) constant" in caplog.text and "(1)" in caplog.text
+    # a new question whose constant column moved by 1 is one unit away, not a million
+    z = (torch.tensor([[2.0, 6.0, 0.0]]) - m.mean) / m.std
+    assert z.abs().max().item() < 10
+
+
+def test_zero_spread_and_overflowing_outputs_are_refused(tmp_path):
+    x, labels, u, qs = _toy()
+    r = train_router(x, labels, u, qs, np.arange(120), np.arange(120, 140), SETTINGS, TC, 3, _spec())
+    with torch.no_grad():
+        r.module.std[0] = 0.0
+    r.save(tmp_path / "zero")  # a valid manifest over a zero spread
+    with pytest.raises(ArtifactError, match=r"zero/router.safetensors: input spread 'std' has 1 value"):
+        TrainedRouter.load(tmp_path / "zero")
+    with torch.no_grad():
+        r.module.std[0] = 1.0
+        r.module.net[0].weight.mul_(1e30)  # finite weights whose outputs overflow float32
+        r.module.net[-1].weight.mul_(1e30)
+    r.save(tmp_path / "huge")
+    loaded = TrainedRouter.load(tmp_path / "huge")
+    with pytest.raises(FloatingPointError, match=r"huge: non-finite outputs for \d+ of 20 question"):
+        loaded.route(x[140:])
+
+
+def test_action_router_refuses_non_finite(tmp_path):
+    from mogg.routing.actions import ActionRouter, fit_action_router
+
+    rng = np.random.default_rng(0)
+    xq, xa, y = rng.normal(size=(40, 3)), rng.normal(size=(40, 4, 2)), rng.random((40, 4))
+    with pytest.raises(FloatingPointError, match="never finite"):
+        fit_action_router(xq, xa, y, np.arange(30), np.arange(30, 40), lr=1e30, max_epochs=5)
+    r = fit_action_router(xq, xa, y, np.arange(30), np.arange(30, 40), max_epochs=3)
+    r.std_a = np.zeros_like(r.std_a)
+    r.save(tmp_path / "a")
+    with pytest.raises(ValueError, match="non-positive values in std_a"):
+        ActionRouter.load(tmp_path / "a")
