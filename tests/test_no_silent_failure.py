@@ -88,3 +88,48 @@ def test_action_router_refuses_non_finite(tmp_path):
     r.save(tmp_path / "a")
     with pytest.raises(ValueError, match="non-positive values in std_a"):
         ActionRouter.load(tmp_path / "a")
+
+
+# ---------------------------------------------------------------------------------------------
+# item 8: strict JSON, files with the umask's mode
+
+
+def test_reports_are_strict_json_and_follow_the_umask(tmp_path):
+    import json
+    import os
+
+    from mogg.evaluation.report import write_report
+
+    ok = {"mean": 0.5, "se": 0.1, "n": 3}
+    pol = {m: dict(ok) for m in ("f1", "precision", "recall", "label_sim", "ctx_tokens")}
+    pol["gold_hit"] = {"mean": float("nan"), "se": float("nan"), "n": 0}  # a mean over no questions
+    pol["level_share"] = [1.0]
+    summaries = {"mog": {"policies": {"fixed:L0": pol}, "best_fixed": "fixed:L0", "levels": ["L0"],
+                         "n_questions": np.int64(3)}}
+    old = os.umask(0o022)
+    try:
+        write_report(tmp_path, summaries, [{"id": "q", "f1": np.float64("nan")}])
+    finally:
+        os.umask(old)
+
+    def strict(text: str):
+        return json.loads(text, parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
+
+    m = strict((tmp_path / "metrics.json").read_text())
+    assert m["mog"]["policies"]["fixed:L0"]["gold_hit"]["mean"] is None and m["mog"]["n_questions"] == 3
+    assert strict((tmp_path / "records.jsonl").read_text().splitlines()[0])["f1"] is None
+    for name in ("metrics.json", "results.md", "records.jsonl"):
+        assert (tmp_path / name).stat().st_mode & 0o777 == 0o644, name
+
+
+def test_artifact_directories_follow_the_umask(tmp_path):
+    import os
+
+    from mogg.artifacts import write_artifact
+
+    old = os.umask(0o022)
+    try:
+        d = write_artifact(tmp_path / "art", lambda t: (t / "x.txt").write_text("x"), {"k": 1})
+    finally:
+        os.umask(old)
+    assert d.stat().st_mode & 0o777 == 0o755

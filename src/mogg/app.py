@@ -14,7 +14,7 @@ import numpy as np
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from mogg.artifacts import ArtifactError, atomic_path
+from mogg.artifacts import ArtifactError, atomic_path, strict_json
 from mogg.evaluation.budgets import budget_overview, budget_section, budget_table, plot_budgets
 from mogg.evaluation.policies import run_policies, summarize
 from mogg.evaluation.qa_accuracy import (
@@ -422,7 +422,7 @@ def evaluate(cfg: DictConfig) -> dict:
             head += md
             report_dir.mkdir(parents=True, exist_ok=True)
             with atomic_path(report_dir / f"{CROSS}_frontier.json") as tmp:
-                tmp.write_text(json.dumps(cross, indent=1, default=float))
+                tmp.write_text(strict_json(cross, indent=1))
         plot_cross_ladders(frontiers, report_dir / "ladders_frontier.png")
         sections = head + sections
     notes = list(dict.fromkeys(notes))  # a note shared by every ladder (the gold-context setting) once

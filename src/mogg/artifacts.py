@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import logging
 import os
 import re
@@ -37,6 +38,31 @@ class ArtifactError(RuntimeError):
 def canonical_json(obj: Any) -> str:
     """Deterministic JSON (sorted keys, no whitespace) used for hashing."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _finite(obj: Any) -> Any:
+    """``obj`` with non-finite floats as None and numpy scalars/arrays as Python values."""
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    if hasattr(obj, "tolist") and hasattr(obj, "dtype"):  # numpy scalar or array
+        return _finite(obj.tolist())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def strict_json(obj: Any, **kwargs: Any) -> str:
+    """JSON that strict parsers accept: NaN and infinities become null (a mean over no
+    questions), numpy values become Python values; anything else not serialisable is an error."""
+    return json.dumps(_finite(obj), allow_nan=False, **kwargs)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def config_hash(obj: Any, length: int = 16) -> str:
@@ -88,6 +114,9 @@ def atomic_path(path: Path):
     os.close(fd)
     try:
         yield Path(tmp)
+        # mkstemp creates 0600; a published file gets the mode any new file would (the umask's),
+        # so a shared group can read reports and checkpoints
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -123,6 +152,7 @@ def write_artifact(
             **(dict(extra) if extra else {}),
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp creates 0700: publish with a new directory's mode
         if directory.exists():
             old = directory.with_name(f".{directory.name}.old-{_HOST}-{os.getpid()}")
             os.replace(directory, old)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mogg.artifacts import ArtifactError
+from mogg.artifacts import ArtifactError, strict_json
 from mogg.data.errors import DataError
 from mogg.routing.features import compute_features
 from mogg.routing.model import TrainedRouter, question_hash
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError, ArtifactError, DataError) as e:
         print(f"mogg-route: error: {e}", file=sys.stderr)
         return 2
-    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    text = "".join(strict_json(r, ensure_ascii=False) + "\n" for r in records)
     if args.out == "-":
         sys.stdout.write(text)
     else:

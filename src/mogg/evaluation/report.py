@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import csv
-import json
 import logging
 from pathlib import Path
 
 import numpy as np
 
-from mogg.artifacts import atomic_path
+from mogg.artifacts import atomic_path, strict_json
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +77,7 @@ def write_report(
     """Write metrics.json, results.md, results.csv, records.jsonl and the plots into ``out_dir``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    _atomic_write(out_dir / "metrics.json", json.dumps(summaries, indent=2, default=float))
+    _atomic_write(out_dir / "metrics.json", strict_json(summaries, indent=2))
     md = "# Results\n\n" + markdown_table(summaries)
     if notes:
         md += "\n" + "\n".join(f"- {n}" for n in notes) + "\n"
@@ -93,20 +92,10 @@ def write_report(
         w.writerows(rows)
     with atomic_path(out_dir / "records.jsonl") as tmp, open(tmp, "w", encoding="utf-8") as f:
         for rec in records:
-            f.write(json.dumps(rec, ensure_ascii=False, default=_json_default) + "\n")
+            f.write(strict_json(rec, ensure_ascii=False) + "\n")
     plot_summaries(summaries, out_dir)
     log.info("report written to %s", out_dir)
     return {"markdown": md}
-
-
-def _json_default(o):
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return None if np.isnan(o) else float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(type(o))
 
 
 def plot_summaries(summaries: dict[str, dict], out_dir: Path) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mogg.artifacts import ArtifactError, atomic_path, config_hash
+from mogg.artifacts import ArtifactError, atomic_path, config_hash, strict_json
 from mogg.routing.actions import ActionRouter, ActionSpace, fit_action_router
 from mogg.routing.crossfit import RouterTrainingError, _digest, make_folds, split_train_val
 
@@ -68,7 +68,7 @@ def crossfit_actions(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, space: Actio
                       "val": [query_ids[i] for i in val]})
     info = {"run_id": run_id, "n_folds": n_folds, "seed": seed, "space": space.to_json(), "folds": folds}
     with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(info))
+        tmp.write_text(strict_json(info))
     return info
 
 

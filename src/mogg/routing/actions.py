@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from mogg.artifacts import atomic_path
+from mogg.artifacts import atomic_path, strict_json
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ class ActionRouter:
                             "hidden": self.model.hidden, "dropout": self.model.dropout},
                 "objective": self.objective, "training": self.summary, **(extra or {})}
         with atomic_path(d / "actions.json") as tmp:
-            tmp.write_text(json.dumps(spec, indent=1))
+            tmp.write_text(strict_json(spec, indent=1))
 
     @classmethod
     def load(cls, directory: Path) -> tuple["ActionRouter", dict]:

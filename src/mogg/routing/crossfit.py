@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from mogg.artifacts import ArtifactError, atomic_path, config_hash
+from mogg.artifacts import ArtifactError, atomic_path, config_hash, strict_json
 from mogg.routing import objectives
 from mogg.routing.features import parse_groups
 from mogg.routing.model import Routing, TrainedRouter, question_hash
@@ -190,7 +190,7 @@ def _reuse(fdir: Path, fit_key: str) -> TrainedRouter | None:
 
 def _atomic_json(path: Path, obj) -> None:
     with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(obj, indent=1))
+        tmp.write_text(strict_json(obj, indent=1))
 
 
 def crossfit(
