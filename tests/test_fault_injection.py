@@ -114,12 +114,17 @@ def test_killed_and_rerun_equals_uninterrupted(tmp_path, reference, script, kill
 
 
 def test_evaluate_killed_while_writing_the_report(tmp_path, reference):
-    for s in ("build.py", "train.py"):
+    for s in ("build.py", "train.py", "evaluate.py"):
         _run(s, tmp_path)
-    _run("evaluate.py", tmp_path, kill=("mogg.evaluation.report", "plot_summaries", 1, "before"))
-    rep = tmp_path / "reports" / "generic_example"
-    assert not list(rep.glob(".*.tmp"))  # no torn temp file left in the report directory
+    before = _payload(tmp_path, "reports/generic_example")
+    # a second evaluation with other budgets, killed after metrics.json and results.md are written
+    _run("evaluate.py", tmp_path, "budgets=[64]", kill=("mogg.evaluation.report", "plot_summaries", 1, "before"))
+    # the published report is the previous one, whole: no new metrics beside old records (issue 24, item 6)
+    assert _payload(tmp_path, "reports/generic_example") == before
+    stale = list((tmp_path / "reports").glob(".generic_example.tmp-*"))
+    assert len(stale) == 1  # the killed run's staging folder, hidden beside the report
     _run("evaluate.py", tmp_path)
+    assert not list((tmp_path / "reports").glob(".generic_example.tmp-*"))  # removed by the next run
     assert _payload(tmp_path, "reports") == _payload(reference, "reports")
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -22,12 +23,23 @@ from mogg.routing.model import TrainedRouter
 from mogg.routing.router import RouterMLP
 
 
+# Runs train.py with the router's loss turned to NaN (a model that diverged): fault injection.
+DIVERGE = textwrap.dedent("""
+    import runpy, sys
+    from mogg.routing import objectives
+    real = objectives.loss
+    objectives.loss = lambda *a, **k: real(*a, **k) * float("nan")
+    sys.argv = sys.argv[1:]
+    runpy.run_path(sys.argv[0], run_name="__main__")
+""")
+
+
 def test_train_cli_with_a_diverging_router_fails_naming_fold_and_directory(tmp_path):
-    cmd = [sys.executable, str(ROOT / "train.py"), "experiment=generic_example", f"paths.artifacts={tmp_path / 'a'}",
-           f"paths.checkpoints={tmp_path / 'c'}", f"paths.reports={tmp_path / 'r'}", f"paths.outputs={tmp_path / 'o'}",
-           f"questions.path={ROOT / 'examples/generic/questions.jsonl'}",
+    cmd = [sys.executable, "-c", DIVERGE, str(ROOT / "train.py"), "experiment=generic_example",
+           f"paths.artifacts={tmp_path / 'a'}", f"paths.checkpoints={tmp_path / 'c'}", f"paths.reports={tmp_path / 'r'}",
+           f"paths.outputs={tmp_path / 'o'}", f"questions.path={ROOT / 'examples/generic/questions.jsonl'}",
            f"corpus.sources.0.paths={ROOT / 'examples/generic/corpus.jsonl'}", "trainer.max_epochs=20",
-           "router.lr=1e30", "router.fit=both", "evaluate_after=true"]
+           "router.fit=both", "evaluate_after=true"]
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert p.returncode != 0
     assert "RouterTrainingError: router fold 0" in p.stderr and str(tmp_path / "c") in p.stderr
@@ -37,7 +49,8 @@ def test_train_cli_with_a_diverging_router_fails_naming_fold_and_directory(tmp_p
 
 def test_non_finite_training_is_an_error():
     x, labels, u, qs = _toy()
-    bad = type(SETTINGS)(**{**SETTINGS.__dict__, "lr": 1e30})
+    bad = type(SETTINGS)(**SETTINGS.__dict__)
+    bad.lr = 1e30  # past the knob's validation (issue 24 item 7): a router that diverges
     with pytest.raises(FloatingPointError, match="never finite"):
         train_router(x, labels, u, qs, np.arange(120), np.arange(120, 140), bad, TC, 3, _spec())
     x = x.copy()
@@ -133,3 +146,24 @@ def test_artifact_directories_follow_the_umask(tmp_path):
     finally:
         os.umask(old)
     assert d.stat().st_mode & 0o777 == 0o755
+
+
+# ---------------------------------------------------------------------------------------------
+# item 7: unvalidated values
+
+
+@pytest.mark.parametrize("override, message", [
+    ("use_router=maybe", "use_router='maybe': must be true or false"),
+    ("evaluate_after=yes", "evaluate_after='yes': must be true or false"),
+    ("router.guard=2", "router.guard=2: must be true or false"),
+    ("router.lr=1e30", "router.lr=1e+30: the learning rate must be in (0, 10]"),
+    ("threads=0", "threads"),
+])
+def test_unvalidated_values_are_refused_by_the_cli(tmp_path, override, message):
+    cmd = [sys.executable, str(ROOT / "train.py"), "experiment=generic_example", f"paths.artifacts={tmp_path / 'a'}",
+           f"paths.checkpoints={tmp_path / 'c'}", f"paths.reports={tmp_path / 'r'}", f"paths.outputs={tmp_path / 'o'}",
+           f"questions.path={ROOT / 'examples/generic/questions.jsonl'}",
+           f"corpus.sources.0.paths={ROOT / 'examples/generic/corpus.jsonl'}", override]
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode != 0 and message in p.stderr, p.stderr[-1500:]
+    assert not (tmp_path / "a").exists()  # refused before any work

@@ -14,7 +14,7 @@ import numpy as np
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from mogg.artifacts import ArtifactError, atomic_path, strict_json
+from mogg.artifacts import ArtifactError, atomic_path, staged_dir, strict_json
 from mogg.evaluation.budgets import budget_overview, budget_section, budget_table, plot_budgets
 from mogg.evaluation.policies import run_policies, summarize
 from mogg.evaluation.qa_accuracy import (
@@ -359,11 +359,18 @@ def router_weights(cfg: DictConfig, name: str, prep: Prepared) -> tuple[dict[str
 
 
 def evaluate(cfg: DictConfig) -> dict:
-    """Route -> select -> metrics for every ladder; writes the report to ``cfg.report_dir``."""
+    """Route -> select -> metrics for every ladder; writes the report to ``cfg.report_dir``, whole:
+    everything is written into a staging folder that replaces the report in one step."""
     check_run_config(cfg, "evaluate")
+    with staged_dir(Path(cfg.report_dir)) as stage:
+        summaries, markdown = _evaluate(cfg, stage)
+    log.info("report written to %s\n%s", cfg.report_dir, markdown)
+    return summaries
+
+
+def _evaluate(cfg: DictConfig, report_dir: Path) -> tuple[dict, str]:
     summaries, records = {}, []
     notes, sections = [], []
-    report_dir = Path(cfg.report_dir)
     reader = make_reader(cfg)
     settings = router_settings(cfg)
     frontiers: dict[str, dict] = {}
@@ -430,8 +437,7 @@ def evaluate(cfg: DictConfig) -> dict:
     if cfg.get("logger"):
         log_summaries(instantiate(cfg.logger, name=f"{cfg.run_name}-evaluate", id=f"{cfg.run_name}-evaluate-s{cfg.seed}"),
                       summaries)
-    log.info("\n%s", report["markdown"])
-    return summaries
+    return summaries, report["markdown"]
 
 
 def transfer_section(name: str, s: dict, routing: Routing) -> list[str]:

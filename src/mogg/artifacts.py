@@ -5,14 +5,23 @@ An artifact is a directory holding plain files (json, jsonl, npy, npz, safetenso
 of every file. It is written into a temporary sibling directory and renamed into place, so a
 reader never sees a half-written artifact; a directory without a valid manifest, or whose files
 do not match their checksums, is refused.
+
+Concurrent writers of one key (a sweep starting on an empty shared store) publish under an
+exclusive ``flock`` on the store's folder of that kind: a writer whose config equals the
+published one adopts it (publish once); a different config replaces it by an atomic directory
+exchange (``renameat2(RENAME_EXCHANGE)``, so the name never disappears; a plain two-rename swap
+where the file system lacks it). Readers (:func:`cached`, :func:`artifact_lock` around a load)
+hold the shared lock, so they never see a swap half done.
 """
 
 from __future__ import annotations
 
 import hashlib
+import ctypes
+import fcntl
 import json
-import math
 import logging
+import math
 import os
 import re
 import shutil
@@ -123,6 +132,88 @@ def atomic_path(path: Path):
             os.unlink(tmp)
 
 
+@contextmanager
+def artifact_lock(directory: Path, shared: bool = False):
+    """Hold the artifact's lock (exclusive for publishing, shared for reading) for the block: a
+    ``flock`` on its parent directory (no lock files in the store; publishing is one rename, so
+    serialising the writers of one kind costs nothing). Released when a killed holder's
+    descriptor closes."""
+    directory = Path(directory)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two directories (Linux renameat2); False where unsupported."""
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (22, 38, 95):  # EINVAL, ENOSYS, EOPNOTSUPP: this file system cannot exchange
+        return False
+    raise OSError(err, os.strerror(err), str(a))
+
+
+def _intact(directory: Path) -> bool:
+    try:
+        read_manifest(directory)
+        return True
+    except ArtifactError:
+        return False
+
+
+def _published_hash(directory: Path) -> str | None:
+    try:
+        return json.loads((directory / MANIFEST).read_text()).get("config_hash")
+    except (OSError, ValueError):
+        return None
+
+
+def _swap_in(tmp: Path, directory: Path) -> None:
+    """Put the finished directory ``tmp`` at ``directory`` (caller holds the exclusive lock)."""
+    if not directory.exists():
+        os.replace(tmp, directory)
+    elif _exchange(tmp, directory):
+        shutil.rmtree(tmp, ignore_errors=True)  # tmp now holds the old version
+    else:
+        old = directory.with_name(f".{directory.name}.old-{_HOST}-{os.getpid()}")
+        os.replace(directory, old)
+        os.replace(tmp, directory)
+        shutil.rmtree(old, ignore_errors=True)
+
+
+@contextmanager
+def staged_dir(final: Path):
+    """Yield a fresh staging directory beside ``final``; on success it replaces ``final`` whole
+    (a report is published as a unit: a killed run leaves the previous report intact, never a
+    mix), on failure it is removed. Stale staging directories of killed runs are removed first."""
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    clean_stale_temps(final.parent)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-{_HOST}-{os.getpid()}-", dir=final.parent))
+    try:
+        yield tmp
+        os.chmod(tmp, 0o777 & ~_umask())
+        with artifact_lock(final):
+            _swap_in(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 def write_artifact(
     directory: Path,
     writer: Callable[[Path], None],
@@ -153,13 +244,12 @@ def write_artifact(
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp creates 0700: publish with a new directory's mode
-        if directory.exists():
-            old = directory.with_name(f".{directory.name}.old-{_HOST}-{os.getpid()}")
-            os.replace(directory, old)
-            os.replace(tmp, directory)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, directory)
+        with artifact_lock(directory):
+            if not extra and _published_hash(directory) == manifest["config_hash"] and _intact(directory):
+                shutil.rmtree(tmp, ignore_errors=True)  # another writer published this config: adopt it
+                log.info("artifact %s already published by another writer: adopted", directory)
+                return directory
+            _swap_in(tmp, directory)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -256,9 +346,10 @@ def cached(
     """
     d = artifact_dir(root, kind, config)
     if (d / MANIFEST).exists():
-        read_manifest(d, config)
-        log.info("loading cached %s from %s", kind, d)
-        return load(d)
+        with artifact_lock(d, shared=True):  # a writer publishing this key finishes first
+            read_manifest(d, config)
+            log.info("loading cached %s from %s", kind, d)
+            return load(d)
     obj = build()
     write_artifact(d, lambda tmp: save(obj, tmp), config, inputs)
     return obj

@@ -71,8 +71,22 @@ def _int(cfg, key: str, low: int, what: str, high: int | None = None) -> None:
         raise ValueError(f"{key}={v!r}: {what} must be an integer {rng}")
 
 
+# switches a typo must not flip: a non-boolean value is refused, not taken by its truthiness
+_BOOLEANS = ("use_router", "evaluate_after", "step_by_step", "router.guard", "router.allow_overlap",
+             "corpus.allow_gold", "trainer.deterministic")
+
+
 def check_run_config(cfg: DictConfig, stage: str) -> None:
     """Validate the run-level knobs for ``stage`` (train | evaluate | build) before any work."""
+    for key in _BOOLEANS:
+        node, _, leaf = key.rpartition(".")
+        parent = OmegaConf.select(cfg, node) if node else cfg
+        value = parent.get(leaf) if parent is not None else None
+        if value is not None and not isinstance(value, bool):
+            # OmegaConf takes `use_router=maybe` as the string "maybe", which Python reads as true
+            raise ValueError(f"{key}={value!r}: must be true or false")
+    if cfg.get("threads") is not None:
+        _int(cfg, "threads", 1, "a job's threads (null = its share of the cores)")
     _int(cfg, "k", 1, "the number of snippets selected per question (k)")
     _int(cfg, "k_r", 1, "the number of chunks retrieved per level (k_r)")
     _int(cfg, "seed", 0, "the seed")

@@ -94,7 +94,7 @@ def write_report(
         for rec in records:
             f.write(strict_json(rec, ensure_ascii=False) + "\n")
     plot_summaries(summaries, out_dir)
-    log.info("report written to %s", out_dir)
+    log.debug("report files written to %s", out_dir)
     return {"markdown": md}
 
 

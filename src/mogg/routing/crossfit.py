@@ -84,6 +84,8 @@ class RouterSettings:
             raise ValueError(f"router.guard_se must be >= 0 standard errors, got {self.guard_se}")
         if not self.temperature > 0:
             raise ValueError(f"router.temperature must be > 0, got {self.temperature}")
+        if not 0 < self.lr <= 10:  # Adam steps of 1e30 are a typo, not a setting (they diverge to NaN)
+            raise ValueError(f"router.lr={self.lr!r}: the learning rate must be in (0, 10]")
         if self.hidden < 0 or not 0 <= self.dropout < 1 or not self.lr > 0 or self.weight_decay < 0:
             raise ValueError(f"router: hidden >= 0, 0 <= dropout < 1, lr > 0, weight_decay >= 0 required; got {self}")
 

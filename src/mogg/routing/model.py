@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from mogg.artifacts import ArtifactError, diff_fields, read_manifest, write_artifact
+from mogg.artifacts import ArtifactError, artifact_lock, diff_fields, read_manifest, write_artifact
 from mogg.routing import objectives as obj
 from mogg.routing.features import FeatureRecipe
 from mogg.routing.router import RouterMLP
@@ -171,8 +171,13 @@ class TrainedRouter:
 
     @classmethod
     def load(cls, directory: Path) -> "TrainedRouter":
-        """Load and verify a router directory (checksums, format, finite weights)."""
-        directory = Path(directory)
+        """Load and verify a router directory (checksums, format, finite weights); a writer
+        publishing it at the same moment finishes first (the artifact's shared lock)."""
+        with artifact_lock(Path(directory), shared=True):
+            return cls._load(Path(directory))
+
+    @classmethod
+    def _load(cls, directory: Path) -> "TrainedRouter":
         if not (directory / "router.json").is_file():
             raise ArtifactError(f"{directory}: not a router directory (no router.json); train one with `python train.py`")
         read_manifest(directory)  # every file against its sha256: names the corrupt file
