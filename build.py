@@ -14,12 +14,14 @@ from omegaconf import DictConfig
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
+    from mogg.runconfig import cli_errors
     from mogg.threads import configure_threads
 
-    configure_threads(cfg.get("threads"))  # before torch/numba/BLAS start their pools
-    from mogg.app import build
+    with cli_errors("build.py"):  # a bad knob, file or artifact: one line and exit 2, not a traceback
+        configure_threads(cfg.get("threads"))  # before torch/numba/BLAS start their pools
+        from mogg.app import build
 
-    build(cfg)
+        build(cfg)
 
 
 if __name__ == "__main__":

@@ -6,12 +6,14 @@ from omegaconf import DictConfig
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
+    from mogg.runconfig import cli_errors
     from mogg.threads import configure_threads
 
-    configure_threads(cfg.get("threads"))  # before torch/numba/BLAS start their pools
-    from mogg.app import evaluate
+    with cli_errors("evaluate.py"):  # a bad knob, file or artifact: one line and exit 2, not a traceback
+        configure_threads(cfg.get("threads"))  # before torch/numba/BLAS start their pools
+        from mogg.app import evaluate
 
-    evaluate(cfg)
+        evaluate(cfg)
 
 
 if __name__ == "__main__":

@@ -10,12 +10,14 @@ log = logging.getLogger(__name__)
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
+    from mogg.runconfig import cli_errors
     from mogg.threads import configure_threads
 
-    configure_threads(cfg.get("threads"))  # before torch/numba/BLAS start their pools
-    from mogg.app import train
+    with cli_errors("train.py"):  # a bad knob, file or artifact: one line and exit 2, not a traceback
+        configure_threads(cfg.get("threads"))  # before torch/numba/BLAS start their pools
+        from mogg.app import train
 
-    train(cfg)
+        train(cfg)
 
 
 if __name__ == "__main__":

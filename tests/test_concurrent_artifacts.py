@@ -87,3 +87,23 @@ def test_same_config_is_published_once(tmp_path):
     assert (d / "a").read_text() == "3"
     with artifact_lock(d, shared=True):
         read_manifest(d)
+
+
+def test_sweep_shaped_jobs_on_an_empty_store_leave_one_valid_artifact_per_key(tmp_path):
+    """Three train.py jobs (different seeds) start together on an empty artifact store: all
+    succeed, and every key holds one valid artifact with nothing half-written beside it."""
+    from conftest import ROOT
+
+    store = tmp_path / "store"
+    procs = [subprocess.Popen(
+        [sys.executable, str(ROOT / "train.py"), "experiment=generic_example", f"paths.artifacts={store}",
+         f"paths.checkpoints={tmp_path / 'ckpt'}", f"paths.reports={tmp_path / 'rep'}", f"paths.outputs={tmp_path / 'out'}",
+         f"questions.path={ROOT / 'examples/generic/questions.jsonl'}",
+         f"corpus.sources.0.paths={ROOT / 'examples/generic/corpus.jsonl'}", "trainer.max_epochs=5",
+         f"seed={s}", f"run_name=s{s}", "threads=1"], cwd=ROOT, stderr=subprocess.PIPE, text=True) for s in range(3)]
+    errs = [p.communicate(timeout=600)[1] for p in procs]
+    assert all(p.returncode == 0 for p in procs), [e[-1500:] for e in errs]
+    keys = [d for kind in store.iterdir() for d in kind.iterdir()]
+    assert keys and all(not d.name.startswith(".") for d in keys), keys  # no temp or old directories
+    for d in keys:
+        read_manifest(d)

@@ -3,6 +3,8 @@
 * :func:`check_run_config` validates the top-level knobs once, at the start of ``train.py``,
   ``evaluate.py`` and ``build.py``, with messages that name the knob and its allowed range
   (component knobs are validated by their own constructors).
+* :func:`cli_errors` turns a user-facing error (bad knob, bad file, refused artifact, a router
+  that diverged) into one line on stderr and exit status 2, instead of a traceback.
 * Secrets (``api_key``, ``token``, ``password``, ... anywhere in the config) never reach Hydra's
   saved configs, manifests or logs: :func:`scrub_argv` moves a secret given on the command line
   into an environment variable and leaves an ``${oc.env:...}`` interpolation in its place (Hydra
@@ -12,9 +14,12 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
-from collections.abc import Mapping, MutableMapping, Sequence
+import sys
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -120,3 +125,37 @@ def check_run_config(cfg: DictConfig, stage: str) -> None:
         p = paths.get(key)
         if p and os.path.exists(p) and not os.path.isdir(p):
             raise ValueError(f"paths.{key}={p!r} exists and is not a directory")
+
+
+# Errors that describe the user's input, config or data, not a bug in mogg: one line, exit 2.
+_USER_ERRORS = (ValueError, FileNotFoundError, FloatingPointError, KeyboardInterrupt)
+
+
+def user_error(e: BaseException) -> BaseException | None:
+    """The user-facing error behind ``e``, or None for a bug: mogg's own error classes, bad
+    values, missing files, non-finite training; looked up through Hydra's instantiation wrapper
+    (a component's constructor refusing a knob raises inside ``instantiate``)."""
+    seen = 0
+    while e is not None and seen < 5:
+        if isinstance(e, _USER_ERRORS) or type(e).__module__.startswith("mogg."):
+            return e
+        e, seen = e.__cause__, seen + 1
+    return None
+
+
+@contextmanager
+def cli_errors(script: str) -> Iterator[None]:
+    """Run an entry point's work; a user-facing error (mogg's own error classes, bad values,
+    missing files, non-finite training) is logged as ``<script>: <Error>: <message>`` and the
+    process exits with status 2. ``MOGG_TRACEBACK=1`` re-raises it with the traceback; anything
+    else (a bug) keeps its traceback."""
+    try:
+        yield
+    except BaseException as e:  # noqa: BLE001 - classified below, re-raised unless user-facing
+        cause = user_error(e)
+        if cause is None or isinstance(e, SystemExit) or os.environ.get("MOGG_TRACEBACK"):
+            raise
+        line = f"{script}: {type(cause).__name__}: {cause}"
+        logging.getLogger("mogg").debug("%s", line)  # the job's log file
+        sys.stderr.write(line + "\n")  # the user's terminal, where errors go (Hydra logs to stdout)
+        raise SystemExit(130 if isinstance(e, KeyboardInterrupt) else 2) from None

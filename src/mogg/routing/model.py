@@ -181,9 +181,15 @@ class TrainedRouter:
         if not (directory / "router.json").is_file():
             raise ArtifactError(f"{directory}: not a router directory (no router.json); train one with `python train.py`")
         read_manifest(directory)  # every file against its sha256: names the corrupt file
-        spec = json.loads((directory / "router.json").read_text())
+        spec = _json_file(directory / "router.json", dict)
         if spec.get("format") != FORMAT:
             raise ArtifactError(f"{directory / 'router.json'}: format {spec.get('format')!r} is not {FORMAT!r}; retrain the router")
+        missing = [k for k in ("network", "levels") if k not in spec]
+        if missing:
+            raise ArtifactError(f"{directory / 'router.json'}: missing {', '.join(missing)}; not a router spec, retrain it")
+        net = spec["network"]
+        if not isinstance(net, dict) or any(k not in net for k in ("in_dim", "n_levels", "hidden", "dropout")):
+            raise ArtifactError(f"{directory / 'router.json'}: 'network' must hold in_dim, n_levels, hidden, dropout")
         path = directory / "router.safetensors"
         try:
             state = load_file(path)
@@ -196,7 +202,6 @@ class TrainedRouter:
         if std is not None and not (std > 0).all():
             raise ArtifactError(f"{path}: input spread 'std' has {(std <= 0).sum().item()} value(s) <= 0; "
                                 "the router is unusable, retrain it")
-        net = spec["network"]
         m = RouterMLP(net["in_dim"], net["n_levels"], net["hidden"], net["dropout"])
         try:
             m.load_state_dict(state)
@@ -204,8 +209,20 @@ class TrainedRouter:
             raise ArtifactError(f"{path}: weights do not fit the network in router.json ({e})") from e
         m.eval()
         spec["_dir"] = str(directory)
-        hashes = json.loads((directory / "train_questions.json").read_text())
+        hashes = _json_file(directory / "train_questions.json", list)
         return cls(m, spec, hashes)
+
+
+def _json_file(path: Path, kind: type):
+    """A router directory's JSON file, parsed and of the expected top-level type, or an
+    ArtifactError naming it (its manifest may match: a writer that wrote nonsense)."""
+    try:
+        obj = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ArtifactError(f"{path}: not valid JSON ({e}); the router directory is damaged, retrain it") from e
+    if not isinstance(obj, kind):
+        raise ArtifactError(f"{path}: expected a JSON {kind.__name__}, got {type(obj).__name__}")
+    return obj
 
 
 def _builders(ladder_key: dict):
