@@ -5,9 +5,10 @@ due). ``tests/test_hostile_replay.py`` runs it; ``python tests/hostile_cases.py`
 
 Surfaces: question files (generic jsonl, SQuAD), corpus files (MedRAG jsonl), router
 directories, run knobs (composed with the real Hydra config and checked as the entry points
-do), the leakage guard and secrets on the command line. Kill and concurrency faults run through
-the real CLI in ``test_fault_injection.py`` and ``test_concurrent_artifacts.py``; mogg-route's
-input in its own tests.
+do), the leakage guard, secrets on the command line, and mogg-route's input and ``--set``
+(through the functions its ``main`` calls; the CLI itself in ``test_route_cli.py``). Kill and
+concurrency faults run through the real CLI in ``test_fault_injection.py`` and
+``test_concurrent_artifacts.py``.
 """
 
 from __future__ import annotations
@@ -235,7 +236,8 @@ def _knob_cases() -> list[Case]:
     from conftest import compose
     from hydra.utils import instantiate
 
-    from mogg.app import frontier_settings, router_settings
+    from mogg.frontier_stage import frontier_settings
+    from mogg.router_store import router_settings
     from mogg.runconfig import check_run_config
 
     def knob(override: str, stage: str = "train"):
@@ -296,8 +298,66 @@ def _guard_cases() -> list[Case]:
             Case("secrets", "api key on the command line", secret, "ok")]
 
 
+def _route_cases() -> list[Case]:
+    """mogg-route's input and --set, through the functions its main() calls in order (the full
+    CLI runs in test_route_cli.py)."""
+    from omegaconf import OmegaConf
+
+    from mogg.route import apply_overrides, check_corpus_paths, decode_lines, read_questions
+
+    def questions(raw: bytes):
+        def run(tmp):
+            src = str(tmp / "q.jsonl")
+            qs, _ = read_questions(decode_lines(raw, src), src)
+            if not qs:
+                raise ValueError(f"{src}: no questions")
+            return qs
+        return run
+
+    def comps(tmp):
+        (tmp / "c.jsonl").write_text(json.dumps(GOOD_D) + "\n")
+        return OmegaConf.create({"corpus": {"_target_": "mogg.data.corpus.Corpus", "sources": [
+            {"_target_": "mogg.data.corpus.MedRAGJsonl", "paths": str(tmp / "c.jsonl")}]},
+            "retriever": {"k1": 1.5, "backend": "scipy"}, "ladder": {"unit_size": 1}, "data_dir": str(tmp)})
+
+    def override(*sets):
+        return lambda tmp: check_corpus_paths(apply_overrides(comps(tmp), list(sets)))
+
+    bad = {
+        "not UTF-8": (questions(b"Is aspirin good?\nAsp\xefrin?\n"), "q.jsonl:2"),
+        "UTF-16 file": (questions("Is aspirin good?".encode("utf-16")), "q.jsonl:1"),
+        "JSON list line": (questions(b"[1, 2]\n"), "q.jsonl:1"),
+        "JSON without question": (questions(b'{"id": "a"}\n'), "q.jsonl:1"),
+        "JSON id is a list": (questions(b'{"id": [1], "question": "q?"}\n'), "q.jsonl:1"),
+        "JSON id is a bool": (questions(b'{"id": true, "question": "q?"}\n'), "q.jsonl:1"),
+        "duplicate id": (questions(b'{"id": "a", "question": "q?"}\n{"id": "a", "question": "r?"}\n'), "q.jsonl:2"),
+        "duplicate plain/JSON id": (questions(b'{"id": "2", "question": "q?"}\nplain?\n'), "q.jsonl:2"),
+        "broken JSON": (questions(b'{"question": "q?"\n'), "q.jsonl:1"),
+        "only blank lines": (questions(b"\n \n\r\n"), "no questions"),
+        "--set without =": (override("garbage"), "expected KEY=VALUE"),
+        "--set unknown key": (override("corpus.sources.0.pathz=/x"), "pathz"),
+        "--set index out of range": (override("corpus.sources.3.paths=/x"), "corpus.sources.3"),
+        "--set a trained knob": (override("retriever.k1=1.2"), "retriever.k1"),
+        "--set ladder size": (override("ladder.unit_size=3"), "ladder.unit_size"),
+        "--set empty key": (override("=x"), "expected KEY=VALUE"),
+        "--set bad YAML value": (override("retriever.backend=[x"), "retriever.backend"),
+        "--set to a missing file": (override("corpus.sources.0.paths=/nonexistent/c.jsonl"), "corpus.sources.0.paths=NEW_PATH"),
+    }
+    ok = {
+        "BOM and CRLF": questions(b"\xef\xbb\xbfIs aspirin good?\r\nIs it bad?\r\n"),
+        "plain and JSON lines mixed": questions(b'Is aspirin good?\n{"id": "x", "question": "q?"}\n'),
+        "integer ids": questions(b'{"id": 1, "question": "q?"}\n{"id": 2, "question": "r?"}\n'),
+        "--set a moved corpus": lambda tmp: (shutil.copy(tmp / "c.jsonl", tmp / "d.jsonl") if comps(tmp) else None,
+                                            override(f"corpus.sources.0.paths={tmp / 'd.jsonl'}")(tmp)),
+        "--set the backend": override("retriever.backend=numpy"),
+    }
+    return [Case("mogg-route", n, f, "error", names) for n, (f, names) in bad.items()] + [
+        Case("mogg-route", n, f, "ok") for n, f in ok.items()]
+
+
 def all_cases() -> list[Case]:
-    return _qa_cases() + _squad_cases() + _corpus_cases() + _router_dir_cases() + _knob_cases() + _guard_cases()
+    return (_qa_cases() + _squad_cases() + _corpus_cases() + _router_dir_cases() + _knob_cases() + _guard_cases()
+            + _route_cases())
 
 
 def replay(cases: list[Case] | None = None) -> list[dict]:
@@ -309,7 +369,7 @@ def replay(cases: list[Case] | None = None) -> list[dict]:
         try:
             c.run(tmp)
             outcome = "correct" if c.expect == "ok" else "silent"
-        except Exception as e:  # noqa: BLE001 - classified below
+        except Exception as e:
             from mogg.runconfig import user_error
 
             err = user_error(e) if not isinstance(e, c.errors) else e

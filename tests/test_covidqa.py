@@ -9,12 +9,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, compose
 
 from mogg.data.errors import DataError
-from mogg.data.prepare import COVIDQA_FILES, main as prepare_main
+from mogg.data.prepare import COVIDQA_FILES
+from mogg.data.prepare import main as prepare_main
 from mogg.data.squad import SquadPapers, SquadQA, covering_sentences, locate_answer, read_papers, sentence_spans
-
-from conftest import ROOT, compose
 
 SHARED_COVIDQA = ROOT.parent / "shared" / "data" / "covidqa"
 

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from conftest import compose
 
-from mogg.app import evaluate, load_router_predictions, prepare_all, train
+from mogg.app import evaluate, prepare_all, train
 from mogg.artifacts import ArtifactError
+from mogg.router_store import load_router_predictions
 
 
 def _overrides(tmp_path, mirage, extra=()):
@@ -175,6 +176,11 @@ def test_evaluation_logged_to_wandb_offline(tmp_path, monkeypatch):
           f"questions.path={ROOT / 'examples/generic/questions.jsonl'}",
           f"corpus.sources.0.paths={ROOT / 'examples/generic/corpus.jsonl'}"]
     evaluate(compose(ov))
+    import wandb
+
+    # run.finish() returns before wandb's service has written the transaction log; teardown
+    # waits for the service to exit, so the file is complete (reading earlier raced the writer)
+    wandb.teardown()
     runs = list((tmp_path / "o" / "wandb").glob("offline-run-*/*.wandb"))
     assert len(runs) == 1
     blob = runs[0].read_bytes()  # the offline run's records (protobuf keeps the keys as plain strings)

@@ -49,7 +49,7 @@ def test_prefix_table_rejects_bad_input():
 # ---------------------------------------------------------------------------------------------
 # envelope, matched cost, oracle frontier, lambda calibration
 
-from mogg.evaluation.frontier import (  # noqa: E402
+from mogg.evaluation.frontier import (
     calibrate_lambda,
     choose_config,
     crossfit_choice,
@@ -224,19 +224,6 @@ def test_truncate_tokens_is_an_exact_token_prefix():
     assert truncate_tokens("short text", 5) == "short text" and truncate_tokens("x y", 0) == ""
 
 
-def test_frontier_across_ladders_one_plot(tmp_path, mirage):
-    from conftest import compose
-
-    from mogg.app import evaluate, train
-
-    cfg = compose(_frontier_overrides(tmp_path, mirage, ["+ladder@ladders.mogg=mogg", "frontier.actions=false"]))
-    train(cfg)
-    s = evaluate(cfg)
-    assert set(s) == {"mog", "mogg"} and all("frontier" in v for v in s.values())
-    assert "router" not in s["mogg"]["frontier"]["budgets"][64]  # frontier.actions=false: the families only
-    assert (tmp_path / "reports" / "fr" / "ladders_frontier.png").stat().st_size > 0
-
-
 def test_cross_ladder_router_chooses_the_ladder_too(tmp_path, mirage):
     import json
 
@@ -269,6 +256,11 @@ def test_cross_ladder_router_chooses_the_ladder_too(tmp_path, mirage):
             assert row["oracle"]["f1"]["mean"] >= ladder["oracle"]["f1"]["mean"] - 1.0 / cross["n"]
     md = (rep / "results.md").read_text()
     assert f"{CROSS}" in md and (rep / f"{CROSS}_frontier.png").stat().st_size > 0
+    assert (rep / "ladders_frontier.png").stat().st_size > 0  # one plot across ladders
+    # frontier.actions=false: the same run evaluates the families only (no action router needed)
+    s = evaluate(compose(_frontier_overrides(tmp_path, mirage, ["+ladder@ladders.mogg=mogg", "frontier.actions=false"])))
+    assert set(s) == {"mog", "mogg"} and all("frontier" in v for v in s.values())
+    assert "router" not in s["mogg"]["frontier"]["budgets"][64]
 
 
 @pytest.mark.parametrize("router_knows", [True, False])

@@ -1,5 +1,5 @@
 """Issue 24: the hostile-input replay (tests/hostile_cases.py) over question and corpus files,
-router directories, knobs, the leakage guard and secrets: >= 100 cases, every one a clear error
+router directories, knobs, the leakage guard, secrets and mogg-route input: >= 100 cases, every one a clear error
 naming the file or knob, or a correct result; no traceback, no silent wrong result."""
 
 from __future__ import annotations
@@ -21,4 +21,4 @@ def test_hostile_replay_has_no_traceback_and_no_silent_result():
     bad = [r for r in rows if r["outcome"] not in ("clear error", "correct")]
     counts = collections.Counter(r["outcome"] for r in rows)
     assert not bad, f"{counts}: {bad[:10]}"
-    assert len({r["surface"] for r in rows}) >= 6
+    assert len({r["surface"] for r in rows}) >= 7

@@ -22,7 +22,6 @@ from mogg.routing.crossfit import RouterTrainingError, train_router
 from mogg.routing.model import TrainedRouter
 from mogg.routing.router import RouterMLP
 
-
 # Runs train.py with the router's loss turned to NaN (a model that diverged): fault injection.
 DIVERGE = textwrap.dedent("""
     import runpy, sys
@@ -167,3 +166,16 @@ def test_unvalidated_values_are_refused_by_the_cli(tmp_path, override, message):
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert p.returncode != 0 and message in p.stderr, p.stderr[-1500:]
     assert not (tmp_path / "a").exists()  # refused before any work
+
+
+def test_router_checkpoint_without_the_router_is_refused():
+    """Before: `router.checkpoint=DIR use_router=false` evaluated without the router, silently
+    (no transfer row, no warning)."""
+    from conftest import compose
+
+    from mogg.runconfig import check_run_config
+
+    cfg = compose(["experiment=pubmedqa", "router.checkpoint=checkpoints/pubmedqa", "use_router=false"])
+    with pytest.raises(ValueError, match="would not be used"):
+        check_run_config(cfg, "evaluate")
+    check_run_config(compose(["experiment=pubmedqa", "use_router=false"]), "evaluate")

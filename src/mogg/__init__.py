@@ -33,5 +33,5 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("prepared", ("mogg.prepared",)),
     ("evaluation", ("mogg.evaluation",)),
     ("pipeline", ("mogg.pipeline", "mogg.sharding")),
-    ("app", ("mogg.app", "mogg.route", "mogg.frontier_stage")),
+    ("app", ("mogg.app", "mogg.route", "mogg.frontier_stage", "mogg.router_store")),
 )

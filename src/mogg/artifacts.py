@@ -16,9 +16,9 @@ hold the shared lock, so they never see a swap half done.
 
 from __future__ import annotations
 
-import hashlib
 import ctypes
 import fcntl
+import hashlib
 import json
 import logging
 import math

@@ -21,13 +21,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from mogg.artifacts import ArtifactError, strict_json
+from mogg.artifacts import ArtifactError, atomic_path, strict_json
 from mogg.data.errors import DataError
 from mogg.routing.features import compute_features
 from mogg.routing.model import TrainedRouter, question_hash
@@ -52,19 +53,21 @@ class RoutingSession:
 
     @classmethod
     def from_checkpoint(cls, router_dir: str | Path, artifacts: str | Path | None = "artifacts",
-                        overrides: Sequence[str] = (), k: int | None = None) -> "RoutingSession":
+                        overrides: Sequence[str] = (), k: int | None = None,
+                        data_dir: str | Path | None = None) -> "RoutingSession":
         """Load a router directory and rebuild (or load) its ladder, retrievers and encoder.
 
         ``overrides``: ``key=value`` strings applied to the saved component configs
         (``corpus.sources.0.path=/data/test_set.json``, ``retriever.backend=scipy``).
+        ``data_dir``: this machine's data folder (as ``MOGG_DATA_DIR`` for ``train.py``); corpus
+        files under the training machine's data folder are looked up under it.
         """
         from hydra.utils import instantiate
         from omegaconf import OmegaConf
 
         router = TrainedRouter.load(Path(router_dir))
-        comps = OmegaConf.create(router.spec["components"])
-        if overrides:
-            comps = OmegaConf.merge(comps, OmegaConf.from_dotlist(list(overrides)))
+        comps = apply_overrides(OmegaConf.create(router.spec["components"]), overrides)
+        comps = check_corpus_paths(comps, data_dir)
         art = Path(artifacts) if artifacts else None
         index = LadderIndex.build(instantiate(comps.corpus), instantiate(comps.ladder), instantiate(comps.retriever), art)
         recipe = router.recipe
@@ -80,6 +83,18 @@ class RoutingSession:
         if any(not q.strip() for q in questions):
             raise ValueError("empty question text")
         ids = list(ids) if ids is not None else [str(i) for i in range(len(questions))]
+        from mogg.text import count_tokens
+
+        empty = [i for i, q in enumerate(questions) if count_tokens(q) == 0]
+        if empty:
+            # nothing to retrieve with: an explicit empty record, never a silently empty context
+            log.warning("%d question(s) have no indexable word (e.g. id %s): empty records", len(empty), ids[empty[0]])
+            skip = set(empty)
+            keep = [i for i in range(len(questions)) if i not in skip]
+            routed = iter(self.route([questions[i] for i in keep], [ids[i] for i in keep]) if keep else [])
+            return [{"id": ids[i], "question": questions[i], "context": [], "empty": True,
+                     "reason": "no indexable word: the retrievers have nothing to search with"}
+                    if i in skip else next(routed) for i in range(len(questions))]
         lad = self.index.ladder
         hits = self.index.search(questions, self.k_r)
         x = compute_features(self.router.recipe, hits, lad, questions, self.encoder, self.artifacts)
@@ -105,27 +120,141 @@ class RoutingSession:
         return out
 
 
+# What --set may change on another machine: where files are and how the same numbers are
+# computed. Anything else (a ladder's unit size, BM25's k1, ...) would change what the router
+# was trained on, and is refused before any index is built.
+_MOVABLE = ("path", "paths", "backend", "device", "batch_size", "cache_dir", "name_or_path", "num_workers")
+
+
+def apply_overrides(comps, overrides: Sequence[str]):
+    """``key=value`` overrides applied to a router's saved component configs (list indices as in
+    ``corpus.sources.0.path``), each checked first: well formed, an existing key, and one that
+    may differ between machines (:data:`_MOVABLE`); errors name the override."""
+    import yaml
+    from omegaconf import OmegaConf
+
+    comps = OmegaConf.create(OmegaConf.to_container(comps))
+    for o in overrides:
+        key, eq, raw = str(o).partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise ValueError(f"--set {o!r}: expected KEY=VALUE, e.g. corpus.sources.0.path=/data/test_set.json")
+        if OmegaConf.select(comps, key, default=_MISSING) is _MISSING:
+            top = ", ".join(sorted(comps.keys()))
+            raise ValueError(f"--set {o!r}: {key} is not in the router's saved components ({top})")
+        if key.rsplit(".", 1)[-1] not in _MOVABLE:
+            raise ValueError(f"--set {o!r}: {key} changes what the router was trained on; only file locations, "
+                             f"backends and batch sizes may differ ({', '.join(_MOVABLE)})")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError as e:
+            raise ValueError(f"--set {o!r}: cannot parse the value ({e})") from None
+        OmegaConf.update(comps, key, value, merge=False)
+    return comps
+
+
+_MISSING = object()
+
+
+def check_corpus_paths(comps, data_dir: str | Path | None = None):
+    """Every corpus file the router was trained on must exist here. A missing file under the
+    training machine's data folder (saved as ``data_dir``) is looked up under ``data_dir`` (this
+    machine's ``MOGG_DATA_DIR``); one still missing names the ``--set`` that fixes it, before
+    anything is built. Returns the (possibly re-rooted) components."""
+    from omegaconf import OmegaConf
+
+    saved = comps.get("data_dir")
+    sources = (comps.get("corpus") or {}).get("sources") or []
+    for i, src in enumerate(sources):
+        for key in ("path", "paths"):
+            value = src.get(key) if hasattr(src, "get") else None
+            many = not isinstance(value, str)
+            found = []
+            for p in ([value] if not many else list(value or [])):
+                p = str(p)
+                if any(ch in p for ch in "*?[") or Path(p).exists():
+                    found.append(p)
+                    continue
+                moved = _rerooted(p, saved, data_dir)
+                if moved is None:
+                    hint = "" if data_dir else " or set MOGG_DATA_DIR (--data-dir) to this machine's data folder"
+                    raise ValueError(f"corpus file {p} (corpus.sources.{i}.{key}) does not exist on this machine; "
+                                     f"pass --set corpus.sources.{i}.{key}=NEW_PATH{hint}")
+                log.info("corpus file %s found under the data folder %s: %s", p, data_dir, moved)
+                found.append(moved)
+            if value is not None:
+                OmegaConf.update(comps, f"corpus.sources.{i}.{key}", found if many else found[0], merge=False)
+    return comps
+
+
+def _rerooted(path: str, saved: str | None, data_dir: str | Path | None) -> str | None:
+    """``path`` moved from the training machine's data folder ``saved`` to ``data_dir``, if it
+    exists there."""
+    if not saved or not data_dir:
+        return None
+    try:
+        rel = Path(path).relative_to(saved)
+    except ValueError:
+        return None
+    moved = Path(data_dir) / rel
+    return str(moved) if moved.exists() else None
+
+
+def decode_lines(data: bytes, source: str) -> list[str]:
+    """UTF-8 lines of ``data`` (a BOM and CRLF allowed); a byte that is not UTF-8 is an error
+    naming ``source``, the line and the column."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    lines = []
+    for n, raw in enumerate(data.split(b"\n"), 1):
+        try:
+            lines.append(raw.decode("utf-8").rstrip("\r"))
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{source}:{n}: not UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1})") from None
+    return lines
+
+
 def read_questions(lines: Sequence[str], source: str = "<stdin>") -> tuple[list[str], list[str]]:
-    """Questions and ids from jsonl lines (``{"question": ..., "id": ...}``) or plain text lines."""
+    """Questions and ids from jsonl lines (``{"question": ..., "id": ...}``) or plain text lines;
+    errors name ``source`` and the line (a duplicate id too)."""
     questions, ids = [], []
+    first: dict[str, int] = {}
     for n, line in enumerate(lines, 1):
         line = line.strip()
         if not line:
             continue
+        if line.startswith("[") and _is_json(line):  # a JSON array, not a question in brackets
+            raise ValueError(f"{source}:{n}: a JSON line must be an object with a 'question'")
         if line.startswith("{"):
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as e:
                 raise ValueError(f"{source}:{n}: invalid JSON ({e.msg}, column {e.colno})") from None
+            if not isinstance(obj, dict):
+                raise ValueError(f"{source}:{n}: a JSON line must be an object with a 'question'")
             q = obj.get("question")
             if not isinstance(q, str) or not q.strip():
                 raise ValueError(f"{source}:{n}: a JSON line needs a non-empty 'question' string")
+            qid = obj.get("id", n)
+            if not isinstance(qid, (str, int)) or isinstance(qid, bool):
+                raise ValueError(f"{source}:{n}: 'id' must be a string or an integer")
             questions.append(q)
-            ids.append(str(obj.get("id", n)))
+            ids.append(str(qid))
         else:
             questions.append(line)
             ids.append(str(n))
+        if ids[-1] in first:
+            raise ValueError(f"{source}:{n}: duplicate id {ids[-1]!r} (first on line {first[ids[-1]]})")
+        first[ids[-1]] = n
     return questions, ids
+
+
+def _is_json(line: str) -> bool:
+    try:
+        json.loads(line)
+    except json.JSONDecodeError:
+        return False
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,28 +264,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="-", help="jsonl output path; '-' = stdout")
     ap.add_argument("--artifacts", default="artifacts", help="artifact store for the ladder and retriever state")
     ap.add_argument("--k", type=int, default=None, help="snippets per question (default: the training run's k)")
+    ap.add_argument("--data-dir", default=os.environ.get("MOGG_DATA_DIR"),
+                    help="this machine's data folder, as MOGG_DATA_DIR for train.py (default: $MOGG_DATA_DIR)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a saved component config, e.g. corpus.sources.0.path=/data/x.json")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
+        # the input is read and checked before the ladder loads: a bad line fails in a second
         if args.questions == "-":
-            questions, ids = read_questions(sys.stdin.read().splitlines())
+            if sys.stdin is None or sys.stdin.closed:
+                raise ValueError("<stdin>: closed; pass --questions FILE or pipe questions in")
+            data, source = sys.stdin.buffer.read(), "<stdin>"
         else:
-            questions, ids = read_questions(Path(args.questions).read_text(encoding="utf-8").splitlines(), args.questions)
+            data, source = Path(args.questions).read_bytes(), args.questions
+        questions, ids = read_questions(decode_lines(data, source), source)
         if not questions:
-            raise ValueError(f"no questions in {args.questions}")
-        session = RoutingSession.from_checkpoint(args.checkpoint, args.artifacts, args.set, args.k)
+            raise ValueError(f"{source}: no questions")
+        if args.out != "-":
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        session = RoutingSession.from_checkpoint(args.checkpoint, args.artifacts, args.set, args.k, args.data_dir)
         records = session.route(questions, ids)
-    except (ValueError, OSError, ArtifactError, DataError) as e:
+    except (ValueError, OSError, ArtifactError, DataError, FloatingPointError) as e:
         print(f"mogg-route: error: {e}", file=sys.stderr)
         return 2
     text = "".join(strict_json(r, ensure_ascii=False) + "\n" for r in records)
     if args.out == "-":
         sys.stdout.write(text)
     else:
-        Path(args.out).write_text(text, encoding="utf-8")
-    levels = np.bincount([r["level"] for r in records], minlength=len(session.index.ladder.levels))
+        with atomic_path(Path(args.out)) as tmp:
+            tmp.write_text(text, encoding="utf-8")
+    levels = np.bincount([r["level"] for r in records if not r.get("empty")], minlength=len(session.index.ladder.levels))
     log.info("routed %d questions; levels: %s", len(records),
              ", ".join(f"{n} {c}" for n, c in zip(session.index.ladder.level_names, levels)))
     return 0

@@ -90,6 +90,11 @@ def check_run_config(cfg: DictConfig, stage: str) -> None:
         if value is not None and not isinstance(value, bool):
             # OmegaConf takes `use_router=maybe` as the string "maybe", which Python reads as true
             raise ValueError(f"{key}={value!r}: must be true or false")
+    router_ckpt = OmegaConf.select(cfg, "router.checkpoint")
+    if stage == "evaluate" and router_ckpt and cfg.get("use_router") is False:
+        # the transfer row needs the router: without it the checkpoint would be silently unused
+        raise ValueError(f"router.checkpoint={router_ckpt!r} with use_router=false: the checkpoint would not be "
+                         "used; drop router.checkpoint or set use_router=true")
     if cfg.get("threads") is not None:
         _int(cfg, "threads", 1, "a job's threads (null = its share of the cores)")
     _int(cfg, "k", 1, "the number of snippets selected per question (k)")
@@ -148,10 +153,16 @@ def cli_errors(script: str) -> Iterator[None]:
     """Run an entry point's work; a user-facing error (mogg's own error classes, bad values,
     missing files, non-finite training) is logged as ``<script>: <Error>: <message>`` and the
     process exits with status 2. ``MOGG_TRACEBACK=1`` re-raises it with the traceback; anything
-    else (a bug) keeps its traceback."""
+    else (a bug) keeps its traceback. Progress bars and log lines share one channel (log lines are
+    written above the bars, not through them)."""
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    # the first line before the slow imports and loads (torch, the ladder): a run is never silent
+    logging.getLogger("mogg").info("%s: starting", script)
     try:
-        yield
-    except BaseException as e:  # noqa: BLE001 - classified below, re-raised unless user-facing
+        with logging_redirect_tqdm():
+            yield
+    except BaseException as e:
         cause = user_error(e)
         if cause is None or isinstance(e, SystemExit) or os.environ.get("MOGG_TRACEBACK"):
             raise

@@ -49,7 +49,7 @@ def configure_threads(threads: int | None = None) -> int:
     for var in _ENV:
         os.environ[var] = str(n)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    import torch  # noqa: F401  (cheap once imported; the router and the dense paths need it anyway)
+    import torch
 
     torch.set_num_threads(n)
     numba_n = None

@@ -117,6 +117,13 @@ def plot_summaries(summaries: dict[str, dict], out_dir: Path) -> None:
         ax.set_ylabel("token F1 vs gold evidence")
         ax.set_title(ladder)
         ax.axhline(s["policies"][s["best_fixed"]]["f1"]["mean"], color="k", lw=0.8, ls="--")
+        from matplotlib.lines import Line2D
+        from matplotlib.patches import Patch
+
+        ax.legend(handles=[Patch(color="tab:gray", label="fixed level"), Patch(color="tab:orange", label="router"),
+                           Patch(color="tab:blue", label="reference (oracle, labels, ...)"),
+                           Line2D([], [], color="k", lw=0.8, ls="--", label=f"best fixed ({s['best_fixed']})")],
+                  fontsize=7, loc="upper right")
     fig.tight_layout()
     with atomic_path(out_dir / "policies.png") as tmp:
         fig.savefig(tmp, dpi=120, format="png")
@@ -132,7 +139,8 @@ def plot_summaries(summaries: dict[str, dict], out_dir: Path) -> None:
         ax.set_xticks(np.arange(len(levels)) + 0.4 - width / 2, levels, rotation=30, ha="right", fontsize=8)
         ax.set_ylabel("share of questions")
         ax.set_title(f"{ladder}: chosen level (argmax w)")
-        ax.legend(fontsize=8)
+        if pols:  # no router or reference policy (use_router=false and no labels): nothing to label
+            ax.legend(fontsize=8)
     fig.tight_layout()
     with atomic_path(out_dir / "levels.png") as tmp:
         fig.savefig(tmp, dpi=120, format="png")

@@ -184,9 +184,13 @@ class TrainedRouter:
         spec = _json_file(directory / "router.json", dict)
         if spec.get("format") != FORMAT:
             raise ArtifactError(f"{directory / 'router.json'}: format {spec.get('format')!r} is not {FORMAT!r}; retrain the router")
-        missing = [k for k in ("network", "levels") if k not in spec]
-        if missing:
-            raise ArtifactError(f"{directory / 'router.json'}: missing {', '.join(missing)}; not a router spec, retrain it")
+        if "network" not in spec:
+            raise ArtifactError(f"{directory / 'router.json'}: missing network; not a router spec, retrain it")
+        # "levels" is written by the application layer (a bare cross-fit has none); when present it
+        # must be a list of level names, since check_compatible compares it with the ladder
+        levels = spec.get("levels")
+        if levels is not None and not (isinstance(levels, list) and all(isinstance(v, str) for v in levels)):
+            raise ArtifactError(f"{directory / 'router.json'}: 'levels' must be a list of level names; retrain the router")
         net = spec["network"]
         if not isinstance(net, dict) or any(k not in net for k in ("in_dim", "n_levels", "hidden", "dropout")):
             raise ArtifactError(f"{directory / 'router.json'}: 'network' must hold in_dim, n_levels, hidden, dropout")

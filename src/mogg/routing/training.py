@@ -9,6 +9,7 @@ imported by a fit only (evaluation never pays Lightning's import). Cross-fitting
 from __future__ import annotations
 
 import logging
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,7 +112,9 @@ def fit_router(
     if resume:
         log.info("resuming router training from %s", resume)
     # a few-thousand-parameter MLP: threads only add synchronisation (and spin under contention)
-    with single_threaded():
+    with single_threaded(), warnings.catch_warnings():
+        # Lightning's own use of a deprecated torch pytree API: third-party noise on every fit
+        warnings.filterwarnings("ignore", message=r".*LeafSpec.*")
         t.fit(module, train_dl, val_dl, ckpt_path=resume)
     summary = {"epochs": int(t.current_epoch)}
     train_loss = t.callback_metrics.get("train_loss")

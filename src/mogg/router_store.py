@@ -1,0 +1,187 @@
+"""A run's routers on disk: where they live (``checkpoints/<run>/<ladder>/``), what their spec
+records, and how an evaluation obtains each router policy's weights from them (this run's
+cross-fit, or a router trained elsewhere and applied here).
+
+It sits in the application layer, not in :mod:`mogg.routing`, because it reads the run config and
+the prepared question set, both of which live above the routing layer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from mogg.artifacts import ArtifactError
+from mogg.prepared import Prepared
+from mogg.routing.crossfit import RouterSettings, predict_crossfit
+from mogg.routing.features import compute_features
+from mogg.routing.model import Routing, TrainedRouter
+from mogg.runconfig import redact
+from mogg.selection import one_hot
+
+log = logging.getLogger(__name__)
+
+
+def router_settings(cfg: DictConfig) -> RouterSettings:
+    """The router's knobs from its config group (``_target_``)."""
+    return instantiate(cfg.router)
+
+def retriever_node(cfg: DictConfig, ladder: str):
+    """The retriever config of one ladder: ``retrievers.<ladder>`` when the run sets it (to compare
+    retrievers on one ladder builder, e.g. BM25 vs dense vs hybrid), else ``retriever``."""
+    per = cfg.get("retrievers") or {}
+    return per[ladder] if ladder in per else cfg.retriever
+
+def checkpoint_dir(cfg: DictConfig, ladder: str) -> Path:
+    return Path(cfg.paths.checkpoints) / cfg.run_name / ladder
+
+# Machine-local runtime paths: they never change results, and keeping them in a router's spec
+# would make the same training on another checkout (or tmp dir) look like a different router.
+_LOCAL_KEYS = frozenset({"cache_dir"})
+
+def _portable(obj):
+    if isinstance(obj, dict):
+        return {k: _portable(v) for k, v in obj.items() if k not in _LOCAL_KEYS}
+    if isinstance(obj, list):
+        return [_portable(v) for v in obj]
+    return obj
+
+def portable_config(node) -> dict | None:
+    """A config node as plain data with secrets redacted and machine-local paths dropped (it is
+    written into router directories and hashed into their fit keys)."""
+    return _portable(redact(OmegaConf.to_container(node, resolve=True))) if node is not None else None
+
+def router_spec(cfg: DictConfig, name: str, prep: Prepared) -> dict:
+    """The part of a router's spec that comes from the data: levels, feature recipe, the ladder and
+    retriever it expects, where its training data came from, and the components' configs (so
+    the route CLI can rebuild the ladder and retriever from the router directory alone)."""
+    datasets = sorted({it.dataset for it in prep.items if it.dataset}) or ["questions"]
+    return {
+        "levels": prep.ladder.level_names,
+        "recipe": prep.recipe.to_json(),
+        "compat": {"ladder_key": prep.ladder_key, "retriever": prep.retriever_config, "k_r": prep.k_r},
+        "provenance": {
+            "questions_name": "+".join(datasets), "questions": prep.questions_fingerprint,
+            "n_questions": len(prep.items), "data_key": prep.data_key, "labels": portable_config(cfg.labels),
+            "run_name": cfg.run_name, "ladder_name": name,
+        },
+        "components": {"corpus": portable_config(cfg.corpus), "ladder": portable_config(cfg.ladders[name]),
+                       "retriever": portable_config(retriever_node(cfg, name)), "encoder": portable_config(cfg.get("encoder")), "k": cfg.k,
+                       "max_context_tokens": cfg.get("max_context_tokens"),
+                       # the training machine's data folder: mogg-route re-roots corpus files under
+                       # another machine's MOGG_DATA_DIR (the same setting train.py reads)
+                       "data_dir": str(Path(cfg.paths.data_dir).resolve())},
+    }
+
+def load_router_predictions(cfg: DictConfig, name: str, prep: Prepared) -> Routing:
+    """Out-of-fold decisions for ``prep`` from this run's cross-fit; refuses one built on other data."""
+    d = checkpoint_dir(cfg, name)
+    if not (d / "train_manifest.json").exists() or not (d / "folds.json").exists():
+        raise FileNotFoundError(f"no trained router in {d}: run `python train.py` with the same overrides first")
+    meta = json.loads((d / "train_manifest.json").read_text())
+    if meta["data_key"] != prep.data_key:
+        raise ArtifactError(
+            f"{d} was trained on different data/labels/features (data key {meta['data_key']} != {prep.data_key}); "
+            "retrain with the same overrides"
+        )
+    return predict_crossfit(prep.features, prep.query_ids, d, run_id=meta.get("run_id"))
+
+def resolve_router_dir(path: str | Path, ladder: str) -> Path:
+    """A router directory from ``router.checkpoint``: the directory itself, or ``<run>/<ladder>/final``."""
+    p = Path(path)
+    for cand in (p, p / ladder / "final", p / "final"):
+        if (cand / "router.json").is_file():
+            return cand
+    raise FileNotFoundError(
+        f"router.checkpoint={path}: no router.json in {p}, {p / ladder / 'final'} or {p / 'final'}; "
+        "train one with `python train.py ... router.fit=all`"
+    )
+
+def applied_router(cfg: DictConfig, settings: RouterSettings, name: str, prep: Prepared) -> TrainedRouter | None:
+    """The router trained elsewhere that this evaluation applies: ``router.checkpoint``, or this run's
+    final router when it was trained on ``train_questions``. Checked against the ladder, retriever
+    and k_r, and refused on questions it was trained on (unless ``router.allow_overlap``)."""
+    if settings.checkpoint:
+        d = resolve_router_dir(settings.checkpoint, name)
+    elif settings.fit in ("all", "both") and cfg.get("train_questions") is not None:
+        d = checkpoint_dir(cfg, name) / "final"
+    else:
+        return None
+    router = TrainedRouter.load(d)
+    router.spec["_notes"] = router.check_compatible(prep.ladder.level_names, prep.ladder_key, prep.retriever_config, prep.k_r)
+    seen = router.overlap(prep.questions)
+    if seen and not settings.allow_overlap:
+        raise ArtifactError(
+            f"{d} was trained on {seen} of these {len(prep.items)} questions: evaluating it on them measures memorisation. "
+            "Evaluate it on another question set, use the cross-fit (router.fit=crossfit), or set router.allow_overlap=true"
+        )
+    if seen:
+        router.spec["_notes"].append(f"{d} was trained on {seen} of these {len(prep.items)} questions (router.allow_overlap=true)")
+    return router
+
+def route_prepared(cfg: DictConfig, router: TrainedRouter, prep: Prepared) -> Routing:
+    """Apply a trained router to a prepared question set, with the router's own feature recipe."""
+    recipe = router.recipe
+    encoder = instantiate(recipe.encoder) if recipe.needs_embeddings else None
+    artifacts = Path(cfg.paths.artifacts) if cfg.paths.get("artifacts") else None
+    x = compute_features(recipe, prep.hits, prep.ladder, prep.questions, encoder, artifacts)
+    return router.route(x)
+
+def router_weights(cfg: DictConfig, name: str, prep: Prepared) -> tuple[dict[str, np.ndarray], dict[str, Routing], list[str]]:
+    """Eq. 1 weights of every router policy for this ladder, their routings, and report notes.
+
+    ``mog_router``: this run's cross-fit under ``router.decision`` (``mog_router[<other rule>]``
+    beside it), ``mog_prior``: its folds' mean training labels; ``mog_transfer``: a router
+    trained on another question set, with ``source_best_fixed``: the fixed level it falls back
+    to, i.e. the best fixed level as chosen on its training set.
+    """
+    settings = router_settings(cfg)
+    weights: dict[str, np.ndarray] = {}
+    routings: dict[str, Routing] = {}
+    notes: list[str] = []
+    if not cfg.get("use_router", True):
+        return weights, routings, notes
+    other = "fallback" if settings.decision == "argmax" else "argmax"
+    transfer = applied_router(cfg, settings, name, prep)
+    in_set = settings.fit in ("crossfit", "both")
+    if in_set:
+        try:
+            r = load_router_predictions(cfg, name, prep)
+        except FileNotFoundError:
+            if transfer is None:
+                raise
+            log.info("%s: no in-set cross-fitted router in %s; reporting the applied router only", name, checkpoint_dir(cfg, name))
+            r = None
+        if r is not None:
+            # the fold routers carry their own rule; the config's decision says which one is "the router"
+            r.weights = r.fallback_weights if settings.decision == "fallback" else r.argmax_weights
+            routings["mog_router"] = r
+            weights["mog_router"] = r.weights
+            weights[f"mog_router[{other}]"] = r.argmax_weights if other == "argmax" else r.fallback_weights
+            weights["mog_prior"] = r.prior
+    elif transfer is None:
+        raise ValueError(
+            "router.fit=all trains one router on every question of this set, so it cannot be evaluated on them: "
+            "evaluate it on another set (experiment=<B> router.checkpoint=...), set train_questions, or use router.fit=crossfit|both"
+        )
+    if transfer is not None:
+        t = route_prepared(cfg, transfer, prep)
+        t.weights = t.fallback_weights if settings.decision == "fallback" else t.argmax_weights
+        routings["mog_transfer"] = t
+        weights["mog_transfer"] = t.weights
+        weights[f"mog_transfer[{other}]"] = t.argmax_weights if other == "argmax" else t.fallback_weights
+        fb = one_hot(np.full(len(prep.items), transfer.decision["fallback_level"]), prep.ladder.n_levels)
+        weights["source_best_fixed"] = fb
+        notes += transfer.spec.get("_notes", [])
+        notes.append(
+            f"{name}: mog_transfer is the router in {transfer.spec['_dir']} trained on {transfer.source_name} "
+            f"({transfer.spec['provenance']['n_questions']} questions, objective {transfer.objective}); "
+            f"source_best_fixed is {prep.ladder.level_names[transfer.decision['fallback_level']]}, the best fixed level on "
+            f"{transfer.source_name}"
+        )
+    return weights, routings, notes

@@ -1,0 +1,159 @@
+"""Issue 24, items 2 and 4: mogg-route's --set and its input/output, through the real CLI.
+
+Before the fixes: `--set corpus.sources.0.path=...` (the README's recipe) raised ConfigTypeError,
+`--set garbage` was ignored, `--set retriever.k1=1.2` built every index before refusing, closed
+stdin gave an AttributeError, `--out` into a missing folder failed after routing, non-UTF-8 input
+gave a codec error without file or line, duplicate ids passed, and a question with no indexable
+word got an empty context silently."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import ROOT, compose
+
+from mogg.app import train
+from mogg.route import apply_overrides, decode_lines, read_questions
+
+GENERIC = ROOT / "examples" / "generic"
+
+
+@pytest.fixture(scope="module")
+def router(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("route")
+    corpus = tmp / "orig" / "corpus.jsonl"
+    corpus.parent.mkdir()
+    shutil.copy(GENERIC / "corpus.jsonl", corpus)
+    cfg = compose(["experiment=generic_example", f"questions.path={GENERIC / 'questions.jsonl'}",
+                   f"corpus.sources.0.paths={corpus}", f"paths.artifacts={tmp / 'artifacts'}",
+                   f"paths.checkpoints={tmp / 'ckpt'}", f"paths.data_dir={tmp}", "router.fit=all", "trainer.max_epochs=10"])
+    train(cfg)
+    return tmp, tmp / "ckpt" / "generic_example" / "mog" / "final", corpus
+
+
+def _route(router_dir, artifacts, *args, stdin="Is aspirin an antiplatelet drug?\n", shell_closed=False, env=None):
+    env = {**os.environ, "MOGG_DATA_DIR": "", **(env or {})}
+    cmd = [sys.executable, "-m", "mogg.route", "--checkpoint", str(router_dir), "--artifacts", str(artifacts), *args]
+    if shell_closed:  # a closed stdin, as `mogg-route ... <&-` gives
+        return subprocess.run(" ".join(map(str, cmd)) + " <&-", shell=True, capture_output=True, text=True, timeout=300, env=env)
+    return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_moving_a_router_to_another_machine(router, tmp_path):
+    tmp, rdir, corpus = router
+    moved = tmp_path / "elsewhere" / "corpus.jsonl"
+    moved.parent.mkdir()
+    shutil.copy(corpus, moved)
+    new_dir = tmp_path / "router"
+    shutil.copytree(rdir, new_dir)
+    corpus.rename(corpus.with_suffix(".gone"))
+    try:
+        p = _route(new_dir, tmp_path / "art")
+        assert p.returncode == 2 and "--set corpus.sources.0.paths=NEW_PATH" in p.stderr, p.stderr[-800:]
+        p = _route(new_dir, tmp_path / "art", "--set", f"corpus.sources.0.paths={moved}")
+        assert p.returncode == 0, p.stderr[-1500:]
+        assert json.loads(p.stdout.splitlines()[0])["context"]
+        # the same data-dir setting as train.py: files under the training machine's data folder
+        # are found under this machine's MOGG_DATA_DIR
+        data = tmp_path / "data"
+        (data / "orig").mkdir(parents=True)
+        shutil.copy(moved, data / "orig" / "corpus.jsonl")
+        p = _route(new_dir, tmp_path / "art", env={"MOGG_DATA_DIR": str(data)})
+        assert p.returncode == 0, p.stderr[-1500:]
+        assert str(data / "orig" / "corpus.jsonl") in p.stderr
+    finally:
+        corpus.with_suffix(".gone").rename(corpus)
+
+
+def test_every_documented_set_line_applies_to_the_saved_components():
+    from omegaconf import OmegaConf
+
+    cfg = compose(["experiment=pubmedqa"])
+    comps = OmegaConf.create({"corpus": OmegaConf.to_container(cfg.corpus, resolve=True),
+                              "ladder": OmegaConf.to_container(cfg.ladders.mog, resolve=True),
+                              "retriever": OmegaConf.to_container(cfg.retriever, resolve=True)})
+    lines = re.findall(r"--set ([\w.]+=\S+)", (ROOT / "README.md").read_text())
+    assert any(line.startswith("corpus.sources.0.path=") for line in lines)
+    for line in lines:
+        key, _, value = line.partition("=")
+        value = value.rstrip("`,;)")
+        value = "/data/moved.json" if "..." in value else value  # a placeholder in the docs
+        out = apply_overrides(comps, [f"{key}={value}"])
+        assert str(OmegaConf.select(out, key)) == value
+
+
+@pytest.mark.parametrize("override, message", [
+    ("garbage", "expected KEY=VALUE"),
+    ("corpus.sources.0.pathz=/x", "is not in the router's saved components"),
+    ("retriever.k1=1.2", "changes what the router was trained on"),
+    ("ladder.unit_size=3", "changes what the router was trained on"),
+])
+def test_bad_set_is_refused_before_anything_is_built(router, tmp_path, override, message):
+    _, rdir, _ = router
+    t = time.perf_counter()
+    p = _route(rdir, tmp_path / "fresh_store", "--set", override)
+    assert p.returncode == 2 and message in p.stderr and "Traceback" not in p.stderr, p.stderr[-800:]
+    assert not (tmp_path / "fresh_store").exists()  # no index was built
+    assert time.perf_counter() - t < 60
+
+
+def test_input_errors_are_one_line_with_file_and_line(router, tmp_path):
+    tmp, rdir, _ = router
+    art = tmp / "artifacts"
+    p = _route(rdir, art, shell_closed=True)
+    assert p.returncode == 2 and "<stdin>: closed" in p.stderr and "Traceback" not in p.stderr
+    bad = tmp_path / "q.txt"
+    bad.write_bytes(b"Is aspirin an antiplatelet drug?\nAsp\xefrin?\n")
+    p = _route(rdir, art, "--questions", bad)
+    assert p.returncode == 2 and f"{bad}:2: not UTF-8" in p.stderr
+    dup = tmp_path / "d.jsonl"
+    dup.write_text('{"id": "a", "question": "Is aspirin good?"}\n{"id": "a", "question": "Is it bad?"}\n')
+    p = _route(rdir, art, "--questions", dup)
+    assert p.returncode == 2 and f"{dup}:2: duplicate id 'a' (first on line 1)" in p.stderr
+
+
+def test_output_folder_created_and_empty_questions_explicit(router, tmp_path):
+    tmp, rdir, _ = router
+    out = tmp_path / "new" / "folder" / "routed.jsonl"
+    p = _route(rdir, tmp / "artifacts", "--out", out, stdin="Is aspirin an antiplatelet drug?\n?? \U0001f48a !!\n")
+    assert p.returncode == 0, p.stderr[-1500:]
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert recs[0]["context"] and not recs[0].get("empty")
+    assert recs[1]["empty"] is True and recs[1]["context"] == [] and "no indexable word" in recs[1]["reason"]
+    assert "no indexable word" in p.stderr
+
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300))
+def test_any_bytes_give_questions_or_one_clear_error(data):
+    try:
+        questions, ids = read_questions(decode_lines(data, "q.jsonl"), "q.jsonl")
+    except ValueError as e:
+        assert str(e).startswith("q.jsonl:")
+        return
+    assert len(questions) == len(ids) == len(set(ids)) and all(q.strip() for q in questions)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.text(max_size=40), st.dictionaries(st.sampled_from(["id", "question", "x"]),
+                                                                 st.one_of(st.text(max_size=10), st.integers(), st.none()),
+                                                                 max_size=3).map(json.dumps)), max_size=6))
+def test_any_jsonl_lines_give_questions_or_one_clear_error(lines):
+    try:
+        questions, ids = read_questions(lines, "<stdin>")
+    except ValueError as e:
+        assert str(e).startswith("<stdin>:")
+        return
+    assert len(questions) == len(ids) == len(set(ids))
