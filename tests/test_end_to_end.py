@@ -139,13 +139,13 @@ def test_all_ladders_one_report(tmp_path, mirage):
     """MoG, MoGG and RAPTOR (offline extractive summaries) in one evaluate.py report, with the
     tree policies next to the fixed levels."""
     ov = [f"paths.data_dir={mirage.parent}", f"paths.artifacts={tmp_path / 'a'}", f"paths.reports={tmp_path / 'r'}",
-          "experiment=all_ladders", "questions.limit=30", "corpus.sources.1.min_chars=1200", "use_router=false",
-          "ladders.raptor.umap_neighbors=5", "ladders.raptor.max_layers=2",
+          "experiment=all_ladders", "questions.limit=30", "corpus.sources.1.min_chars=2000", "use_router=false",
+          "ladders.raptor.umap_neighbors=5", "ladders.raptor.max_layers=2", "ladders.raptor.leaf_tokens=300",
           "encoder.max_length=32"]  # MiniLM on 2 CPU cores: ~40 ms a 100-token leaf; 32 tokens keep the test short
     s = evaluate(compose(ov))
     assert set(s) == {"mog", "mogg", "raptor"}
     pols = s["raptor"]["policies"]
-    assert {"collapsed_tree", "tree_traversal", "fixed:leaf:100tok", "fixed:layer1"} <= set(pols)
+    assert {"collapsed_tree", "tree_traversal", "fixed:leaf:300tok", "fixed:layer1"} <= set(pols)
     assert pols["collapsed_tree"]["ctx_tokens"]["mean"] <= 300
     md = (tmp_path / "r" / "all_ladders" / "results.md").read_text()
     assert "Graph of `mogg`" in md and "Tree of `raptor`" in md

@@ -3,10 +3,9 @@ machine and skips them cleanly elsewhere; the CPU-only checks at the bottom run 
 
 from __future__ import annotations
 
-import zlib
-
 import numpy as np
 import pytest
+from fakes import SeededEncoder, crc32_seed
 
 from mogg.retrieval import BM25Retriever, DenseRetriever
 
@@ -31,18 +30,9 @@ def _texts(n: int, seed: int = 0) -> list[str]:
     return [" ".join(rng.choice(WORDS, size=int(rng.integers(3, 20)), p=p / p.sum())) for _ in range(n)]
 
 
-class _FixedEncoder:
+def _FixedEncoder(dim: int = 32):
     """Seeded random unit vectors per text: a model-free encoder for index comparisons."""
-
-    def __init__(self, dim: int = 32):
-        self.dim = dim
-
-    def encode(self, texts, show_progress=False):
-        out = np.stack([np.random.default_rng(zlib.crc32(t.encode())).normal(size=self.dim) for t in texts])
-        return (out / np.linalg.norm(out, axis=1, keepdims=True)).astype(np.float32)
-
-    def config(self):
-        return {"name": "fixed", "dim": self.dim}
+    return SeededEncoder(dim, {"name": "fixed", "dim": dim}, seed_of=crc32_seed)
 
 
 @pytest.mark.gpu

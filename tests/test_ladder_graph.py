@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from conftest import compose
+from fakes import LookupEncoder
 
 from mogg.data.records import Document
 from mogg.ladders import Ladder
@@ -84,21 +85,11 @@ def test_bm25_knn_equals_brute_force(min_sim, backend):
         assert 0 < ok.sum() < ok.size  # the threshold actually prunes some neighbours here
 
 
-class FakeEncoder:
-    """Fixed random vectors per text (plus a few exact duplicates), no model."""
-
-    def __init__(self, texts, dim=8, seed=0):
-        rng = np.random.default_rng(seed)
-        vecs = rng.normal(size=(len(texts), dim))
-        vecs[5] = vecs[2]  # an exact duplicate: self must still be excluded
-        self.table = {t: v for t, v in zip(texts, vecs)}
-        self.dim = dim
-
-    def encode(self, texts, show_progress=False):
-        return np.stack([self.table[t] for t in texts]).astype(np.float32)
-
-    def config(self):
-        return {"name": "fake", "dim": self.dim}
+def FakeEncoder(texts, dim=8, seed=0):
+    """Fixed random vectors per text (plus an exact duplicate), no model."""
+    vecs = np.random.default_rng(seed).normal(size=(len(texts), dim))
+    vecs[5] = vecs[2]  # an exact duplicate: self must still be excluded
+    return LookupEncoder.from_table(dict(zip(texts, vecs)), {"name": "fake", "dim": dim})
 
 
 @pytest.mark.parametrize("backend", ["faiss", "torch"])
@@ -124,19 +115,12 @@ def test_dense_builder_uses_encoder():
     assert np.all(lad.arrays["edge_sim"] >= 0.3) and lad.n_levels == 3
 
 
-class _ClusterEncoder:
+def _ClusterEncoder(texts, dim=16, seed=0):
     """Embeddings with cluster structure (64 centres + noise, seeded): what an IVF index is for."""
-
-    def __init__(self, texts, dim=16, seed=0):
-        rng = np.random.default_rng(seed)
-        centres = rng.normal(size=(64, dim))
-        self.table = {t: centres[j % 64] + 0.3 * rng.normal(size=dim) for j, t in enumerate(texts)}
-
-    def encode(self, texts, show_progress=False):
-        return np.stack([self.table[t] for t in texts]).astype(np.float32)
-
-    def config(self):
-        return {"name": "clusters"}
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(64, dim))
+    table = {t: centres[j % 64] + 0.3 * rng.normal(size=dim) for j, t in enumerate(texts)}
+    return LookupEncoder.from_table(table, {"name": "clusters"})
 
 
 def test_dense_knn_approximate_index_recall_is_measured_and_stated(tmp_path):

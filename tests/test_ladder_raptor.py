@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -10,6 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from fakes import SeededEncoder, sha256_seed
 
 from mogg.data.records import Document
 from mogg.ladders.base import Ladder, Level, Units, partition_level
@@ -26,20 +26,9 @@ from mogg.text import count_tokens
 VOCAB = [f"w{i}" for i in range(60)]
 
 
-class FakeEncoder:
+def FakeEncoder():
     """Deterministic unit vectors from a hash of the text (no model)."""
-
-    dim = 16
-
-    def encode(self, texts, show_progress=False):
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for i, t in enumerate(texts):
-            seed = int(hashlib.sha256(t.encode()).hexdigest()[:8], 16)
-            out[i] = np.random.default_rng(seed).normal(size=self.dim)
-        return out / np.linalg.norm(out, axis=1, keepdims=True)
-
-    def config(self):
-        return {"name_or_path": "fake", "dim": self.dim}
+    return SeededEncoder(16, {"name_or_path": "fake", "dim": 16}, seed_of=sha256_seed)
 
 
 class CountingSummarizer:

@@ -137,11 +137,7 @@ def test_every_corpus_and_retriever_satisfies_its_protocol():
     for c in (Corpus([[Document("a", "", "text")]]), docs, MultiCorpus({"x": docs})):
         assert isinstance(c, CorpusProtocol), type(c)
 
-    class Enc:
-        def encode(self, texts, show_progress=False): ...
+    from fakes import SeededEncoder
 
-        def config(self):
-            return {}
-
-    for r in (BM25Retriever(), ShardedBM25(), DenseRetriever(Enc())):
+    for r in (BM25Retriever(), ShardedBM25(), DenseRetriever(SeededEncoder(4, {}))):
         assert isinstance(r, Retriever), type(r)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from fakes import LookupEncoder
 from test_retrieval import TINY_WORDS, _HashEncoder, _tiny_tokenizer
 
 from mogg.data.records import Document
@@ -95,12 +96,8 @@ def test_moving_percentile_breakpoints_on_constructed_embeddings():
     # into a chunk started at 8, under min_sentences, so it is not a cut
     assert breakpoints(dist, tokens, 90, 4, 2, 30) == [0, 3, 5, 8, 11, 14]
 
-    class Vec:
-        def encode(self, texts, show_progress=False):
-            return np.stack([emb[int(t.split()[1])] for t in texts])
-
-        def config(self):
-            return {"name_or_path": "vec"}
+    def Vec():
+        return LookupEncoder(lambda t: emb[int(t.split()[1])], {"name_or_path": "vec"}, dtype=None)
 
     text = " ".join(f"Sentence {i} here." for i in range(15))
     chunks = SemanticChunker(Vec(), percentile=90, window=4, min_sentences=2, max_tokens=1000).chunk_texts([text])[0]

@@ -25,7 +25,7 @@ SCRIPT = textwrap.dedent("""
     LM.EpochSeed.on_train_epoch_end = stall
     rng = np.random.default_rng(0)
     x = rng.normal(size=(120, 8)).astype(np.float32); y = (rng.random((120, 4)) > 0.5) * 0.8
-    T.fit_router(x[:100], y[:100], x[100:], y[100:], {"hidden": 16, "dropout": 0.3, "lr": 1e-2, "weight_decay": 1e-4},
+    T.fit_router(x[:100], y[:100], x[100:], y[100:], {"hidden": 16, "dropout": 0.3, "lr": 1e-2, "weight_decay": 1e-4, "objective": "bce"},
                  T.TrainerConfig(max_epochs=200, batch_size=32, patience=0, checkpoint_every=1), seed=7, ckpt_dir=Path(sys.argv[1]))
 """)
 
@@ -37,7 +37,7 @@ def _data():
     return x, y
 
 
-KW = {"hidden": 16, "dropout": 0.3, "lr": 1e-2, "weight_decay": 1e-4}
+KW = {"hidden": 16, "dropout": 0.3, "lr": 1e-2, "weight_decay": 1e-4, "objective": "bce"}
 TC = TrainerConfig(max_epochs=200, batch_size=32, patience=0, checkpoint_every=1)
 
 

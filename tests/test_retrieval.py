@@ -7,6 +7,7 @@ import sys
 import numpy as np
 import pytest
 import torch
+from fakes import BagOfWordsEncoder, LookupEncoder
 
 from mogg.encoders import HFEncoder, resolve_model_path
 from mogg.retrieval import BM25Retriever, DenseRetriever, Retriever, bm25_idf, l2_normalize, topk_rows
@@ -185,23 +186,10 @@ def test_topk_rows_nan_is_lowest():
 
 
 # --------------------------------------------------------------------------- dense
-class FakeEncoder:
+def FakeEncoder(docs: np.ndarray, queries: np.ndarray, tag: str = "fake"):
     """Texts "d<i>" / "q<i>" map to fixed random vectors (not normalized)."""
-
-    def __init__(self, docs: np.ndarray, queries: np.ndarray, tag: str = "fake"):
-        self.table = {f"d{i}": v for i, v in enumerate(docs)}
-        self.table |= {f"q{i}": v for i, v in enumerate(queries)}
-        self.tag = tag
-
-    @property
-    def dim(self) -> int:
-        return len(next(iter(self.table.values())))
-
-    def encode(self, texts, show_progress=False):
-        return np.stack([self.table[t] for t in texts]).astype(np.float32)
-
-    def config(self):
-        return {"name": self.tag, "dim": self.dim}
+    table = {f"d{i}": v for i, v in enumerate(docs)} | {f"q{i}": v for i, v in enumerate(queries)}
+    return LookupEncoder.from_table(table, {"name": tag, "dim": docs.shape[1]})
 
 
 def _dense_setup(n_docs=200, n_queries=30, dim=16, seed=2):
@@ -371,17 +359,10 @@ def _saved_and_loaded(r, d):
 
 
 # --------------------------------------------------------------------------- approximate faiss indexes
-class _VecEncoder:
+def _VecEncoder(docs, queries):
     """Texts are row numbers into fixed vectors (docs "d<i>", queries "q<i>")."""
-
-    def __init__(self, docs, queries):
-        self.docs, self.queries, self.dim = docs, queries, docs.shape[1]
-
-    def encode(self, texts, show_progress=False):
-        return np.stack([(self.docs if t[0] == "d" else self.queries)[int(t[1:])] for t in texts])
-
-    def config(self):
-        return {"name_or_path": "vectors", "dim": self.dim}
+    return LookupEncoder(lambda t: (docs if t[0] == "d" else queries)[int(t[1:])],
+                         {"name_or_path": "vectors", "dim": docs.shape[1]}, dtype=None)
 
 
 def _clustered(n, d, seed):
@@ -489,18 +470,9 @@ def test_cached_retrievers_keep_their_runtime_options(tmp_path):
         BM25Retriever(k1=1.2).restore(next((tmp_path / "retriever").iterdir()))
 
 
-class _HashEncoder:
+def _HashEncoder():
     """Deterministic bag-of-words vectors (a stand-in encoder with a stable config)."""
-
-    def encode(self, texts, show_progress=False):
-        out = np.zeros((len(texts), 16), dtype=np.float32)
-        for i, t in enumerate(texts):
-            for w in tokenize(t):
-                out[i, sum(map(ord, w)) % 16] += 1.0
-        return out
-
-    def config(self):
-        return {"name_or_path": "hash16"}
+    return BagOfWordsEncoder(16, {"name_or_path": "hash16"}, tokenize, lambda w: sum(map(ord, w)))
 
 
 def test_bm25_numba_dense_and_sparse_modes_equal_scipy():

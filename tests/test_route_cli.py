@@ -1,6 +1,6 @@
 """Issue 24, items 2 and 4: mogg-route's --set and its input/output, through the real CLI.
 
-Before the fixes: `--set corpus.sources.0.path=...` (the README's recipe) raised ConfigTypeError,
+Before the fixes: `--set corpus.sources.0.path=...` (the documented recipe, docs/routers.md) raised ConfigTypeError,
 `--set garbage` was ignored, `--set retriever.k1=1.2` built every index before refusing, closed
 stdin gave an AttributeError, `--out` into a missing folder failed after routing, non-UTF-8 input
 gave a codec error without file or line, duplicate ids passed, and a question with no indexable
@@ -79,7 +79,8 @@ def test_every_documented_set_line_applies_to_the_saved_components():
     comps = OmegaConf.create({"corpus": OmegaConf.to_container(cfg.corpus, resolve=True),
                               "ladder": OmegaConf.to_container(cfg.ladders.mog, resolve=True),
                               "retriever": OmegaConf.to_container(cfg.retriever, resolve=True)})
-    lines = re.findall(r"--set ([\w.]+=\S+)", (ROOT / "README.md").read_text())
+    docs = (ROOT / "README.md").read_text() + (ROOT / "docs" / "routers.md").read_text()
+    lines = re.findall(r"--set ([\w.]+=\S+)", docs)
     assert any(line.startswith("corpus.sources.0.path=") for line in lines)
     for line in lines:
         key, _, value = line.partition("=")

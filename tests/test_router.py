@@ -21,7 +21,7 @@ def _data(n=240, d=6, seed=0):
 def test_router_learns_and_is_deterministic(tmp_path):
     x, y = _data()
     tc = TrainerConfig(max_epochs=150, batch_size=64, patience=0)
-    kw = {"hidden": 16, "dropout": 0.0, "lr": 1e-2, "weight_decay": 0.0}
+    kw = {"hidden": 16, "dropout": 0.0, "lr": 1e-2, "weight_decay": 0.0, "objective": "bce"}
     r1, _ = fit_router(x[:200], y[:200], x[200:], y[200:], kw, tc, seed=3, ckpt_dir=tmp_path / "a")
     r2, _ = fit_router(x[:200], y[:200], x[200:], y[200:], kw, tc, seed=3, ckpt_dir=tmp_path / "b")
     w1, w2 = r1.weights(x[200:]), r2.weights(x[200:])
@@ -31,7 +31,7 @@ def test_router_learns_and_is_deterministic(tmp_path):
 
 def test_early_stopping_restores_best(tmp_path):
     x, y = _data(n=120)
-    r, summary = fit_router(x[:100], y[:100], x[100:], y[100:], {"hidden": 64, "dropout": 0.0, "lr": 1e-2, "weight_decay": 0.0},
+    r, summary = fit_router(x[:100], y[:100], x[100:], y[100:], {"hidden": 64, "dropout": 0.0, "lr": 1e-2, "weight_decay": 0.0, "objective": "bce"},
                             TrainerConfig(max_epochs=400, batch_size=100, patience=10), seed=0, ckpt_dir=tmp_path)
     assert summary["epochs"] < 399 and "best_val_loss" in summary
     loss = torch.nn.functional.binary_cross_entropy(torch.as_tensor(r.weights(x[100:])), torch.as_tensor(y[100:]))

@@ -1,12 +1,14 @@
 """Sharded builds through a real launcher (Hydra multirun + submitit's local executor), then merge:
 the merged artifacts retrieve exactly like a single-machine build."""
 
+import hashlib
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 from conftest import ROOT, compose
+from fakes import BagOfWordsEncoder
 from hydra.utils import instantiate
 
 from mogg.data.corpus import DocumentList
@@ -72,21 +74,10 @@ def test_three_shards_through_submitit_local(tmp_path, mirage):
 
 
 # --------------------------------------------------------------------------- MoGG (two stages) and dense state
-class _HashEncoder:
-    dim = 12
-
-    def encode(self, texts, show_progress=False):
-        import hashlib
-
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for i, t in enumerate(texts):
-            words = t.lower().replace(".", " ").split()
-            for w in words:  # bag of hashed words: similar texts get similar vectors
-                out[i, int(hashlib.md5(w.encode()).hexdigest()[:4], 16) % self.dim] += 1.0
-        return out
-
-    def config(self):
-        return {"name_or_path": "hash", "dim": self.dim}
+def _HashEncoder():
+    """A bag of hashed words: similar texts get similar vectors."""
+    return BagOfWordsEncoder(12, {"name_or_path": "hash", "dim": 12}, lambda t: t.lower().replace(".", " ").split(),
+                             lambda w: int(hashlib.md5(w.encode()).hexdigest()[:4], 16))
 
 
 def _topic_docs(n=30, seed=0):

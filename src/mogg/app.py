@@ -48,6 +48,7 @@ from mogg.router_store import (
 from mogg.routing.crossfit import crossfit, fit_all
 from mogg.runconfig import check_run_config, container
 from mogg.search import LadderIndex
+from mogg.selection.policy import PolicyInputs, SelectionPolicy
 
 log = logging.getLogger(__name__)
 
@@ -98,13 +99,19 @@ def prepare_all(cfg: DictConfig, questions_cfg: DictConfig | None = None, reader
     return out
 
 
-def ladder_policies(cfg: DictConfig, prep: Prepared, k: int | None = None, budget: int | None = None) -> dict:
+def ladder_policies(cfg: DictConfig, prep: Prepared, k: int | None = None, fill_budget: int | None = None) -> dict:
     """Selections of the policies only this ladder has (its builder's ``policies`` hook: a tree's
-    collapsed tree, MAL's cumulative softmax), under the same k, scored like every other policy."""
+    collapsed tree, MAL's cumulative softmax), under the same k, scored like every other policy.
+    ``fill_budget``: an equal-budget comparison's token budget, replacing each policy's own."""
     artifacts = Path(cfg.paths.artifacts) if cfg.paths.get("artifacts") else None
-    return {name: pol.select(ladder=prep.ladder, hits=prep.hits, questions=prep.questions, k=k or cfg.k,
-                             builder=prep.builder, artifacts=artifacts, budget=budget)
-            for name, pol in prep.builder.policies.items()}
+    inputs = PolicyInputs(ladder=prep.ladder, hits=prep.hits, questions=prep.questions, k=k or cfg.k,
+                          builder=prep.builder, artifacts=artifacts, fill_budget=fill_budget)
+    out = {}
+    for name, pol in prep.builder.policies.items():
+        if not isinstance(pol, SelectionPolicy):
+            raise TypeError(f"ladder policy {name!r} ({type(pol).__name__}) has no select(inputs)")
+        out[name] = pol.select(inputs)
+    return out
 
 
 def ladder_reports(name: str, prep: Prepared, out_dir: Path) -> tuple[dict, list[str]]:
@@ -212,6 +219,7 @@ def _evaluate(cfg: DictConfig, report_dir: Path) -> tuple[dict, str]:
     reader = make_reader(cfg)
     settings = router_settings(cfg)
     frontiers: dict[str, dict] = {}
+    budgets = [int(b) for b in cfg.get("budgets") or []]  # the equal-budget table's token budgets
     preps = prepare_all(cfg, reader=reader)
     for name, prep in preps.items():
         weights, routings, router_notes = router_weights(cfg, name, prep)
@@ -223,10 +231,9 @@ def _evaluate(cfg: DictConfig, report_dir: Path) -> tuple[dict, str]:
         sections.extend(md)
         if "mog_transfer" in routings:
             sections.extend(transfer_section(name, s, routings["mog_transfer"]))
-        budgets = [int(b) for b in cfg.get("budgets") or []]
         if budgets and not np.isnan(prep.fixed_f1).all():  # equal-budget comparison (needs gold evidence)
             deep = run_policies(prep, cfg.budget_k, weights, seed=cfg.seed,
-                                extra=ladder_policies(cfg, prep, k=cfg.budget_k, budget=max(budgets)))
+                                extra=ladder_policies(cfg, prep, k=cfg.budget_k, fill_budget=max(budgets)))
             s["budgets"] = budget_table(prep, deep, budgets)
             sections.extend(budget_section(name, s["budgets"], budgets))
             plot_budgets(name, s["budgets"], budgets, report_dir / f"{name}_budgets.png")
@@ -235,7 +242,7 @@ def _evaluate(cfg: DictConfig, report_dir: Path) -> tuple[dict, str]:
             if np.isnan(prep.fixed_f1).all():
                 raise ValueError(f"{name}: the frontier needs gold evidence; {cfg.questions._target_} has none")
             deep_prep = Prepared(**{**prep.__dict__, "hits": prep.deep})  # the ladder's own policies, ranked deep
-            own = ladder_policies(cfg, deep_prep, k=fs.depth, budget=max(fs.budgets))
+            own = ladder_policies(cfg, deep_prep, k=fs.depth, fill_budget=max(fs.budgets))
             s["frontier"], md = evaluate_frontier(cfg, settings, name, prep, fs, weights, own, checkpoint_dir(cfg, name),
                                                   report_dir)
             sections.extend(md)
@@ -255,7 +262,6 @@ def _evaluate(cfg: DictConfig, report_dir: Path) -> tuple[dict, str]:
         records.extend(question_records(name, prep, results, routings, reader_recs))
         notes.append(verdict(name, s, settings.decision))
         notes.extend(prep.notes + router_notes)
-    budgets = [int(b) for b in cfg.get("budgets") or []]
     if budgets and len([s for s in summaries.values() if "budgets" in s]) > 1:
         sections = budget_overview(summaries, budgets) + sections
     if len(frontiers) > 1:

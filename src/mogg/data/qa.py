@@ -217,7 +217,7 @@ class PubMedQAStar(_QASet):
 
 
 class GenericQA(_QASet):
-    """The generic jsonl question format (see DESIGN.md section 3).
+    """The generic jsonl question format (see docs/design.md section 3).
 
     ``answer`` may be an option letter or an option's text (mapped to its letter); without
     options it is the answer text. Each item's dataset is the ``dataset`` argument if given,

@@ -1,4 +1,4 @@
-"""The granularity ladder: units, levels and coverage (DESIGN.md section 2).
+"""The granularity ladder: units, levels and coverage (docs/design.md section 2).
 
 Every method (MoG, MoGG, RAPTOR, MAL) builds a :class:`Ladder`; retrieval, selection, labels,
 routing and evaluation only ever see this structure.

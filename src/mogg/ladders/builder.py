@@ -5,9 +5,9 @@ asks the builder:
 
 * ``config()``: what the ladder artifact depends on (its key);
 * ``build(documents)``: the :class:`~mogg.ladders.base.Ladder`;
-* ``policies``: extra selection policies only this ladder has (RAPTOR's collapsed tree), each
-  with ``select(ladder=, questions=, k=, builder=, artifacts=) -> Selection``; they come from the
-  method's config file (``_target_``), so this layer imports no policy code;
+* ``policies``: extra selection policies only this ladder has (RAPTOR's collapsed tree), each a
+  :class:`mogg.selection.policy.SelectionPolicy` (``select(inputs: PolicyInputs) -> Selection``);
+  they come from the method's config file (``_target_``), so this layer imports no policy code;
 * ``reports``: report sections only this ladder has (graph statistics, the tree plot), each a
   callable ``(name, ladder, out_dir) -> (stats dict, markdown lines)``;
 * ``document_local``: every chunk lies inside one document, so shards build independently and

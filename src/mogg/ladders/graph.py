@@ -386,7 +386,7 @@ def hop_levels(adj: sp.csr_matrix, tokens: np.ndarray, hops: int, max_tokens: in
 
 
 class GraphLadderBuilder(LadderBuilder):
-    """Build the MoGG ladder (DESIGN.md section 1).
+    """Build the MoGG ladder (docs/design.md section 1).
 
     Args:
         node_sentences: sentences per node (MoGG: 1-2).

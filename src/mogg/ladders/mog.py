@@ -1,4 +1,4 @@
-"""MoG ladder: nested, non-overlapping chunk levels (Zhong et al., DESIGN.md section 1).
+"""MoG ladder: nested, non-overlapping chunk levels (Zhong et al., docs/design.md section 1).
 
 Units are sentence groups; level j groups 2**j adjacent units of one document, so every level-j
 chunk is the concatenation of (at most) two adjacent level-(j-1) chunks and never crosses a

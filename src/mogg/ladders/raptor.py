@@ -1,4 +1,4 @@
-"""RAPTOR trees as a ladder (Sarthi et al., DESIGN.md section 1): layers are levels.
+"""RAPTOR trees as a ladder (Sarthi et al., docs/design.md section 1): layers are levels.
 
 Level 0 holds the leaves (~``leaf_tokens``-token chunks that never cross a document); level l holds
 the summary nodes of tree layer l. Each layer is clustered as in RAPTOR: UMAP reduction (seeded,
@@ -104,7 +104,7 @@ def reduce_dims(x: np.ndarray, dim: int, neighbors: int, seed: int, epochs: int 
         # Speed (measured on 384-d embeddings, 2 cores): the cosine kNN graph is computed exactly by
         # faiss and handed to UMAP (no nearest-neighbour descent: its JIT compilation alone cost
         # ~60 s per process, its search 7 s on 2k points); ``epochs`` from :func:`layer_epochs`.
-        # Tree quality before and after: README, RAPTOR section.
+        # Tree quality before and after: docs/methods.md, RAPTOR section.
         k = int(max(2, min(neighbors, n - 1)))
         red = umap.UMAP(n_neighbors=k, n_components=dim, metric="cosine", random_state=seed, n_jobs=1,
                         low_memory=True, n_epochs=int(epochs), precomputed_knn=(*cosine_knn(x, k), None))

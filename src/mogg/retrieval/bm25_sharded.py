@@ -1,7 +1,7 @@
 """BM25 over index parts that share the corpus statistics: a merge that never holds all postings.
 
 :class:`BM25Retriever.fit_shards` joins every shard's postings into one weight matrix: exact, but
-the merge needs RAM for all of them (~440 GB for PubMed at five levels, README scale plan).
+the merge needs RAM for all of them (~440 GB for PubMed at five levels, docs/cluster.md, scale plan).
 BM25's score of a document depends only on its own term counts and on corpus-wide statistics
 (document frequencies -> idf, N, average length), so :class:`ShardedBM25` merges just those
 (vocabulary x 8 bytes) and keeps one weight matrix per shard, computed with the global statistics.

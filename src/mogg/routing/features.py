@@ -16,7 +16,7 @@ questions (and refused where its inputs cannot be rebuilt). Groups, each float32
 * ``qlen`` (1): log(1 + query tokens);
 * ``query`` (d): the query embedding (the MoG paper's only input).
 
-Measured on PubMedQA* and MedMCQA (README, "router inputs"): ``lengths`` helped on both sets and
+Measured on PubMedQA* and MedMCQA (docs/results.md, "Router inputs"): ``lengths`` helped on both sets and
 is in the default; ``gaps``, ``overlap`` and ``qlen`` did not and stay optional.
 Padding (a level with fewer than k_r hits) contributes 0.
 """

@@ -1,4 +1,4 @@
-"""Soft labels for the router (MoG paper, DESIGN.md section 1 and 7).
+"""Soft labels for the router (MoG paper, docs/design.md section 1 and 7).
 
 For every training query we score each level, then give 0.8 to the best level, 0.2 to the
 second and 0 elsewhere. Level scores come from

@@ -56,8 +56,9 @@ class RouterModule(L.LightningModule):
     ``listwise``); validation uses the same loss, so early stopping follows the objective.
     """
 
-    def __init__(self, in_dim: int, n_levels: int, hidden: int = 64, dropout: float = 0.2, lr: float = 1e-3,
-                 weight_decay: float = 1e-4, objective: str = "bce"):
+    # no defaults here: RouterSettings (mogg.routing.crossfit) holds the one default of each knob
+    def __init__(self, in_dim: int, n_levels: int, *, hidden: int, dropout: float, lr: float, weight_decay: float,
+                 objective: str):
         super().__init__()
         # Manual optimisation: the same Adam steps (zero_grad, backward, step) without Lightning's
         # automatic-optimisation closure, whose per-step bookkeeping cost ~10x the arithmetic of

@@ -25,13 +25,95 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-OBJECTIVES = ("bce", "utility", "listwise")
 DECISIONS = ("argmax", "fallback")
 
 
+class Objective:
+    """A router objective: its training targets, its loss, and how its logits become eq. 1
+    weights and per-level preferences. A subclass with a ``name`` registers itself, so a new
+    objective is one class (``router.objective=<name>`` then selects it)."""
+
+    name: str = ""
+    registry: dict[str, type["Objective"]] = {}
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        if cls.name:
+            Objective.registry[cls.name] = cls
+
+    def targets(self, soft_labels: np.ndarray, utilities: np.ndarray, scale: float) -> np.ndarray:
+        """Training targets [Q, L]; default: centred utilities / ``scale``."""
+        u = np.asarray(utilities, dtype=np.float64)
+        return ((u - u.mean(axis=1, keepdims=True)) / scale).astype(np.float32)
+
+    def loss(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def weights(self, logits: np.ndarray, temperature: float) -> np.ndarray:
+        """Eq. 1 weights [Q, L]; default: softmax(z / T)."""
+        if temperature <= 0:
+            raise ValueError(f"router.temperature must be > 0, got {temperature}")
+        return softmax(logits, temperature)
+
+    def preference(self, logits: np.ndarray) -> np.ndarray:
+        """The router's own score per level [Q, L]; default: the logits (predicted utility)."""
+        return np.asarray(logits, dtype=np.float64)
+
+
+def _sigmoid(z) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.asarray(z, dtype=np.float64)))
+
+
+class BCE(Objective):
+    """The MoG paper's: BCE between sigmoid(z) and the 0.8/0.2 soft label; weights sigmoid(z)."""
+
+    name = "bce"
+
+    def targets(self, soft_labels, utilities, scale):
+        return np.asarray(soft_labels, dtype=np.float32)
+
+    def loss(self, logits, target):
+        return torch.nn.functional.binary_cross_entropy_with_logits(logits, target)
+
+    def weights(self, logits, temperature):
+        return _sigmoid(logits)
+
+    def preference(self, logits):
+        return _sigmoid(logits)
+
+
+class Utility(Objective):
+    """MSE regression of the centred, standardised level utility."""
+
+    name = "utility"
+
+    def loss(self, logits, target):
+        return torch.nn.functional.mse_loss(logits, target)
+
+
+class Listwise(Objective):
+    """Expected utility under softmax(z), maximised."""
+
+    name = "listwise"
+
+    def loss(self, logits, target):
+        return expected_utility_loss(logits, target)
+
+
+# the built-in objectives (the registry holds these and any subclass defined later)
+OBJECTIVES = tuple(Objective.registry)
+
+
+def get_objective(objective: str) -> Objective:
+    """The registered objective called ``objective``."""
+    cls = Objective.registry.get(objective)
+    if cls is None:
+        raise ValueError(f"router.objective must be one of {tuple(Objective.registry)}, got {objective!r}")
+    return cls()
+
+
 def check_objective(objective: str) -> str:
-    if objective not in OBJECTIVES:
-        raise ValueError(f"router.objective must be one of {OBJECTIVES}, got {objective!r}")
+    get_objective(objective)
     return objective
 
 
@@ -43,12 +125,8 @@ def utility_scale(utilities: np.ndarray) -> float:
 
 
 def targets(objective: str, soft_labels: np.ndarray, utilities: np.ndarray, scale: float) -> np.ndarray:
-    """Training targets [Q, L]: soft labels (``bce``) or centred utilities / ``scale``."""
-    check_objective(objective)
-    if objective == "bce":
-        return np.asarray(soft_labels, dtype=np.float32)
-    u = np.asarray(utilities, dtype=np.float64)
-    return ((u - u.mean(axis=1, keepdims=True)) / scale).astype(np.float32)
+    """Training targets [Q, L] of ``objective``."""
+    return get_objective(objective).targets(soft_labels, utilities, scale)
 
 
 def expected_utility_loss(logits: torch.Tensor, utility: torch.Tensor) -> torch.Tensor:
@@ -58,13 +136,7 @@ def expected_utility_loss(logits: torch.Tensor, utility: torch.Tensor) -> torch.
 
 def loss(objective: str, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """The training loss of ``objective`` for logits and targets [B, L]."""
-    if objective == "bce":
-        return torch.nn.functional.binary_cross_entropy_with_logits(logits, target)
-    if objective == "utility":
-        return torch.nn.functional.mse_loss(logits, target)
-    if objective == "listwise":
-        return expected_utility_loss(logits, target)
-    raise ValueError(check_objective(objective))
+    return get_objective(objective).loss(logits, target)
 
 
 def softmax(z: np.ndarray, temperature: float = 1.0) -> np.ndarray:
@@ -75,18 +147,13 @@ def softmax(z: np.ndarray, temperature: float = 1.0) -> np.ndarray:
 
 def weights(objective: str, logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
     """Eq. 1 weights in [0, 1]^L [Q, L] from router logits."""
-    if objective == "bce":
-        return 1.0 / (1.0 + np.exp(-np.asarray(logits, dtype=np.float64)))
-    if temperature <= 0:
-        raise ValueError(f"router.temperature must be > 0, got {temperature}")
-    return softmax(logits, temperature)
+    return get_objective(objective).weights(logits, temperature)
 
 
 def preference(objective: str, logits: np.ndarray) -> np.ndarray:
     """The router's own score per level [Q, L], in which advantages and margins are measured:
     sigmoid probabilities for ``bce``, predicted standardised utility (logits) otherwise."""
-    z = np.asarray(logits, dtype=np.float64)
-    return 1.0 / (1.0 + np.exp(-z)) if objective == "bce" else z
+    return get_objective(objective).preference(logits)
 
 
 def advantage(pref: np.ndarray, fallback_level: int) -> np.ndarray:

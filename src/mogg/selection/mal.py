@@ -16,6 +16,7 @@ from mogg.ladders.base import Ladder
 from mogg.ladders.structural import token_lengths
 from mogg.search import Hits
 from mogg.selection.mog import Selection
+from mogg.selection.policy import PolicyInputs
 
 
 def mal_cumulative_select(ladder: Ladder, hits: Hits, budget: int, tau: float, temperature: float = 0.1,
@@ -63,5 +64,5 @@ class CumulativeSoftmax:
             raise ValueError(f"mal_cumulative: budget >= 1, 0 < tau <= 1, temperature > 0 required; got {budget}, {tau}, {temperature}")
         self.budget, self.tau, self.temperature = int(budget), float(tau), float(temperature)
 
-    def select(self, *, ladder: Ladder, hits: Hits, k: int, budget: int | None = None, **_) -> Selection:
-        return mal_cumulative_select(ladder, hits, budget or self.budget, self.tau, self.temperature)
+    def select(self, inputs: PolicyInputs) -> Selection:
+        return mal_cumulative_select(inputs.ladder, inputs.hits, inputs.fill_budget or self.budget, self.tau, self.temperature)

@@ -25,6 +25,7 @@ from mogg.ladders.base import Ladder
 from mogg.retrieval.base import topk_rows
 from mogg.segments import segment_rank
 from mogg.selection.mog import Selection
+from mogg.selection.policy import PolicyInputs
 from mogg.vectors import l2_normalize
 
 log = logging.getLogger(__name__)
@@ -233,8 +234,9 @@ class CollapsedTree:
             raise ValueError(f"collapsed tree: token_budget and k_max must be >= 1, got {token_budget}, {k_max}")
         self.token_budget, self.k_max = int(token_budget), int(k_max)
 
-    def select(self, *, ladder: Ladder, questions, k: int, builder, artifacts=None, budget: int | None = None, **_) -> Selection:
-        return collapsed_tree_select(ladder, _tree_queries(builder, questions, artifacts), budget or self.token_budget, self.k_max)
+    def select(self, inputs: PolicyInputs) -> Selection:
+        queries = _tree_queries(inputs.builder, inputs.questions, inputs.artifacts)
+        return collapsed_tree_select(inputs.ladder, queries, inputs.fill_budget or self.token_budget, self.k_max)
 
 
 class TreeTraversal:
@@ -246,8 +248,9 @@ class TreeTraversal:
             raise ValueError(f"tree traversal: top_k_per_layer must be >= 1, got {top_k_per_layer}")
         self.top_k_per_layer = int(top_k_per_layer)
 
-    def select(self, *, ladder: Ladder, questions, k: int, builder, artifacts=None, **_) -> Selection:
-        return tree_traversal_select(ladder, _tree_queries(builder, questions, artifacts), self.top_k_per_layer, k)
+    def select(self, inputs: PolicyInputs) -> Selection:
+        queries = _tree_queries(inputs.builder, inputs.questions, inputs.artifacts)
+        return tree_traversal_select(inputs.ladder, queries, self.top_k_per_layer, inputs.k)
 
 
 def _tree_queries(builder, questions, artifacts) -> np.ndarray:
