@@ -89,7 +89,7 @@ def documented_overrides() -> list[tuple[str, list[str]]]:
     for doc in DOCS:
         prose = re.sub(r"```.*?```", "", doc.read_text(), flags=re.S)
         for span in re.findall(r"`([^`\n]+)`", prose):
-            if span.startswith(("python ", "pytest", "mogg-", "pip ", "MOGG_", ".")):
+            if span.startswith(("python ", "pytest", "mogg-", "pip ", "MOGG_", ".", "-")):  # "-": a CLI flag
                 continue  # commands, handled above or not Hydra
             toks = span.split()
             if toks and all(re.fullmatch(r"[+~]?[\w@/.\-]+=\S+", t) for t in toks):
