@@ -141,3 +141,19 @@ def test_every_corpus_and_retriever_satisfies_its_protocol():
 
     for r in (BM25Retriever(), ShardedBM25(), DenseRetriever(SeededEncoder(4, {}))):
         assert isinstance(r, Retriever), type(r)
+
+
+def test_policy_names_are_defined_once():
+    """Policy names live in mogg.evaluation.names; a string literal elsewhere would drift (before:
+    the same literals in five files)."""
+    from mogg.evaluation import names
+
+    defined = {names.ROUTER, names.PRIOR, names.TRANSFER, names.SOURCE_BEST_FIXED, names.TOPK_ALL}
+    found = []
+    for f in sorted((SRC / "mogg").rglob("*.py")):
+        if f.name == "names.py":
+            continue
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in defined:
+                found.append(f"{f.relative_to(SRC)}:{node.lineno} {node.value!r}")
+    assert not found, found

@@ -15,6 +15,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from mogg.artifacts import atomic_path, staged_dir, strict_json
+from mogg.evaluation import names as N
 from mogg.evaluation.budgets import budget_overview, budget_section, budget_table, plot_budgets
 from mogg.evaluation.frontier_report import plot_cross_ladders
 from mogg.evaluation.policies import run_policies, summarize
@@ -229,8 +230,8 @@ def _evaluate(cfg: DictConfig, report_dir: Path) -> tuple[dict, str]:
         extra_stats, md = ladder_reports(name, prep, report_dir)
         s.update(extra_stats)
         sections.extend(md)
-        if "mog_transfer" in routings:
-            sections.extend(transfer_section(name, s, routings["mog_transfer"]))
+        if N.TRANSFER in routings:
+            sections.extend(transfer_section(name, s, routings[N.TRANSFER]))
         if budgets and not np.isnan(prep.fixed_f1).all():  # equal-budget comparison (needs gold evidence)
             deep = run_policies(prep, cfg.budget_k, weights, seed=cfg.seed,
                                 extra=ladder_policies(cfg, prep, k=cfg.budget_k, fill_budget=max(budgets)))

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig
 
+from mogg.evaluation import names as N
 from mogg.evaluation.families import action_table, stream_family
 from mogg.evaluation.frontier import Family, merge_families
 from mogg.evaluation.frontier_report import RouterFolds, frontier_evaluation, frontier_section, plot_frontier
@@ -93,14 +94,14 @@ def other_families(prep: Prepared, fs: FrontierSettings, weights: dict[str, np.n
     """Top-k over all levels, eq. 1-2 under each router's weights, and the ladder's own policies
     (``ladder_policies``: selected on the deep hits at k = depth), each along k = 1..depth and the caps."""
     lad, deep, ev = prep.ladder, prep.deep, _evidence(prep)
-    sels = {"topk_all": topk_all_select(deep, fs.depth)}
-    for name in ("mog_router", "mog_prior"):
+    sels = {N.TOPK_ALL: topk_all_select(deep, fs.depth)}
+    for name in (N.ROUTER, N.PRIOR):
         if name in weights:
             sels[f"{name} (eq. 1-2)"] = mog_select(lad, deep, weights[name], fs.depth)
     sels.update(ladder_policies)
     fams = [stream_family(n, lad, s, ev, fs.depth, fs.caps, prep.max_context_tokens) for n, s in sels.items()]
     for fam in fams:  # eq. 1-2 under the trained router's weights: a candidate of the router policy
-        fam.routed = fam.name == "mog_router (eq. 1-2)"
+        fam.routed = fam.name == f"{N.ROUTER} (eq. 1-2)"
     return fams
 
 

@@ -17,6 +17,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from mogg.artifacts import ArtifactError
+from mogg.evaluation import names as N
 from mogg.prepared import Prepared
 from mogg.routing.crossfit import RouterSettings, predict_crossfit
 from mogg.routing.features import compute_features
@@ -160,10 +161,10 @@ def router_weights(cfg: DictConfig, name: str, prep: Prepared) -> tuple[dict[str
         if r is not None:
             # the fold routers carry their own rule; the config's decision says which one is "the router"
             r.weights = r.fallback_weights if settings.decision == "fallback" else r.argmax_weights
-            routings["mog_router"] = r
-            weights["mog_router"] = r.weights
-            weights[f"mog_router[{other}]"] = r.argmax_weights if other == "argmax" else r.fallback_weights
-            weights["mog_prior"] = r.prior
+            routings[N.ROUTER] = r
+            weights[N.ROUTER] = r.weights
+            weights[N.other_rule(N.ROUTER, other)] = r.argmax_weights if other == "argmax" else r.fallback_weights
+            weights[N.PRIOR] = r.prior
     elif transfer is None:
         raise ValueError(
             "router.fit=all trains one router on every question of this set, so it cannot be evaluated on them: "
@@ -172,11 +173,11 @@ def router_weights(cfg: DictConfig, name: str, prep: Prepared) -> tuple[dict[str
     if transfer is not None:
         t = route_prepared(cfg, transfer, prep)
         t.weights = t.fallback_weights if settings.decision == "fallback" else t.argmax_weights
-        routings["mog_transfer"] = t
-        weights["mog_transfer"] = t.weights
-        weights[f"mog_transfer[{other}]"] = t.argmax_weights if other == "argmax" else t.fallback_weights
+        routings[N.TRANSFER] = t
+        weights[N.TRANSFER] = t.weights
+        weights[N.other_rule(N.TRANSFER, other)] = t.argmax_weights if other == "argmax" else t.fallback_weights
         fb = one_hot(np.full(len(prep.items), transfer.decision["fallback_level"]), prep.ladder.n_levels)
-        weights["source_best_fixed"] = fb
+        weights[N.SOURCE_BEST_FIXED] = fb
         notes += transfer.spec.get("_notes", [])
         notes.append(
             f"{name}: mog_transfer is the router in {transfer.spec['_dir']} trained on {transfer.source_name} "

@@ -14,13 +14,14 @@ from pathlib import Path
 import numpy as np
 
 from mogg.artifacts import atomic_path
+from mogg.evaluation import names as N
 from mogg.evaluation.policies import PolicyResult
 from mogg.metrics import aggregate, token_prf
 from mogg.prepared import Prepared
 from mogg.selection import cap_contexts
 from mogg.text import count_tokens
 
-SKIP = ("labels", "random")  # label quality and chance: not methods to compare at a budget
+SKIP = (N.LABELS, N.RANDOM)  # label quality and chance: not methods to compare at a budget
 
 
 def budget_table(prep: Prepared, deep: dict[str, PolicyResult], budgets: list[int]) -> dict[str, dict]:
@@ -68,8 +69,8 @@ def plot_budgets(name: str, table: dict[str, dict], budgets: list[int], path: Pa
     for pol, row in table.items():
         x = [row[b]["tokens"]["mean"] for b in budgets]
         y = [row[b]["f1"]["mean"] for b in budgets]
-        style = "--" if pol.startswith("fixed:") else "-"
-        ax.plot(x, y, style, marker="o", ms=3, lw=1.8 if pol.startswith("mog_router") else 1, label=pol)
+        style = "--" if N.is_fixed(pol) else "-"
+        ax.plot(x, y, style, marker="o", ms=3, lw=1.8 if pol.startswith(N.ROUTER) else 1, label=pol)
     ax.set_xlabel("context tokens (mean, at budgets " + ", ".join(map(str, budgets)) + ")")
     ax.set_ylabel("token F1 vs gold evidence")
     ax.set_title(f"{name}: F1 vs tokens")
@@ -94,9 +95,9 @@ def budget_overview(summaries: dict[str, dict], budgets: list[int]) -> list[str]
             continue
         cells = [ladder]
         for b in budgets:
-            fixed = {p: r[b]["f1"] for p, r in t.items() if p.startswith("fixed:") and r[b]["f1"]["n"]}
+            fixed = {p: r[b]["f1"] for p, r in t.items() if N.is_fixed(p) and r[b]["f1"]["n"]}
             bf = max(fixed, key=lambda p: fixed[p]["mean"]) if fixed else None
-            for key in (bf, "mog_router", "oracle"):
+            for key in (bf, N.ROUTER, N.ORACLE):
                 f = t.get(key, {}).get(b, {}).get("f1") if key else None
                 cells.append("-" if not f or not f["n"] else f"{f['mean']:.3f} ± {f['se']:.3f}")
         md.append("| " + " | ".join(cells) + " |")

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from mogg.artifacts import atomic_path
+from mogg.evaluation import names as N
 
 log = logging.getLogger(__name__)
 
@@ -35,16 +36,16 @@ def collect(reports: Path, pattern: str = "ablation_*") -> list[dict]:
         group, seed = (m.group(1), int(m.group(2))) if m else (run, None)
         for ladder, s in json.loads(mpath.read_text()).items():
             pol = s["policies"]
-            other = next((p for p in pol if p.startswith("mog_router[")), None)
+            other = next((p for p in pol if p.startswith(f"{N.ROUTER}[")), None)
             rows.append({
                 "experiment": group, "seed": seed, "run": run, "ladder": ladder, "n": s.get("n_questions"),
-                "router": pol.get("mog_router", {}).get("f1", {}).get("mean", float("nan")),
+                "router": pol.get(N.ROUTER, {}).get("f1", {}).get("mean", float("nan")),
                 "router_other_rule": pol.get(other, {}).get("f1", {}).get("mean", float("nan")),
-                "other_rule": other[len("mog_router["):-1] if other else "",
-                "prior": pol.get("mog_prior", {}).get("f1", {}).get("mean", float("nan")),
+                "other_rule": other[len(N.ROUTER) + 1:-1] if other else "",
+                "prior": pol.get(N.PRIOR, {}).get("f1", {}).get("mean", float("nan")),
                 "best_fixed": pol[s["best_fixed"]]["f1"]["mean"], "best_fixed_level": s["best_fixed"],
-                "oracle": pol.get("oracle", {}).get("f1", {}).get("mean", float("nan")),
-                "gap_closed": s.get("gap_closed", {}).get("mog_router", float("nan")),
+                "oracle": pol.get(N.ORACLE, {}).get("f1", {}).get("mean", float("nan")),
+                "gap_closed": s.get("gap_closed", {}).get(N.ROUTER, float("nan")),
                 "gap_closed_other_rule": s.get("gap_closed", {}).get(other, float("nan")),
             })
     return rows

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mogg.evaluation import names as N
 from mogg.metrics import aggregate, gold_hit, tfidf_cosine, token_prf
 from mogg.prepared import Prepared
 from mogg.selection import (
@@ -37,10 +38,10 @@ def policy_weights(prep: Prepared, routers: dict[str, np.ndarray] | None = None)
     (name -> weights), then the soft labels and the oracle level."""
     n_l = prep.ladder.n_levels
     out = dict(routers or {})
-    out["labels"] = prep.labels
+    out[N.LABELS] = prep.labels
     oracle = prep.oracle_level()
     if (oracle >= 0).any():
-        out["oracle"] = one_hot(np.maximum(oracle, 0), n_l)
+        out[N.ORACLE] = one_hot(np.maximum(oracle, 0), n_l)
     return out
 
 
@@ -109,13 +110,13 @@ def run_policies(
     lad, hits = prep.ladder, prep.hits
     chosen: dict[str, tuple[Selection, np.ndarray, np.ndarray | None]] = {}
     for j, sel in enumerate(prep.fixed):
-        chosen[f"fixed:{lad.levels[j].name}"] = (sel, np.full(len(prep.items), j), None)
+        chosen[N.fixed(lad.levels[j].name)] = (sel, np.full(len(prep.items), j), None)
     for name, w in policy_weights(prep, routers).items():
         chosen[name] = (mog_select(lad, hits, w, k), w.argmax(axis=1), w)
     rnd = random_level_select(lad, hits, k, seed)
-    chosen["random"] = (rnd, rnd.level[:, 0], None)
+    chosen[N.RANDOM] = (rnd, rnd.level[:, 0], None)
     tk = topk_all_select(hits, k)
-    chosen["topk_all"] = (tk, tk.level[:, 0], None)
+    chosen[N.TOPK_ALL] = (tk, tk.level[:, 0], None)
     for name, sel in (extra or {}).items():
         chosen[name] = (sel, sel.level[:, 0], None)
     results = {}
@@ -139,15 +140,15 @@ def summarize(prep: Prepared, results: dict[str, PolicyResult], rows: np.ndarray
         row = {m: aggregate(res.metrics[m]) for m in METRICS}
         lv = np.asarray(res.level)
         row["level_share"] = (np.bincount(lv[lv >= 0], minlength=n_l) / max(1, len(lv))).tolist()
-        if name.startswith("mog_") or name in ("labels", "random", "source_best_fixed"):
+        if N.is_routed(name) or name in (N.LABELS, N.RANDOM, N.SOURCE_BEST_FIXED):
             ok = oracle >= 0
             row["oracle_agreement"] = aggregate((lv[ok] == oracle[ok]).astype(float))
         table[name] = row
-    fixed = {n: r["f1"]["mean"] for n, r in table.items() if n.startswith("fixed:")}
+    fixed = {n: r["f1"]["mean"] for n, r in table.items() if N.is_fixed(n)}
     best_fixed = max(fixed, key=fixed.get)
     summary = {"policies": table, "best_fixed": best_fixed, "levels": prep.ladder.level_names}
-    if "oracle" in table:
-        lo, hi = fixed[best_fixed], table["oracle"]["f1"]["mean"]
+    if N.ORACLE in table:
+        lo, hi = fixed[best_fixed], table[N.ORACLE]["f1"]["mean"]
         summary["gap_closed"] = {
             n: (r["f1"]["mean"] - lo) / (hi - lo) if hi > lo else float("nan") for n, r in table.items()
         }

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from mogg.evaluation import names as N
 from mogg.readers.cache import AnswerCache, exclusive
 from mogg.readers.run import MIRAGE_NAMES, accuracy_table, answer_questions
 
@@ -25,7 +26,7 @@ def resolve_policies(requested: list[str], results: dict, best_fixed: str) -> li
         if p == "fixed:best":
             names = [best_fixed]
         elif p == "fixed:*":
-            names = [n for n in results if n.startswith("fixed:")]
+            names = [n for n in results if N.is_fixed(n)]
         else:
             names = [p] if (p in results or p == "cot") else []
         out.extend(n for n in names if n not in out)

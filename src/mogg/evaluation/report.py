@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from mogg.artifacts import atomic_path, strict_json
+from mogg.evaluation import names as N
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ def plot_summaries(summaries: dict[str, dict], out_dir: Path) -> None:
         names = list(s["policies"])
         means = [s["policies"][p]["f1"]["mean"] for p in names]
         ses = [s["policies"][p]["f1"]["se"] for p in names]
-        colors = ["tab:gray" if p.startswith("fixed:") else "tab:orange" if p.startswith("mog_") else "tab:blue" for p in names]
+        colors = ["tab:gray" if N.is_fixed(p) else "tab:orange" if N.is_routed(p) else "tab:blue" for p in names]
         ax.bar(range(len(names)), means, yerr=ses, color=colors, capsize=3)
         ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=8)
         ax.set_ylabel("token F1 vs gold evidence")
@@ -131,7 +132,7 @@ def plot_summaries(summaries: dict[str, dict], out_dir: Path) -> None:
 
     fig, axes = plt.subplots(1, n, figsize=(6 * n, 4), squeeze=False)
     for ax, (ladder, s) in zip(axes[0], summaries.items()):
-        pols = [p for p in s["policies"] if p.startswith("mog_") or p in ("oracle", "labels", "random")]
+        pols = [p for p in s["policies"] if N.is_routed(p) or p in N.REFERENCES]
         levels = s["levels"]
         width = 0.8 / max(1, len(pols))
         for i, p in enumerate(pols):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mogg.evaluation import names as N
 from mogg.prepared import Prepared
 from mogg.routing.model import Routing
 
@@ -13,9 +14,9 @@ def transfer_section(name: str, s: dict, routing: Routing) -> list[str]:
     """The transfer protocol's rows side by side: in-set router, transferred router, the best fixed
     level chosen on the source set, the best fixed level here (hindsight) and the oracle."""
     pol, gap = s["policies"], s.get("gap_closed", {})
-    rows = [("in-set cross-fitted router", "mog_router"), ("transferred router", "mog_transfer"),
-            ("best fixed level chosen on the source set", "source_best_fixed"),
-            (f"best fixed level here, in hindsight ({s['best_fixed']})", s["best_fixed"]), ("oracle level", "oracle")]
+    rows = [("in-set cross-fitted router", N.ROUTER), ("transferred router", N.TRANSFER),
+            ("best fixed level chosen on the source set", N.SOURCE_BEST_FIXED),
+            (f"best fixed level here, in hindsight ({s['best_fixed']})", s["best_fixed"]), ("oracle level", N.ORACLE)]
     md = [f"## Transfer: `{name}`", "", f"n = {s['n_questions']} questions; the transferred router routed "
           f"{routing.routed.mean():.0%} of them past its fallback margin.", "",
           "| policy | evidence F1 | gap closed |", "|---|---|---|"]
@@ -29,18 +30,18 @@ def transfer_section(name: str, s: dict, routing: Routing) -> list[str]:
 def verdict(name: str, s: dict, decision: str = "argmax") -> str:
     """One honest sentence: does the router beat the best fixed level, and what share of the gap."""
     pol = s["policies"]
-    key = "mog_router" if "mog_router" in pol else "mog_transfer" if "mog_transfer" in pol else None
+    key = N.ROUTER if N.ROUTER in pol else N.TRANSFER if N.TRANSFER in pol else None
     if key is None:
         return f"{name}: no router evaluated."
     bf = s["best_fixed"]
     r, b = pol[key]["f1"], pol[bf]["f1"]
-    what = "router" if key == "mog_router" else "transferred router"
+    what = "router" if key == N.ROUTER else "transferred router"
     txt = (f"{name} (n={s.get('n_questions', r['n'])}): {what} ({decision} rule) F1 {r['mean']:.3f} ± {r['se']:.3f} "
            f"vs best fixed level {bf} {b['mean']:.3f} ± {b['se']:.3f}")
     if "gap_closed" in s:
-        txt += f"; oracle {pol['oracle']['f1']['mean']:.3f}; the {what} closes {s['gap_closed'][key]:.0%} of the best-fixed-to-oracle gap"
-        if "mog_prior" in pol:
-            txt += f" (prior weights: {s['gap_closed']['mog_prior']:.0%})"
+        txt += f"; oracle {pol[N.ORACLE]['f1']['mean']:.3f}; the {what} closes {s['gap_closed'][key]:.0%} of the best-fixed-to-oracle gap"
+        if N.PRIOR in pol:
+            txt += f" (prior weights: {s['gap_closed'][N.PRIOR]:.0%})"
     return txt + "."
 
 def question_records(name, prep: Prepared, results: dict, routings: dict[str, Routing] | None = None,
@@ -50,7 +51,7 @@ def question_records(name, prep: Prepared, results: dict, routings: dict[str, Ro
     lad = prep.ladder
     oracle = prep.oracle_level()
     routings = routings or {}
-    inset = routings.get("mog_router")
+    inset = routings.get(N.ROUTER)
     recs = []
     for q, it in enumerate(prep.items):
         rec = {

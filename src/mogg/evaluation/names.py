@@ -1,0 +1,38 @@
+"""Policy names, defined once: the keys of every report table, records.jsonl and metrics.json.
+
+``fixed:<level>`` per level, ``<router>[<rule>]`` for a router under its other decision rule;
+every name that starts with ``mog_`` is driven by a router's weights (eq. 1-2).
+"""
+
+from __future__ import annotations
+
+ROUTER = "mog_router"  # this run's cross-fitted router (out-of-fold decisions)
+PRIOR = "mog_prior"  # its folds' mean training labels as constant weights
+TRANSFER = "mog_transfer"  # a router trained on another question set, applied here
+SOURCE_BEST_FIXED = "source_best_fixed"  # the fixed level the transferred router falls back to
+ORACLE = "oracle"  # the per-question best level (hindsight ceiling)
+LABELS = "labels"  # the soft labels used as weights (label-quality ceiling)
+RANDOM = "random"  # a random level per question
+TOPK_ALL = "topk_all"  # top-k over all levels' hits
+FIXED_PREFIX = "fixed:"
+ROUTED_PREFIX = "mog_"
+REFERENCES = (ORACLE, LABELS, RANDOM)  # references, not deployable methods
+
+
+def fixed(level: str) -> str:
+    """The fixed-level policy of ``level``."""
+    return f"{FIXED_PREFIX}{level}"
+
+
+def is_fixed(name: str) -> bool:
+    return name.startswith(FIXED_PREFIX)
+
+
+def is_routed(name: str) -> bool:
+    """Driven by a router's weights (``mog_router``, ``mog_prior``, ``mog_transfer``, their other rules)."""
+    return name.startswith(ROUTED_PREFIX)
+
+
+def other_rule(policy: str, rule: str) -> str:
+    """``policy`` under its other decision rule, e.g. ``mog_router[fallback]``."""
+    return f"{policy}[{rule}]"
