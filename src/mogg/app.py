@@ -45,11 +45,14 @@ from mogg.router_store import (
     router_settings,
     router_spec,
     router_weights,
+    source_nodes,
 )
-from mogg.routing.crossfit import crossfit, fit_all
+from mogg.routing.crossfit import crossfit
+from mogg.routing.features import NEEDS_ENCODER
 from mogg.runconfig import check_run_config, container
 from mogg.search import LadderIndex
 from mogg.selection.policy import PolicyInputs, SelectionPolicy
+from mogg.transfer_stage import train_final
 
 log = logging.getLogger(__name__)
 
@@ -72,16 +75,18 @@ def make_labeler(cfg: DictConfig, encoder=None, reader=None):
     return instantiate(cfg.labels)
 
 
-def prepare_all(cfg: DictConfig, questions_cfg: DictConfig | None = None, reader=None) -> dict[str, Prepared]:
+def prepare_all(cfg: DictConfig, questions_cfg: DictConfig | None = None, reader=None,
+                corpus_cfg: DictConfig | None = None) -> dict[str, Prepared]:
     """Instantiate corpus, questions, encoder, labeler and each ladder; run the shared stages.
 
-    ``questions_cfg`` replaces ``cfg.questions`` (the transfer source set of ``train_questions``);
-    ``reader`` is the run's reader when the caller already holds one (``labels=reader``).
+    ``questions_cfg`` and ``corpus_cfg`` replace ``cfg.questions`` and ``cfg.corpus`` (a transfer
+    source set: ``train_questions``, ``train_sources``); ``reader`` is the run's reader when the
+    caller already holds one (``labels=reader``).
     """
-    corpus = instantiate(cfg.corpus)
+    corpus = instantiate(corpus_cfg if corpus_cfg is not None else cfg.corpus)
     questions = instantiate(questions_cfg if questions_cfg is not None else cfg.questions)
     settings = router_settings(cfg)
-    needs_encoder = "query" in settings.inputs or cfg.labels.get("source") == "encoder"
+    needs_encoder = any(g in settings.inputs for g in NEEDS_ENCODER) or cfg.labels.get("source") == "encoder"
     encoder = instantiate(cfg.encoder) if needs_encoder else None
     labeler = make_labeler(cfg, encoder, reader)
     artifacts = Path(cfg.paths.artifacts) if cfg.paths.get("artifacts") else None
@@ -91,7 +96,7 @@ def prepare_all(cfg: DictConfig, questions_cfg: DictConfig | None = None, reader
     for name, builder in builders.items():
         out[name] = prepare(
             name, corpus, questions, builder, instantiate(retriever_node(cfg, name)), labeler, inputs=settings.inputs,
-            k_r=cfg.k_r, k=cfg.k, encoder=encoder, artifacts=artifacts, encoder_node=encoder_node,
+            normalise=settings.normalise, k_r=cfg.k_r, k=cfg.k, encoder=encoder, artifacts=artifacts, encoder_node=encoder_node,
             max_context_tokens=cfg.get("max_context_tokens"),
             depth=cfg.frontier.depth if cfg.get("frontier") else None,
         )
@@ -150,17 +155,20 @@ def train(cfg: DictConfig) -> dict:
     """Fit routers per ladder under ``checkpoints/<run_name>/<ladder>/``: the cross-fit
     (``fold<k>/`` + ``folds.json``) and/or one final router (``final/``), per ``router.fit``.
 
-    With ``train_questions`` set, the final router is trained on that question set instead
-    (the transfer protocol: train on A, evaluate on ``questions`` = B).
+    With ``train_questions`` (or ``train_sources``) set, the final router is trained on that question
+    set (those sets) instead: the transfer protocol, :mod:`mogg.transfer_stage`.
     """
     check_run_config(cfg, "train")
     settings = router_settings(cfg)
     trainer = instantiate(cfg.trainer)
     reader = make_reader(cfg) if cfg.labels.get("source") == "reader" else None  # one model for all label passes
+    nodes = source_nodes(cfg)  # checked before anything is prepared
     preps = prepare_all(cfg, reader=reader)
-    sources = preps
-    if settings.fit in ("all", "both") and cfg.get("train_questions") is not None:
-        sources = prepare_all(cfg, cfg.train_questions, reader=reader)
+    fits_final = settings.fit in ("all", "both")
+    source_preps = {s: prepare_all(cfg, n["questions"], reader=reader, corpus_cfg=n["corpus"])
+                    for s, n in nodes.items()} if fits_final else None
+    tq_preps = prepare_all(cfg, cfg.train_questions, reader=reader) \
+        if fits_final and cfg.get("train_questions") is not None else None
     results = {}
     for name, prep in preps.items():
         out = checkpoint_dir(cfg, name)
@@ -188,12 +196,9 @@ def train(cfg: DictConfig) -> dict:
             info = train_actions(cfg, settings, prep, out / "actions", fs)
             results[name]["action_folds"] = len(info["folds"])
             log.info("cross-fitted %s action routers in %s", name, out / "actions")
-        if settings.fit in ("all", "both"):
-            src = sources[name]
-            router = fit_all(src.features, src.labels, src.level_scores, src.questions, cfg.seed, settings, trainer,
-                             out / "final", router_spec(cfg, name, src))
-            results[name]["final"] = str(out / "final")
-            log.info("final %s router (trained on %s, %d questions) in %s", name, router.source_name, len(src.items), out / "final")
+    if fits_final:
+        for name, r in train_final(cfg, settings, trainer, preps, source_preps, tq_preps).items():
+            results[name].update(r)
     fs = frontier_settings(cfg)
     if fs is not None and fs.actions and len(preps) > 1:
         out = checkpoint_dir(cfg, CROSS) / "actions"
@@ -231,7 +236,7 @@ def _evaluate(cfg: DictConfig, report_dir: Path) -> tuple[dict, str]:
         s.update(extra_stats)
         sections.extend(md)
         if N.TRANSFER in routings:
-            sections.extend(transfer_section(name, s, routings[N.TRANSFER]))
+            sections.extend(transfer_section(name, s, routings[N.TRANSFER], list(source_nodes(cfg))))
         if budgets and not np.isnan(prep.fixed_f1).all():  # equal-budget comparison (needs gold evidence)
             deep = run_policies(prep, cfg.budget_k, weights, seed=cfg.seed,
                                 extra=ladder_policies(cfg, prep, k=cfg.budget_k, fill_budget=max(budgets)))

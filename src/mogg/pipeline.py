@@ -37,6 +37,7 @@ def prepare(
     labeler: SoftLabeler,
     *,
     inputs="retrieval",
+    normalise: str = "none",
     k_r: int = 3,
     k: int = 2,
     encoder=None,
@@ -47,7 +48,8 @@ def prepare(
 ) -> Prepared:
     """Run the shared stages for one ladder. Retrieval uses the question text only (never options).
 
-    ``inputs``: the router's feature groups (:func:`mogg.routing.features.parse_groups`);
+    ``inputs``: the router's feature groups (:func:`mogg.routing.features.parse_groups`), ``normalise``
+    how its score inputs are scaled (:data:`mogg.routing.features.NORMALISE`);
     ``encoder_node``: the encoder's Hydra config, saved in the feature recipe so a trained
     router can rebuild its query encoder; ``max_context_tokens``: the cap on every context;
     ``depth``: also keep hits this deep per level (``Prepared.deep``, for the frontier and the
@@ -81,7 +83,7 @@ def prepare(
     best = [[ladder.texts(j)[c] if c >= 0 else "" for c in hits.ids[:, j, 0]] for j in range(ladder.n_levels)]
     scores = labeler.level_scores(items, best, fixed_f1, fixed_snippets)
     labels = labeler.labels(scores)
-    recipe = FeatureRecipe.make(inputs, hits.shape[2], ladder.n_levels, encoder_node, encoder)
+    recipe = FeatureRecipe.make(inputs, hits.shape[2], ladder.n_levels, encoder_node, encoder, normalise)
     features = compute_features(recipe, hits, ladder, texts, encoder, artifacts)
     retriever_config = index.retriever_config
     data_key = config_hash({

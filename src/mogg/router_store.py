@@ -57,10 +57,11 @@ def portable_config(node) -> dict | None:
     written into router directories and hashed into their fit keys)."""
     return _portable(redact(OmegaConf.to_container(node, resolve=True))) if node is not None else None
 
-def router_spec(cfg: DictConfig, name: str, prep: Prepared) -> dict:
+def router_spec(cfg: DictConfig, name: str, prep: Prepared, corpus: DictConfig | None = None) -> dict:
     """The part of a router's spec that comes from the data: levels, feature recipe, the ladder and
     retriever it expects, where its training data came from, and the components' configs (so
-    the route CLI can rebuild the ladder and retriever from the router directory alone)."""
+    the route CLI can rebuild the ladder and retriever from the router directory alone);
+    ``corpus``: the training set's corpus node when it is not the run's (``train_sources``)."""
     datasets = sorted({it.dataset for it in prep.items if it.dataset}) or ["questions"]
     return {
         "levels": prep.ladder.level_names,
@@ -71,13 +72,51 @@ def router_spec(cfg: DictConfig, name: str, prep: Prepared) -> dict:
             "n_questions": len(prep.items), "data_key": prep.data_key, "labels": portable_config(cfg.labels),
             "run_name": cfg.run_name, "ladder_name": name,
         },
-        "components": {"corpus": portable_config(cfg.corpus), "ladder": portable_config(cfg.ladders[name]),
+        "components": {"corpus": portable_config(corpus if corpus is not None else cfg.corpus), "ladder": portable_config(cfg.ladders[name]),
                        "retriever": portable_config(retriever_node(cfg, name)), "encoder": portable_config(cfg.get("encoder")), "k": cfg.k,
                        "max_context_tokens": cfg.get("max_context_tokens"),
                        # the training machine's data folder: mogg-route re-roots corpus files under
                        # another machine's MOGG_DATA_DIR (the same setting train.py reads)
                        "data_dir": str(Path(cfg.paths.data_dir).resolve())},
     }
+
+FINAL = "final"
+
+def source_dir(name: str) -> str:
+    """The folder (under ``<run>/<ladder>/``) of the router trained on one source only."""
+    return f"{FINAL}@{name}"
+
+def source_nodes(cfg: DictConfig) -> dict[str, dict]:
+    """``train_sources`` as name -> {questions, corpus (None: the run's), weight}; checked here,
+    before anything is prepared, so a typo fails in a second."""
+    raw = cfg.get("train_sources") or {}
+    out = {}
+    for name, node in raw.items():
+        if not isinstance(node, DictConfig) or node.get("questions") is None:
+            raise ValueError(f"train_sources.{name} needs a questions node, e.g. "
+                             f"+/questions@train_sources.{name}.questions=pubmedqa")
+        weight = node.get("weight", 1.0)
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight > 0:
+            raise ValueError(f"train_sources.{name}.weight must be a number > 0, got {weight!r}")
+        out[str(name)] = {"questions": node.questions, "corpus": node.get("corpus"), "weight": float(weight)}
+    if out and cfg.get("train_questions") is not None:
+        raise ValueError("set train_questions (one set over this corpus) or train_sources (several), not both")
+    return out
+
+def applied_dirs(cfg: DictConfig, settings: RouterSettings, name: str) -> dict[str, Path]:
+    """Policy name -> router directory of every router trained elsewhere that this run applies
+    (``router.checkpoint`` is resolved by the caller): the final router when it was trained on
+    ``train_questions``/``train_sources``, and each single-source router beside it."""
+    if settings.checkpoint or settings.fit not in ("all", "both"):
+        return {}
+    nodes = source_nodes(cfg)
+    if not nodes and cfg.get("train_questions") is None:
+        return {}
+    d = checkpoint_dir(cfg, name)
+    out = {N.TRANSFER: d / FINAL}
+    if len(nodes) > 1:
+        out.update({N.transfer_from(s): d / source_dir(s) for s in nodes})
+    return out
 
 def load_router_predictions(cfg: DictConfig, name: str, prep: Prepared) -> Routing:
     """Out-of-fold decisions for ``prep`` from this run's cross-fit; refuses one built on other data."""
@@ -103,16 +142,17 @@ def resolve_router_dir(path: str | Path, ladder: str) -> Path:
         "train one with `python train.py ... router.fit=all`"
     )
 
-def applied_router(cfg: DictConfig, settings: RouterSettings, name: str, prep: Prepared) -> TrainedRouter | None:
-    """The router trained elsewhere that this evaluation applies: ``router.checkpoint``, or this run's
-    final router when it was trained on ``train_questions``. Checked against the ladder, retriever
-    and k_r, and refused on questions it was trained on (unless ``router.allow_overlap``)."""
-    if settings.checkpoint:
-        d = resolve_router_dir(settings.checkpoint, name)
-    elif settings.fit in ("all", "both") and cfg.get("train_questions") is not None:
-        d = checkpoint_dir(cfg, name) / "final"
-    else:
-        return None
+def applied_routers(cfg: DictConfig, settings: RouterSettings, name: str, prep: Prepared) -> dict[str, TrainedRouter]:
+    """Policy name -> router trained elsewhere that this evaluation applies: ``router.checkpoint``,
+    or this run's final router(s) when trained on ``train_questions``/``train_sources``
+    (:func:`mogg.transfer_stage.applied_dirs`)."""
+    dirs = {N.TRANSFER: resolve_router_dir(settings.checkpoint, name)} if settings.checkpoint else \
+        applied_dirs(cfg, settings, name)
+    return {pol: load_applied(d, settings, prep) for pol, d in dirs.items()}
+
+def load_applied(d: Path, settings: RouterSettings, prep: Prepared) -> TrainedRouter:
+    """A router trained elsewhere, checked against the ladder, retriever and k_r, and refused on
+    questions it was trained on (unless ``router.allow_overlap``)."""
     router = TrainedRouter.load(d)
     router.spec["_notes"] = router.check_compatible(prep.ladder.level_names, prep.ladder_key, prep.retriever_config, prep.k_r)
     seen = router.overlap(prep.questions)
@@ -148,7 +188,8 @@ def router_weights(cfg: DictConfig, name: str, prep: Prepared) -> tuple[dict[str
     if not cfg.get("use_router", True):
         return weights, routings, notes
     other = "fallback" if settings.decision == "argmax" else "argmax"
-    transfer = applied_router(cfg, settings, name, prep)
+    applied = applied_routers(cfg, settings, name, prep)
+    transfer = applied.get(N.TRANSFER)
     in_set = settings.fit in ("crossfit", "both")
     if in_set:
         try:
@@ -178,6 +219,11 @@ def router_weights(cfg: DictConfig, name: str, prep: Prepared) -> tuple[dict[str
         weights[N.other_rule(N.TRANSFER, other)] = t.argmax_weights if other == "argmax" else t.fallback_weights
         fb = one_hot(np.full(len(prep.items), transfer.decision["fallback_level"]), prep.ladder.n_levels)
         weights[N.SOURCE_BEST_FIXED] = fb
+        for pol, r in applied.items():
+            if pol != N.TRANSFER:  # a single-source router of a multi-source run
+                rt = route_prepared(cfg, r, prep)
+                routings[pol] = rt
+                weights[pol] = rt.fallback_weights if settings.decision == "fallback" else rt.argmax_weights
         notes += transfer.spec.get("_notes", [])
         notes.append(
             f"{name}: mog_transfer is the router in {transfer.spec['_dir']} trained on {transfer.source_name} "

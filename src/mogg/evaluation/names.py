@@ -33,6 +33,11 @@ def is_routed(name: str) -> bool:
     return name.startswith(ROUTED_PREFIX)
 
 
+def transfer_from(source: str) -> str:
+    """The router trained on one training source only (multi-source runs), e.g. ``mog_transfer@pubmedqa``."""
+    return f"{TRANSFER}@{source}"
+
+
 def other_rule(policy: str, rule: str) -> str:
     """``policy`` under its other decision rule, e.g. ``mog_router[fallback]``."""
     return f"{policy}[{rule}]"

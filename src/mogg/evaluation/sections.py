@@ -10,14 +10,19 @@ from mogg.prepared import Prepared
 from mogg.routing.model import Routing
 
 
-def transfer_section(name: str, s: dict, routing: Routing) -> list[str]:
+def transfer_section(name: str, s: dict, routing: Routing, sources: list[str] | None = None) -> list[str]:
     """The transfer protocol's rows side by side: in-set router, transferred router, the best fixed
-    level chosen on the source set, the best fixed level here (hindsight) and the oracle."""
+    level chosen on the source set, the best fixed level here (hindsight) and the oracle. With
+    several ``sources`` (``train_sources``: leave-one-set-out), also each single-source router."""
     pol, gap = s["policies"], s.get("gap_closed", {})
-    rows = [("in-set cross-fitted router", N.ROUTER), ("transferred router", N.TRANSFER),
-            ("best fixed level chosen on the source set", N.SOURCE_BEST_FIXED),
-            (f"best fixed level here, in hindsight ({s['best_fixed']})", s["best_fixed"]), ("oracle level", N.ORACLE)]
-    md = [f"## Transfer: `{name}`", "", f"n = {s['n_questions']} questions; the transferred router routed "
+    many = len(sources or []) > 1
+    what = f"the sets {' + '.join(sources)}" if many else "the source set"
+    rows = [("in-set cross-fitted router", N.ROUTER), (f"router trained on {what}", N.TRANSFER)]
+    rows += [(f"router trained on {src} only", N.transfer_from(src)) for src in (sources or []) if many]
+    rows += [(f"best fixed level chosen on {what}", N.SOURCE_BEST_FIXED),
+             (f"best fixed level here, in hindsight ({s['best_fixed']})", s["best_fixed"]), ("oracle level", N.ORACLE)]
+    title = "Leave-one-set-out" if many else "Transfer"
+    md = [f"## {title}: `{name}`", "", f"n = {s['n_questions']} questions; the transferred router routed "
           f"{routing.routed.mean():.0%} of them past its fallback margin.", "",
           "| policy | evidence F1 | gap closed |", "|---|---|---|"]
     for label, key in rows:

@@ -25,7 +25,7 @@ import numpy as np
 
 from mogg.artifacts import ArtifactError, atomic_path, config_hash, strict_json
 from mogg.routing import objectives
-from mogg.routing.features import parse_groups
+from mogg.routing.features import NORMALISE, parse_groups
 from mogg.routing.model import Routing, TrainedRouter, question_hash
 from mogg.routing.training import TrainerConfig, fit_router
 
@@ -48,6 +48,7 @@ class RouterSettings:
     """
 
     inputs: Any = "retrieval+lengths"
+    normalise: str = "none"  # none | question: score inputs relative to the query's best (features.NORMALISE)
     objective: str = "utility"
     temperature: float = 1.0
     decision: str = "argmax"
@@ -69,6 +70,8 @@ class RouterSettings:
 
     def __post_init__(self) -> None:
         self.inputs = parse_groups(self.inputs if isinstance(self.inputs, str) else list(self.inputs))
+        if self.normalise not in NORMALISE:
+            raise ValueError(f"router.normalise must be one of {NORMALISE}, got {self.normalise!r}")
         objectives.check_objective(self.objective)
         if self.decision not in objectives.DECISIONS:
             raise ValueError(f"router.decision must be one of {objectives.DECISIONS}, got {self.decision!r}")

@@ -14,7 +14,11 @@ questions (and refused where its inputs cannot be rebuilt). Groups, each float32
   normalised entropy of the top-k_r scores;
 * ``overlap`` (L): share of the query's content words found in each level's top-1 chunk;
 * ``qlen`` (1): log(1 + query tokens);
-* ``query`` (d): the query embedding (the MoG paper's only input).
+* ``query`` (d): the query embedding (the MoG paper's only input);
+* ``candidates`` (L*k_r + L): what each level would hand the reader, read by the configured
+  encoder: the cosine between the query and each of a level's top-k_r chunks, and per level its
+  top-1 cosine minus the query's best top-1 cosine over levels (chunk embeddings cached as
+  artifacts; a chunk longer than the encoder's ``max_length`` is read from its start).
 
 Measured on PubMedQA* and MedMCQA (docs/results.md, "Router inputs"): ``lengths`` helped on both sets and
 is in the default; ``gaps``, ``overlap`` and ``qlen`` did not and stay optional.
@@ -33,7 +37,8 @@ from mogg.ladders.base import Ladder
 from mogg.search import Hits
 
 FEATURE_VERSION = 2
-GROUPS = ("query", "scores", "agreement", "lengths", "gaps", "overlap", "qlen")
+GROUPS = ("query", "scores", "agreement", "lengths", "gaps", "overlap", "qlen", "candidates")
+NEEDS_ENCODER = ("query", "candidates")
 # The names the configs used before recipes existed, kept as aliases.
 ALIASES = {
     "retrieval": ("scores", "agreement"),
@@ -65,11 +70,23 @@ def _scores(hits: Hits) -> np.ndarray:
     return np.maximum(np.where(hits.ids >= 0, hits.scores, 0.0).astype(np.float64), 0.0)
 
 
-def score_features(hits: Hits) -> np.ndarray:
+NORMALISE = ("none", "question")
+
+
+def score_features(hits: Hits, normalise: str = "none") -> np.ndarray:
+    """[Q, L*k_r + L]: every score / the query's best, then one column per level: log(1 + top-1
+    score) (``none``), or log(top-1 / the query's best top-1) floored at log(1e-3) (``question``:
+    unchanged when a corpus's scores are all scaled by one factor, so corpora with different
+    score scales give comparable inputs)."""
     s = _scores(hits)
     flat = s.reshape(len(s), -1)
-    rel = flat / np.maximum(flat.max(axis=1, keepdims=True), 1e-9)
-    return np.concatenate([rel, np.log1p(s[:, :, 0])], axis=1)
+    best = np.maximum(flat.max(axis=1, keepdims=True), 1e-9)
+    rel = flat / best
+    if normalise == "question":
+        top = np.log(np.maximum(s[:, :, 0] / best, 1e-3))
+    else:
+        top = np.log1p(s[:, :, 0])
+    return np.concatenate([rel, top], axis=1)
 
 
 def agreement_features(hits: Hits, ladder: Ladder) -> np.ndarray:
@@ -126,6 +143,29 @@ def overlap_features(hits: Hits, ladder: Ladder, questions: Sequence[str]) -> np
     return np.stack([np.asarray(q.multiply(vec.transform(t)).sum(axis=1)).ravel() / n_q for t in top1], axis=1)
 
 
+def candidate_features(sim: np.ndarray) -> np.ndarray:
+    """[Q, L*k_r + L] from query-chunk cosines ``sim`` [Q, L, k_r] (0 where a level has no hit)."""
+    top1 = sim[:, :, 0]
+    return np.concatenate([sim.reshape(len(sim), -1), top1 - top1.max(axis=1, keepdims=True)], axis=1)
+
+
+def candidate_similarity(hits: Hits, ladder: Ladder, query_emb: np.ndarray, encode) -> np.ndarray:
+    """Cosine [Q, L, k_r] between each query and each of its hits, 0 for padding. ``encode``:
+    texts -> float [N, d]; each level's distinct hit chunks are encoded once (one call per level)."""
+    q = np.asarray(query_emb, dtype=np.float64)
+    q = q / np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-12)
+    out = np.zeros(hits.shape, dtype=np.float64)
+    for j in range(ladder.n_levels):
+        ids = hits.ids[:, j]  # [Q, k_r]
+        uniq, inv = np.unique(np.maximum(ids, 0), return_inverse=True)
+        texts = ladder.texts(j)
+        e = np.asarray(encode([texts[c] for c in uniq]), dtype=np.float64)
+        e = e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
+        sim = np.einsum("qkd,qd->qk", e[inv.reshape(ids.shape)], q)
+        out[:, j] = np.where(ids >= 0, sim, 0.0)
+    return out
+
+
 def qlen_features(questions: Sequence[str]) -> np.ndarray:
     from mogg.text import count_tokens
 
@@ -147,24 +187,31 @@ class FeatureRecipe:
     version: int = FEATURE_VERSION
     encoder: dict | None = None
     encoder_config: dict | None = None
+    normalise: str = "none"  # none | question (score features relative to the query's best: corpus-free scale)
 
     @classmethod
-    def make(cls, inputs, hits_per_level: int, n_levels: int, encoder_node: dict | None = None, encoder=None) -> "FeatureRecipe":
+    def make(cls, inputs, hits_per_level: int, n_levels: int, encoder_node: dict | None = None, encoder=None,
+             normalise: str = "none") -> "FeatureRecipe":
         groups = parse_groups(inputs)
         if hits_per_level < 1:
             raise ValueError(f"hits_per_level must be >= 1, got {hits_per_level}")
-        needs = "query" in groups
+        if normalise not in NORMALISE:
+            raise ValueError(f"router.normalise must be one of {NORMALISE}, got {normalise!r}")
+        needs = any(g in groups for g in NEEDS_ENCODER)
         if needs and encoder is None and encoder_node is None:
-            raise ValueError(f"router inputs {'+'.join(groups)} include 'query' and need an encoder")
+            raise ValueError(f"router inputs {'+'.join(groups)} include {' or '.join(NEEDS_ENCODER)} and need an encoder")
         return cls(groups, int(hits_per_level), int(n_levels), FEATURE_VERSION,
-                   encoder_node if needs else None, encoder.config() if (needs and encoder is not None) else None)
+                   encoder_node if needs else None, encoder.config() if (needs and encoder is not None) else None,
+                   normalise)
 
     @property
     def needs_embeddings(self) -> bool:
-        return "query" in self.groups
+        return any(g in self.groups for g in NEEDS_ENCODER)
 
-    def compute(self, hits: Hits, ladder: Ladder, questions: Sequence[str], query_emb: np.ndarray | None = None) -> np.ndarray:
-        """The router input matrix float32 [Q, D] for these hits (shape [Q, L, k_r])."""
+    def compute(self, hits: Hits, ladder: Ladder, questions: Sequence[str], query_emb: np.ndarray | None = None,
+                cand_sim: np.ndarray | None = None) -> np.ndarray:
+        """The router input matrix float32 [Q, D] for these hits (shape [Q, L, k_r]); ``cand_sim``
+        [Q, L, k_r] the query-chunk cosines the ``candidates`` group reads."""
         n_q, n_l, k_r = hits.shape
         if n_l != self.n_levels or n_l != ladder.n_levels:
             raise ValueError(f"the recipe is for {self.n_levels} levels; hits have {n_l}, the ladder {ladder.n_levels}")
@@ -179,7 +226,7 @@ class FeatureRecipe:
                     raise ValueError("router input 'query' needs query embeddings")
                 parts.append(np.asarray(query_emb, dtype=np.float64))
             elif g == "scores":
-                parts.append(score_features(hits))
+                parts.append(score_features(hits, self.normalise))
             elif g == "agreement":
                 parts.append(agreement_features(hits, ladder))
             elif g == "lengths":
@@ -188,6 +235,10 @@ class FeatureRecipe:
                 parts.append(gap_features(hits))
             elif g == "overlap":
                 parts.append(overlap_features(hits, ladder, questions))
+            elif g == "candidates":
+                if cand_sim is None or cand_sim.shape != hits.shape:
+                    raise ValueError("router input 'candidates' needs query-chunk similarities shaped like the hits")
+                parts.append(candidate_features(cand_sim))
             else:
                 parts.append(qlen_features(questions))
         return np.concatenate(parts, axis=1).astype(np.float32)
@@ -195,19 +246,25 @@ class FeatureRecipe:
     def to_json(self) -> dict:
         d = asdict(self)
         d["groups"] = list(self.groups)
+        if d["normalise"] == "none":  # the default stays out: routers and data keys from before the option are unchanged
+            del d["normalise"]
         return d
 
     @classmethod
     def from_json(cls, d: dict) -> "FeatureRecipe":
         if d.get("version") != FEATURE_VERSION:
             raise ValueError(f"feature recipe version {d.get('version')} is not this mogg's ({FEATURE_VERSION}): retrain the router")
+        normalise = d.get("normalise", "none")  # routers saved before the option existed: none
+        if normalise not in NORMALISE:
+            raise ValueError(f"feature recipe normalise={normalise!r} is not one of {NORMALISE}")
         return cls(tuple(d["groups"]), int(d["hits_per_level"]), int(d["n_levels"]), int(d["version"]), d.get("encoder"),
-                   d.get("encoder_config"))
+                   d.get("encoder_config"), normalise)
 
 
 def compute_features(recipe: FeatureRecipe, hits: Hits, ladder: Ladder, texts: Sequence[str], encoder=None,
                      artifacts: Path | None = None) -> np.ndarray:
-    """Router inputs [Q, D] for ``recipe``; query embeddings (cached) when the recipe needs them."""
+    """Router inputs [Q, D] for ``recipe``; query embeddings (cached) when the recipe needs them, and
+    the candidates' embeddings (cached by the encoder's ``cache_dir``) for ``candidates``."""
     emb = None
     if recipe.needs_embeddings:
         if encoder is None:
@@ -217,4 +274,5 @@ def compute_features(recipe: FeatureRecipe, hits: Hits, ladder: Ladder, texts: S
         from mogg.encoders import embed_queries
 
         emb = embed_queries(encoder, list(texts), artifacts)
-    return recipe.compute(hits, ladder, list(texts), emb)
+    sim = candidate_similarity(hits, ladder, emb, encoder.encode) if "candidates" in recipe.groups else None
+    return recipe.compute(hits, ladder, list(texts), emb, sim)

@@ -1,0 +1,54 @@
+"""Routers trained on other question sets: the transfer stage of ``train.py`` and ``evaluate.py``.
+
+Three ways a run gets a final router (``router.fit=all|both``), each saved in
+``checkpoints/<run>/<ladder>/final``:
+
+* neither ``train_questions`` nor ``train_sources``: the run's own questions (to apply elsewhere);
+* ``train_questions`` (one question set over the run's corpus): the transfer protocol A -> B;
+* ``train_sources`` (name -> {questions, corpus, weight}): one router over several sets, each over
+  its own corpus (:mod:`mogg.routing.sources`); with two or more, also one router per source in
+  ``final@<source>`` so the report shows each single-source transfer beside the multi-source one.
+  ``experiment=loso_<set>`` trains on the two other gold-evidence sets and routes the held-out one.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from omegaconf import DictConfig
+
+from mogg.prepared import Prepared
+from mogg.router_store import FINAL, checkpoint_dir, router_spec, source_dir, source_nodes
+from mogg.routing.crossfit import RouterSettings, fit_all
+from mogg.routing.sources import Source, fit_sources
+
+log = logging.getLogger(__name__)
+
+def train_final(cfg: DictConfig, settings: RouterSettings, trainer, preps: dict[str, Prepared],
+                source_preps: dict[str, dict[str, Prepared]] | None, train_questions_preps: dict[str, Prepared] | None) -> dict:
+    """Fit each ladder's final router(s); returns ladder -> {"final": dir, "sources": {name: dir}}."""
+    nodes = source_nodes(cfg)
+    out = {}
+    for name in preps:
+        d = checkpoint_dir(cfg, name)
+        res: dict = {"final": str(d / FINAL)}
+        if source_preps:
+            srcs = [Source(s, p[name].features, p[name].labels, p[name].level_scores, p[name].questions, nodes[s]["weight"])
+                    for s, p in source_preps.items()]
+            first = next(iter(source_preps))
+            spec = router_spec(cfg, name, source_preps[first][name], corpus=nodes[first]["corpus"])
+            fit_sources(srcs, cfg.seed, settings, trainer, d / FINAL, spec)
+            if len(srcs) > 1:
+                res["sources"] = {}
+                for s in srcs:
+                    one = router_spec(cfg, name, source_preps[s.name][name], corpus=nodes[s.name]["corpus"])
+                    fit_sources([s], cfg.seed, settings, trainer, d / source_dir(s.name), one)
+                    res["sources"][s.name] = str(d / source_dir(s.name))
+            log.info("final %s router trained on %s in %s", name, " + ".join(s.name for s in srcs), d / FINAL)
+        else:
+            src = (train_questions_preps or preps)[name]
+            router = fit_all(src.features, src.labels, src.level_scores, src.questions, cfg.seed, settings, trainer,
+                             d / FINAL, router_spec(cfg, name, src))
+            log.info("final %s router (trained on %s, %d questions) in %s", name, router.source_name, len(src.items), d / FINAL)
+        out[name] = res
+    return out
