@@ -278,23 +278,37 @@ def fit_all(
     out_dir = Path(out_dir)
     train, val = split_train_val(np.arange(len(x)), trainer.val_fraction, seed + 999)
     fspec = {**spec, "provenance": {**spec.get("provenance", {}), "fit": {"kind": "all"}}}
+    router, fresh = fit_and_save(x, labels, utilities, questions, train, val, settings, trainer, seed, fspec, out_dir,
+                                 "final router", logger)
+    if fresh:
+        log.info("final router: %d train / %d val questions -> %s", len(train), len(val), out_dir)
+    return router
+
+
+def fit_and_save(x: np.ndarray, labels: np.ndarray, utilities: np.ndarray, questions: Sequence[str], train: np.ndarray,
+                 val: np.ndarray, settings: RouterSettings, trainer: TrainerConfig, seed: int, spec: dict, out_dir: Path,
+                 what: str, logger=False) -> tuple[TrainedRouter, bool]:
+    """Train one router on rows ``train`` (early stopping on ``val``) and save it to ``out_dir``.
+
+    An unchanged rerun (same fit key: settings, trainer, seed, spec, inputs, targets, rows) reuses the
+    saved router. Returns ``(router, fresh)``; ``fresh`` is False when it was reused.
+    """
     t = objectives.targets(settings.objective, labels, utilities, objectives.utility_scale(utilities))
-    fit_key = _fit_key(settings, trainer, seed, fspec, x, t, (train, val))
+    fit_key = _fit_key(settings, trainer, seed, spec, x, t, (train, val))
     router = _reuse(out_dir, fit_key)
     if router is not None:
-        log.info("final router already trained (%s): skipped", out_dir)
-        return router
+        log.info("%s already trained (%s): skipped", what, out_dir)
+        return router, False
     lightning_dir = out_dir.parent / ".lightning" / f"{out_dir.name}-{fit_key}"
     try:
-        router = train_router(x, labels, utilities, questions, train, val, settings, trainer, seed, fspec, lightning_dir,
+        router = train_router(x, labels, utilities, questions, train, val, settings, trainer, seed, spec, lightning_dir,
                               logger)
     except FloatingPointError as e:
-        raise RouterTrainingError(f"final router ({out_dir}) failed: {e}") from e
+        raise RouterTrainingError(f"{what} ({out_dir}) failed: {e}") from e
     router.spec["training"]["fit_key"] = fit_key
     router.save(out_dir)
     shutil.rmtree(lightning_dir, ignore_errors=True)
-    log.info("final router: %d train / %d val questions -> %s", len(train), len(val), out_dir)
-    return TrainedRouter.load(out_dir)
+    return TrainedRouter.load(out_dir), True
 
 
 def predict_crossfit(x: np.ndarray, query_ids: list[str], out_dir: Path, run_id: str | None = None) -> Routing:

@@ -23,7 +23,6 @@ applied to a new corpus must rebuild its inputs from that corpus alone.
 from __future__ import annotations
 
 import logging
-import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from mogg.routing import objectives
-from mogg.routing.crossfit import RouterSettings, RouterTrainingError, _fit_key, _reuse, split_train_val, train_router
+from mogg.routing.crossfit import RouterSettings, fit_and_save, split_train_val
 from mogg.routing.model import TrainedRouter
 from mogg.routing.training import TrainerConfig
 
@@ -110,25 +109,13 @@ def fit_sources(sources: Sequence[Source], seed: int, settings: RouterSettings, 
     an unchanged rerun reuses it (the fit key covers every row, weight and setting)."""
     out_dir = Path(out_dir)
     st = stack_sources(sources, trainer.val_fraction, seed)
-    rows = (st["train"], st["val"])
     fspec = {**spec, "provenance": {**spec.get("provenance", {}), "fit": {"kind": "sources", "sources": st["per_source"]},
                                     "questions_name": "+".join(s.name for s in sources),
                                     "n_questions": int(sum(len(s.x) for s in sources))}}
-    t = objectives.targets(settings.objective, st["labels"], st["utilities"], objectives.utility_scale(st["utilities"]))
-    fit_key = _fit_key(settings, trainer, seed, fspec, st["x"], t, rows)
-    router = _reuse(out_dir, fit_key)
-    if router is not None:
-        log.info("multi-source router already trained (%s): skipped", out_dir)
+    router, fresh = fit_and_save(st["x"], st["labels"], st["utilities"], st["questions"], st["train"], st["val"],
+                                 settings, trainer, seed, fspec, out_dir, "multi-source router", logger)
+    if not fresh:
         return router
-    lightning_dir = out_dir.parent / ".lightning" / f"{out_dir.name}-{fit_key}"
-    try:
-        router = train_router(st["x"], st["labels"], st["utilities"], st["questions"], st["train"], st["val"], settings,
-                              trainer, seed, fspec, lightning_dir, logger)
-    except FloatingPointError as e:
-        raise RouterTrainingError(f"multi-source router ({out_dir}) failed: {e}") from e
-    router.spec["training"]["fit_key"] = fit_key
-    router.save(out_dir)
-    shutil.rmtree(lightning_dir, ignore_errors=True)
     log.info("router on %s -> %s", ", ".join(f"{p['name']} ({p['n_questions']} x{p['repeats']})" for p in st["per_source"]),
              out_dir)
-    return TrainedRouter.load(out_dir)
+    return router
