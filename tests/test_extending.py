@@ -46,8 +46,8 @@ class SquaredHinge(Objective):
 
     name = "squared_hinge_test"
 
-    def loss(self, logits, target):
-        return torch.relu(1.0 - torch.sign(target) * logits).pow(2).mean()
+    def row_loss(self, logits, target):
+        return torch.relu(1.0 - torch.sign(target) * logits).pow(2).mean(-1)
 
 
 def _cfg(tmp_path, *extra):

@@ -26,8 +26,8 @@ from mogg.routing.router import RouterMLP
 DIVERGE = textwrap.dedent("""
     import runpy, sys
     from mogg.routing import objectives
-    real = objectives.loss
-    objectives.loss = lambda *a, **k: real(*a, **k) * float("nan")
+    real = objectives.row_loss
+    objectives.row_loss = lambda *a, **k: real(*a, **k) * float("nan")
     sys.argv = sys.argv[1:]
     runpy.run_path(sys.argv[0], run_name="__main__")
 """)

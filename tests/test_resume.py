@@ -6,47 +6,55 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from mogg.routing.training import TrainerConfig, fit_router
+from mogg.routing.training import TrainerConfig, fit_routers
 
 SCRIPT = textwrap.dedent("""
     import sys, time, numpy as np, lightning as L
     from pathlib import Path
     from mogg.routing import training as T
     from mogg.routing import lightning_module as LM
-    def stall(self, trainer, module):  # at epoch 37, signal the test and wait to be killed
-        if trainer.current_epoch == 37:
+    epoch_end = LM.StackedRouterModule.on_train_epoch_end
+    def stall(self):  # at the end of epoch 37, signal the test and wait to be killed
+        epoch_end(self)
+        if self.current_epoch == 37:
             Path(sys.argv[1]).mkdir(parents=True, exist_ok=True)
             (Path(sys.argv[1]) / "STALLED").write_text(str(sorted(p.name for p in Path(sys.argv[1]).iterdir())))
             time.sleep(120)
-    LM.EpochSeed.on_train_epoch_end = stall
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(120, 8)).astype(np.float32); y = (rng.random((120, 4)) > 0.5) * 0.8
-    T.fit_router(x[:100], y[:100], x[100:], y[100:], {"hidden": 16, "dropout": 0.3, "lr": 1e-2, "weight_decay": 1e-4, "objective": "bce"},
-                 T.TrainerConfig(max_epochs=200, batch_size=32, patience=0, checkpoint_every=1), seed=7, ckpt_dir=Path(sys.argv[1]))
+    LM.StackedRouterModule.on_train_epoch_end = stall
+    from test_resume import FITS, KW, TC, data
+    x, ys = data()
+    T.fit_routers(x, ys, *FITS, KW, TC, ckpt_dir=Path(sys.argv[1]))
 """)
 
 
-def _data():
+def data():
     rng = np.random.default_rng(0)
-    x = rng.normal(size=(120, 8)).astype(np.float32)
-    y = (rng.random((120, 4)) > 0.5) * 0.8
-    return x, y
+    x = rng.normal(size=(150, 8)).astype(np.float32)
+    signal = (np.eye(4)[(x[:, 0] > 0) + 2 * (x[:, 1] > 0)] * 0.8).astype(np.float32)
+    noise = ((rng.random((150, 4)) > 0.5) * 0.8).astype(np.float32)
+    return x, [signal, noise]
 
 
+# two folds trained as one model: fold 1 (noise) stops early, fold 0 goes on past the kill
+FITS = ([np.arange(0, 100), np.arange(30, 130)], [np.arange(100, 150), np.r_[0:30, 130:150]], [7, 8])
 KW = {"hidden": 16, "dropout": 0.3, "lr": 1e-2, "weight_decay": 1e-4, "objective": "bce"}
-TC = TrainerConfig(max_epochs=200, batch_size=32, patience=0, checkpoint_every=1)
+TC = TrainerConfig(max_epochs=200, batch_size=32, patience=25, checkpoint_every=1)
 
 
 def test_kill_and_resume_matches_uninterrupted(tmp_path):
-    x, y = _data()
-    ref, ref_sum = fit_router(x[:100], y[:100], x[100:], y[100:], KW, TC, seed=7, ckpt_dir=tmp_path / "ref")
+    x, ys = data()
+    ref = fit_routers(x, ys, *FITS, KW, TC, ckpt_dir=tmp_path / "ref")
+    assert ref[1][1]["epochs"] < 37 < ref[0][1]["epochs"]  # the kill falls between the two folds' stops
 
     ck = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(ck)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(ck)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=env)
     deadline = time.time() + 120
     while not (ck / "STALLED").exists() and time.time() < deadline and proc.poll() is None:
         time.sleep(0.1)
@@ -59,7 +67,8 @@ def test_kill_and_resume_matches_uninterrupted(tmp_path):
     killed_epoch = torch.load(ck / "last.ckpt", map_location="cpu", weights_only=True)["epoch"]
     assert 30 <= killed_epoch <= 38, (killed_epoch, (ck / "STALLED").read_text())  # last.ckpt is from mid-run
 
-    resumed, res_sum = fit_router(x[:100], y[:100], x[100:], y[100:], KW, TC, seed=7, ckpt_dir=ck)
-    assert res_sum["epochs"] == ref_sum["epochs"]
-    assert res_sum["best_val_loss"] == pytest.approx(ref_sum["best_val_loss"], rel=1e-6)
-    assert np.allclose(resumed.weights(x), ref.weights(x), atol=1e-6)
+    resumed = fit_routers(x, ys, *FITS, KW, TC, ckpt_dir=ck)
+    for (r_ref, s_ref), (r_res, s_res) in zip(ref, resumed):
+        assert s_res["epochs"] == s_ref["epochs"]
+        assert s_res["best_val_loss"] == pytest.approx(s_ref["best_val_loss"], rel=1e-6)
+        assert np.allclose(r_res.weights(x), r_ref.weights(x), atol=1e-6)

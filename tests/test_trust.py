@@ -48,15 +48,15 @@ def test_interrupted_retrain_cannot_mix_with_the_old_run(tmp_path, monkeypatch):
     old_folds = (tmp_path / "folds.json").read_text()
     predict_crossfit(x, ids, tmp_path)  # the finished run routes
 
-    real, calls = cf.train_router, []
+    real, calls = cf.TrainedRouter.save, []
 
-    def dies_after_fold0(*a, **kw):
+    def dies_after_fold0(*a, **kw):  # killed while the new run's folds are being written
         if calls:
             raise KeyboardInterrupt("killed")
         calls.append(1)
         return real(*a, **kw)
 
-    monkeypatch.setattr(cf, "train_router", dies_after_fold0)
+    monkeypatch.setattr(cf.TrainedRouter, "save", dies_after_fold0)
     with pytest.raises(KeyboardInterrupt):
         crossfit(x, y, u, ids, ids, 3, 1, s, tc, tmp_path, {"provenance": {"data_key": "d"}})  # another seed
     with pytest.raises(FileNotFoundError, match="no finished cross-fit"):

@@ -175,15 +175,13 @@ def train(cfg: DictConfig) -> dict:
         out.mkdir(parents=True, exist_ok=True)
         results[name] = {"dir": str(out)}
         if settings.fit in ("crossfit", "both"):
-            logger_factory = None
-            if cfg.get("logger"):
-                # a stable run id: a requeued job continues the same wandb run instead of starting a new one
-                def logger_factory(k, name=name):
-                    return instantiate(cfg.logger, name=f"{cfg.run_name}-{name}-fold{k}",
-                                       id=f"{cfg.run_name}-{name}-s{cfg.seed}-fold{k}")
+            # one run for all folds (they train as one model; losses per fold), with a stable id so a
+            # requeued job continues the same wandb run instead of starting a new one
+            logger = instantiate(cfg.logger, name=f"{cfg.run_name}-{name}-folds",
+                                 id=f"{cfg.run_name}-{name}-s{cfg.seed}-folds") if cfg.get("logger") else False
             info = crossfit(
                 prep.features, prep.labels, prep.level_scores, prep.questions, prep.query_ids, cfg.n_folds, cfg.seed,
-                settings, trainer, out, router_spec(cfg, name, prep), logger_factory=logger_factory,
+                settings, trainer, out, router_spec(cfg, name, prep), logger=logger,
             )
             meta = {"data_key": prep.data_key, "run_id": info["run_id"], "levels": prep.ladder.level_names,
                     "inputs": list(settings.inputs), "objective": settings.objective,

@@ -10,13 +10,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import scipy.sparse as sp
-from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 
 from mogg.text import tokenize
 
 
-def _counts(a: Sequence[str], b: Sequence[str], stopwords: bool) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+def _counts(a: Sequence[str], b: Sequence[str], stopwords: bool):
+    """Sparse token counts (csr [len(a), V], [len(b), V]) over one shared vocabulary."""
+    # imported here: scikit-learn's import (~1.5 s) is paid only by a run that computes a metric
+    import scipy.sparse as sp
+    from sklearn.feature_extraction.text import CountVectorizer
+
     vec = CountVectorizer(tokenizer=lambda t: tokenize(t, stopwords=stopwords), lowercase=False, token_pattern=None)
     try:
         vec.fit(list(a) + list(b))
@@ -50,6 +53,8 @@ def token_prf(predictions: Sequence[str], references: Sequence[str], stopwords: 
 
 def tfidf_cosine(a: Sequence[str], b: Sequence[str], fit_on: Sequence[str] | None = None) -> np.ndarray:
     """Row-wise TF-IDF cosine between ``a[i]`` and ``b[i]`` (idf fitted on ``fit_on`` or a+b)."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
     vec = TfidfVectorizer(tokenizer=lambda t: tokenize(t, stopwords=True), lowercase=False, token_pattern=None)
     vec.fit(list(fit_on) if fit_on is not None else list(a) + list(b))
     x, y = vec.transform(a), vec.transform(b)  # rows are L2-normalised

@@ -24,6 +24,7 @@ from mogg.routing.features import FeatureRecipe, compute_features
 from mogg.routing.labels import METRIC_SOURCES, SoftLabeler
 from mogg.search import LadderIndex
 from mogg.selection import cap_contexts, fixed_level_select
+from mogg.text import TEXT_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -71,15 +72,14 @@ def prepare(
     gold_ids, notes = present_gold_ids(items, ladder, name)
     notes = leak_notes + notes
     fixed = [fixed_level_select(ladder, hits, j, k) for j in range(ladder.n_levels)]
-    evidence = [it.evidence_text for it in items]
-    f1s, fixed_snippets = [], []
+    fixed_snippets = []
     for lv, s in zip(ladder.level_names, fixed):
         ctx, n_cut = cap_contexts(s.contexts(ladder), max_context_tokens)
         if n_cut:
             log.warning("level %s: %d of %d contexts were cut to max_context_tokens=%d", lv, n_cut, len(items), max_context_tokens)
-        f1s.append(token_prf([" ".join(c) for c in ctx], evidence)[2])
         fixed_snippets.append(ctx)
-    fixed_f1 = np.stack(f1s, axis=1)
+    fixed_f1 = fixed_level_f1(items, fixed_snippets, {"ladder": ladder_key, "retriever": index.retriever_config, "k_r": k_r,
+                                                      "k": k, "max_context_tokens": max_context_tokens}, artifacts)
     best = [[ladder.texts(j)[c] if c >= 0 else "" for c in hits.ids[:, j, 0]] for j in range(ladder.n_levels)]
     scores = labeler.level_scores(items, best, fixed_f1, fixed_snippets)
     labels = labeler.labels(scores)
@@ -96,6 +96,25 @@ def prepare(
     return Prepared(name, ladder, ladder_key, items, hits, fixed, fixed_f1, scores, labels, features, data_key,
                     recipe, retriever_config, k_r, max_context_tokens, gold_ids, notes,
                     utility_is_metric=labeler.source in METRIC_SOURCES, deep=deep)
+
+
+def fixed_level_f1(items: Sequence[QAItem], snippets: list[list[list[str]]], key: dict,
+                   artifacts: Path | None = None) -> np.ndarray:
+    """Evidence token F1 of every level's fixed context, float64 [Q, L] (NaN: no gold evidence).
+
+    Cached as an artifact keyed by what the contexts come from (``key``: ladder, retriever, k_r, k,
+    cap) and each question's text and evidence, so a rerun skips tokenising every context.
+    """
+    def build() -> np.ndarray:
+        evidence = [it.evidence_text for it in items]
+        return np.stack([token_prf([" ".join(c) for c in ctx], evidence)[2] for ctx in snippets], axis=1)
+
+    if artifacts is None:
+        return build()
+    full = {**key, "questions": config_hash([[it.id, it.question, it.evidence_text] for it in items]),
+            "text_version": TEXT_VERSION, "version": 1}  # TEXT_VERSION: the tokenizer the F1 counts with
+    return cached(artifacts, "fixed_f1", full, build=build,
+                  save=lambda a, d: np.save(d / "f1.npy", a), load=lambda d: np.load(d / "f1.npy"))
 
 
 def present_gold_ids(items: Sequence[QAItem], ladder: Ladder, name: str = "") -> tuple[list[list[str]], list[str]]:

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 import regex
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 # Bumped whenever tokenize / split_sentences change what they return: part of every ladder's
 # artifact key, so ladders built by an older splitter are rebuilt instead of silently reused.
@@ -55,11 +54,20 @@ def _abbrev_re() -> regex.Pattern:
     return regex.compile(rf"(?i)(?<![\w.])({alts})\.(?=\s)")
 
 
+@lru_cache(maxsize=1)
+def stop_words() -> frozenset[str]:
+    """scikit-learn's English stop words (imported on first use: scikit-learn's import takes ~1.5 s)."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return frozenset(ENGLISH_STOP_WORDS)
+
+
 def tokenize(text: str, stopwords: bool = False) -> list[str]:
     """Lower-cased word tokens; ``stopwords=True`` drops sklearn's English stop words."""
     toks = _TOKEN_RE.findall(text.lower())
     if stopwords:
-        return [t for t in toks if t not in ENGLISH_STOP_WORDS]
+        stop = stop_words()
+        return [t for t in toks if t not in stop]
     return toks
 
 

@@ -27,7 +27,7 @@ from mogg.artifacts import ArtifactError, atomic_path, config_hash, strict_json
 from mogg.routing import objectives
 from mogg.routing.features import NORMALISE, parse_groups
 from mogg.routing.model import Routing, TrainedRouter, question_hash
-from mogg.routing.training import TrainerConfig, fit_router
+from mogg.routing.training import FitError, TrainerConfig, fit_routers
 
 log = logging.getLogger(__name__)
 
@@ -131,44 +131,68 @@ class RouterTrainingError(RuntimeError):
     """A router fit produced non-finite losses, weights or predictions (names the fold and directory)."""
 
 
-def train_router(
+@dataclass
+class Fit:
+    """One router to fit: rows ``train`` (early stopping and the fallback margin on ``val``), its
+    seed and the ladder/recipe/provenance part of its spec."""
+
+    train: np.ndarray
+    val: np.ndarray
+    seed: int
+    spec: dict
+
+
+def train_routers(
     x: np.ndarray,
     labels: np.ndarray,
     utilities: np.ndarray,
     questions: Sequence[str],
-    train: np.ndarray,
-    val: np.ndarray,
+    fits: Sequence[Fit],
     settings: RouterSettings,
     trainer: TrainerConfig,
-    seed: int,
-    spec: dict,
     ckpt_dir: Path | None = None,
     logger=False,
-) -> TrainedRouter:
-    """Fit one router on rows ``train`` (early stopping and the fallback margin on ``val``).
+) -> list[TrainedRouter]:
+    """Fit every router in ``fits`` at once (one stacked model, :func:`mogg.routing.training.fit_routers`).
 
     ``x`` [Q, D] router inputs, ``labels`` [Q, L] soft labels, ``utilities`` [Q, L] the level
-    scores the labels come from; ``spec`` the ladder/recipe/provenance part of the router's spec.
+    scores the labels come from. Each router's targets are scaled on its own training rows.
     """
-    scale = objectives.utility_scale(utilities[train])
-    t = objectives.targets(settings.objective, labels, utilities, scale)
-    module, summary = fit_router(x[train], t[train], x[val], t[val], settings.module_kwargs(), trainer, seed, ckpt_dir, logger)
-    seen = np.r_[train, val]
+    scales = [objectives.utility_scale(utilities[f.train]) for f in fits]
+    targets = [objectives.targets(settings.objective, labels, utilities, sc) for sc in scales]
+    trained = fit_routers(x, targets, [f.train for f in fits], [f.val for f in fits], [f.seed for f in fits],
+                          settings.module_kwargs(), trainer, ckpt_dir, logger)
+    return [_finish(module, summary, f, sc, x, labels, utilities, questions, settings, trainer)
+            for (module, summary), f, sc in zip(trained, fits, scales)]
+
+
+def train_router(x: np.ndarray, labels: np.ndarray, utilities: np.ndarray, questions: Sequence[str], train: np.ndarray,
+                 val: np.ndarray, settings: RouterSettings, trainer: TrainerConfig, seed: int, spec: dict,
+                 ckpt_dir: Path | None = None, logger=False) -> TrainedRouter:
+    """Fit one router on rows ``train`` (early stopping and the fallback margin on ``val``)."""
+    return train_routers(x, labels, utilities, questions, [Fit(train, val, seed, spec)], settings, trainer, ckpt_dir,
+                         logger)[0]
+
+
+def _finish(module, summary: dict, f: Fit, scale: float, x, labels, utilities, questions, settings: RouterSettings,
+            trainer: TrainerConfig) -> TrainedRouter:
+    """A trained network plus its decision rule (fallback level, margin tuned on ``f.val``) and spec."""
+    seen = np.r_[f.train, f.val]
     fallback = objectives.best_fixed_level(utilities[seen])
     router = TrainedRouter(module, {}, [])
-    router.spec = {**spec, "network": module.hparams, "objective": settings.objective,
+    router.spec = {**f.spec, "network": module.hparams, "objective": settings.objective,
                    "temperature": settings.temperature, "utility_scale": scale}
-    if len(val):
-        z = router.logits(x[val])
+    if len(f.val):
+        z = router.logits(x[f.val])
         pref = objectives.preference(settings.objective, z)
-        margin = objectives.tune_margin(objectives.advantage(pref, fallback), z.argmax(axis=1), utilities[val], fallback)
+        margin = objectives.tune_margin(objectives.advantage(pref, fallback), z.argmax(axis=1), utilities[f.val], fallback)
     else:
         margin = 0.0
         log.warning("no validation questions (trainer.val_fraction=0): the fallback margin is 0, not tuned")
     router.spec.update({
         "decision": {"rule": settings.decision, "fallback_level": fallback, "margin": margin},
-        "prior": labels[train].mean(axis=0).tolist(),
-        "training": {"seed": seed, "n_train": int(len(train)), "n_val": int(len(val)), **summary,
+        "prior": labels[f.train].mean(axis=0).tolist(),
+        "training": {"seed": f.seed, "n_train": int(len(f.train)), "n_val": int(len(f.val)), **summary,
                      "optim": {"lr": settings.lr, "weight_decay": settings.weight_decay}, "trainer": asdict(trainer)},
     })
     router.train_question_hashes = sorted({question_hash(questions[i]) for i in seen})
@@ -210,12 +234,13 @@ def crossfit(
     trainer: TrainerConfig,
     out_dir: Path,
     spec: dict,
-    logger_factory=None,
+    logger=False,
 ) -> dict:
     """Train one router per fold into ``out_dir/fold<k>/``; write ``out_dir/folds.json`` last.
 
-    A rerun with the same run id skips finished folds and resumes an interrupted one (Lightning's
-    ``last.ckpt`` under the fold's fit key). A run with a new id removes the old ``folds.json``
+    The folds train together as one stacked model (``logger`` gets every fold's losses). A rerun
+    with the same run id skips finished folds and resumes interrupted ones (Lightning's
+    ``last.ckpt`` under the unfinished folds' fit keys). A run with a new id removes the old ``folds.json``
     first, so nothing can combine its folds with the old run's until it has finished.
     """
     out_dir = Path(out_dir)
@@ -228,35 +253,40 @@ def crossfit(
         folds_path.unlink()  # an older run: unusable from here on
     scale = objectives.utility_scale(utilities)  # only for the fit key's targets
     t = objectives.targets(settings.objective, labels, utilities, scale)
-    from tqdm.auto import tqdm
-
-    folds = []
-    for k in tqdm(range(n_folds), desc="router folds", unit="fold", leave=False):
+    plan = []  # (k, test rows, Fit, fit key) per fold
+    for k in range(n_folds):
         test = np.flatnonzero(fold == k)
         train, val = split_train_val(np.flatnonzero(fold != k), trainer.val_fraction, seed + 1000 + k)
         fspec = {**spec, "provenance": {**spec.get("provenance", {}),
                                         "fit": {"kind": "fold", "fold": k, "n_folds": n_folds, "run_id": run_id}}}
-        fdir = out_dir / f"fold{k}"
-        fit_key = _fit_key(settings, trainer, seed + k, fspec, x, t, (train, val))
-        router = _reuse(fdir, fit_key)
-        if router is not None:
-            log.info("fold %d already trained (%s): skipped", k, fdir)
-        else:
-            lightning_dir = out_dir / ".lightning" / f"fold{k}-{fit_key}"
-            try:
-                router = train_router(x, labels, utilities, questions, train, val, settings, trainer, seed + k, fspec,
-                                      lightning_dir, logger=logger_factory(k) if logger_factory else False)
-            except FloatingPointError as e:
-                raise RouterTrainingError(f"router fold {k} ({fdir}) failed: {e}") from e
-            router.spec["training"]["fit_key"] = fit_key
-            router.save(fdir)
-            shutil.rmtree(lightning_dir, ignore_errors=True)
-            log.info("fold %d: %d train / %d val / %d test, %s", k, len(train), len(val), len(test),
+        plan.append((k, test, Fit(train, val, seed + k, fspec), _fit_key(settings, trainer, seed + k, fspec, x, t, (train, val))))
+    routers = {k: _reuse(out_dir / f"fold{k}", key) for k, _, _, key in plan}
+    for k in (k for k, r in routers.items() if r is not None):
+        log.info("fold %d already trained (%s): skipped", k, out_dir / f"fold{k}")
+    todo = [p for p in plan if routers[p[0]] is None]
+    if todo:
+        # all folds left to train as one stacked model; a resumable Lightning directory per set of folds
+        lightning_dir = out_dir / ".lightning" / ("folds-" + config_hash([key for *_, key in todo]))
+        log.info("training %d router fold(s) as one stacked model", len(todo))
+        try:
+            trained = train_routers(x, labels, utilities, questions, [f for _, _, f, _ in todo], settings, trainer,
+                                    lightning_dir, logger=logger)
+        except FloatingPointError as e:  # FitError names the router; bad inputs concern them all
+            k = todo[getattr(e, "index", 0)][0]
+            raise RouterTrainingError(f"router fold {k} ({out_dir / f'fold{k}'}) failed: {e}") from e
+        for (k, test, f, key), router in zip(todo, trained):
+            router.spec["training"]["fit_key"] = key
+            router.save(out_dir / f"fold{k}")
+            routers[k] = router
+            log.info("fold %d: %d train / %d val / %d test, %s", k, len(f.train), len(f.val), len(test),
                      {key: router.spec["training"].get(key) for key in ("epochs", "best_val_loss")})
-        tr = router.spec["training"]
-        folds.append({"test": [query_ids[i] for i in test], "train": [query_ids[i] for i in train],
-                      "val": [query_ids[i] for i in val], "epochs": tr.get("epochs"),
-                      "best_val_loss": tr.get("best_val_loss"), "decision": router.decision})
+        shutil.rmtree(lightning_dir, ignore_errors=True)
+    folds = []
+    for k, test, f, _ in plan:
+        tr = routers[k].spec["training"]
+        folds.append({"test": [query_ids[i] for i in test], "train": [query_ids[i] for i in f.train],
+                      "val": [query_ids[i] for i in f.val], "epochs": tr.get("epochs"),
+                      "best_val_loss": tr.get("best_val_loss"), "decision": routers[k].decision})
     info = {"run_id": run_id, "n_folds": n_folds, "seed": seed, "folds": folds}
     _atomic_json(folds_path, info)
     return info
@@ -303,7 +333,7 @@ def fit_and_save(x: np.ndarray, labels: np.ndarray, utilities: np.ndarray, quest
     try:
         router = train_router(x, labels, utilities, questions, train, val, settings, trainer, seed, spec, lightning_dir,
                               logger)
-    except FloatingPointError as e:
+    except FitError as e:
         raise RouterTrainingError(f"{what} ({out_dir}) failed: {e}") from e
     router.spec["training"]["fit_key"] = fit_key
     router.save(out_dir)

@@ -46,8 +46,14 @@ class Objective:
         u = np.asarray(utilities, dtype=np.float64)
         return ((u - u.mean(axis=1, keepdims=True)) / scale).astype(np.float32)
 
-    def loss(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    def row_loss(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """The loss of each question: logits and targets [..., B, L] -> [..., B] (the trainer
+        averages it over each fold's rows, so every fold of a stacked fit has its own mean)."""
         raise NotImplementedError
+
+    def loss(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """The mean loss over questions [B, L] -> scalar."""
+        return self.row_loss(logits, target).mean()
 
     def weights(self, logits: np.ndarray, temperature: float) -> np.ndarray:
         """Eq. 1 weights [Q, L]; default: softmax(z / T)."""
@@ -72,8 +78,8 @@ class BCE(Objective):
     def targets(self, soft_labels, utilities, scale):
         return np.asarray(soft_labels, dtype=np.float32)
 
-    def loss(self, logits, target):
-        return torch.nn.functional.binary_cross_entropy_with_logits(logits, target)
+    def row_loss(self, logits, target):
+        return torch.nn.functional.binary_cross_entropy_with_logits(logits, target, reduction="none").mean(-1)
 
     def weights(self, logits, temperature):
         return _sigmoid(logits)
@@ -87,8 +93,8 @@ class Utility(Objective):
 
     name = "utility"
 
-    def loss(self, logits, target):
-        return torch.nn.functional.mse_loss(logits, target)
+    def row_loss(self, logits, target):
+        return (logits - target).square().mean(-1)
 
 
 class Listwise(Objective):
@@ -96,8 +102,8 @@ class Listwise(Objective):
 
     name = "listwise"
 
-    def loss(self, logits, target):
-        return expected_utility_loss(logits, target)
+    def row_loss(self, logits, target):
+        return -(torch.softmax(logits, dim=-1) * target).sum(dim=-1)
 
 
 # the built-in objectives (the registry holds these and any subclass defined later)
@@ -131,12 +137,17 @@ def targets(objective: str, soft_labels: np.ndarray, utilities: np.ndarray, scal
 
 def expected_utility_loss(logits: torch.Tensor, utility: torch.Tensor) -> torch.Tensor:
     """``-mean_q sum_l softmax(z_q)_l * u_ql`` (listwise; lower is better)."""
-    return -(torch.softmax(logits, dim=1) * utility).sum(dim=1).mean()
+    return Listwise().loss(logits, utility)
 
 
 def loss(objective: str, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """The training loss of ``objective`` for logits and targets [B, L]."""
+    """The mean training loss of ``objective`` for logits and targets [B, L]."""
     return get_objective(objective).loss(logits, target)
+
+
+def row_loss(objective: str, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Per-question training loss of ``objective``: [..., B, L] -> [..., B]."""
+    return get_objective(objective).row_loss(logits, target)
 
 
 def softmax(z: np.ndarray, temperature: float = 1.0) -> np.ndarray:

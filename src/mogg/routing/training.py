@@ -1,7 +1,8 @@
-"""Router training with Lightning on cached arrays: one fit, resumable, deterministic.
+"""Router training with Lightning on cached arrays: resumable, deterministic, all folds at once.
 
 Inputs and targets are small in-memory tensors, so an epoch is a handful of optimizer steps and
-1000 epochs take seconds. The Lightning classes are in :mod:`mogg.routing.lightning_module`,
+1000 epochs take seconds; a cross-fit's folds train as one stacked model
+(:mod:`mogg.routing.stacked`), one fit being the case of one fold. The Lightning classes are in :mod:`mogg.routing.lightning_module`,
 imported by a fit only (evaluation never pays Lightning's import). Cross-fitting and the final fit on all questions are in
 :mod:`mogg.routing.crossfit`.
 """
@@ -9,7 +10,10 @@ imported by a fit only (evaluation never pays Lightning's import). Cross-fitting
 from __future__ import annotations
 
 import logging
+import math
+import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,62 +40,58 @@ class TrainerConfig:
     requeue: str = "none"  # who requeues a preempted SLURM job: "lightning" (SLURMEnvironment) | "submitit" | "none"
 
 
-class TensorBatches:
-    """Seeded mini-batches over in-memory tensors: a DataLoader without worker/collate overhead
-    (which costs more than the optimizer step for a router this small). The shuffle of epoch e
-    depends only on (seed, e), so a resumed run sees the same batches."""
+class FitError(FloatingPointError):
+    """One router of a (stacked) fit diverged; ``index`` says which (its position in the fit)."""
 
-    def __init__(self, x: np.ndarray, y: np.ndarray, batch_size: int, shuffle: bool, seed: int):
-        self.x = torch.as_tensor(x, dtype=torch.float32)
-        self.y = torch.as_tensor(y, dtype=torch.float32)
-        self.batch_size, self.shuffle = max(1, min(batch_size, len(self.x))), shuffle
-        self.seed, self.epoch = seed, 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def __len__(self) -> int:
-        return -(-len(self.x) // self.batch_size)
-
-    def __iter__(self):
-        gen = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
-        idx = torch.randperm(len(self.x), generator=gen) if self.shuffle else torch.arange(len(self.x))
-        for i in range(0, len(idx), self.batch_size):
-            b = idx[i : i + self.batch_size]
-            yield self.x[b], self.y[b]
+    def __init__(self, index: int, message: str):
+        super().__init__(message)
+        self.index = index
 
 
-def fit_router(
-    x_train: np.ndarray,
-    y_train: np.ndarray,
-    x_val: np.ndarray | None,
-    y_val: np.ndarray | None,
+def fit_routers(
+    x: np.ndarray,
+    targets: Sequence[np.ndarray],
+    train: Sequence[np.ndarray],
+    val: Sequence[np.ndarray],
+    seeds: Sequence[int],
     module_kwargs: dict,
     trainer: TrainerConfig,
-    seed: int,
     ckpt_dir: Path | None = None,
     logger=False,
-) -> tuple[RouterMLP, dict]:
-    """Train one router; returns the best-on-validation module and a small summary dict."""
+) -> list[tuple[RouterMLP, dict]]:
+    """Train ``F = len(train)`` routers as one stacked model (:mod:`mogg.routing.stacked`).
+
+    Router k fits rows ``train[k]`` of ``x`` [N, D] to ``targets[k]`` [N, L], early-stops on rows
+    ``val[k]`` and is seeded by ``seeds[k]``: the result is the one :func:`fit_router` gives it
+    alone, to float rounding. Returns each router at its best validation loss (its last weights
+    without validation rows) and a summary (``epochs``, ``best_val_loss``).
+    """
     # Lightning (with torchmetrics, transformers, sympy) takes seconds to import: only a fit needs it
     import lightning as L
-    from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 
-    from mogg.routing.lightning_module import BestState, EpochSeed, RouterModule
+    from mogg.routing.lightning_module import EpochTicks, StackedRouterModule
 
-    L.seed_everything(seed, workers=True, verbose=False)
+    f = len(train)
+    if not (f == len(targets) == len(val) == len(seeds)) or f < 1:
+        raise ValueError(f"one target, train, val and seed per router: got {len(targets)}, {f}, {len(val)}, {len(seeds)}")
     # Lightning announces devices and tips at INFO on every fit: noise for 5-fold x sweeps.
     logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
-    module = RouterModule(in_dim=x_train.shape[1], n_levels=y_train.shape[1], **module_kwargs)
-    module.router.set_normalization(torch.as_tensor(x_train, dtype=torch.float32))
-    has_val = x_val is not None and len(x_val) > 0
-    best = BestState()
-    train_dl = TensorBatches(x_train, y_train, trainer.batch_size, True, seed)
-    val_dl = TensorBatches(x_val, y_val, len(x_val), False, seed) if has_val else None
-    callbacks: list = [EpochSeed(seed, [train_dl])] + ([best] if has_val else [])
-    if has_val and trainer.patience > 0:
-        callbacks.append(EarlyStopping(monitor="val_loss", mode="min", patience=trainer.patience))
+    mk = {k: v for k, v in module_kwargs.items() if k in ("hidden", "dropout")}
+    x_t = torch.as_tensor(x, dtype=torch.float32)
+    routers = []
+    for k in range(f):  # each fold's own initialisation (under its seed) and standardisation
+        torch.manual_seed(seeds[k])
+        r = RouterMLP(x.shape[1], targets[k].shape[1], **mk)
+        r.set_normalization(x_t[torch.as_tensor(np.asarray(train[k], dtype=np.int64))])
+        routers.append(r)
+    L.seed_everything(seeds[0], workers=True, verbose=False)
+    module = StackedRouterModule(routers, x, np.stack(targets), train, val, seeds, batch_size=trainer.batch_size,
+                                 patience=trainer.patience, objective=module_kwargs["objective"],
+                                 lr=module_kwargs["lr"], weight_decay=module_kwargs["weight_decay"])
+    callbacks: list = []
     if trainer.checkpoint_every > 0:
+        from lightning.pytorch.callbacks import ModelCheckpoint
+
         callbacks.append(ModelCheckpoint(dirpath=ckpt_dir, save_last=True, save_top_k=1, every_n_epochs=trainer.checkpoint_every))
     t = L.Trainer(
         max_epochs=trainer.max_epochs,
@@ -111,26 +111,53 @@ def fit_router(
     resume = str(last) if (trainer.checkpoint_every > 0 and last is not None and last.is_file()) else None
     if resume:
         log.info("resuming router training from %s", resume)
-    # a few-thousand-parameter MLP: threads only add synchronisation (and spin under contention)
+    # few-thousand-parameter MLPs: threads only add synchronisation (and spin under contention)
     with single_threaded(), warnings.catch_warnings():
         # Lightning's own use of a deprecated torch pytree API: third-party noise on every fit
         warnings.filterwarnings("ignore", message=r".*LeafSpec.*")
-        t.fit(module, train_dl, val_dl, ckpt_path=resume)
-    summary = {"epochs": int(t.current_epoch)}
-    train_loss = t.callback_metrics.get("train_loss")
-    if has_val and best.state is None:
-        raise FloatingPointError(
-            f"the validation loss was never finite (last training loss {train_loss}); lower router.lr "
-            f"(now {module_kwargs.get('lr')}) or check the router inputs")
-    if best.state is not None:
-        module.load_state_dict(best.state)
-        summary["best_val_loss"] = best.best
-    elif train_loss is not None and not torch.isfinite(torch.as_tensor(train_loss)).all():
-        raise FloatingPointError(f"the training loss is {float(train_loss)}; lower router.lr (now {module_kwargs.get('lr')})")
-    bad = [k for k, v in module.state_dict().items() if not torch.isfinite(v).all()]
-    if bad:
-        raise FloatingPointError(f"non-finite router weights after training ({', '.join(bad)})")
-    return module.router.eval(), summary
+        t0 = time.perf_counter()
+        t.fit(module, EpochTicks(), ckpt_path=resume)
+    log.info("trained %d router(s) as one model: %d epochs in %.2f s", f, t.current_epoch, time.perf_counter() - t0)
+    out = []
+    best = {name: getattr(module, f"best_{name}") for name, _ in module.net.named_parameters()}
+    for k, r in enumerate(routers):
+        has_val = len(val[k]) > 0
+        summary = {"epochs": int(module.stop_epoch[k]) if module.stopped[k] else int(t.current_epoch)}
+        if has_val and not math.isfinite(float(module.best_loss[k])):
+            raise FitError(k, f"the validation loss was never finite (last training loss {float(module.train_loss[k])}); "
+                              f"lower router.lr (now {module_kwargs.get('lr')}) or check the router inputs")
+        if has_val:
+            module.net.copy_into(k, r, best)
+            summary["best_val_loss"] = float(module.best_loss[k])
+        else:
+            if not math.isfinite(float(module.train_loss[k])):
+                raise FitError(k, f"the training loss is {float(module.train_loss[k])}; lower router.lr "
+                                  f"(now {module_kwargs.get('lr')})")
+            module.net.copy_into(k, r)
+        bad = [n for n, v in r.state_dict().items() if not torch.isfinite(v).all()]
+        if bad:
+            raise FitError(k, f"non-finite router weights after training ({', '.join(bad)})")
+        out.append((r.eval(), summary))
+    return out
+
+
+def fit_router(
+    x_train: np.ndarray,
+    y_train: np.ndarray,
+    x_val: np.ndarray | None,
+    y_val: np.ndarray | None,
+    module_kwargs: dict,
+    trainer: TrainerConfig,
+    seed: int,
+    ckpt_dir: Path | None = None,
+    logger=False,
+) -> tuple[RouterMLP, dict]:
+    """Train one router; returns the best-on-validation module and a small summary dict."""
+    n_val = 0 if x_val is None else len(x_val)
+    x = x_train if not n_val else np.concatenate([x_train, x_val])
+    y = y_train if not n_val else np.concatenate([y_train, y_val])
+    rows = np.arange(len(x_train)), np.arange(len(x_train), len(x_train) + n_val)
+    return fit_routers(x, [y], [rows[0]], [rows[1]], [seed], module_kwargs, trainer, ckpt_dir, logger)[0]
 
 
 def _requeue_plugins(requeue: str) -> list:
