@@ -8,30 +8,69 @@ matrices (multiset intersection = elementwise min).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 
 from mogg.text import tokenize
 
 
+class _TokenIds:
+    """Token -> column id, shared by every count matrix of a process, with each text's id array
+    memoised: an evaluation scores the same gold evidence and the same fixed-level contexts under
+    every policy and budget, so most texts are tokenised once instead of tens of times."""
+
+    def __init__(self, max_texts: int = 1 << 14):
+        self.vocab: dict[str, int] = {}
+        self.ids = lru_cache(maxsize=max_texts)(self._ids)
+
+    def _ids(self, text: str, stopwords: bool) -> np.ndarray:
+        toks = tokenize(text, stopwords=stopwords)
+        v = self.vocab
+        for t in sorted(set(toks).difference(v)):  # new tokens only (set ops in C), in a fixed order
+            v[t] = len(v)
+        return np.fromiter(map(v.__getitem__, toks), dtype=np.int64, count=len(toks))
+
+
+@lru_cache(maxsize=1)
+def _token_ids() -> _TokenIds:
+    return _TokenIds()
+
+
+def _count_matrix(texts: Sequence[str], stopwords: bool, n_cols: int | None = None):
+    """Token counts, csr float64 [len(texts), n_cols] (columns: :class:`_TokenIds` ids)."""
+    import scipy.sparse as sp
+
+    tid = _token_ids()
+    arrs = [tid.ids(t, stopwords) if isinstance(t, str) else _joined_ids(tid, t, stopwords) for t in texts]
+    indptr = np.zeros(len(arrs) + 1, dtype=np.int64)
+    np.cumsum([len(a) for a in arrs], out=indptr[1:])
+    cols = np.concatenate(arrs) if arrs else np.zeros(0, dtype=np.int64)
+    m = sp.csr_matrix((np.ones(len(cols)), cols, indptr), shape=(len(arrs), n_cols or len(tid.vocab)))
+    m.sum_duplicates()
+    return m
+
+
+def _joined_ids(tid: _TokenIds, pieces: Sequence[str], stopwords: bool) -> np.ndarray:
+    """The ids of ``" ".join(pieces)``: a space never joins two tokens, so they are the pieces' ids
+    in order (and a context's chunks, shared by many contexts, are tokenised once)."""
+    if not pieces:
+        return np.zeros(0, dtype=np.int64)
+    return np.concatenate([tid.ids(p, stopwords) for p in pieces])
+
+
 def _counts(a: Sequence[str], b: Sequence[str], stopwords: bool):
     """Sparse token counts (csr [len(a), V], [len(b), V]) over one shared vocabulary."""
-    # imported here: scikit-learn's import (~1.5 s) is paid only by a run that computes a metric
-    import scipy.sparse as sp
-    from sklearn.feature_extraction.text import CountVectorizer
-
-    vec = CountVectorizer(tokenizer=lambda t: tokenize(t, stopwords=stopwords), lowercase=False, token_pattern=None)
-    try:
-        vec.fit(list(a) + list(b))
-    except ValueError:  # no token anywhere (every context and reference empty): nothing overlaps
-        return sp.csr_matrix((len(a), 0)), sp.csr_matrix((len(b), 0))
-    return vec.transform(a).tocsr(), vec.transform(b).tocsr()
+    _count_matrix(a, stopwords)  # registers a's tokens so both matrices have every column
+    pb = _count_matrix(b, stopwords)
+    return _count_matrix(a, stopwords, pb.shape[1]), pb
 
 
 def token_prf(predictions: Sequence[str], references: Sequence[str], stopwords: bool = False):
     """Token-level precision, recall and F1 of each prediction against its reference.
 
-    Tokens are :func:`mogg.text.tokenize` tokens counted as multisets (SQuAD-style). An empty
+    A prediction is a string or a sequence of strings read as joined by spaces (a context's
+    chunks). Tokens are :func:`mogg.text.tokenize` tokens counted as multisets (SQuAD-style). An empty
     reference gives NaN (the question has no gold evidence), an empty prediction 0.
     """
     if len(predictions) != len(references):
@@ -52,13 +91,25 @@ def token_prf(predictions: Sequence[str], references: Sequence[str], stopwords: 
 
 
 def tfidf_cosine(a: Sequence[str], b: Sequence[str], fit_on: Sequence[str] | None = None) -> np.ndarray:
-    """Row-wise TF-IDF cosine between ``a[i]`` and ``b[i]`` (idf fitted on ``fit_on`` or a+b)."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
+    """Row-wise TF-IDF cosine between ``a[i]`` and ``b[i]`` (idf fitted on ``fit_on`` or a+b);
+    an item of ``a`` may be a sequence of strings read as joined by spaces.
 
-    vec = TfidfVectorizer(tokenizer=lambda t: tokenize(t, stopwords=True), lowercase=False, token_pattern=None)
-    vec.fit(list(fit_on) if fit_on is not None else list(a) + list(b))
-    x, y = vec.transform(a), vec.transform(b)  # rows are L2-normalised
-    return np.asarray(x.multiply(y).sum(axis=1)).ravel()
+    scikit-learn's ``TfidfVectorizer`` defaults (raw counts, smooth idf ``ln((1+n)/(1+df)) + 1``,
+    L2-normalised rows; tokens unseen in ``fit_on`` carry no weight), on stop-word-free tokens.
+    """
+    fit = list(fit_on) if fit_on is not None else list(a) + list(b)
+    _count_matrix(a, True)
+    _count_matrix(b, True)
+    f = _count_matrix(fit, True)
+    n = f.shape[1]
+    df = np.bincount(f.indices, minlength=n)  # csr after sum_duplicates: one entry per (doc, token)
+    idf = np.where(df > 0, np.log((1 + len(fit)) / (1 + df)) + 1.0, 0.0)
+    out = []
+    for m in (_count_matrix(a, True, n), _count_matrix(b, True, n)):
+        m = m.multiply(idf[None, :]).tocsr()
+        norm = np.sqrt(np.asarray(m.multiply(m).sum(axis=1)).ravel())
+        out.append(m.multiply((1.0 / np.maximum(norm, 1e-300))[:, None]).tocsr())
+    return np.asarray(out[0].multiply(out[1]).sum(axis=1)).ravel()
 
 
 def hit_rate(snippets: Sequence[str], labels: Sequence[str]) -> np.ndarray:

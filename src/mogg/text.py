@@ -71,8 +71,10 @@ def tokenize(text: str, stopwords: bool = False) -> list[str]:
     return toks
 
 
+@lru_cache(maxsize=1 << 16)
 def count_tokens(text: str) -> int:
-    """Number of :func:`tokenize` tokens (the unit of every size and budget in mogg)."""
+    """Number of :func:`tokenize` tokens (the unit of every size and budget in mogg). Memoised:
+    budgets and context caps count the same chunks under every policy."""
     return len(_TOKEN_RE.findall(text))
 
 

@@ -73,7 +73,8 @@ def score_selection(prep: Prepared, sel: Selection, level: np.ndarray, weights: 
     lad = prep.ladder
     snippets, n_cut = cap_contexts(sel.contexts(lad), prep.max_context_tokens)
     ctx = [" ".join(c) for c in snippets]
-    p, r, f = token_prf(ctx, [it.evidence_text for it in prep.items])
+    # metrics read the chunks (tokenised once each, shared by many contexts), equal to reading ctx
+    p, r, f = token_prf(snippets, [it.evidence_text for it in prep.items])
     docs = []
     for lrow, crow in zip(sel.level, sel.chunk):
         ds = set()
@@ -86,9 +87,9 @@ def score_selection(prep: Prepared, sel: Selection, level: np.ndarray, weights: 
         "f1": f,
         "precision": p,
         "recall": r,
-        "label_sim": tfidf_cosine(ctx, [it.label_text for it in prep.items]),
+        "label_sim": tfidf_cosine(snippets, [it.label_text for it in prep.items]),
         "gold_hit": gold_hit(docs, prep.gold_doc_ids or [it.gold_doc_ids for it in prep.items]),
-        "ctx_tokens": np.array([count_tokens(c) for c in ctx], dtype=float),
+        "ctx_tokens": np.array([sum(map(count_tokens, c)) for c in snippets], dtype=float),
     }
     return PolicyResult(sel, np.asarray(level), metrics, docs, ctx, snippets, weights, n_cut)
 
