@@ -280,7 +280,7 @@ def _guard_cases() -> list[Case]:
         sys.path.insert(0, str(ROOT / "tests"))
         from conftest import compose
 
-        from mogg.app import prepare_all
+        from mogg.prepare_stage import prepare_all
         q = _jsonl(tmp, "q.jsonl", [{**GOOD_Q, "gold_doc_ids": ["d1"], "gold_evidence": [GOOD_D["content"]]}])
         c = _jsonl(tmp, "c.jsonl", [GOOD_D, {"id": "d2", "content": "Unrelated text about the weather today."}])
         cfg = compose(["experiment=generic_example", f"questions.path={q}", f"corpus.sources.0.paths={c}",

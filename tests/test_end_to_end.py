@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from conftest import compose
 
-from mogg.app import evaluate, prepare_all, train
+from mogg.app import evaluate, train
 from mogg.artifacts import ArtifactError
+from mogg.prepare_stage import prepare_all
 from mogg.router_store import load_router_predictions
 
 
@@ -114,8 +115,8 @@ def test_multi_corpus_merges_per_corpus_topk(tmp_path, mirage):
     """Two corpora searched separately: each contributes its own top-k_r per level."""
     from hydra.utils import instantiate
 
-    from mogg.app import prepare_all
     from mogg.ladders.store import build_ladder
+    from mogg.prepare_stage import prepare_all
     from mogg.search import level_retrievers, search_levels
 
     ov = [f"paths.data_dir={mirage.parent}", f"paths.artifacts={tmp_path / 'a'}", "corpus=medcorp_local",

@@ -166,8 +166,8 @@ def _frontier_overrides(tmp_path, mirage, extra=()):
 def test_action_labels_equal_fixed_policy_f1(tmp_path, mirage):
     from conftest import compose
 
-    from mogg.app import prepare_all
     from mogg.frontier_stage import actions_of, frontier_settings
+    from mogg.prepare_stage import prepare_all
     from mogg.selection import cap_contexts, fixed_level_select
 
     cfg = compose(_frontier_overrides(tmp_path, mirage, ["max_context_tokens=300"]))
@@ -229,8 +229,9 @@ def test_cross_ladder_router_chooses_the_ladder_too(tmp_path, mirage):
 
     from conftest import compose
 
-    from mogg.app import evaluate, prepare_all, train
+    from mogg.app import evaluate, train
     from mogg.frontier_stage import CROSS, actions_of, cross_ladder_actions, frontier_settings
+    from mogg.prepare_stage import prepare_all
 
     cfg = compose(_frontier_overrides(tmp_path, mirage, ["+ladder@ladders.mogg=mogg"]))
     out = train(cfg)

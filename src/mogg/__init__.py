@@ -14,7 +14,7 @@ Layers, bottom to top. A module imports only from its own layer or the layers be
  9. prepared    prepared: what train and evaluate share for one ladder and question set
 10. evaluation  evaluation: policies scored, reports, reader accuracy, sweep collection
 11. pipeline    pipeline, sharding: the shared stages and the map/reduce builds
-12. app         app, route, stages (frontier, transfer), router_store: what the entry points and mogg-route run
+12. app         app, route, stages (prepare, frontier, transfer), router_store: what the entry points and mogg-route run
 
 A method (MoG, MoGG, RAPTOR, ...) is a ladder builder plus its config file; what only it needs
 (extra policies, report sections, staged sharding) hangs off the builder as hooks, so nothing
@@ -33,5 +33,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("prepared", ("mogg.prepared",)),
     ("evaluation", ("mogg.evaluation",)),
     ("pipeline", ("mogg.pipeline", "mogg.sharding")),
-    ("app", ("mogg.app", "mogg.route", "mogg.frontier_stage", "mogg.router_store", "mogg.transfer_stage")),
+    ("app", ("mogg.app", "mogg.route", "mogg.prepare_stage", "mogg.frontier_stage", "mogg.router_store",
+             "mogg.transfer_stage")),
 )

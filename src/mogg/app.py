@@ -1,7 +1,8 @@
-"""What ``train.py`` and ``evaluate.py`` do, as plain functions that tests call too.
+"""What ``build.py``, ``train.py`` and ``evaluate.py`` do, as plain functions that tests call too.
 
-The entry points only compose the Hydra config; here components are instantiated from their own
-config nodes (``_target_``) and passed explicitly to the pipeline functions.
+The entry points only compose the Hydra config; this module composes the stages: the shared
+preparation (:mod:`mogg.prepare_stage`), the cross-fit, the final and transfer routers
+(:mod:`mogg.transfer_stage`), the frontier (:mod:`mogg.frontier_stage`) and the report.
 """
 
 from __future__ import annotations
@@ -14,121 +15,29 @@ import numpy as np
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from mogg.artifacts import atomic_path, staged_dir, strict_json
+from mogg.artifacts import staged_dir
 from mogg.evaluation import names as N
 from mogg.evaluation.budgets import budget_overview, budget_section, budget_table, plot_budgets
-from mogg.evaluation.frontier_report import plot_cross_ladders
 from mogg.evaluation.policies import run_policies, summarize
-from mogg.evaluation.qa_accuracy import (
-    accuracy_section,
-    plot_accuracy,
-    read_policies,
-    resolve_policies,
-    versus_cot,
-)
+from mogg.evaluation.qa_accuracy import accuracy_section, plot_accuracy, read_policies, resolve_policies, versus_cot
 from mogg.evaluation.report import log_summaries, write_report
 from mogg.evaluation.sections import question_records, transfer_section, verdict
 from mogg.frontier_stage import (
     CROSS,
-    evaluate_cross_ladder,
     evaluate_frontier,
     frontier_settings,
+    ladders_section,
     train_actions,
     train_cross_ladder,
 )
-from mogg.pipeline import prepare
-from mogg.prepared import Prepared
-from mogg.router_store import (
-    checkpoint_dir,
-    portable_config,
-    retriever_node,
-    router_settings,
-    router_spec,
-    router_weights,
-    source_nodes,
-)
+from mogg.prepare_stage import ladder_policies, ladder_reports, make_reader, prepare_all
+from mogg.router_store import checkpoint_dir, retriever_node, router_settings, router_spec, router_weights, source_nodes
 from mogg.routing.crossfit import crossfit
-from mogg.routing.features import NEEDS_ENCODER
 from mogg.runconfig import check_run_config, container
 from mogg.search import LadderIndex
-from mogg.selection.policy import PolicyInputs, SelectionPolicy
 from mogg.transfer_stage import train_final
 
 log = logging.getLogger(__name__)
-
-
-def make_reader(cfg: DictConfig):
-    """The run's LLM reader (None with ``reader=none``)."""
-    return instantiate(cfg.reader) if cfg.get("reader") else None
-
-
-def make_labeler(cfg: DictConfig, encoder=None, reader=None):
-    """The soft labeler, given the encoder or reader its source needs."""
-    source = cfg.labels.get("source")
-    if source == "encoder":
-        return instantiate(cfg.labels, encoder=encoder)
-    if source == "reader":
-        reader = reader if reader is not None else make_reader(cfg)
-        if reader is None:
-            raise ValueError("labels=reader needs a reader: add reader=hf (a local model) or reader=openai (a server)")
-        return instantiate(cfg.labels, reader=reader)
-    return instantiate(cfg.labels)
-
-
-def prepare_all(cfg: DictConfig, questions_cfg: DictConfig | None = None, reader=None,
-                corpus_cfg: DictConfig | None = None) -> dict[str, Prepared]:
-    """Instantiate corpus, questions, encoder, labeler and each ladder; run the shared stages.
-
-    ``questions_cfg`` and ``corpus_cfg`` replace ``cfg.questions`` and ``cfg.corpus`` (a transfer
-    source set: ``train_questions``, ``train_sources``); ``reader`` is the run's reader when the
-    caller already holds one (``labels=reader``).
-    """
-    corpus = instantiate(corpus_cfg if corpus_cfg is not None else cfg.corpus)
-    questions = instantiate(questions_cfg if questions_cfg is not None else cfg.questions)
-    settings = router_settings(cfg)
-    needs_encoder = any(g in settings.inputs for g in NEEDS_ENCODER) or cfg.labels.get("source") == "encoder"
-    encoder = instantiate(cfg.encoder) if needs_encoder else None
-    labeler = make_labeler(cfg, encoder, reader)
-    artifacts = Path(cfg.paths.artifacts) if cfg.paths.get("artifacts") else None
-    encoder_node = portable_config(cfg.encoder) if cfg.get("encoder") else None
-    builders = {name: instantiate(ladder_cfg) for name, ladder_cfg in cfg.ladders.items()}  # every knob checked first
-    out = {}
-    for name, builder in builders.items():
-        out[name] = prepare(
-            name, corpus, questions, builder, instantiate(retriever_node(cfg, name)), labeler, inputs=settings.inputs,
-            normalise=settings.normalise, k_r=cfg.k_r, k=cfg.k, encoder=encoder, artifacts=artifacts, encoder_node=encoder_node,
-            max_context_tokens=cfg.get("max_context_tokens"),
-            depth=cfg.frontier.depth if cfg.get("frontier") else None,
-        )
-        out[name].builder = builder
-        out[name].questions_fingerprint = questions.fingerprint()
-    return out
-
-
-def ladder_policies(cfg: DictConfig, prep: Prepared, k: int | None = None, fill_budget: int | None = None) -> dict:
-    """Selections of the policies only this ladder has (its builder's ``policies`` hook: a tree's
-    collapsed tree, MAL's cumulative softmax), under the same k, scored like every other policy.
-    ``fill_budget``: an equal-budget comparison's token budget, replacing each policy's own."""
-    artifacts = Path(cfg.paths.artifacts) if cfg.paths.get("artifacts") else None
-    inputs = PolicyInputs(ladder=prep.ladder, hits=prep.hits, questions=prep.questions, k=k or cfg.k,
-                          builder=prep.builder, artifacts=artifacts, fill_budget=fill_budget)
-    out = {}
-    for name, pol in prep.builder.policies.items():
-        if not isinstance(pol, SelectionPolicy):
-            raise TypeError(f"ladder policy {name!r} ({type(pol).__name__}) has no select(inputs)")
-        out[name] = pol.select(inputs)
-    return out
-
-
-def ladder_reports(name: str, prep: Prepared, out_dir: Path) -> tuple[dict, list[str]]:
-    """Statistics and report sections only this ladder has (its builder's ``reports`` hook)."""
-    stats, md = {}, []
-    Path(out_dir).mkdir(parents=True, exist_ok=True)
-    for hook in prep.builder.reports:
-        st, lines = hook(name, prep.ladder, Path(out_dir))
-        stats.update(st)
-        md.extend(lines)
-    return stats, md
 
 
 def build(cfg: DictConfig) -> None:
@@ -245,8 +154,7 @@ def _evaluate(cfg: DictConfig, report_dir: Path) -> tuple[dict, str]:
         if fs is not None:
             if np.isnan(prep.fixed_f1).all():
                 raise ValueError(f"{name}: the frontier needs gold evidence; {cfg.questions._target_} has none")
-            deep_prep = Prepared(**{**prep.__dict__, "hits": prep.deep})  # the ladder's own policies, ranked deep
-            own = ladder_policies(cfg, deep_prep, k=fs.depth, fill_budget=max(fs.budgets))
+            own = ladder_policies(cfg, prep.ranked_deep(), k=fs.depth, fill_budget=max(fs.budgets))
             s["frontier"], md = evaluate_frontier(cfg, settings, name, prep, fs, weights, own, checkpoint_dir(cfg, name),
                                                   report_dir)
             sections.extend(md)
@@ -269,17 +177,7 @@ def _evaluate(cfg: DictConfig, report_dir: Path) -> tuple[dict, str]:
     if budgets and len([s for s in summaries.values() if "budgets" in s]) > 1:
         sections = budget_overview(summaries, budgets) + sections
     if len(frontiers) > 1:
-        head = ["## Ladders at matched reading cost", "", "![ladders](ladders_frontier.png)", ""]
-        fs = frontier_settings(cfg)
-        if fs.actions and cfg.get("use_router", True):  # one router choosing the ladder too
-            cross, md = evaluate_cross_ladder(cfg, settings, preps, fs, checkpoint_dir(cfg, CROSS), report_dir)
-            frontiers = {**frontiers, CROSS: cross}
-            head += md
-            report_dir.mkdir(parents=True, exist_ok=True)
-            with atomic_path(report_dir / f"{CROSS}_frontier.json") as tmp:
-                tmp.write_text(strict_json(cross, indent=1))
-        plot_cross_ladders(frontiers, report_dir / "ladders_frontier.png")
-        sections = head + sections
+        sections = ladders_section(cfg, settings, preps, frontiers, checkpoint_dir(cfg, CROSS), report_dir) + sections
     notes = list(dict.fromkeys(notes))  # a note shared by every ladder (the gold-context setting) once
     report = write_report(report_dir, summaries, records, notes, sections)
     if cfg.get("logger"):

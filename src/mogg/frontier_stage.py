@@ -15,10 +15,17 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig
 
+from mogg.artifacts import atomic_path, strict_json
 from mogg.evaluation import names as N
 from mogg.evaluation.families import action_table, stream_family
 from mogg.evaluation.frontier import Family, merge_families
-from mogg.evaluation.frontier_report import RouterFolds, frontier_evaluation, frontier_section, plot_frontier
+from mogg.evaluation.frontier_report import (
+    RouterFolds,
+    frontier_evaluation,
+    frontier_section,
+    plot_cross_ladders,
+    plot_frontier,
+)
 from mogg.prepared import Prepared
 from mogg.routing.action_folds import crossfit_actions, predict_action_folds
 from mogg.routing.actions import ActionSpace, action_features
@@ -176,3 +183,20 @@ def evaluate_cross_ladder(cfg: DictConfig, settings, preps: dict[str, Prepared],
     fr["actions"] = space.to_json()
     plot_frontier(CROSS, fr, report_dir / f"{CROSS}_frontier.png")
     return fr, frontier_section(CROSS, fr, list(fs.budgets))
+
+
+def ladders_section(cfg: DictConfig, settings, preps: dict[str, Prepared], frontiers: dict[str, dict],
+                    ckpt: Path, report_dir: Path) -> list[str]:
+    """The report's "ladders at matched reading cost" head: every ladder's frontier in one plot and,
+    with action routers, the cross-ladder router (its frontier also written as json)."""
+    head = ["## Ladders at matched reading cost", "", "![ladders](ladders_frontier.png)", ""]
+    fs = frontier_settings(cfg)
+    if fs.actions and cfg.get("use_router", True):  # one router choosing the ladder too
+        cross, md = evaluate_cross_ladder(cfg, settings, preps, fs, ckpt, report_dir)
+        frontiers = {**frontiers, CROSS: cross}
+        head += md
+        report_dir.mkdir(parents=True, exist_ok=True)
+        with atomic_path(report_dir / f"{CROSS}_frontier.json") as tmp:
+            tmp.write_text(strict_json(cross, indent=1))
+    plot_cross_ladders(frontiers, report_dir / "ladders_frontier.png")
+    return head

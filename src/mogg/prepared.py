@@ -6,6 +6,7 @@ policies on it. It sits above routing (it holds a feature recipe) and below eval
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,12 @@ class Prepared:
     builder: Any = None  # the ladder builder (its hooks: extra policies, report sections)
     questions_fingerprint: dict | None = None
     deep: Hits | None = None  # hits at the frontier depth ([Q, L, depth]); None when no frontier runs
+
+    def ranked_deep(self) -> "Prepared":
+        """The same data with ``hits`` ranked to the frontier depth (``deep``), for policies that read deeper."""
+        if self.deep is None:
+            raise ValueError(f"{self.name}: no deep hits (prepared without a frontier depth)")
+        return dataclasses.replace(self, hits=self.deep)
 
     @property
     def questions(self) -> list[str]:
