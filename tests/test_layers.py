@@ -157,3 +157,17 @@ def test_policy_names_are_defined_once():
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in defined:
                 found.append(f"{f.relative_to(SRC)}:{node.lineno} {node.value!r}")
     assert not found, found
+
+
+def test_every_package_exports_what_it_holds():
+    """Each package under mogg/ has an __init__ whose __all__ names resolve (lazily or not)."""
+    import importlib
+
+    pkgs = sorted(p.parent for p in (ROOT / "src" / "mogg").glob("*/*.py") if p.parent.name != "__pycache__")
+    assert {p.name for p in pkgs} >= {"data", "evaluation", "routing", "ladders", "retrieval", "selection"}
+    for p in dict.fromkeys(pkgs):
+        assert (p / "__init__.py").is_file(), f"{p} has no __init__.py"
+        mod = importlib.import_module(f"mogg.{p.name}")
+        assert getattr(mod, "__all__", None), f"mogg.{p.name} exports nothing"
+        for name in mod.__all__:
+            assert getattr(mod, name) is not None

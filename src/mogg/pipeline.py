@@ -37,10 +37,10 @@ def prepare(
     make_retriever: Callable[[], object],
     labeler: SoftLabeler,
     *,
+    k_r: int,
+    k: int,
     inputs="retrieval",
     normalise: str = "none",
-    k_r: int = 3,
-    k: int = 2,
     encoder=None,
     artifacts: Path | None = None,
     encoder_node: dict | None = None,
@@ -93,8 +93,8 @@ def prepare(
         "questions": [[it.id, it.question, it.answer, it.label_text, it.gold_evidence, it.gold_doc_ids] for it in items],
     })
     log.info("%s: %d questions, %d levels, data key %s", name, len(items), ladder.n_levels, data_key)
-    return Prepared(name, ladder, ladder_key, items, hits, fixed, fixed_f1, scores, labels, features, data_key,
-                    recipe, retriever_config, k_r, max_context_tokens, gold_ids, notes,
+    return Prepared(name, ladder, ladder_key, items, hits, fixed, fixed_f1, scores, labels, features, k_r, data_key,
+                    recipe, retriever_config, max_context_tokens, gold_ids, notes,
                     utility_is_metric=labeler.source in METRIC_SOURCES, deep=deep)
 
 

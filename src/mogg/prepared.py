@@ -33,10 +33,10 @@ class Prepared:
     level_scores: np.ndarray  # [Q, L] scores the soft labels come from
     labels: np.ndarray  # [Q, L] soft labels
     features: np.ndarray  # [Q, D] router inputs
+    k_r: int  # hits kept per level (the run's `k_r`, whose one default is conf/config.yaml's)
     data_key: str = ""  # hash of everything the router's inputs and labels depend on
     recipe: FeatureRecipe | None = None  # how ``features`` were made
     retriever_config: dict = field(default_factory=dict)
-    k_r: int = 3
     max_context_tokens: int | None = None  # cap on every policy's context (snippets joined)
     gold_doc_ids: list[list[str]] = field(default_factory=list)  # per question, those present in the corpus
     notes: list[str] = field(default_factory=list)  # caveats the report must state
