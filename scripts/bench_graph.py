@@ -163,7 +163,7 @@ def _check_rows(ladder, builder, n_rows: int) -> dict:
     """kNN rows of ``n_rows`` nodes (4 random contiguous ranges, searched against the index of all
     nodes as a shard would; equal to the build's rows) against brute force: the full float32 BM25
     product of those rows, the same filters, top-k by (-sim, id). Returns how many are identical."""
-    from mogg.ladders.graph import bm25_knn
+    from mogg.ladders.knn import bm25_knn
     from mogg.retrieval import BM25Retriever
 
     texts = ladder.units.text

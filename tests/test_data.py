@@ -19,9 +19,9 @@ from mogg.data.corpus import (
     MedRAGJsonl,
     PlainText,
     PubMedQAContexts,
-    file_fingerprint,
 )
 from mogg.data.errors import DataError
+from mogg.data.files import file_fingerprint
 from mogg.data.prepare import (
     MIRAGE_FILES,
     RemoteFile,
@@ -685,7 +685,7 @@ def test_byte_range_shard_reads_only_its_range_and_keeps_line_numbers(tmp_path):
 
 
 def test_fingerprint_hashes_each_file_once(tmp_path, monkeypatch):
-    import mogg.data.corpus as corpus_mod
+    import mogg.data.files as corpus_mod  # where fingerprints are hashed
 
     corpus = _jsonl_corpus(tmp_path)
     calls = []

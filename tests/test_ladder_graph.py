@@ -10,16 +10,9 @@ from fakes import LookupEncoder
 from mogg.data.records import Document
 from mogg.ladders import Ladder
 from mogg.ladders.base import Units
-from mogg.ladders.graph import (
-    GraphLadderBuilder,
-    adjacency,
-    bm25_knn,
-    bm25_self_scores,
-    dense_knn,
-    hop_levels,
-    knn_edges,
-)
+from mogg.ladders.graph import GraphLadderBuilder, adjacency, hop_levels, knn_edges
 from mogg.ladders.graph_stats import graph_statistics, plot_degree_histogram
+from mogg.ladders.knn import bm25_knn, bm25_self_scores, dense_knn
 from mogg.retrieval.bm25 import BM25Retriever
 
 VOCAB = ("insulin glucose diabetes kidney renal liver hepatic cardiac heart failure stroke aspirin "
@@ -126,8 +119,8 @@ def _ClusterEncoder(texts, dim=16, seed=0):
 def test_dense_knn_approximate_index_recall_is_measured_and_stated(tmp_path):
     """An approximate dense MoGG (IVF) states its neighbour recall against brute force; with every
     list probed it finds the exact graph, with one list it loses neighbours and says so."""
-    from mogg.ladders.graph import knn_recall
     from mogg.ladders.graph_stats import GraphReport
+    from mogg.ladders.knn import knn_recall
 
     texts = [f"node {i}" for i in range(3000)]
     docs = [Document(id=f"d{i}", title="", content=t + ".") for i, t in enumerate(texts)]

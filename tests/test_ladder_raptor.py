@@ -472,7 +472,7 @@ def test_same_seed_same_tree_across_processes():
 def test_umap_epochs_follow_the_layer_size(monkeypatch):
     """Every UMAP fit of a layer (global, local, re-splits) runs the layer's epochs: UMAP's own
     range [200, 500] scaled to a fixed budget of point-epochs per layer."""
-    from mogg.ladders import raptor
+    from mogg.ladders import raptor_cluster as raptor
 
     assert raptor.layer_epochs(100) == 500 and raptor.layer_epochs(4_363) == 458
     assert raptor.layer_epochs(10_000) == 200 and raptor.layer_epochs(300_000) == 200
@@ -494,7 +494,7 @@ def test_layer_clustering_is_the_same_on_any_number_of_threads():
     thread count: another UMAP embedding, another tree on another machine)."""
     from threadpoolctl import threadpool_limits
 
-    from mogg.ladders.raptor import cluster_nodes, cosine_knn
+    from mogg.ladders.raptor_cluster import cluster_nodes, cosine_knn
 
     rng = np.random.default_rng(0)
     centers = rng.normal(size=(25, 96))
@@ -517,7 +517,7 @@ def test_layer_clustering_is_the_same_on_any_number_of_threads():
 def test_cosine_knn_equals_brute_force_with_duplicates():
     """Self first at distance 0, then the k-1 most similar others by (similarity, id), exact
     duplicates included (they tie with self and must not push it out)."""
-    from mogg.ladders.raptor import cosine_knn
+    from mogg.ladders.raptor_cluster import cosine_knn
 
     rng = np.random.default_rng(3)
     x = rng.normal(size=(400, 24)).astype(np.float32)

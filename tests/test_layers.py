@@ -171,3 +171,15 @@ def test_every_package_exports_what_it_holds():
         assert getattr(mod, "__all__", None), f"mogg.{p.name} exports nothing"
         for name in mod.__all__:
             assert getattr(mod, name) is not None
+
+
+def test_long_modules_say_why():
+    """No module over ~350 lines without a stated reason (a "Length" paragraph in its docstring)."""
+    long = []
+    for f in sorted((ROOT / "src" / "mogg").rglob("*.py")):
+        text = f.read_text()
+        if text.count("\n") > 350:
+            doc = ast.get_docstring(ast.parse(text)) or ""
+            if "Length (over ~350 lines):" not in doc:
+                long.append(f"{f.relative_to(ROOT)} ({text.count(chr(10))} lines)")
+    assert not long, "split these or state why they are long: " + ", ".join(long)

@@ -11,8 +11,9 @@ import torch
 
 from mogg.artifacts import ArtifactError, write_artifact
 from mogg.routing import objectives as obj
-from mogg.routing.crossfit import RouterSettings, train_router
+from mogg.routing.crossfit import train_router
 from mogg.routing.model import RouterMismatch, TrainedRouter
+from mogg.routing.settings import RouterSettings
 from mogg.routing.training import TrainerConfig
 
 

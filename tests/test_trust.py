@@ -19,10 +19,12 @@ from conftest import ROOT, compose
 
 from mogg.app import evaluate, train
 from mogg.artifacts import _HOST, ArtifactError, clean_stale_temps, write_artifact
-from mogg.data.corpus import MedRAGJsonl, PlainText, iter_jsonl, load_json
+from mogg.data.corpus import MedRAGJsonl, PlainText
 from mogg.data.errors import DataError
+from mogg.data.files import iter_jsonl, load_json
 from mogg.routing import crossfit as cf
-from mogg.routing.crossfit import RouterSettings, crossfit, predict_crossfit
+from mogg.routing.crossfit import crossfit, predict_crossfit
+from mogg.routing.settings import RouterSettings
 from mogg.routing.training import TrainerConfig
 from mogg.runconfig import REDACTED, redact, scrub_argv
 from mogg.selection import cap_contexts

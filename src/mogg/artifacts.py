@@ -12,6 +12,9 @@ published one adopts it (publish once); a different config replaces it by an ato
 exchange (``renameat2(RENAME_EXCHANGE)``, so the name never disappears; a plain two-rename swap
 where the file system lacks it). Readers (:func:`cached`, :func:`artifact_lock` around a load)
 hold the shared lock, so they never see a swap half done.
+
+Length (over ~350 lines): the artifact contract in one place (canonical JSON, hashes, manifests,
+atomic writes, locks, build-or-load), whose parts rely on each other's invariants.
 """
 
 from __future__ import annotations

@@ -19,9 +19,10 @@ from omegaconf import DictConfig, OmegaConf
 from mogg.artifacts import ArtifactError
 from mogg.evaluation import names as N
 from mogg.prepared import Prepared
-from mogg.routing.crossfit import RouterSettings, predict_crossfit
+from mogg.routing.crossfit import predict_crossfit
 from mogg.routing.features import compute_features
 from mogg.routing.model import Routing, TrainedRouter
+from mogg.routing.settings import RouterSettings
 from mogg.runconfig import redact
 from mogg.selection import one_hot
 

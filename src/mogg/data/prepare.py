@@ -10,6 +10,9 @@ the layout of the reference copy this table was computed from. PubMedQA's own re
 second source for ``test_set.json``. Every file is checked against the size and sha256 in
 ``MIRAGE_FILES``, whichever way it arrives (download, ``--from-local`` copy or symlink); a file
 that fails is reported and removed. Downloads resume from a ``.part`` file with HTTP Range.
+
+Length (over ~350 lines): ``mogg-prepare`` end to end: the MIRAGE file list and checksums, fetch,
+copy or symlink, verification and the command line.
 """
 
 from __future__ import annotations

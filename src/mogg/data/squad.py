@@ -27,8 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from mogg.data.corpus import Located, _Source, load_json
+from mogg.data.corpus import Located, _Source
 from mogg.data.errors import DataError
+from mogg.data.files import load_json
 from mogg.data.qa import _check_limit, _QASet
 from mogg.data.records import Document, QAItem
 from mogg.text import split_sentences

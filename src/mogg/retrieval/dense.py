@@ -8,6 +8,9 @@ approximate one for corpora whose embeddings do not fit in memory, e.g. ``"IVF65
 bytes per vector: PubMed's 23.9M snippets in ~1.5 GB). Approximate indexes are trained on a seeded
 sample, keep the embeddings memory-mapped on disk, and re-score the candidates they return with
 exact cosines, so scores are exact and only recall is approximate (``nprobe`` trades it for speed).
+
+Length (over ~350 lines): one retriever's state: encoding, the torch and faiss (flat, IVF, HNSW)
+backends, GPU batching and save/load act on the same arrays and parameters.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ _EXPORTS = {
     "FitError": "training",
     "StackedMLP": "stacked",
     "StackedAdam": "stacked",
-    "RouterSettings": "crossfit",
+    "RouterSettings": "settings",
     "RouterTrainingError": "crossfit",
     "crossfit": "crossfit",
     "fit_all": "crossfit",

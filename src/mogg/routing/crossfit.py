@@ -19,87 +19,16 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from mogg.artifacts import ArtifactError, atomic_path, config_hash, strict_json
 from mogg.routing import objectives
-from mogg.routing.features import NORMALISE, parse_groups
 from mogg.routing.model import Routing, TrainedRouter, question_hash
+from mogg.routing.settings import RouterSettings
 from mogg.routing.training import FitError, TrainerConfig, fit_routers
 
 log = logging.getLogger(__name__)
-
-FITS = ("crossfit", "all", "both")
-
-
-@dataclass
-class RouterSettings:
-    """The router's knobs (``conf/router/*.yaml``, built with ``_target_``).
-
-    ``inputs``: feature groups or an alias (:mod:`mogg.routing.features`); ``objective``:
-    bce | utility | listwise; ``temperature``: softmax temperature of the utility objectives'
-    weights; ``decision``: argmax | fallback (the rule the report calls "the router");
-    ``fit``: what ``train.py`` fits - crossfit (in-set evaluation), all (one router to apply
-    elsewhere) or both; ``checkpoint``: a trained router (directory, or a run directory holding
-    ``<ladder>/final``) that ``evaluate.py`` applies to its question set; ``allow_overlap``: let
-    such a router be evaluated on questions it was trained on (refused by default).
-    """
-
-    inputs: Any = "retrieval+lengths"
-    normalise: str = "none"  # none | question: score inputs relative to the query's best (features.NORMALISE)
-    objective: str = "utility"
-    temperature: float = 1.0
-    decision: str = "argmax"
-    hidden: int = 64
-    dropout: float = 0.2
-    lr: float = 1e-3
-    weight_decay: float = 1e-4
-    fit: str = "crossfit"
-    checkpoint: str | None = None
-    allow_overlap: bool = False
-    # the action router's cost setting (frontier experiments): a mean-token target that lambda is
-    # calibrated to on validation, or lambda itself; an optional hard per-question token cap; and
-    # the guard (keep the training-chosen fixed configuration unless the router beats it on validation)
-    budget: int | None = 256
-    cost_weight: float | None = None
-    max_tokens: int | None = None
-    guard: bool = True
-    guard_se: float = 1.0  # the router must beat the envelope on validation by this many SEs (one-SE rule)
-
-    def __post_init__(self) -> None:
-        self.inputs = parse_groups(self.inputs if isinstance(self.inputs, str) else list(self.inputs))
-        if self.normalise not in NORMALISE:
-            raise ValueError(f"router.normalise must be one of {NORMALISE}, got {self.normalise!r}")
-        objectives.check_objective(self.objective)
-        if self.decision not in objectives.DECISIONS:
-            raise ValueError(f"router.decision must be one of {objectives.DECISIONS}, got {self.decision!r}")
-        if self.fit not in FITS:
-            raise ValueError(f"router.fit must be one of {FITS}, got {self.fit!r}")
-        if self.budget is not None and self.budget < 1:
-            raise ValueError(f"router.budget must be >= 1 token or null, got {self.budget}")
-        if self.cost_weight is not None and self.cost_weight < 0:
-            raise ValueError(f"router.cost_weight must be >= 0 or null, got {self.cost_weight}")
-        if self.max_tokens is not None and self.max_tokens < 1:
-            raise ValueError(f"router.max_tokens must be >= 1 or null, got {self.max_tokens}")
-        if not self.guard_se >= 0:
-            raise ValueError(f"router.guard_se must be >= 0 standard errors, got {self.guard_se}")
-        if not self.temperature > 0:
-            raise ValueError(f"router.temperature must be > 0, got {self.temperature}")
-        if not 0 < self.lr <= 10:  # Adam steps of 1e30 are a typo, not a setting (they diverge to NaN)
-            raise ValueError(f"router.lr={self.lr!r}: the learning rate must be in (0, 10]")
-        if self.hidden < 0 or not 0 <= self.dropout < 1 or not self.lr > 0 or self.weight_decay < 0:
-            raise ValueError(f"router: hidden >= 0, 0 <= dropout < 1, lr > 0, weight_decay >= 0 required; got {self}")
-
-    def module_kwargs(self) -> dict:
-        return {"hidden": self.hidden, "dropout": self.dropout, "lr": self.lr, "weight_decay": self.weight_decay,
-                "objective": self.objective}
-
-    def key(self) -> dict:
-        """What changes a trained router (not where it is saved or how it is used)."""
-        return {**self.module_kwargs(), "inputs": list(self.inputs), "temperature": self.temperature}
-
 
 def make_folds(n: int, n_folds: int, seed: int) -> np.ndarray:
     """Fold index per query (int64 [n]), seeded and balanced."""

@@ -30,8 +30,9 @@ from pathlib import Path
 import numpy as np
 
 from mogg.routing import objectives
-from mogg.routing.crossfit import RouterSettings, fit_and_save, split_train_val
+from mogg.routing.crossfit import fit_and_save, split_train_val
 from mogg.routing.model import TrainedRouter
+from mogg.routing.settings import RouterSettings
 from mogg.routing.training import TrainerConfig
 
 log = logging.getLogger(__name__)
