@@ -6,12 +6,12 @@ from omegaconf import DictConfig
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    from mogg.runconfig import cli_errors
-    from mogg.threads import configure_threads
+    from mogg.core.runconfig import cli_errors
+    from mogg.core.threads import configure_threads
 
     with cli_errors("evaluate.py"):  # a bad knob, file or artifact: one line and exit 2, not a traceback
         configure_threads(cfg.get("threads"))  # before torch/numba/BLAS start their pools
-        from mogg.app import evaluate
+        from mogg.run.app import evaluate
 
         evaluate(cfg)
 
@@ -19,7 +19,7 @@ def main(cfg: DictConfig) -> None:
 if __name__ == "__main__":
     import sys
 
-    from mogg.runconfig import scrub_argv
+    from mogg.core.runconfig import scrub_argv
 
     sys.argv = scrub_argv(sys.argv)  # a secret on the command line goes to the environment, not to .hydra/
     main()

@@ -49,9 +49,9 @@ def _rss_mib() -> float:
 
 def replicated_documents(data_dir: Path, n_nodes: int, node_sentences: int, seed: int = 0):
     """Real documents, then perturbed copies (new ids) until about ``n_nodes`` nodes."""
+    from mogg.core.text import split_sentences
     from mogg.data.corpus import Corpus, MedMCQAExplanations, PubMedQAContexts
     from mogg.data.records import Document
-    from mogg.text import split_sentences
 
     m = data_dir / "mirage"
     docs = Corpus([PubMedQAContexts(str(m / "rawdata/pubmedqa/data/test_set.json")),

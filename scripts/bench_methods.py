@@ -29,13 +29,13 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(os.cpu_count() or 1)
+    from mogg.core.text import split_sentences
     from mogg.data.corpus import PubMedQAContexts
     from mogg.data.qa import PubMedQAStar
     from mogg.encoders import HFEncoder, resolve_model_path
     from mogg.ladders.semantic import SemanticChunker
     from mogg.retrieval import BM25Retriever
     from mogg.retrieval.rerank import BiEncoderScorer, CrossEncoderScorer, RerankRetriever
-    from mogg.text import split_sentences
 
     mirage = Path(os.environ.get("MOGG_DATA_DIR", "data")) / "mirage"
     docs = list(PubMedQAContexts(str(mirage / "rawdata/pubmedqa/data/test_set.json")))[: args.docs]

@@ -41,13 +41,13 @@ def main() -> None:
 
     from rank_bm25 import BM25Okapi
 
+    from mogg.core.text import tokenize
     from mogg.data.corpus import Corpus, MedMCQAExplanations, PubMedQAContexts
     from mogg.data.qa import MirageBenchmark
     from mogg.data.records import Document
     from mogg.ladders import MoGLadderBuilder
     from mogg.retrieval import BM25Retriever
     from mogg.routing.training import TrainerConfig, fit_router, fit_routers
-    from mogg.text import tokenize
 
     m = Path(args.data_dir) / "mirage"
     corpus = Corpus([PubMedQAContexts(str(m / "rawdata/pubmedqa/data/test_set.json")),
@@ -156,8 +156,8 @@ def bm25_at_scale(sentences: list[str], questions: list[str], n_docs: int, ref_s
     import numba
     from rank_bm25 import BM25Okapi
 
+    from mogg.core.text import tokenize
     from mogg.retrieval import BM25Retriever
-    from mogg.text import tokenize
 
     rng = np.random.default_rng(n_docs)
     pick = rng.integers(0, len(sentences), size=(n_docs, 3))

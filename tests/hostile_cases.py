@@ -13,6 +13,7 @@ concurrency faults run through the real CLI in ``test_fault_injection.py`` and
 
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
 import sys
@@ -152,7 +153,7 @@ def _router_dir_cases() -> list[Case]:
     import numpy as np
     import torch
 
-    from mogg.artifacts import ArtifactError, read_manifest, write_artifact
+    from mogg.core.artifacts import ArtifactError, read_manifest, write_artifact
     from mogg.routing.model import TrainedRouter
 
     cache: dict[str, Path] = {}
@@ -236,9 +237,9 @@ def _knob_cases() -> list[Case]:
     from conftest import compose
     from hydra.utils import instantiate
 
-    from mogg.frontier_stage import frontier_settings
-    from mogg.router_store import router_settings
-    from mogg.runconfig import check_run_config
+    from mogg.core.runconfig import check_run_config
+    from mogg.run.frontier_stage import frontier_settings
+    from mogg.run.router_store import router_settings
 
     def knob(override: str, stage: str = "train"):
         def run(tmp):
@@ -266,21 +267,21 @@ def _knob_cases() -> list[Case]:
             continue
         key = o.split("=")[0]
         out.append(Case("knobs", o, knob(o), "error", key.split(".")[-1] if key != "questions.limit" else "limit"))
-    out.append(Case("knobs", "threads=0 (configure)", lambda tmp: __import__("mogg.threads").threads.configure_threads(0),
+    out.append(Case("knobs", "threads=0 (configure)", lambda tmp: importlib.import_module("mogg.core.threads").configure_threads(0),
                     "error", "threads"))
     out.append(Case("knobs", "defaults", knob("seed=0"), "ok"))
     return out
 
 
 def _guard_cases() -> list[Case]:
+    from mogg.core.runconfig import scrub_argv
     from mogg.data.leakage import LeakageError
-    from mogg.runconfig import scrub_argv
 
     def leak(tmp):
         sys.path.insert(0, str(ROOT / "tests"))
         from conftest import compose
 
-        from mogg.prepare_stage import prepare_all
+        from mogg.run.prepare_stage import prepare_all
         q = _jsonl(tmp, "q.jsonl", [{**GOOD_Q, "gold_doc_ids": ["d1"], "gold_evidence": [GOOD_D["content"]]}])
         c = _jsonl(tmp, "c.jsonl", [GOOD_D, {"id": "d2", "content": "Unrelated text about the weather today."}])
         cfg = compose(["experiment=generic_example", f"questions.path={q}", f"corpus.sources.0.paths={c}",
@@ -303,7 +304,7 @@ def _route_cases() -> list[Case]:
     CLI runs in test_route_cli.py)."""
     from omegaconf import OmegaConf
 
-    from mogg.route import apply_overrides, check_corpus_paths, decode_lines, read_questions
+    from mogg.run.route import apply_overrides, check_corpus_paths, decode_lines, read_questions
 
     def questions(raw: bytes):
         def run(tmp):
@@ -370,7 +371,7 @@ def replay(cases: list[Case] | None = None) -> list[dict]:
             c.run(tmp)
             outcome = "correct" if c.expect == "ok" else "silent"
         except Exception as e:
-            from mogg.runconfig import user_error
+            from mogg.core.runconfig import user_error
 
             err = user_error(e) if not isinstance(e, c.errors) else e
             if err is None or not isinstance(err, c.errors):

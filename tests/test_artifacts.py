@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from mogg.artifacts import (
+from mogg.core.artifacts import (
     ArtifactError,
     cached,
     config_hash,

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from mogg.artifacts import artifact_lock, read_manifest, write_artifact
+from mogg.core.artifacts import artifact_lock, read_manifest, write_artifact
 
 WRITER = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from mogg.artifacts import write_artifact
+    from mogg.core.artifacts import write_artifact
     d, who, n, same = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4] == "same"
     for i in range(n):
         cfg = {"k": 1} if same else {"k": 1, "writer": who, "i": i}
@@ -30,7 +30,7 @@ WRITER = textwrap.dedent("""
 READER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from mogg.artifacts import ArtifactError, artifact_lock, read_manifest
+    from mogg.core.artifacts import ArtifactError, artifact_lock, read_manifest
     d, until = Path(sys.argv[1]), time.time() + float(sys.argv[2])
     bad = ok = 0
     while time.time() < until:

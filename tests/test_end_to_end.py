@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from conftest import compose
 
-from mogg.app import evaluate, train
-from mogg.artifacts import ArtifactError
-from mogg.prepare_stage import prepare_all
-from mogg.router_store import load_router_predictions
+from mogg.core.artifacts import ArtifactError
+from mogg.run.app import evaluate, train
+from mogg.run.prepare_stage import prepare_all
+from mogg.run.router_store import load_router_predictions
 
 
 def _overrides(tmp_path, mirage, extra=()):
@@ -116,7 +116,7 @@ def test_multi_corpus_merges_per_corpus_topk(tmp_path, mirage):
     from hydra.utils import instantiate
 
     from mogg.ladders.store import build_ladder
-    from mogg.prepare_stage import prepare_all
+    from mogg.run.prepare_stage import prepare_all
     from mogg.search import level_retrievers, search_levels
 
     ov = [f"paths.data_dir={mirage.parent}", f"paths.artifacts={tmp_path / 'a'}", "corpus=medcorp_local",

@@ -9,11 +9,11 @@ import torch
 from conftest import ROOT, compose
 from omegaconf import OmegaConf, open_dict
 
-from mogg.app import evaluate, train
+from mogg.core.text import split_sentences
 from mogg.ladders.base import Ladder, Units, partition_level
 from mogg.ladders.builder import LadderBuilder
 from mogg.routing.objectives import Objective
-from mogg.text import split_sentences
+from mogg.run.app import evaluate, train
 
 GENERIC = ROOT / "examples" / "generic"
 

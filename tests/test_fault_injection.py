@@ -89,9 +89,9 @@ def reference(tmp_path_factory):
 
 
 @pytest.mark.parametrize("script,kill", [
-    ("build.py", ("mogg.artifacts", "write_artifact", 2, "before")),    # the ladder saved, a retriever not
+    ("build.py", ("mogg.core.artifacts", "write_artifact", 2, "before")),    # the ladder saved, a retriever not
     # the second kill point per script runs with the slow suite: same code paths, ~20 s each
-    pytest.param("build.py", ("mogg.artifacts", "sha256_file", 3, "after"), marks=pytest.mark.slow),  # inside a manifest
+    pytest.param("build.py", ("mogg.core.artifacts", "sha256_file", 3, "after"), marks=pytest.mark.slow),  # inside a manifest
     ("train.py", ("mogg.routing.crossfit", "train_routers", 1, "after")),  # every fold trained (as one model), none saved
     pytest.param("train.py", ("mogg.routing.model", "write_artifact", 3, "before"), marks=pytest.mark.slow),  # folds.json not
 ])

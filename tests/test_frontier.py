@@ -5,9 +5,9 @@ import itertools
 import numpy as np
 import pytest
 
+from mogg.core.metrics import token_prf
+from mogg.core.text import tokenize
 from mogg.evaluation.prefix import prefix_table
-from mogg.metrics import token_prf
-from mogg.text import tokenize
 
 
 def _random_streams(rng, n_q=12, depth=4, vocab=30):
@@ -166,8 +166,8 @@ def _frontier_overrides(tmp_path, mirage, extra=()):
 def test_action_labels_equal_fixed_policy_f1(tmp_path, mirage):
     from conftest import compose
 
-    from mogg.frontier_stage import actions_of, frontier_settings
-    from mogg.prepare_stage import prepare_all
+    from mogg.run.frontier_stage import actions_of, frontier_settings
+    from mogg.run.prepare_stage import prepare_all
     from mogg.selection import cap_contexts, fixed_level_select
 
     cfg = compose(_frontier_overrides(tmp_path, mirage, ["max_context_tokens=300"]))
@@ -193,7 +193,7 @@ def test_frontier_train_then_evaluate(tmp_path, mirage):
 
     from conftest import compose
 
-    from mogg.app import evaluate, train
+    from mogg.run.app import evaluate, train
 
     cfg = compose(_frontier_overrides(tmp_path, mirage))
     out = train(cfg)
@@ -217,7 +217,7 @@ def test_frontier_train_then_evaluate(tmp_path, mirage):
 def test_truncate_tokens_is_an_exact_token_prefix():
     # before: cut at whitespace, so "IL-6/IL-10 x" capped at 2 read 0 tokens and an unbroken
     # piece longer than the cap was kept whole
-    from mogg.text import count_tokens, truncate_tokens
+    from mogg.core.text import count_tokens, truncate_tokens
 
     assert truncate_tokens("IL-6/IL-10 levels rose", 2) == "IL-6"
     assert count_tokens(truncate_tokens("a-b-c-d-e-f", 3)) == 3
@@ -229,9 +229,9 @@ def test_cross_ladder_router_chooses_the_ladder_too(tmp_path, mirage):
 
     from conftest import compose
 
-    from mogg.app import evaluate, train
-    from mogg.frontier_stage import CROSS, actions_of, cross_ladder_actions, frontier_settings
-    from mogg.prepare_stage import prepare_all
+    from mogg.run.app import evaluate, train
+    from mogg.run.frontier_stage import CROSS, actions_of, cross_ladder_actions, frontier_settings
+    from mogg.run.prepare_stage import prepare_all
 
     cfg = compose(_frontier_overrides(tmp_path, mirage, ["+ladder@ladders.mogg=mogg"]))
     out = train(cfg)

@@ -252,7 +252,7 @@ def test_graph_statistics(tmp_path):
 
 
 def test_evaluate_mog_vs_mogg(tmp_path, mirage):
-    from mogg.app import evaluate
+    from mogg.run.app import evaluate
 
     cfg = compose([
         "experiment=mog_vs_mogg",

@@ -11,6 +11,7 @@ import pytest
 import scipy.sparse as sp
 from fakes import SeededEncoder, sha256_seed
 
+from mogg.core.text import count_tokens
 from mogg.data.records import Document
 from mogg.ladders.base import Ladder, Level, Units, partition_level
 from mogg.ladders.raptor import RaptorLadderBuilder, add_documents
@@ -21,7 +22,6 @@ from mogg.ladders.summarizers import (
     SummaryCache,
 )
 from mogg.selection.tree import collapsed_tree_select, tree_traversal_select
-from mogg.text import count_tokens
 
 VOCAB = [f"w{i}" for i in range(60)]
 

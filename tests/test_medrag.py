@@ -203,7 +203,7 @@ def test_find_leaks_on_planted_leaks(tmp_path):
 
 
 def test_mirage_reader_refuses_the_gold_corpus_and_runs_with_medrag(tmp_path, mirage):
-    from mogg.prepare_stage import prepare_all
+    from mogg.run.prepare_stage import prepare_all
 
     base = [f"paths.data_dir={mirage.parent}", f"paths.artifacts={tmp_path / 'a'}", "experiment=mirage_reader",
             "questions.per_dataset=3", "reader=none", "labels=tfidf", "labels.target=qa"]

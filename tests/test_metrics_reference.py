@@ -8,8 +8,8 @@ import random
 import numpy as np
 from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 
-from mogg.metrics import hit_rate, tfidf_cosine, token_prf
-from mogg.text import tokenize
+from mogg.core.metrics import hit_rate, tfidf_cosine, token_prf
+from mogg.core.text import tokenize
 
 WORDS = "the a of patients Cancer dose IL-6 risk trial mortality and to in was were 95% CI".split()
 

@@ -17,7 +17,7 @@ import torch
 from conftest import ROOT
 from test_router_model import SETTINGS, TC, _spec, _toy
 
-from mogg.artifacts import ArtifactError
+from mogg.core.artifacts import ArtifactError
 from mogg.routing.crossfit import RouterTrainingError, train_router
 from mogg.routing.model import TrainedRouter
 from mogg.routing.router import RouterMLP
@@ -137,7 +137,7 @@ def test_reports_are_strict_json_and_follow_the_umask(tmp_path):
 def test_artifact_directories_follow_the_umask(tmp_path):
     import os
 
-    from mogg.artifacts import write_artifact
+    from mogg.core.artifacts import write_artifact
 
     old = os.umask(0o022)
     try:
@@ -173,7 +173,7 @@ def test_router_checkpoint_without_the_router_is_refused():
     (no transfer row, no warning)."""
     from conftest import compose
 
-    from mogg.runconfig import check_run_config
+    from mogg.core.runconfig import check_run_config
 
     cfg = compose(["experiment=pubmedqa", "router.checkpoint=checkpoints/pubmedqa", "use_router=false"])
     with pytest.raises(ValueError, match="would not be used"):

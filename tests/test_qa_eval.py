@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT, compose
 from test_readers import FakeOpenAI, _build_tiny, _Handler
 
-from mogg.app import evaluate
+from mogg.run.app import evaluate
 
 
 class SlowHandler(_Handler):
@@ -113,8 +113,8 @@ def test_reader_labels_tiny_model_mirage_reader(tmp_path, mirage):
     improved/degraded vs CoT) and its plot; a train killed mid-labelling resumes without re-asking."""
     from test_medrag import _textbooks
 
-    from mogg.app import train
     from mogg.data.prepare import main as prepare_main
+    from mogg.run.app import train
 
     model = _build_tiny(tmp_path / "tiny", chat_template=True)
     _textbooks(tmp_path / "tb")

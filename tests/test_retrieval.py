@@ -9,9 +9,9 @@ import pytest
 import torch
 from fakes import BagOfWordsEncoder, LookupEncoder
 
+from mogg.core.text import tokenize
 from mogg.encoders import HFEncoder, resolve_model_path
 from mogg.retrieval import BM25Retriever, DenseRetriever, Retriever, bm25_idf, l2_normalize, topk_rows
-from mogg.text import tokenize
 
 rank_bm25 = pytest.importorskip("rank_bm25")
 

@@ -19,8 +19,8 @@ import time
 import pytest
 from conftest import ROOT, compose
 
-from mogg.app import train
-from mogg.route import apply_overrides, decode_lines, read_questions
+from mogg.run.app import train
+from mogg.run.route import apply_overrides, decode_lines, read_questions
 
 GENERIC = ROOT / "examples" / "generic"
 
@@ -40,7 +40,7 @@ def router(tmp_path_factory):
 
 def _route(router_dir, artifacts, *args, stdin="Is aspirin an antiplatelet drug?\n", shell_closed=False, env=None):
     env = {**os.environ, "MOGG_DATA_DIR": "", **(env or {})}
-    cmd = [sys.executable, "-m", "mogg.route", "--checkpoint", str(router_dir), "--artifacts", str(artifacts), *args]
+    cmd = [sys.executable, "-m", "mogg.run.route", "--checkpoint", str(router_dir), "--artifacts", str(artifacts), *args]
     if shell_closed:  # a closed stdin, as `mogg-route ... <&-` gives
         return subprocess.run(" ".join(map(str, cmd)) + " <&-", shell=True, capture_output=True, text=True, timeout=300, env=env)
     return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=300, env=env)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from mogg.artifacts import ArtifactError, write_artifact
+from mogg.core.artifacts import ArtifactError, write_artifact
 from mogg.routing import objectives as obj
 from mogg.routing.crossfit import train_router
 from mogg.routing.model import RouterMismatch, TrainedRouter

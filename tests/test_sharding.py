@@ -65,7 +65,7 @@ def test_three_shards_through_submitit_local(tmp_path, mirage):
     assert key2 == key and lad2.units.text == ladder.units.text
     import json
 
-    from mogg.artifacts import artifact_dir
+    from mogg.core.artifacts import artifact_dir
     manifest = json.loads((artifact_dir(sharded, "ladder", key) / "manifest.json").read_text())
     assert len(manifest["inputs"]["shards"]) == 3  # the merged artifact, not a fresh single build
     got = search_levels(level_retrievers(lad2, instantiate(cfg.retriever), sharded, key2), questions, 3)
@@ -170,7 +170,7 @@ def test_mogg_two_stage_shards_through_build_py(tmp_path, mirage):
     merged, key = build_ladder(corpus, builder, root)  # loads the merged artifact
     import json
 
-    from mogg.artifacts import artifact_dir
+    from mogg.core.artifacts import artifact_dir
     manifest = json.loads((artifact_dir(root, "ladder", key) / "manifest.json").read_text())
     assert len(manifest["inputs"]["shards"]) == 3  # made by the kNN merge, not a fresh single build
     assert np.array_equal(merged.arrays["edges"], single.arrays["edges"])

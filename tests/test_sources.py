@@ -6,9 +6,9 @@ import pytest
 from conftest import compose
 from fakes import BagOfWordsEncoder
 
-from mogg.app import evaluate, train
 from mogg.routing.features import FeatureRecipe, candidate_similarity, score_features
 from mogg.routing.sources import Source, repeats, stack_sources
+from mogg.run.app import evaluate, train
 from mogg.search import Hits
 
 

@@ -11,7 +11,7 @@ from conftest import ROOT
 
 PROBE = """
 import json, sys
-from mogg.threads import configure_threads, default_threads, single_threaded
+from mogg.core.threads import configure_threads, default_threads, single_threaded
 n = configure_threads(int(sys.argv[1]) if sys.argv[1] != "none" else None)
 import numpy, numba, torch
 from threadpoolctl import threadpool_info
@@ -48,7 +48,7 @@ def test_default_is_the_slurm_share_else_the_cores():
 def test_single_threaded_restores_the_job_setting():
     import torch
 
-    from mogg.threads import single_threaded
+    from mogg.core.threads import single_threaded
 
     before = torch.get_num_threads()
     with single_threaded():
@@ -57,7 +57,7 @@ def test_single_threaded_restores_the_job_setting():
 
 
 def test_bad_thread_count_is_refused():
-    from mogg.threads import configure_threads
+    from mogg.core.threads import configure_threads
 
     with pytest.raises(ValueError, match="threads must be >= 1"):
         configure_threads(0)

@@ -11,9 +11,9 @@ import sys
 import pytest
 from conftest import compose
 
-from mogg.app import evaluate, train
-from mogg.artifacts import ArtifactError
+from mogg.core.artifacts import ArtifactError
 from mogg.routing.model import RouterMismatch
+from mogg.run.app import evaluate, train
 
 
 def _ov(tmp_path, mirage, *extra):
@@ -87,7 +87,7 @@ def test_mogg_route_cli_routes_new_questions(trained_a, mirage, tmp_path):
     qfile.write_text(json.dumps({"id": "n1", "question": "Which nerve supplies the deltoid muscle?"}) + "\n"
                      + "Does smoking increase the risk of bladder cancer?\n")
     router_dir = tmp / "ckpt" / "a" / "mog" / "final"
-    cmd = [sys.executable, "-m", "mogg.route", "--checkpoint", str(router_dir), "--questions", str(qfile),
+    cmd = [sys.executable, "-m", "mogg.run.route", "--checkpoint", str(router_dir), "--questions", str(qfile),
            "--artifacts", str(tmp / "artifacts")]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -100,6 +100,6 @@ def test_mogg_route_cli_routes_new_questions(trained_a, mirage, tmp_path):
     out = subprocess.run(cmd[:5] + ["--artifacts", str(tmp / "artifacts")], input="Is aspirin useful in preeclampsia?\n",
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and len(out.stdout.splitlines()) == 1
-    bad = subprocess.run([sys.executable, "-m", "mogg.route", "--checkpoint", str(tmp)], input="q?\n",
+    bad = subprocess.run([sys.executable, "-m", "mogg.run.route", "--checkpoint", str(tmp)], input="q?\n",
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "not a router directory" in bad.stderr

@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 from conftest import ROOT, compose
 
-from mogg.app import evaluate, train
-from mogg.artifacts import _HOST, ArtifactError, clean_stale_temps, write_artifact
+from mogg.core.artifacts import _HOST, ArtifactError, clean_stale_temps, write_artifact
+from mogg.core.runconfig import REDACTED, redact, scrub_argv
+from mogg.core.text import split_sentences
 from mogg.data.corpus import MedRAGJsonl, PlainText
 from mogg.data.errors import DataError
 from mogg.data.files import iter_jsonl, load_json
@@ -26,9 +27,8 @@ from mogg.routing import crossfit as cf
 from mogg.routing.crossfit import crossfit, predict_crossfit
 from mogg.routing.settings import RouterSettings
 from mogg.routing.training import TrainerConfig
-from mogg.runconfig import REDACTED, redact, scrub_argv
+from mogg.run.app import evaluate, train
 from mogg.selection import cap_contexts
-from mogg.text import split_sentences
 
 # ------------------------------------------------------------------------------------------------
 # 1. an interrupted retrain never combines with an older run

@@ -3,7 +3,7 @@
 Layers, bottom to top. A module imports only from its own layer or the layers below it
 (``tests/test_layers.py`` enforces this, lazy imports included, and that there are no cycles):
 
- 1. helpers     artifacts, text, segments, metrics, vectors, runconfig, threads: pure functions and files
+ 1. core        core/: artifacts, text, segments, metrics, vectors, runconfig, threads: the ground floor
  2. data        data: corpora and question sets, validation, download
  3. models      encoders, readers: text encoders and LLM clients (one OpenAI-compatible client)
  4. index       retrieval: BM25, sharded BM25, dense; texts and vectors in, top-k out (no ladders)
@@ -13,8 +13,12 @@ Layers, bottom to top. A module imports only from its own layer or the layers be
  8. routing     routing: features, soft labels, objectives, the router model and its training
  9. prepared    prepared: what train and evaluate share for one ladder and question set
 10. evaluation  evaluation: policies scored, reports, reader accuracy, sweep collection
-11. pipeline    pipeline, sharding: the shared stages and the map/reduce builds
-12. app         app, route, stages (prepare, frontier, transfer), router_store: what the entry points and mogg-route run
+11. pipeline    run/pipeline, sharding: the shared stages and the map/reduce builds
+12. app         run/: app, route, stages (prepare, frontier, transfer), router_store: what the entry
+                points and mogg-route run
+
+Folders show the layers: ``core/`` is layer 1, ``run/`` holds layers 11-12 (what runs), and every
+other package is one layer.
 
 A method (MoG, MoGG, RAPTOR, ...) is a ladder builder plus its config file; what only it needs
 (extra policies, report sections, staged sharding) hangs off the builder as hooks, so nothing
@@ -22,7 +26,7 @@ above the ladders layer names a method.
 """
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("helpers", ("mogg.artifacts", "mogg.text", "mogg.segments", "mogg.metrics", "mogg.vectors", "mogg.runconfig", "mogg.threads")),
+    ("core", ("mogg.core",)),
     ("data", ("mogg.data",)),
     ("models", ("mogg.encoders", "mogg.readers")),
     ("index", ("mogg.retrieval",)),
@@ -32,7 +36,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("routing", ("mogg.routing",)),
     ("prepared", ("mogg.prepared",)),
     ("evaluation", ("mogg.evaluation",)),
-    ("pipeline", ("mogg.pipeline", "mogg.sharding")),
-    ("app", ("mogg.app", "mogg.route", "mogg.prepare_stage", "mogg.frontier_stage", "mogg.router_store",
-             "mogg.transfer_stage")),
+    ("pipeline", ("mogg.run.pipeline", "mogg.sharding")),
+    ("app", ("mogg.run",)),  # the rest of run/ (matched after the pipeline layer's mogg.run.pipeline)
 )

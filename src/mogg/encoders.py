@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mogg.artifacts import cached, config_hash
+from mogg.core.artifacts import cached, config_hash
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """What ``train.py`` and ``evaluate.py`` share for one ladder over one question set.
 
-:func:`mogg.pipeline.prepare` makes a :class:`Prepared`; routing fits on it, evaluation scores
+:func:`mogg.run.pipeline.prepare` makes a :class:`Prepared`; routing fits on it, evaluation scores
 policies on it. It sits above routing (it holds a feature recipe) and below evaluation.
 """
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mogg.artifacts import MANIFEST, artifact_dir, read_manifest, write_artifact
+from mogg.core.artifacts import MANIFEST, artifact_dir, read_manifest, write_artifact
 from mogg.ladders.base import Ladder
 from mogg.ladders.concat import concat_ladders
 from mogg.ladders.store import build_ladder

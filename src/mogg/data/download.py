@@ -13,7 +13,7 @@ from pathlib import Path
 import requests
 from tqdm import tqdm
 
-from mogg.artifacts import sha256_file
+from mogg.core.artifacts import sha256_file
 from mogg.data.errors import DataError
 
 logger = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from mogg.artifacts import sha256_file
+from mogg.core.artifacts import sha256_file
 from mogg.data.errors import DataError
 
 

@@ -21,9 +21,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mogg.artifacts import sha256_file
+from mogg.core.artifacts import sha256_file
+from mogg.core.text import tokenize
 from mogg.data.records import QAItem
-from mogg.text import tokenize
 
 SHINGLE = 12  # words per n-gram: long enough that boilerplate rarely matches
 MIN_SHARE = 0.5  # share of an evidence passage's n-grams one document must hold

@@ -23,7 +23,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from mogg.artifacts import atomic_path, sha256_file
+from mogg.core.artifacts import atomic_path, sha256_file
 from mogg.data.errors import DataError
 
 log = logging.getLogger(__name__)

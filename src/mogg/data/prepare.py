@@ -27,7 +27,7 @@ from pathlib import Path
 
 import requests
 
-from mogg.artifacts import sha256_file
+from mogg.core.artifacts import sha256_file
 from mogg.data.download import DownloadError, RemoteFile, download
 from mogg.data.errors import DataError
 

@@ -350,7 +350,7 @@ class MedMCQAExplained(_QASet):
                 "min_evidence_tokens": self.min_evidence_tokens, "limit": self.limit}
 
     def load(self) -> list[QAItem]:
-        from mogg.text import count_tokens
+        from mogg.core.text import count_tokens
 
         explanation: dict[str, str] = {}
         for lineno, obj in iter_jsonl(self.raw_path):

@@ -8,7 +8,7 @@ The evidence rule (stated once, used by :class:`SquadQA` and tested on hand-made
    nearest to ``answer_start`` (COVID-QA's offsets are often one character early, before a
    leading space); otherwise at the nearest case-insensitive occurrence. An answer found
    nowhere in its paper drops the question (counted and logged), never a guessed span.
-2. The paper is split into sentences by :func:`mogg.text.split_sentences`, the splitter every
+2. The paper is split into sentences by :func:`mogg.core.text.split_sentences`, the splitter every
    sentence ladder uses, so the evidence is made of the same units the ladders index.
 3. Gold evidence = every sentence that overlaps the located answer span, in paper order; the
    gold document = the paper. The answer text itself is never the evidence: a short span
@@ -27,12 +27,12 @@ from pathlib import Path
 
 import numpy as np
 
+from mogg.core.text import split_sentences
 from mogg.data.corpus import Located, _Source
 from mogg.data.errors import DataError
 from mogg.data.files import load_json
 from mogg.data.qa import _check_limit, _QASet
 from mogg.data.records import Document, QAItem
-from mogg.text import split_sentences
 
 logger = logging.getLogger(__name__)
 

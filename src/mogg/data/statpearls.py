@@ -17,7 +17,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from mogg.artifacts import atomic_path
+from mogg.core.artifacts import atomic_path
 from mogg.data.errors import DataError
 
 log = logging.getLogger(__name__)

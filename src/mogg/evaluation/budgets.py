@@ -13,13 +13,13 @@ from pathlib import Path
 
 import numpy as np
 
-from mogg.artifacts import atomic_path
+from mogg.core.artifacts import atomic_path
+from mogg.core.metrics import aggregate, token_prf
+from mogg.core.text import count_tokens
 from mogg.evaluation import names as N
 from mogg.evaluation.policies import PolicyResult
-from mogg.metrics import aggregate, token_prf
 from mogg.prepared import Prepared
 from mogg.selection import cap_contexts
-from mogg.text import count_tokens
 
 SKIP = (N.LABELS, N.RANDOM)  # label quality and chance: not methods to compare at a budget
 

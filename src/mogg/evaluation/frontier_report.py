@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mogg.artifacts import atomic_path
+from mogg.core.artifacts import atomic_path
+from mogg.core.metrics import aggregate
 from mogg.evaluation.frontier import (
     Family,
     area_share,
@@ -27,7 +28,6 @@ from mogg.evaluation.frontier import (
     pareto,
     tokens_to_reach,
 )
-from mogg.metrics import aggregate
 from mogg.routing.actions import decide
 
 GRID = 16.0 * np.sqrt(2.0) ** np.arange(13)  # 16 .. 1024 tokens, every half power of two

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mogg.core.metrics import aggregate, gold_hit, tfidf_cosine, token_prf
+from mogg.core.text import count_tokens
 from mogg.evaluation import names as N
-from mogg.metrics import aggregate, gold_hit, tfidf_cosine, token_prf
 from mogg.prepared import Prepared
 from mogg.selection import (
     Selection,
@@ -26,7 +27,6 @@ from mogg.selection import (
     random_level_select,
     topk_all_select,
 )
-from mogg.text import count_tokens
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 A policy family with an amount knob (a fixed level at k = 1..K, with a token cap; top-k over
 all levels; the collapsed tree at a budget) reads a *prefix* of one ranked stream of snippets
 per question: k snippets, or the first ``cap`` tokens of them. Scoring each (k, cap) with
-:func:`mogg.metrics.token_prf` would re-tokenize the same text K x C times; here every stream is
+:func:`mogg.core.metrics.token_prf` would re-tokenize the same text K x C times; here every stream is
 tokenized once and the multiset overlap with the evidence is accumulated along it:
 
     the i-th occurrence of token w in the stream overlaps the evidence iff i <= count_evidence(w)
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mogg.segments import segment_rank
-from mogg.text import tokenize
+from mogg.core.segments import segment_rank
+from mogg.core.text import tokenize
 
 
 @dataclass

@@ -104,7 +104,7 @@ def plot_accuracy(tables: dict[str, dict], path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from mogg.artifacts import atomic_path
+    from mogg.core.artifacts import atomic_path
 
     sets = list(dict.fromkeys(d for t in tables.values() for d in t["datasets"]))
     cols = [*sets, "average"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mogg.artifacts import atomic_path, strict_json
+from mogg.core.artifacts import atomic_path, strict_json
 from mogg.evaluation import names as N
 
 log = logging.getLogger(__name__)

@@ -23,6 +23,8 @@ from collections.abc import Sequence
 import numpy as np
 import scipy.sparse as sp
 
+from mogg.core.segments import segment_cumsum
+from mogg.core.text import count_tokens
 from mogg.data.records import Document
 from mogg.ladders.base import Ladder, Level, Units
 from mogg.ladders.builder import LadderBuilder
@@ -30,8 +32,6 @@ from mogg.ladders.knn import bm25_knn, dense_knn, knn_recall
 from mogg.ladders.mog import MoGLadderBuilder
 from mogg.retrieval.bm25 import BM25Retriever
 from mogg.retrieval.dense import DenseRetriever
-from mogg.segments import segment_cumsum
-from mogg.text import count_tokens
 
 log = logging.getLogger(__name__)
 

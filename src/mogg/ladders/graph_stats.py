@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mogg.artifacts import atomic_path
+from mogg.core.artifacts import atomic_path
 from mogg.ladders.base import Ladder
 
 log = logging.getLogger(__name__)

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 import numpy as np
 import scipy.sparse as sp
 
+from mogg.core.segments import segment_cumsum, segment_rank
 from mogg.retrieval.bm25 import BM25Retriever
 from mogg.retrieval.dense import DenseRetriever
-from mogg.segments import segment_cumsum, segment_rank
 
 log = logging.getLogger(__name__)
 

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
+from mogg.core.text import log_cuts, pack_by_tokens, split_sentences
 from mogg.data.records import Document
 from mogg.ladders.base import Ladder, Units, partition_level
 from mogg.ladders.builder import LadderBuilder
-from mogg.text import log_cuts, pack_by_tokens, split_sentences
 
 log = logging.getLogger(__name__)
 

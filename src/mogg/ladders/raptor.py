@@ -28,13 +28,13 @@ import numpy as np
 import scipy.sparse as sp
 from tqdm.auto import tqdm
 
+from mogg.core.text import count_tokens, log_cuts, split_sentences
+from mogg.core.vectors import l2_normalize
 from mogg.data.records import Document
 from mogg.ladders.base import Ladder, Level, Units, partition_level
 from mogg.ladders.builder import LadderBuilder
 from mogg.ladders.mog import pack_sentences
 from mogg.ladders.raptor_cluster import UMAP_EPOCH_BUDGET, cluster_nodes
-from mogg.text import count_tokens, log_cuts, split_sentences
-from mogg.vectors import l2_normalize
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import warnings
 
 import numpy as np
 
-from mogg.vectors import l2_normalize
+from mogg.core.vectors import l2_normalize
 
 log = logging.getLogger(__name__)
 

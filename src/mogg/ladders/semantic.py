@@ -17,9 +17,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from mogg.core.text import count_tokens, log_cuts, split_sentences
+from mogg.core.vectors import l2_normalize
 from mogg.data.records import Document
-from mogg.text import count_tokens, log_cuts, split_sentences
-from mogg.vectors import l2_normalize
 
 log = logging.getLogger(__name__)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mogg.artifacts import cached
+from mogg.core.artifacts import cached
+from mogg.core.text import TEXT_VERSION
 from mogg.ladders.base import Ladder
-from mogg.text import TEXT_VERSION
 
 
 def ladder_key(corpus, builder) -> dict:

@@ -18,8 +18,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from mogg.text import count_tokens, split_sentences
-from mogg.vectors import l2_normalize
+from mogg.core.text import count_tokens, split_sentences
+from mogg.core.vectors import l2_normalize
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ Only the messages are built here; retrieval (question only, never the options) h
 
 from __future__ import annotations
 
-from mogg.artifacts import config_hash
+from mogg.core.artifacts import config_hash
 from mogg.data.records import QAItem
 
 PROMPT_VERSION = 1  # bump when the wording changes, so cached answers are not reused

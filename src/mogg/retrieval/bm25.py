@@ -19,8 +19,8 @@ from typing import Any, Self
 import numpy as np
 import scipy.sparse as sp
 
+from mogg.core.text import tokenize
 from mogg.retrieval.base import check_runtime_kwargs, check_saved_config, empty_topk, topk_rows, trivial_topk
-from mogg.text import tokenize
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class BM25Retriever:
         return {"k1": self.k1, "b": self.b, "epsilon": self.epsilon, "stopwords": self.stopwords}
 
     def fit(self, texts: Sequence[str]) -> Self:
-        """Tokenize ``texts`` with :func:`mogg.text.tokenize` and build ``W``."""
+        """Tokenize ``texts`` with :func:`mogg.core.text.tokenize` and build ``W``."""
         return self.fit_counts(*self.count_terms(texts))
 
     def count_terms(self, texts: Sequence[str]) -> tuple[list[str], sp.csr_matrix, np.ndarray]:

@@ -23,6 +23,7 @@ from typing import Any, Protocol, Self
 
 import numpy as np
 
+from mogg.core.vectors import l2_normalize
 from mogg.retrieval.base import (
     check_runtime_kwargs,
     check_saved_config,
@@ -31,7 +32,6 @@ from mogg.retrieval.base import (
     topk_rows,
     trivial_topk,
 )
-from mogg.vectors import l2_normalize
 
 logger = logging.getLogger(__name__)
 

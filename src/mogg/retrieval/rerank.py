@@ -90,12 +90,12 @@ class BiEncoderScorer:
 
     def prepare(self, texts: Sequence[str]) -> None:
         """Embed all the level's texts once (the encoder's cache shares them with a dense index)."""
-        from mogg.vectors import l2_normalize
+        from mogg.core.vectors import l2_normalize
 
         self._emb = l2_normalize(self.encoder.encode(list(texts)))
 
     def score(self, queries: Sequence[str], texts: Sequence[str], ids: np.ndarray | None = None) -> np.ndarray:
-        from mogg.vectors import l2_normalize
+        from mogg.core.vectors import l2_normalize
 
         uq, qi = np.unique(np.asarray(queries, dtype=object), return_inverse=True)
         q = l2_normalize(self.encoder.encode(list(uq)))

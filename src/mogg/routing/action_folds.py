@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mogg.artifacts import ArtifactError, atomic_path, config_hash, strict_json
+from mogg.core.artifacts import ArtifactError, atomic_path, config_hash, strict_json
 from mogg.routing.actions import ActionRouter, ActionSpace, fit_action_router
 from mogg.routing.crossfit import RouterTrainingError, _digest, make_folds, split_train_val
 

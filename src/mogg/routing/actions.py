@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from mogg.artifacts import atomic_path, strict_json
+from mogg.core.artifacts import atomic_path, strict_json
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mogg.artifacts import ArtifactError, atomic_path, config_hash, strict_json
+from mogg.core.artifacts import ArtifactError, atomic_path, config_hash, strict_json
 from mogg.routing import objectives
 from mogg.routing.model import Routing, TrainedRouter, question_hash
 from mogg.routing.settings import RouterSettings

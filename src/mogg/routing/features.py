@@ -107,7 +107,7 @@ def _top1_texts(hits: Hits, ladder: Ladder) -> list[list[str]]:
 
 
 def length_features(hits: Hits, ladder: Ladder) -> np.ndarray:
-    from mogg.text import count_tokens
+    from mogg.core.text import count_tokens
 
     # token counts per chunk are memoised on the ladder: a level is counted once, not per query
     cols = []
@@ -133,7 +133,7 @@ def gap_features(hits: Hits) -> np.ndarray:
 def overlap_features(hits: Hits, ladder: Ladder, questions: Sequence[str]) -> np.ndarray:
     from sklearn.feature_extraction.text import CountVectorizer
 
-    from mogg.text import tokenize
+    from mogg.core.text import tokenize
 
     top1 = _top1_texts(hits, ladder)
     vec = CountVectorizer(tokenizer=lambda t: tokenize(t, stopwords=True), lowercase=False, token_pattern=None, binary=True)
@@ -167,7 +167,7 @@ def candidate_similarity(hits: Hits, ladder: Ladder, query_emb: np.ndarray, enco
 
 
 def qlen_features(questions: Sequence[str]) -> np.ndarray:
-    from mogg.text import count_tokens
+    from mogg.core.text import count_tokens
 
     return np.log1p(np.array([count_tokens(q) for q in questions], dtype=np.float64))[:, None]
 

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from mogg.core.metrics import hit_rate, tfidf_cosine
 from mogg.data.records import QAItem
-from mogg.metrics import hit_rate, tfidf_cosine
 
 log = logging.getLogger(__name__)
 

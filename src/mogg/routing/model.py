@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from mogg.artifacts import ArtifactError, artifact_lock, diff_fields, read_manifest, write_artifact
+from mogg.core.artifacts import ArtifactError, artifact_lock, diff_fields, read_manifest, write_artifact
 from mogg.routing import objectives as obj
 from mogg.routing.features import FeatureRecipe
 from mogg.routing.router import RouterMLP

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from mogg.core.threads import single_threaded
 from mogg.routing.router import RouterMLP
-from mogg.threads import single_threaded
 
 log = logging.getLogger(__name__)
 

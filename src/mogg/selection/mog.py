@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mogg.core.segments import segment_rank
+from mogg.core.text import count_tokens, truncate_tokens
 from mogg.ladders.base import Ladder
 from mogg.search import Hits
-from mogg.segments import segment_rank
-from mogg.text import count_tokens, truncate_tokens
 
 
 @dataclass

@@ -21,12 +21,12 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from mogg.core.segments import segment_rank
+from mogg.core.vectors import l2_normalize
 from mogg.ladders.base import Ladder
 from mogg.retrieval.base import topk_rows
-from mogg.segments import segment_rank
 from mogg.selection.mog import Selection
 from mogg.selection.policy import PolicyInputs
-from mogg.vectors import l2_normalize
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ def _layer_tokens(ladder: Ladder, layer: int) -> np.ndarray:
     key = f"tokens_layer{layer}"
     if key in ladder.arrays:
         return np.asarray(ladder.arrays[key], dtype=np.int64)
-    from mogg.text import (
+    from mogg.core.text import (
         count_tokens,  # trees saved without token counts: count once, memoised
     )
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mogg.artifacts import artifact_dir, write_artifact
+from mogg.core.artifacts import artifact_dir, write_artifact
 from mogg.ladders.base import Ladder, Units, partition_level
 from mogg.sharding.ladders import build_once, check_unique_ids, concat_ladders, shard_dirs, shard_documents
 

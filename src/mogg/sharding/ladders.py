@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from mogg.artifacts import MANIFEST, artifact_dir, read_manifest, write_artifact
+from mogg.core.artifacts import MANIFEST, artifact_dir, read_manifest, write_artifact
 from mogg.ladders.base import Ladder
 from mogg.ladders.concat import concat_ladders
 from mogg.search import retriever_key

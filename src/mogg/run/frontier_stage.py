@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig
 
-from mogg.artifacts import atomic_path, strict_json
+from mogg.core.artifacts import atomic_path, strict_json
 from mogg.evaluation import names as N
 from mogg.evaluation.families import action_table, stream_family
 from mogg.evaluation.frontier import Family, merge_families

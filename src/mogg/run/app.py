@@ -1,8 +1,8 @@
 """What ``build.py``, ``train.py`` and ``evaluate.py`` do, as plain functions that tests call too.
 
 The entry points only compose the Hydra config; this module composes the stages: the shared
-preparation (:mod:`mogg.prepare_stage`), the cross-fit, the final and transfer routers
-(:mod:`mogg.transfer_stage`), the frontier (:mod:`mogg.frontier_stage`) and the report.
+preparation (:mod:`mogg.run.prepare_stage`), the cross-fit, the final and transfer routers
+(:mod:`mogg.run.transfer_stage`), the frontier (:mod:`mogg.run.frontier_stage`) and the report.
 """
 
 from __future__ import annotations
@@ -15,14 +15,16 @@ import numpy as np
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from mogg.artifacts import staged_dir
+from mogg.core.artifacts import staged_dir
+from mogg.core.runconfig import check_run_config, container
 from mogg.evaluation import names as N
 from mogg.evaluation.budgets import budget_overview, budget_section, budget_table, plot_budgets
 from mogg.evaluation.policies import run_policies, summarize
 from mogg.evaluation.qa_accuracy import accuracy_section, plot_accuracy, read_policies, resolve_policies, versus_cot
 from mogg.evaluation.report import log_summaries, write_report
 from mogg.evaluation.sections import question_records, transfer_section, verdict
-from mogg.frontier_stage import (
+from mogg.routing.crossfit import crossfit
+from mogg.run.frontier_stage import (
     CROSS,
     evaluate_frontier,
     frontier_settings,
@@ -30,12 +32,17 @@ from mogg.frontier_stage import (
     train_actions,
     train_cross_ladder,
 )
-from mogg.prepare_stage import ladder_policies, ladder_reports, make_reader, prepare_all
-from mogg.router_store import checkpoint_dir, retriever_node, router_settings, router_spec, router_weights, source_nodes
-from mogg.routing.crossfit import crossfit
-from mogg.runconfig import check_run_config, container
+from mogg.run.prepare_stage import ladder_policies, ladder_reports, make_reader, prepare_all
+from mogg.run.router_store import (
+    checkpoint_dir,
+    retriever_node,
+    router_settings,
+    router_spec,
+    router_weights,
+    source_nodes,
+)
+from mogg.run.transfer_stage import train_final
 from mogg.search import LadderIndex
-from mogg.transfer_stage import train_final
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +72,7 @@ def train(cfg: DictConfig) -> dict:
     (``fold<k>/`` + ``folds.json``) and/or one final router (``final/``), per ``router.fit``.
 
     With ``train_questions`` (or ``train_sources``) set, the final router is trained on that question
-    set (those sets) instead: the transfer protocol, :mod:`mogg.transfer_stage`.
+    set (those sets) instead: the transfer protocol, :mod:`mogg.run.transfer_stage`.
     """
     check_run_config(cfg, "train")
     settings = router_settings(cfg)

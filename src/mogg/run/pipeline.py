@@ -14,17 +14,17 @@ from pathlib import Path
 
 import numpy as np
 
-from mogg.artifacts import cached, config_hash
+from mogg.core.artifacts import cached, config_hash
+from mogg.core.metrics import token_prf
+from mogg.core.text import TEXT_VERSION
 from mogg.data.leakage import LeakReport, find_leaks, guard
 from mogg.data.records import QAItem
 from mogg.ladders.base import Ladder
-from mogg.metrics import token_prf
 from mogg.prepared import Prepared
 from mogg.routing.features import FeatureRecipe, compute_features
 from mogg.routing.labels import METRIC_SOURCES, SoftLabeler
 from mogg.search import LadderIndex
 from mogg.selection import cap_contexts, fixed_level_select
-from mogg.text import TEXT_VERSION
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 ``evaluate`` (and the frontier and transfer stages) share.
 
 Components are instantiated from their own config nodes (``_target_``) and passed explicitly to
-:func:`mogg.pipeline.prepare`; a ladder's own policies and report sections come from its
+:func:`mogg.run.pipeline.prepare`; a ladder's own policies and report sections come from its
 builder's hooks.
 """
 
@@ -14,10 +14,10 @@ from pathlib import Path
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from mogg.pipeline import prepare
 from mogg.prepared import Prepared
-from mogg.router_store import portable_config, retriever_node, router_settings
 from mogg.routing.features import NEEDS_ENCODER
+from mogg.run.pipeline import prepare
+from mogg.run.router_store import portable_config, retriever_node, router_settings
 from mogg.selection.policy import PolicyInputs, SelectionPolicy
 
 log = logging.getLogger(__name__)

@@ -16,14 +16,14 @@ import numpy as np
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from mogg.artifacts import ArtifactError
+from mogg.core.artifacts import ArtifactError
+from mogg.core.runconfig import redact
 from mogg.evaluation import names as N
 from mogg.prepared import Prepared
 from mogg.routing.crossfit import predict_crossfit
 from mogg.routing.features import compute_features
 from mogg.routing.model import Routing, TrainedRouter
 from mogg.routing.settings import RouterSettings
-from mogg.runconfig import redact
 from mogg.selection import one_hot
 
 log = logging.getLogger(__name__)
@@ -146,7 +146,7 @@ def resolve_router_dir(path: str | Path, ladder: str) -> Path:
 def applied_routers(cfg: DictConfig, settings: RouterSettings, name: str, prep: Prepared) -> dict[str, TrainedRouter]:
     """Policy name -> router trained elsewhere that this evaluation applies: ``router.checkpoint``,
     or this run's final router(s) when trained on ``train_questions``/``train_sources``
-    (:func:`mogg.transfer_stage.applied_dirs`)."""
+    (:func:`mogg.run.transfer_stage.applied_dirs`)."""
     dirs = {N.TRANSFER: resolve_router_dir(settings.checkpoint, name)} if settings.checkpoint else \
         applied_dirs(cfg, settings, name)
     return {pol: load_applied(d, settings, prep) for pol, d in dirs.items()}

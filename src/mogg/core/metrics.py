@@ -12,7 +12,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from mogg.text import tokenize
+from mogg.core.text import tokenize
 
 
 class _TokenIds:
@@ -70,7 +70,7 @@ def token_prf(predictions: Sequence[str], references: Sequence[str], stopwords: 
     """Token-level precision, recall and F1 of each prediction against its reference.
 
     A prediction is a string or a sequence of strings read as joined by spaces (a context's
-    chunks). Tokens are :func:`mogg.text.tokenize` tokens counted as multisets (SQuAD-style). An empty
+    chunks). Tokens are :func:`mogg.core.text.tokenize` tokens counted as multisets (SQuAD-style). An empty
     reference gives NaN (the question has no gold evidence), an empty prediction 0.
     """
     if len(predictions) != len(references):

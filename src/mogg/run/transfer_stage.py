@@ -18,10 +18,10 @@ import logging
 from omegaconf import DictConfig
 
 from mogg.prepared import Prepared
-from mogg.router_store import FINAL, checkpoint_dir, router_spec, source_dir, source_nodes
 from mogg.routing.crossfit import fit_all
 from mogg.routing.settings import RouterSettings
 from mogg.routing.sources import Source, fit_sources
+from mogg.run.router_store import FINAL, checkpoint_dir, router_spec, source_dir, source_nodes
 
 log = logging.getLogger(__name__)
 

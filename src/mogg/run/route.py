@@ -10,7 +10,7 @@ overrides a component's config, e.g. the corpus path on another machine.
 
 Python::
 
-    from mogg.route import RoutingSession
+    from mogg.run.route import RoutingSession
     session = RoutingSession.from_checkpoint("checkpoints/pubmedqa/mog/final")
     for r in session.route(["Is X associated with Y?"]):
         print(r["level_name"], r["weights"], r["context"])
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mogg.artifacts import ArtifactError, atomic_path, strict_json
+from mogg.core.artifacts import ArtifactError, atomic_path, strict_json
 from mogg.data.errors import DataError
 from mogg.routing.features import compute_features
 from mogg.routing.model import TrainedRouter, question_hash
@@ -83,7 +83,7 @@ class RoutingSession:
         if any(not q.strip() for q in questions):
             raise ValueError("empty question text")
         ids = list(ids) if ids is not None else [str(i) for i in range(len(questions))]
-        from mogg.text import count_tokens
+        from mogg.core.text import count_tokens
 
         empty = [i for i, q in enumerate(questions) if count_tokens(q) == 0]
         if empty:
