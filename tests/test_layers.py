@@ -5,7 +5,10 @@ upward import so it cannot pass by accident."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 
+import pytest
 from conftest import ROOT
 
 import mogg
@@ -172,6 +175,25 @@ def test_every_package_exports_what_it_holds():
         assert getattr(mod, "__all__", None), f"mogg.{p.name} exports nothing"
         for name in mod.__all__:
             assert getattr(mod, name) is not None
+
+
+
+def test_lazy_packages_load_nothing_until_a_name_is_used():
+    """A lazy package imports none of its modules (nor torch) until one of its names is read."""
+    code = ("import sys, mogg.routing as r; before = sorted(m for m in sys.modules if m.startswith('mogg.routing.'));"
+            "assert 'torch' not in sys.modules; assert 'fit_routers' in dir(r);"
+            "f = r.fit_routers; assert 'mogg.routing.training' in sys.modules;"
+            "print(before, f.__module__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["[]", "mogg.routing.training"]
+    import mogg.run
+
+    with pytest.raises(AttributeError, match="mogg.run.*no_such_name"):
+        mogg.run.no_such_name  # noqa: B018
+    from mogg.core import lazy_exports
+
+    with pytest.raises(ValueError, match="exported twice"):
+        lazy_exports("mogg.run", {"app": ("train",), "pipeline": ("train",)})
 
 
 def test_long_modules_say_why():

@@ -3,45 +3,22 @@
 ``artifacts`` (atomic artifact directories, manifests, hashes, locks, build-or-load), ``text``
 (tokens, sentences), ``segments`` (segment sums and ranks), ``metrics`` (token F1, TF-IDF,
 aggregates), ``vectors`` (normalisation), ``runconfig`` (run-config checks, secrets out of argv),
-``threads`` (one thread knob for torch, numba, faiss and BLAS).
+``threads`` (one thread knob for torch, numba, faiss and BLAS), ``exports`` (lazy package exports).
 
 Names are imported lazily (``__getattr__``), so importing this package loads none of its modules.
 """
 
 from __future__ import annotations
 
-import importlib
+from mogg.core.exports import lazy_exports
 
-_EXPORTS = {
-    "ArtifactError": "artifacts",
-    "cached": "artifacts",
-    "config_hash": "artifacts",
-    "atomic_path": "artifacts",
-    "write_artifact": "artifacts",
-    "read_manifest": "artifacts",
-    "sha256_file": "artifacts",
-    "strict_json": "artifacts",
-    "tokenize": "text",
-    "count_tokens": "text",
-    "split_sentences": "text",
-    "TEXT_VERSION": "text",
-    "token_prf": "metrics",
-    "tfidf_cosine": "metrics",
-    "aggregate": "metrics",
-    "l2_normalize": "vectors",
-    "check_run_config": "runconfig",
-    "configure_threads": "threads",
-    "single_threaded": "threads",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + __all__)
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "artifacts": ("ArtifactError", "cached", "config_hash", "atomic_path", "write_artifact", "read_manifest",
+                   "sha256_file", "strict_json"),
+    "text": ("tokenize", "count_tokens", "split_sentences", "TEXT_VERSION"),
+    "metrics": ("token_prf", "tfidf_cosine", "aggregate"),
+    "vectors": ("l2_normalize",),
+    "exports": ("lazy_exports",),
+    "runconfig": ("check_run_config",),
+    "threads": ("configure_threads", "single_threaded"),
+})

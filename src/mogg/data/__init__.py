@@ -10,35 +10,14 @@ Names are imported lazily (``__getattr__``), so importing this package loads non
 
 from __future__ import annotations
 
-import importlib
+from mogg.core.exports import lazy_exports
 
-_EXPORTS = {
-    "QAItem": "records",
-    "Document": "records",
-    "DataError": "errors",
-    "MirageBenchmark": "qa",
-    "PubMedQAStar": "qa",
-    "MedMCQAExplained": "qa",
-    "GenericQA": "qa",
-    "SquadQA": "squad",
-    "SquadPapers": "squad",
-    "MedRAGJsonl": "corpus",
-    "LeakReport": "leakage",
-    "LeakageError": "leakage",
-    "find_leaks": "leakage",
-    "guard": "leakage",
-    "download": "download",
-    "RemoteFile": "download",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + __all__)
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "records": ("QAItem", "Document"),
+    "errors": ("DataError",),
+    "qa": ("MirageBenchmark", "PubMedQAStar", "MedMCQAExplained", "GenericQA"),
+    "squad": ("SquadQA", "SquadPapers"),
+    "corpus": ("MedRAGJsonl",),
+    "leakage": ("LeakReport", "LeakageError", "find_leaks", "guard"),
+    "download": ("download", "RemoteFile"),
+})

@@ -11,36 +11,15 @@ Names are imported lazily (``__getattr__``), so importing this package loads non
 
 from __future__ import annotations
 
-import importlib
+from mogg.core.exports import lazy_exports
 
-_EXPORTS = {
-    "PolicyResult": "policies",
-    "run_policies": "policies",
-    "score_selection": "policies",
-    "summarize": "policies",
-    "write_report": "report",
-    "markdown_table": "report",
-    "transfer_section": "sections",
-    "verdict": "sections",
-    "question_records": "sections",
-    "budget_table": "budgets",
-    "Family": "frontier",
-    "pareto": "frontier",
-    "frontier_evaluation": "frontier_report",
-    "RouterFolds": "frontier_report",
-    "read_policies": "qa_accuracy",
-    "accuracy_section": "qa_accuracy",
-    "collect": "collect",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + __all__)
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "policies": ("PolicyResult", "run_policies", "score_selection", "summarize"),
+    "report": ("write_report", "markdown_table"),
+    "sections": ("transfer_section", "verdict", "question_records"),
+    "budgets": ("budget_table",),
+    "frontier": ("Family", "pareto"),
+    "frontier_report": ("frontier_evaluation", "RouterFolds"),
+    "qa_accuracy": ("read_policies", "accuracy_section"),
+    "collect": ("collect",),
+})

@@ -12,32 +12,14 @@ Names are imported lazily so that importing this package loads neither torch nor
 
 from __future__ import annotations
 
-import importlib
+from mogg.core.exports import lazy_exports
 
-_EXPORTS = {
-    "Reader": "base",
-    "ReaderError": "base",
-    "HFReader": "hf",
-    "OpenAIReader": "openai_http",
-    "rag_messages": "prompts",
-    "cot_messages": "prompts",
-    "prompt_hash": "prompts",
-    "parse_answer": "parsing",
-    "AnswerCache": "cache",
-    "answer_questions": "run",
-    "accuracy_table": "run",
-    "accuracy_markdown": "run",
-    "MIRAGE_COUNTS": "run",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + __all__)
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "base": ("Reader", "ReaderError"),
+    "hf": ("HFReader",),
+    "openai_http": ("OpenAIReader",),
+    "prompts": ("rag_messages", "cot_messages", "prompt_hash"),
+    "parsing": ("parse_answer",),
+    "cache": ("AnswerCache",),
+    "run": ("answer_questions", "accuracy_table", "accuracy_markdown", "MIRAGE_COUNTS"),
+})

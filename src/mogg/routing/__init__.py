@@ -11,50 +11,20 @@ Names are imported lazily (``__getattr__``), so importing this package loads non
 
 from __future__ import annotations
 
-import importlib
+from mogg.core.exports import lazy_exports
 
-_EXPORTS = {
-    "FeatureRecipe": "features",
-    "parse_groups": "features",
-    "compute_features": "features",
-    "SoftLabeler": "labels",
-    "soft_labels": "labels",
-    "Objective": "objectives",
-    "get_objective": "objectives",
-    "RouterMLP": "router",
-    "TrainedRouter": "model",
-    "Routing": "model",
-    "RouterMismatch": "model",
-    "TrainerConfig": "training",
-    "fit_router": "training",
-    "fit_routers": "training",
-    "FitError": "training",
-    "StackedMLP": "stacked",
-    "StackedAdam": "stacked",
-    "RouterSettings": "settings",
-    "RouterTrainingError": "crossfit",
-    "crossfit": "crossfit",
-    "fit_all": "crossfit",
-    "predict_crossfit": "crossfit",
-    "train_router": "crossfit",
-    "train_routers": "crossfit",
-    "make_folds": "crossfit",
-    "Source": "sources",
-    "fit_sources": "sources",
-    "ActionSpace": "actions",
-    "ActionRouter": "actions",
-    "crossfit_actions": "action_folds",
-    "predict_action_folds": "action_folds",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + __all__)
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "features": ("FeatureRecipe", "parse_groups", "compute_features"),
+    "labels": ("SoftLabeler", "soft_labels"),
+    "objectives": ("Objective", "get_objective"),
+    "router": ("RouterMLP",),
+    "model": ("TrainedRouter", "Routing", "RouterMismatch"),
+    "training": ("TrainerConfig", "fit_router", "fit_routers", "FitError"),
+    "stacked": ("StackedMLP", "StackedAdam"),
+    "settings": ("RouterSettings",),
+    "crossfit": ("RouterTrainingError", "crossfit", "fit_all", "predict_crossfit", "train_router", "train_routers",
+                  "make_folds"),
+    "sources": ("Source", "fit_sources"),
+    "actions": ("ActionSpace", "ActionRouter"),
+    "action_folds": ("crossfit_actions", "predict_action_folds"),
+})

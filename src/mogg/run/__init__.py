@@ -10,27 +10,12 @@ Names are imported lazily (``__getattr__``), so importing this package loads non
 
 from __future__ import annotations
 
-import importlib
+from mogg.core.exports import lazy_exports
 
-_EXPORTS = {
-    "prepare": "pipeline",
-    "prepare_all": "prepare_stage",
-    "build": "app",
-    "train": "app",
-    "evaluate": "app",
-    "train_final": "transfer_stage",
-    "router_weights": "router_store",
-    "checkpoint_dir": "router_store",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + __all__)
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "pipeline": ("prepare",),
+    "prepare_stage": ("prepare_all",),
+    "app": ("build", "train", "evaluate"),
+    "transfer_stage": ("train_final",),
+    "router_store": ("router_weights", "checkpoint_dir"),
+})
