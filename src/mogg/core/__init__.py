@@ -3,7 +3,8 @@
 ``artifacts`` (atomic artifact directories, manifests, hashes, locks, build-or-load), ``text``
 (tokens, sentences), ``segments`` (segment sums and ranks), ``metrics`` (token F1, TF-IDF,
 aggregates), ``vectors`` (normalisation), ``runconfig`` (run-config checks, secrets out of argv),
-``threads`` (one thread knob for torch, numba, faiss and BLAS), ``exports`` (lazy package exports).
+``threads`` (one thread knob for torch, numba, faiss and BLAS), ``exports`` (lazy package exports),
+``gcpolicy`` (collector settings for a job).
 
 Names are imported lazily (``__getattr__``), so importing this package loads none of its modules.
 """
@@ -21,4 +22,5 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "exports": ("lazy_exports",),
     "runconfig": ("check_run_config",),
     "threads": ("configure_threads", "single_threaded"),
+    "gcpolicy": ("configure_gc",),
 })

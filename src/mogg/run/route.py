@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from mogg.core.artifacts import ArtifactError, atomic_path, strict_json
+from mogg.core.gcpolicy import configure_gc
 from mogg.data.errors import DataError
 from mogg.routing.features import compute_features
 from mogg.routing.model import TrainedRouter, question_hash
@@ -269,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a saved component config, e.g. corpus.sources.0.path=/data/x.json")
     args = ap.parse_args(argv)
+    configure_gc()  # a job that loads torch: fewer full collections, none at exit
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
         # the input is read and checked before the ladder loads: a bad line fails in a second
