@@ -138,8 +138,7 @@ class StackedAdam(torch.optim.Optimizer):
             if bool(act.all()) and bool((n == n[0]).all()):
                 self._adam_all(group, params, float(n[0]))
             else:
-                for p in params:
-                    self._adam_some(group, p, act, n)
+                self._adam_some(group, params, act, n)
         return loss
 
     def _adam_all(self, group: dict, params: list, t: float) -> None:
@@ -158,19 +157,34 @@ class StackedAdam(torch.optim.Optimizer):
         torch._foreach_add_(denom, group["eps"])
         torch._foreach_addcdiv_(params, m, denom, -group["lr"] / (1 - b1 ** t))
 
-    def _adam_some(self, group: dict, p: torch.Tensor, act: torch.Tensor, n: torch.Tensor) -> None:
-        """Folds marked in ``act`` step (each at its own count ``n``); the others keep weights and moments."""
+    def _adam_some(self, group: dict, params: list, act: torch.Tensor, n: torch.Tensor) -> None:
+        """Folds marked in ``act`` step (each at its own count ``n``); the others keep weights and moments.
+
+        The same arithmetic as :meth:`_adam_all` with per-fold bias corrections ([F] -> broadcast
+        over each parameter's fold axis), every fold computed and the inactive ones masked out.
+        """
         b1, b2 = group["betas"]
-        st, f = self.state[p], p.shape[0]
-        bshape = (f,) + (1,) * (p.dim() - 1)
-        a = act.view(bshape)
-        g = p.grad if group["weight_decay"] == 0 else p.grad.add(p, alpha=group["weight_decay"])
-        m = st["exp_avg"].lerp(g, 1 - b1)
-        v = st["exp_avg_sq"].mul(b2).addcmul_(g, g, value=1 - b2)
         n = n.clamp_min(1.0)  # a fold never stepped yet: its update is discarded below
         # bias corrections in float64, cast once (as torch's Adam casts its Python scalars)
-        step_size = (group["lr"] / (1 - b1 ** n)).to(p.dtype).view(bshape)
-        denom = (v.sqrt() / (1 - b2 ** n).sqrt().to(p.dtype).view(bshape)).add_(group["eps"])
-        st["exp_avg"] = torch.where(a, m, st["exp_avg"])
-        st["exp_avg_sq"] = torch.where(a, v, st["exp_avg_sq"])
-        p.copy_(torch.where(a, p + (-step_size * m) / denom, p))
+        neg_step = (-(group["lr"] / (1 - b1 ** n))).to(params[0].dtype)  # [F]
+        bc2 = (1 - b2 ** n).sqrt().to(params[0].dtype)  # [F]
+        shapes = [(p.shape[0],) + (1,) * (p.dim() - 1) for p in params]
+        grads = [p.grad for p in params]
+        if group["weight_decay"]:
+            grads = torch._foreach_add(grads, params, alpha=group["weight_decay"])
+        m_old = [self.state[p]["exp_avg"] for p in params]
+        v_old = [self.state[p]["exp_avg_sq"] for p in params]
+        m = torch._foreach_lerp(m_old, grads, 1 - b1)
+        v = torch._foreach_mul(v_old, b2)
+        torch._foreach_addcmul_(v, grads, grads, 1 - b2)
+        denom = torch._foreach_sqrt(v)
+        torch._foreach_div_(denom, [bc2.view(s) for s in shapes])
+        torch._foreach_add_(denom, group["eps"])
+        update = torch._foreach_mul(m, [neg_step.view(s) for s in shapes])
+        torch._foreach_div_(update, denom)
+        stepped = torch._foreach_add(params, update)
+        for p, s, mk, vk, new in zip(params, shapes, m, v, stepped):  # a few parameters, not rows
+            a = act.view(s)
+            self.state[p]["exp_avg"] = torch.where(a, mk, self.state[p]["exp_avg"])
+            self.state[p]["exp_avg_sq"] = torch.where(a, vk, self.state[p]["exp_avg_sq"])
+            p.copy_(torch.where(a, new, p))
