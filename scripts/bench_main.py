@@ -1,0 +1,78 @@
+"""The main job, idle: ``train.py`` then ``evaluate.py`` wall times, this checkout against a reference.
+
+Both checkouts share one artifact store (ladders and retrievers built once, in an untimed warm-up
+round per checkout); each round removes the checkpoints first, so every timed ``train.py`` fits
+the routers and every ``evaluate.py`` scores them. Checkouts alternate round by round (the VM's
+speed drifts within minutes), and the table prints every round, the medians and their ratio.
+
+    git worktree add ../ref <commit> && python scripts/bench_main.py --ref ../ref [--rounds 3] [--experiment pubmedqa]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMANDS = ("train.py", "evaluate.py")
+
+
+def _run(checkout: Path, script: str, experiment: str, work: Path, side: str) -> float:
+    cmd = [sys.executable, str(checkout / script), f"experiment={experiment}", f"paths.artifacts={work / 'artifacts'}",
+           f"paths.checkpoints={work / side / 'ckpt'}", f"paths.reports={work / side / 'reports'}",
+           f"paths.outputs={work / side / 'outputs'}"]
+    env = {**os.environ, "PYTHONPATH": str(checkout / "src")}
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, cwd=checkout, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if r.returncode:
+        raise RuntimeError(f"{side}: {script} failed ({r.returncode}): {r.stderr[-2000:]}")
+    return time.perf_counter() - t0
+
+
+def bench(sides: dict[str, Path], rounds: int, experiment: str) -> dict:
+    """Seconds per side and command, one entry per round (warm-up round not counted)."""
+    work = Path(tempfile.mkdtemp(prefix="bench_main_"))
+    times = {side: {c: [] for c in COMMANDS} for side in sides}
+    try:
+        for r in range(rounds + 1):
+            for side, checkout in sides.items():
+                shutil.rmtree(work / side / "ckpt", ignore_errors=True)
+                for script in COMMANDS:
+                    s = _run(checkout, script, experiment, work, side)
+                    if r:  # round 0 builds the ladders and warms the file cache
+                        times[side][script].append(s)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return times
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ref", type=Path, required=True, help="a checkout of the reference commit")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--experiment", default="pubmedqa")
+    args = ap.parse_args()
+    if args.rounds < 1:
+        ap.error("--rounds must be >= 1")
+    times = bench({"reference": args.ref.resolve(), "this": ROOT}, args.rounds, args.experiment)
+    print(f"cores: {len(os.sched_getaffinity(0))}; experiment={args.experiment}; {args.rounds} rounds, alternating")
+    print("| command | reference s | this checkout s | reference / this (medians) |")
+    print("|---|---|---|---|")
+    for script in COMMANDS:
+        ref, this = times["reference"][script], times["this"][script]
+        print(f"| {script} | {', '.join(f'{x:.1f}' for x in ref)} (median {statistics.median(ref):.1f}) | "
+              f"{', '.join(f'{x:.1f}' for x in this)} (median {statistics.median(this):.1f}) | "
+              f"{statistics.median(ref) / statistics.median(this):.2f}x |")
+    print(json.dumps(times))
+
+
+if __name__ == "__main__":
+    main()
