@@ -8,10 +8,13 @@ from omegaconf import DictConfig
 def main(cfg: DictConfig) -> None:
     from mogg.core.gcpolicy import configure_gc
     from mogg.core.runconfig import cli_errors
+    from mogg.core.slots import job_slot
     from mogg.core.threads import configure_threads
 
     configure_gc()  # ~4,000 modules load: fewer full collections, none at exit (mogg.core.gcpolicy)
-    with cli_errors("evaluate.py"):  # a bad knob, file or artifact: one line and exit 2, not a traceback
+    # a bad knob, file or artifact: one line and exit 2, not a traceback; with slots=N, wait for one
+    # of N machine-wide job slots before anything heavy loads (mogg.core.slots)
+    with cli_errors("evaluate.py"), job_slot(cfg.get("slots"), cfg.get("slots_dir")):
         configure_threads(cfg.get("threads"))  # before torch/numba/BLAS start their pools
         from mogg.run.app import evaluate
 

@@ -3,7 +3,7 @@
 Layers, bottom to top. A module imports only from its own layer or the layers below it
 (``tests/test_layers.py`` enforces this, lazy imports included, and that there are no cycles):
 
- 1. core        core/: artifacts, text, segments, metrics, vectors, runconfig, threads: the ground floor
+ 1. core        core/: artifacts, text, segments, metrics, vectors, runconfig, threads, slots: the ground floor
  2. data        data: corpora and question sets, validation, download
  3. models      encoders, readers: text encoders and LLM clients (one OpenAI-compatible client)
  4. index       retrieval: BM25, sharded BM25, dense; texts and vectors in, top-k out (no ladders)

@@ -4,7 +4,7 @@
 (tokens, sentences), ``segments`` (segment sums and ranks), ``metrics`` (token F1, TF-IDF,
 aggregates), ``vectors`` (normalisation), ``runconfig`` (run-config checks, secrets out of argv),
 ``threads`` (one thread knob for torch, numba, faiss and BLAS), ``exports`` (lazy package exports),
-``gcpolicy`` (collector settings for a job).
+``gcpolicy`` (collector settings for a job), ``slots`` (at most N jobs computing at once on a machine).
 
 Names are imported lazily (``__getattr__``), so importing this package loads none of its modules.
 """
@@ -23,4 +23,5 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "runconfig": ("check_run_config",),
     "threads": ("configure_threads", "single_threaded"),
     "gcpolicy": ("configure_gc",),
+    "slots": ("job_slot",),
 })

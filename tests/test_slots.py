@@ -1,0 +1,83 @@
+"""Job slots (mogg.core.slots): at most N jobs compute at once; a killed holder frees its slot."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import ROOT
+
+HOLD = """
+import sys, time
+from mogg.core.slots import job_slot
+with job_slot(int(sys.argv[1]), sys.argv[2]) as i:
+    print(i, flush=True)
+    time.sleep(float(sys.argv[3]))
+"""
+
+
+def _holder(slots: int, d, seconds: float) -> subprocess.Popen:
+    p = subprocess.Popen([sys.executable, "-c", HOLD, str(slots), str(d), str(seconds)], cwd=ROOT,
+                         stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip().isdigit()  # holds its slot from here on
+    return p
+
+
+def test_a_job_waits_while_every_slot_is_taken(tmp_path):
+    import threading
+
+    from mogg.core.slots import job_slot
+
+    a, b = _holder(2, tmp_path, 60), _holder(2, tmp_path, 60)
+    try:
+        t0 = time.monotonic()
+        threading.Timer(1.0, a.kill).start()  # the first slot frees 1 s from now, not before
+        with job_slot(2, tmp_path, poll_s=0.05) as i:
+            waited = time.monotonic() - t0
+        assert i in (0, 1) and 1.0 <= waited < 30
+    finally:
+        a.kill(), b.kill(), a.wait(), b.wait()
+    t0 = time.monotonic()
+    with job_slot(2, tmp_path, poll_s=0.05):
+        assert time.monotonic() - t0 < 1  # free slots: no wait
+
+
+def test_a_killed_holder_frees_its_slot(tmp_path):
+    from mogg.core.slots import job_slot
+
+    p = _holder(1, tmp_path, 60)
+    p.kill()
+    p.wait()
+    t0 = time.monotonic()
+    with job_slot(1, tmp_path, poll_s=0.05) as i:
+        assert i == 0 and time.monotonic() - t0 < 2
+
+
+def test_no_limit_and_bad_limits(tmp_path):
+    from mogg.core.slots import job_slot
+
+    with job_slot(None) as i:
+        assert i is None
+    for bad in (0, -1, "2", True, 1.5):
+        with pytest.raises(ValueError, match="slots=.*integer >= 1"):
+            with job_slot(bad, tmp_path):
+                pass
+
+
+def test_the_cli_refuses_a_bad_slot_count_in_one_line(tmp_path):
+    r = subprocess.run([sys.executable, "train.py", "slots=0", f"slots_dir={tmp_path}"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "slots=0: must be an integer >= 1" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("entry", ["train.py", "evaluate.py", "build.py"])
+def test_every_entry_point_takes_a_slot(entry):
+    import ast
+
+    main = next(n for n in ast.walk(ast.parse((ROOT / entry).read_text()))
+                if isinstance(n, ast.FunctionDef) and n.name == "main")
+    called = {n.func.id for n in ast.walk(main) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    assert "job_slot" in called, f"{entry}: main() takes no job slot"
