@@ -104,3 +104,25 @@ def test_stacked_forward_equals_each_router():
         assert torch.allclose(StackedMLP(lin)(x[:2])[1], lin[1](x[1]), atol=1e-6)
     with pytest.raises(ValueError, match="differ in shape"):
         StackedMLP([RouterMLP(5, 3, hidden=8), RouterMLP(5, 3, hidden=4)])
+
+
+def test_dropout_masks_are_drawn_once_per_epoch_and_the_same_on_every_cpu():
+    """A fold's epoch draw, sliced by steps, is what drawing step by step gives; and the masks are
+    pinned bytes: a 64-bit uniform per element against the keep rate (torch's serial CPU sampler),
+    not bernoulli_, whose MKL path (in some torch builds) ignores the generator."""
+    import hashlib
+
+    torch.manual_seed(0)
+    net = StackedMLP([RouterMLP(6, 3, hidden=16, dropout=0.2) for _ in range(2)])
+    gens = lambda: [torch.Generator().manual_seed(12345), torch.Generator().manual_seed(7)]  # noqa: E731
+    whole = net.dropout_draws(gens(), [113, 40])
+    g = gens()
+    steps = [net.dropout_draws(g, [50, 40]), net.dropout_draws(g, [63, 0])]  # two steps from the same generators
+    assert torch.equal(whole[0], torch.cat([steps[0][0], steps[1][0]])) and torch.equal(whole[1], steps[0][1])
+    masks = net.step_masks(whole, [50, 40], [63, 0], 63)  # the second step: fold 1 has no rows left
+    assert torch.equal(masks[0], whole[0][50:]) and not masks[1].any()
+    assert [hashlib.sha256(d.numpy().tobytes()).hexdigest()[:16] for d in whole] == ["63b96aad7272587f",
+                                                                                    "cfd92c108a316dd5"]
+    assert set(torch.unique(whole[0]).tolist()) == {0.0, 1.25}  # kept units scaled by 1 / (1 - dropout)
+    assert net.dropout_draws(gens(), [3, 3]) is not None
+    assert StackedMLP([RouterMLP(6, 3, hidden=16, dropout=0.0)]).dropout_draws(gens()[:1], [3]) is None

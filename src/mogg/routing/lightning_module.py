@@ -92,6 +92,7 @@ class StackedRouterModule(L.LightningModule):
         drops = [torch.Generator().manual_seed(epoch_seed(s, e)) for s in self.seeds]
         perms = [r[torch.randperm(len(r), generator=g)] for r, g in zip(self.train_rows, shuffles)]
         n_steps = max(-(-len(p) // b) for p, b in zip(perms, self.batch))
+        keep = self.net.dropout_draws(drops, [len(p) for p in perms])  # the epoch's masks, one draw per fold
         opt = self.optimizers()
         folds = torch.arange(f).unsqueeze(1)
         for s in range(n_steps):  # mini-batch steps of this epoch (a few), all folds at once
@@ -100,7 +101,7 @@ class StackedRouterModule(L.LightningModule):
             active = (counts > 0) & ~self.stopped
             if not active.any():
                 continue
-            drop = self.net.dropout_masks(drops, counts.tolist(), idx.shape[1])
+            drop = self.net.step_masks(keep, [s * b for b in self.batch], counts.tolist(), idx.shape[1])
             z = self.net(self.x[idx], drop)  # [F, B, L]
             per_row = objectives.row_loss(self.objective, z, self.t[folds, idx]) * mask
             per_fold = per_row.sum(1) / counts.clamp_min(1)

@@ -76,21 +76,33 @@ class StackedMLP(nn.Module):
                 h = torch.relu(h)
         return h
 
-    def dropout_masks(self, generators: Sequence[torch.Generator], rows: Sequence[int], width: int) -> torch.Tensor | None:
-        """Scaled keep masks [F, width, drop_width]; fold k draws ``rows[k]`` rows from ``generators[k]``
-        (the draws nn.Dropout makes on a batch of that many rows), padding rows are 0."""
+    def dropout_draws(self, generators: Sequence[torch.Generator], rows: Sequence[int]) -> list[torch.Tensor] | None:
+        """Each fold's scaled keep masks for its epoch, [rows[k], drop_width] from ``generators[k]``.
+
+        One draw per fold per epoch: the steps' masks are consecutive row slices of it, the very
+        elements that drawing step by step gives (the stream is consumed row-major, in order).
+        ``rand(float64) < keep`` is the comparison torch's serial CPU ``bernoulli_(keep)`` makes on
+        one 64-bit uniform per element (equal on every mask tested here), with one code path:
+        ``bernoulli_`` also has an MKL path, compiled into some torch builds, that draws from MKL's
+        global stream and ignores the generator, so a seed would not fix the masks there.
+        """
         if self.dropout <= 0:
             return None
-        scale = 1.0 / (1.0 - self.dropout)
-        # F generators: a loop over folds, not rows (nn.Dropout's draw: a fresh [n, width] Bernoulli)
-        draws = [torch.empty(n, self.drop_width).bernoulli_(1.0 - self.dropout, generator=g) if n else None
-                 for g, n in zip(generators, rows)]
+        keep, scale = 1.0 - self.dropout, 1.0 / (1.0 - self.dropout)
+        return [(torch.rand(n, self.drop_width, dtype=torch.float64, generator=g) < keep).to(torch.float32).mul_(scale)
+                for g, n in zip(generators, rows)]  # F generators: a loop over folds, not rows
+
+    def step_masks(self, draws: Sequence[torch.Tensor] | None, starts: Sequence[int], rows: Sequence[int],
+                   width: int) -> torch.Tensor | None:
+        """Masks [F, width, drop_width] of one step: rows ``starts[k]:starts[k] + rows[k]`` of fold k's
+        draw, padding rows 0."""
+        if draws is None:
+            return None
         if all(n == width for n in rows):
-            return torch.stack(draws).mul_(scale)
+            return torch.stack([d[a:a + n] for d, a, n in zip(draws, starts, rows)])
         out = torch.zeros(self.n_folds, width, self.drop_width)
-        for k, (d, n) in enumerate(zip(draws, rows)):
-            if n:
-                out[k, :n] = d * scale
+        for k, (d, a, n) in enumerate(zip(draws, starts, rows)):  # F folds
+            out[k, :n] = d[a:a + n]
         return out
 
     def copy_into(self, k: int, router: RouterMLP, state: dict | None = None) -> RouterMLP:
