@@ -178,6 +178,20 @@ def test_topk_rows_ties_numpy_and_torch(k):
         assert got[0].dtype == np.float32 and got[1].dtype == np.int64
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.uint8, np.int64])
+def test_topk_rows_mostly_ties_like_bm25_rows(dtype):
+    """Rows that are mostly 0 with a few scored chunks (BM25's shape), every dtype: the float path
+    selects on -scores, unsigned integers (where -x wraps) on the scores themselves."""
+    rng = np.random.default_rng(3)
+    scores = rng.integers(1, 6, size=(40, 300)) * (rng.random((40, 300)) < 0.04)
+    scores = scores.astype(dtype)
+    for k in (1, 3, 10):
+        want_v, want_i = _brute_topk(scores.astype(np.float64), k)
+        got_v, got_i = topk_rows(scores, k)
+        np.testing.assert_array_equal(got_i, want_i)
+        np.testing.assert_array_equal(got_v, want_v)
+
+
 def test_topk_rows_nan_is_lowest():
     scores = np.array([[np.nan, 1.0, 2.0]], dtype=np.float32)
     for got in (topk_rows(scores, 3), topk_rows(torch.from_numpy(scores), 3)):

@@ -138,8 +138,14 @@ def _topk_numpy(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         ids = np.broadcast_to(np.arange(n, dtype=np.int64), (n_q, n))
         vals, ids = _order(scores.astype(np.float32), ids)
         return _pad(vals, ids, k)
-    # Candidate set [Q, m]; correct except which of several tied boundary entries it kept.
-    ids = np.argpartition(scores, n - m, axis=1)[:, n - m:].astype(np.int64)
+    # Candidate set [Q, m]; correct except which of several tied boundary entries it kept (fixed
+    # below). Floats select the m smallest of -scores: numpy's introselect is 10-15x slower selecting
+    # the m largest of rows that are mostly ties (BM25 rows are mostly 0: 0.36 vs 0.03 s per 1,000
+    # rows of 4,389 chunks); the candidates are the same up to those ties.
+    if np.issubdtype(scores.dtype, np.floating):
+        ids = np.argpartition(-scores, m - 1, axis=1)[:, :m].astype(np.int64)
+    else:  # -x would wrap unsigned integers
+        ids = np.argpartition(scores, n - m, axis=1)[:, n - m:].astype(np.int64)
     vals = np.take_along_axis(scores, ids, 1)
     thr = vals.min(axis=1, keepdims=True)  # [Q, 1] k-th largest value
     n_eq_all = (scores == thr).sum(axis=1)
