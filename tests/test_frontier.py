@@ -319,3 +319,25 @@ def test_router_policy_deploys_a_routed_family_that_wins_on_validation():
     # over budget: the family's configurations read 9 tokens, the budget 5: the cheapest is deployed, no win
     _, _, src, _, _ = route_at(r, fam, 5, [Family("eq12", mixed.f1, np.full((n, 2), 50.0), ["k=1", "k=2"], routed=True)])
     assert (src != 1).all()
+
+
+def test_action_router_dropout_is_seeded_the_same_on_every_torch_build():
+    """The action scorer's dropout draws rand(float64) < keep on the global generator (pinned bytes),
+    not bernoulli_, whose MKL path in some torch builds ignores the seed; identity in eval mode."""
+    import hashlib
+
+    import torch
+    from torch import nn
+
+    from mogg.routing.actions import ActionScorer, SeedDropout
+
+    torch.manual_seed(11)
+    d = SeedDropout(0.1).train()
+    out = d(torch.ones(5, 7, 32))
+    assert hashlib.sha256(out.numpy().tobytes()).hexdigest()[:16] == "3c7091e59fe47963"
+    assert set(torch.unique(out).tolist()) == {0.0, float(torch.tensor(1.0) / 0.9)}
+    x = torch.randn(4, 8)
+    assert torch.equal(d.eval()(x), x) and torch.equal(SeedDropout(0.0).train()(x), x)
+    with pytest.raises(ValueError, match="dropout must be in"):
+        SeedDropout(1.0)
+    assert not any(isinstance(m, nn.Dropout) for m in ActionScorer(3, 2).modules())

@@ -88,13 +88,32 @@ def action_features(space: ActionSpace, deep_scores: np.ndarray, tokens: np.ndar
     return np.concatenate([dense, np.broadcast_to(onehot, (n_q, *onehot.shape))], axis=2)
 
 
+class SeedDropout(nn.Module):
+    """``nn.Dropout`` with one code path: ``rand(float64) < keep`` on torch's global generator, the
+    draws and comparison of its serial CPU ``bernoulli_`` (equal to ``nn.Dropout`` on every mask
+    tested here), not ``bernoulli_``'s MKL path (compiled into some torch builds), which ignores the
+    seed. Kept units are scaled by ``1 / keep`` as ``nn.Dropout`` scales them."""
+
+    def __init__(self, p: float):
+        super().__init__()
+        if not 0.0 <= float(p) < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {p}")
+        self.p = float(p)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        keep = 1.0 - self.p
+        return x * (torch.rand(x.shape, dtype=torch.float64, device=x.device) < keep).to(x.dtype).div_(keep)
+
+
 class ActionScorer(nn.Module):
     """u_hat(q, a) = MLP([query inputs, action features]) for every action at once: [B, A]."""
 
     def __init__(self, d_query: int, d_action: int, hidden: int = 64, dropout: float = 0.1):
         super().__init__()
         self.d_query, self.d_action, self.hidden, self.dropout = d_query, d_action, hidden, dropout
-        self.net = nn.Sequential(nn.Linear(d_query + d_action, 2 * hidden), nn.GELU(), nn.Dropout(dropout),
+        self.net = nn.Sequential(nn.Linear(d_query + d_action, 2 * hidden), nn.GELU(), SeedDropout(dropout),
                                  nn.Linear(2 * hidden, hidden), nn.GELU(), nn.Linear(hidden, 1))
 
     def forward(self, xq: torch.Tensor, xa: torch.Tensor) -> torch.Tensor:
