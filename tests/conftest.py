@@ -8,6 +8,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def main_calls(entry: str) -> set[str]:
+    """Names called (by plain name) inside ``main()`` of the entry point ``entry`` (a path under ROOT)."""
+    import ast
+
+    main = next(n for n in ast.walk(ast.parse((ROOT / entry).read_text()))
+                if isinstance(n, ast.FunctionDef) and n.name == "main")
+    return {n.func.id for n in ast.walk(main) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
 SHARED_MIRAGE = ROOT.parent / "shared" / "data" / "mirage"
 
 

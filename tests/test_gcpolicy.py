@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import ast
 import json
 import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, main_calls
 
 PROBE = """
 import atexit, gc, json
@@ -40,7 +39,4 @@ def test_bad_thresholds_are_refused():
 
 @pytest.mark.parametrize("entry", ["train.py", "evaluate.py", "build.py", "src/mogg/run/route.py"])
 def test_every_entry_point_configures_the_collector(entry):
-    tree = ast.parse((ROOT / entry).read_text())
-    main = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "main")
-    called = {n.func.id for n in ast.walk(main) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
-    assert "configure_gc" in called, f"{entry}: main() does not call configure_gc()"
+    assert "configure_gc" in main_calls(entry), f"{entry}: main() does not call configure_gc()"

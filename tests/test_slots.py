@@ -7,7 +7,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, main_calls
 
 HOLD = """
 import sys, time
@@ -75,9 +75,4 @@ def test_the_cli_refuses_a_bad_slot_count_in_one_line(tmp_path):
 
 @pytest.mark.parametrize("entry", ["train.py", "evaluate.py", "build.py"])
 def test_every_entry_point_takes_a_slot(entry):
-    import ast
-
-    main = next(n for n in ast.walk(ast.parse((ROOT / entry).read_text()))
-                if isinstance(n, ast.FunctionDef) and n.name == "main")
-    called = {n.func.id for n in ast.walk(main) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
-    assert "job_slot" in called, f"{entry}: main() takes no job slot"
+    assert "job_slot" in main_calls(entry), f"{entry}: main() takes no job slot"

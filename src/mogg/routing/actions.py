@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from mogg.core.artifacts import atomic_path, strict_json
+from mogg.routing.stacked import keep_mask
 
 log = logging.getLogger(__name__)
 
@@ -89,10 +90,9 @@ def action_features(space: ActionSpace, deep_scores: np.ndarray, tokens: np.ndar
 
 
 class SeedDropout(nn.Module):
-    """``nn.Dropout`` with one code path: ``rand(float64) < keep`` on torch's global generator, the
-    draws and comparison of its serial CPU ``bernoulli_`` (equal to ``nn.Dropout`` on every mask
-    tested here), not ``bernoulli_``'s MKL path (compiled into some torch builds), which ignores the
-    seed. Kept units are scaled by ``1 / keep`` as ``nn.Dropout`` scales them."""
+    """``nn.Dropout`` on :func:`mogg.routing.stacked.keep_mask` (torch's global generator; equal to
+    ``nn.Dropout`` on every mask tested here, without ``bernoulli_``'s seed-blind MKL path). Kept
+    units are scaled by ``1 / keep`` as ``nn.Dropout`` scales them."""
 
     def __init__(self, p: float):
         super().__init__()
@@ -104,7 +104,7 @@ class SeedDropout(nn.Module):
         if not self.training or self.p == 0.0:
             return x
         keep = 1.0 - self.p
-        return x * (torch.rand(x.shape, dtype=torch.float64, device=x.device) < keep).to(x.dtype).div_(keep)
+        return x * keep_mask(x.shape, keep, device=x.device).to(x.dtype).div_(keep)
 
 
 class ActionScorer(nn.Module):

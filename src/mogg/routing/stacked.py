@@ -31,6 +31,19 @@ def epoch_seed(seed: int, epoch: int) -> int:
     return seed * _SHUFFLE + epoch
 
 
+def keep_mask(shape: Sequence[int], keep: float, generator: torch.Generator | None = None,
+              device: torch.device | str | None = None) -> torch.Tensor:
+    """Bool dropout keep mask: ``rand(float64) < keep``, one 64-bit uniform per element from
+    ``generator`` (torch's global one if None).
+
+    These are the draws and the comparison of torch's serial CPU ``bernoulli_(keep)`` (equal on
+    every mask tested here), with one code path: ``bernoulli_`` also has an MKL path, compiled into
+    some torch builds, that draws from MKL's global stream and ignores the generator, so a seed
+    would not fix the masks there.
+    """
+    return torch.rand(tuple(shape), dtype=torch.float64, generator=generator, device=device) < keep
+
+
 def _linears(r: RouterMLP) -> list[nn.Linear]:
     return [m for m in r.net if isinstance(m, nn.Linear)]
 
@@ -79,17 +92,13 @@ class StackedMLP(nn.Module):
     def dropout_draws(self, generators: Sequence[torch.Generator], rows: Sequence[int]) -> list[torch.Tensor] | None:
         """Each fold's scaled keep masks for its epoch, [rows[k], drop_width] from ``generators[k]``.
 
-        One draw per fold per epoch: the steps' masks are consecutive row slices of it, the very
-        elements that drawing step by step gives (the stream is consumed row-major, in order).
-        ``rand(float64) < keep`` is the comparison torch's serial CPU ``bernoulli_(keep)`` makes on
-        one 64-bit uniform per element (equal on every mask tested here), with one code path:
-        ``bernoulli_`` also has an MKL path, compiled into some torch builds, that draws from MKL's
-        global stream and ignores the generator, so a seed would not fix the masks there.
+        One draw per fold per epoch (:func:`keep_mask`): the steps' masks are consecutive row slices
+        of it, the very elements that drawing step by step gives (the stream is consumed row-major).
         """
         if self.dropout <= 0:
             return None
         keep, scale = 1.0 - self.dropout, 1.0 / (1.0 - self.dropout)
-        return [(torch.rand(n, self.drop_width, dtype=torch.float64, generator=g) < keep).to(torch.float32).mul_(scale)
+        return [keep_mask((n, self.drop_width), keep, g).to(torch.float32).mul_(scale)
                 for g, n in zip(generators, rows)]  # F generators: a loop over folds, not rows
 
     def step_masks(self, draws: Sequence[torch.Tensor] | None, starts: Sequence[int], rows: Sequence[int],
