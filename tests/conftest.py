@@ -17,6 +17,21 @@ def main_calls(entry: str) -> set[str]:
     main = next(n for n in ast.walk(ast.parse((ROOT / entry).read_text()))
                 if isinstance(n, ast.FunctionDef) and n.name == "main")
     return {n.func.id for n in ast.walk(main) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _own_job_slots(tmp_path_factory):
+    """The entry points take a job slot (``slots=auto``: one per core); the suite's CLI runs use slot
+    locks of their own, so a test never waits on mogg jobs the user runs beside it."""
+    old = os.environ.get("MOGG_SLOTS_DIR")
+    os.environ["MOGG_SLOTS_DIR"] = str(tmp_path_factory.mktemp("slots"))
+    yield
+    if old is None:
+        os.environ.pop("MOGG_SLOTS_DIR", None)
+    else:
+        os.environ["MOGG_SLOTS_DIR"] = old
+
+
 SHARED_MIRAGE = ROOT.parent / "shared" / "data" / "mirage"
 
 

@@ -60,10 +60,30 @@ def test_no_limit_and_bad_limits(tmp_path):
 
     with job_slot(None) as i:
         assert i is None
-    for bad in (0, -1, "2", True, 1.5):
+    for bad in (0, -1, "2", True, 1.5, "Auto"):
         with pytest.raises(ValueError, match="slots=.*integer >= 1"):
             with job_slot(bad, tmp_path):
                 pass
+
+
+def test_auto_is_the_cores_and_no_limit_under_slurm(monkeypatch):
+    import os
+
+    from mogg.core.slots import resolve_slots
+
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    assert resolve_slots("auto") == os.cpu_count() and resolve_slots(3) == 3 and resolve_slots(None) is None
+    monkeypatch.setenv("SLURM_JOB_ID", "123")
+    assert resolve_slots("auto") is None  # the scheduler shares out the cores
+
+
+def test_the_default_config_takes_one_slot_per_core_in_the_suites_own_directory():
+    import os
+
+    from conftest import compose
+
+    cfg = compose([])
+    assert cfg.slots == "auto" and cfg.slots_dir == os.environ["MOGG_SLOTS_DIR"]
 
 
 def test_the_cli_refuses_a_bad_slot_count_in_one_line(tmp_path):

@@ -8,6 +8,10 @@ at once) or ``-m`` with a parallel launcher do not. ``slots=N`` makes each entry
 ``N`` slots (``flock`` on ``slot<i>`` files in a per-user directory) before it loads anything heavy, and
 hold it until it exits; a job that finds every slot taken sleeps (no CPU) and retries. A killed
 holder's lock is released by the kernel, so a crash never leaks a slot.
+
+The default is ``slots=auto``: as many slots as the machine has cores (more concurrent jobs than
+cores only oversubscribe them), and no limit inside a SLURM job (the scheduler already shares out
+the cores, and a node's array tasks must not wait on each other).
 """
 
 from __future__ import annotations
@@ -29,18 +33,32 @@ def default_slot_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"mogg-slots-{os.getuid()}"
 
 
+AUTO = "auto"
+
+
+def resolve_slots(slots: int | str | None) -> int | None:
+    """``slots`` as a count (None: no limit); ``"auto"``: the machine's cores, or None in a SLURM job."""
+    if slots == AUTO:
+        return None if os.environ.get("SLURM_JOB_ID") else max(1, os.cpu_count() or 1)
+    if slots is None:
+        return None
+    if not isinstance(slots, int) or isinstance(slots, bool) or slots < 1:
+        raise ValueError(f"slots={slots!r}: must be an integer >= 1, auto (the cores) or null (no limit)")
+    return slots
+
+
 @contextmanager
-def job_slot(slots: int | None, directory: str | Path | None = None, poll_s: float = 0.25) -> Iterator[int | None]:
+def job_slot(slots: int | str | None, directory: str | Path | None = None, poll_s: float = 0.25) -> Iterator[int | None]:
     """Hold one of ``slots`` machine-wide job slots for the block; yields its index (None: no limit).
+    ``slots``: a count, ``"auto"`` (:func:`resolve_slots`) or None.
 
     ``directory``: where the slot files live (default :func:`default_slot_dir`); jobs that should
     share a limit must name the same one.
     """
+    slots = resolve_slots(slots)
     if slots is None:
         yield None
         return
-    if not isinstance(slots, int) or isinstance(slots, bool) or slots < 1:
-        raise ValueError(f"slots={slots!r}: must be an integer >= 1 (or null for no limit)")
     d = Path(directory) if directory else default_slot_dir()
     d.mkdir(parents=True, exist_ok=True)
     t0, said = time.monotonic(), False
@@ -60,6 +78,7 @@ def job_slot(slots: int | None, directory: str | Path | None = None, poll_s: flo
                 os.close(fd)  # closing releases the lock
             return
         if not said:
-            log.info("all %d job slots in %s are taken: waiting for one", slots, d)
+            log.info("all %d job slots in %s are taken by other mogg jobs: waiting for one (slots=null: no limit)",
+                     slots, d)
             said = True
         time.sleep(poll_s)
