@@ -6,6 +6,10 @@ one), prior, best fixed level and oracle F1 and of the share of the best-fixed-t
 router closes.
 
     python -m mogg.evaluation.collect [--reports reports] [--pattern 'ablation_*'] [--out reports/ablations]
+
+``--paired A B`` compares two runs (or two groups ``A_s<seed>``, ``B_s<seed>``) question by question:
+the router's F1 in B minus A, each question's F1 averaged over its group's seeds, mean ± standard
+error over questions (a paired difference: far tighter than the two runs' own standard errors).
 """
 
 from __future__ import annotations
@@ -49,6 +53,50 @@ def collect(reports: Path, pattern: str = "ablation_*") -> list[dict]:
                 "gap_closed_other_rule": s.get("gap_closed", {}).get(other, float("nan")),
             })
     return rows
+
+
+def _router_f1(run_dir: Path, policy: str) -> dict[tuple[str, str], float]:
+    """(ladder, question id) -> ``policy``'s evidence F1 in one run's ``records.jsonl``."""
+    out = {}
+    with open(run_dir / "records.jsonl") as f:
+        for line in f:
+            r = json.loads(line)
+            v = r.get("policies", {}).get(policy, {}).get("f1")
+            if v is not None:
+                out[(r["ladder"], str(r["id"]))] = float(v)
+    return out
+
+
+def _group_dirs(reports: Path, name: str) -> list[Path]:
+    d = Path(reports) / name
+    if (d / "records.jsonl").is_file():
+        return [d]
+    return sorted(p.parent for p in Path(reports).glob(f"{name}_s*/records.jsonl")
+                  if re.fullmatch(rf"{re.escape(name)}_s\d+", p.parent.name))
+
+
+def paired(reports: Path, a: str, b: str, policy: str = N.ROUTER) -> dict[str, dict]:
+    """Per ladder: the paired difference B - A of ``policy``'s F1 over the questions both hold
+    (each question averaged over its group's seeds): n, mean, se, and how many B wins / loses."""
+    per = {}
+    for name in (a, b):
+        dirs = _group_dirs(reports, name)
+        if not dirs:
+            raise FileNotFoundError(f"no run {name} (or {name}_s<seed>) with records.jsonl under {reports}")
+        runs = [_router_f1(d, policy) for d in dirs]
+        keys = set.intersection(*(set(r) for r in runs))
+        per[name] = ({k: float(np.mean([r[k] for r in runs])) for k in keys}, len(dirs))
+    (fa, na), (fb, nb) = per[a], per[b]
+    out = {}
+    for ladder in sorted({k[0] for k in fa}):
+        keys = sorted(k for k in fa if k[0] == ladder and k in fb)
+        if not keys:
+            continue
+        d = np.array([fb[k] - fa[k] for k in keys])
+        d = d[np.isfinite(d)]
+        out[ladder] = {"n": int(len(d)), "mean": float(d.mean()), "se": float(d.std(ddof=1) / np.sqrt(len(d))),
+                       "wins": int((d > 0).sum()), "losses": int((d < 0).sum()), "seeds": [na, nb]}
+    return out
 
 
 def summarize_groups(rows: list[dict]) -> list[dict]:
@@ -114,8 +162,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reports", default="reports")
     ap.add_argument("--pattern", default="ablation_*", help="glob over run directories under --reports")
     ap.add_argument("--out", default=None, help="default: <reports>/collected")
+    ap.add_argument("--paired", nargs=2, metavar=("A", "B"), help="the router's F1, B - A, question by question")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if args.paired:
+        a, b = args.paired
+        for ladder, r in paired(Path(args.reports), a, b).items():
+            log.info("%s: %s - %s = %+.4f ± %.4f F1 (n=%d, seeds %d/%d; B better on %d, worse on %d)", ladder, b, a,
+                     r["mean"], r["se"], r["n"], r["seeds"][0], r["seeds"][1], r["wins"], r["losses"])
+        return 0
     rows = collect(Path(args.reports), args.pattern)
     if not rows:
         log.error("no metrics.json under %s/%s", args.reports, args.pattern)
