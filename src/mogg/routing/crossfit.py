@@ -25,6 +25,7 @@ import numpy as np
 from mogg.core.artifacts import ArtifactError, atomic_path, config_hash, strict_json
 from mogg.routing import objectives
 from mogg.routing.model import Routing, TrainedRouter, question_hash
+from mogg.routing.pairs import PairStates
 from mogg.routing.settings import RouterSettings
 from mogg.routing.training import FitError, TrainerConfig, fit_routers
 
@@ -49,10 +50,10 @@ def split_train_val(idx: np.ndarray, val_fraction: float, seed: int) -> tuple[np
     return np.sort(perm[n_val:]), np.sort(perm[:n_val])
 
 
-def _digest(*arrays: np.ndarray) -> str:
+def _digest(*arrays) -> str:
     h = hashlib.sha256()
-    for a in arrays:
-        h.update(np.ascontiguousarray(a).tobytes())
+    for a in arrays:  # a cross router's inputs are named by their key (encoder, pair texts, rows)
+        h.update(a.key.encode() if isinstance(a, PairStates) else np.ascontiguousarray(a).tobytes())
     return h.hexdigest()
 
 
@@ -84,13 +85,18 @@ def train_routers(
 ) -> list[TrainedRouter]:
     """Fit every router in ``fits`` at once (one stacked model, :func:`mogg.routing.training.fit_routers`).
 
-    ``x`` [Q, D] router inputs, ``labels`` [Q, L] soft labels, ``utilities`` [Q, L] the level
+    ``x`` [Q, D] router inputs (a cross router's: PairStates), ``labels`` [Q, L] soft labels, ``utilities`` [Q, L] the level
     scores the labels come from. Each router's targets are scaled on its own training rows.
     """
     scales = [objectives.utility_scale(utilities[f.train]) for f in fits]
     targets = [objectives.targets(settings.objective, labels, utilities, sc) for sc in scales]
-    trained = fit_routers(x, targets, [f.train for f in fits], [f.val for f in fits], [f.seed for f in fits],
-                          settings.module_kwargs(), trainer, ckpt_dir, logger)
+    rows = [f.train for f in fits], [f.val for f in fits], [f.seed for f in fits]
+    if settings.model == "cross":  # x: PairStates; folds one after another, each its own transformer blocks
+        from mogg.routing.cross import fit_cross_routers
+
+        trained = fit_cross_routers(x, targets, *rows, settings, trainer, settings.cross_encoder(), ckpt_dir, logger)
+    else:
+        trained = fit_routers(x, targets, *rows, settings.module_kwargs(), trainer, ckpt_dir, logger)
     return [_finish(module, summary, f, sc, x, labels, utilities, questions, settings, trainer)
             for (module, summary), f, sc in zip(trained, fits, scales)]
 
@@ -196,7 +202,7 @@ def crossfit(
     if todo:
         # all folds left to train as one stacked model; a resumable Lightning directory per set of folds
         lightning_dir = out_dir / ".lightning" / ("folds-" + config_hash([key for *_, key in todo]))
-        log.info("training %d router fold(s) as one stacked model", len(todo))
+        log.info("training %d router fold(s)%s", len(todo), "" if settings.model == "cross" else " as one stacked model")
         try:
             trained = train_routers(x, labels, utilities, questions, [f for _, _, f, _ in todo], settings, trainer,
                                     lightning_dir, logger=logger)

@@ -23,6 +23,7 @@ from safetensors.torch import load_file, save_file
 from mogg.core.artifacts import ArtifactError, artifact_lock, diff_fields, read_manifest, write_artifact
 from mogg.routing import objectives as obj
 from mogg.routing.features import FeatureRecipe
+from mogg.routing.pairs import PairStates
 from mogg.routing.router import RouterMLP
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,7 @@ class Routing:
     prior: np.ndarray  # float64 [Q, L]
     logits: np.ndarray  # float64 [Q, L]
     fold: np.ndarray | None = None  # int64 [Q] for cross-fitted predictions
+    cost_ms: dict | None = None  # routing ms per question (network; pairs: a cross router's frozen encoding)
 
     @classmethod
     def empty(cls, n: int, n_levels: int) -> "Routing":
@@ -71,7 +73,7 @@ class Routing:
 
 @dataclass
 class TrainedRouter:
-    """An MLP router plus its spec (see module doc)."""
+    """A router network (the MLP, or the cross router) plus its spec (see module doc)."""
 
     module: RouterMLP
     spec: dict
@@ -130,16 +132,30 @@ class TrainedRouter:
         return sum(question_hash(q) in seen for q in questions)
 
     # -- applying it --------------------------------------------------------------------------
-    def logits(self, x: np.ndarray) -> np.ndarray:
+    @property
+    def is_cross(self) -> bool:
+        return self.spec["network"].get("kind") == "cross"
+
+    def logits(self, x) -> np.ndarray:
+        """z float64 [Q, L]: ``x`` router inputs [Q, D] (MLP), or :class:`PairStates` (cross router)."""
+        if self.is_cross:
+            return self.module.logits(x)
         with torch.inference_mode():
             self.module.eval()
             return self.module(torch.as_tensor(np.asarray(x), dtype=torch.float32)).double().numpy()
 
-    def route(self, x: np.ndarray, decision: str | None = None) -> Routing:
-        """Decisions for router inputs ``x`` [Q, D] (from :attr:`recipe`)."""
-        x = np.asarray(x)
-        if x.ndim != 2 or x.shape[1] != self.spec["network"]["in_dim"]:
-            raise RouterMismatch(f"router inputs have shape {x.shape}; the router expects [Q, {self.spec['network']['in_dim']}]")
+    def route(self, x, decision: str | None = None) -> Routing:
+        """Decisions for router inputs ``x`` [Q, D] (from :attr:`recipe`), or a cross router's
+        :class:`mogg.routing.pairs.PairStates`."""
+        net = self.spec["network"]
+        if self.is_cross:
+            if not isinstance(x, PairStates) or x.n_levels != net["n_levels"] or x.width != net["width"]:
+                raise RouterMismatch(f"a cross router over {net['n_levels']} levels needs pair states of width "
+                                     f"{net['width']}; got {type(x).__name__}")
+        else:
+            x = np.asarray(x)
+            if x.ndim != 2 or x.shape[1] != net["in_dim"]:
+                raise RouterMismatch(f"router inputs have shape {x.shape}; the router expects [Q, {net['in_dim']}]")
         z = self.logits(x)
         if not np.isfinite(z).all():
             rows = np.flatnonzero(~np.isfinite(z).all(axis=1))
@@ -192,8 +208,10 @@ class TrainedRouter:
         if levels is not None and not (isinstance(levels, list) and all(isinstance(v, str) for v in levels)):
             raise ArtifactError(f"{directory / 'router.json'}: 'levels' must be a list of level names; retrain the router")
         net = spec["network"]
-        if not isinstance(net, dict) or any(k not in net for k in ("in_dim", "n_levels", "hidden", "dropout")):
-            raise ArtifactError(f"{directory / 'router.json'}: 'network' must hold in_dim, n_levels, hidden, dropout")
+        need = ("width", "n_levels", "hidden", "dropout", "base", "max_length", "train_layers") \
+            if isinstance(net, dict) and net.get("kind") == "cross" else ("in_dim", "n_levels", "hidden", "dropout")
+        if not isinstance(net, dict) or any(k not in net for k in need):
+            raise ArtifactError(f"{directory / 'router.json'}: 'network' must hold {', '.join(need)}")
         path = directory / "router.safetensors"
         try:
             state = load_file(path)
@@ -206,7 +224,8 @@ class TrainedRouter:
         if std is not None and not (std > 0).all():
             raise ArtifactError(f"{path}: input spread 'std' has {(std <= 0).sum().item()} value(s) <= 0; "
                                 "the router is unusable, retrain it")
-        m = RouterMLP(net["in_dim"], net["n_levels"], net["hidden"], net["dropout"])
+        m = _cross_network(net) if net.get("kind") == "cross" else \
+            RouterMLP(net["in_dim"], net["n_levels"], net["hidden"], net["dropout"])
         try:
             m.load_state_dict(state)
         except RuntimeError as e:
@@ -215,6 +234,17 @@ class TrainedRouter:
         spec["_dir"] = str(directory)
         hashes = _json_file(directory / "train_questions.json", list)
         return cls(m, spec, hashes)
+
+
+def _cross_network(net: dict):
+    """An untrained cross router shaped as ``net`` says (its top blocks from the named encoder)."""
+    from mogg.encoders import HFEncoder
+    from mogg.routing.cross import CrossRouter, top_blocks
+
+    enc = HFEncoder(net["base"], max_length=int(net["max_length"]), normalize=False)
+    extra = {k: net[k] for k in ("base", "max_length", "train_layers", "encoder") if k in net}
+    return CrossRouter(top_blocks(enc, int(net["train_layers"])), int(net["width"]), int(net["n_levels"]),
+                       int(net["hidden"]), float(net["dropout"]), extra, int(net.get("extra_dim", 0)))
 
 
 def _json_file(path: Path, kind: type):

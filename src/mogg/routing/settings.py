@@ -10,6 +10,7 @@ from mogg.routing import objectives
 from mogg.routing.features import NORMALISE, parse_groups
 
 FITS = ("crossfit", "all", "both")
+MODELS = ("mlp", "cross")
 
 
 @dataclass
@@ -23,6 +24,13 @@ class RouterSettings:
     elsewhere) or both; ``checkpoint``: a trained router (directory, or a run directory holding
     ``<ladder>/final``) that ``evaluate.py`` applies to its question set; ``allow_overlap``: let
     such a router be evaluated on questions it was trained on (refused by default).
+
+    ``model``: mlp (the network over ``inputs``) | cross (:mod:`mogg.routing.cross`: a transformer
+    reading each (question, level context) pair; ``base`` its encoder by name or path, the top
+    ``train_layers`` blocks fine-tuned at ``encoder_lr``, the head at ``lr``, the head also reading
+    the MLP's ``inputs`` with ``features``; ``epochs``,
+    ``patience`` and ``batch_size`` (questions, each with its L pairs) are its own, the MLP's are
+    the trainer's).
     """
 
     inputs: Any = "retrieval+lengths"
@@ -45,6 +53,16 @@ class RouterSettings:
     max_tokens: int | None = None
     guard: bool = True
     guard_se: float = 1.0  # the router must beat the envelope on validation by this many SEs (one-SE rule)
+    model: str = "mlp"
+    # the cross router's (model=cross) encoder and fit
+    base: str = "minilm"
+    max_length: int = 256
+    train_layers: int = 1
+    features: bool = True  # the head also reads the MLP's inputs (router.inputs)
+    encoder_lr: float = 5e-5
+    epochs: int = 20
+    patience: int = 3
+    batch_size: int = 16
 
     def __post_init__(self) -> None:
         self.inputs = parse_groups(self.inputs if isinstance(self.inputs, str) else list(self.inputs))
@@ -53,6 +71,12 @@ class RouterSettings:
         objectives.check_objective(self.objective)
         if self.decision not in objectives.DECISIONS:
             raise ValueError(f"router.decision must be one of {objectives.DECISIONS}, got {self.decision!r}")
+        if self.model not in MODELS:
+            raise ValueError(f"router.model must be one of {MODELS}, got {self.model!r}")
+        if self.model == "cross" and (self.train_layers < 0 or self.max_length < 8 or self.epochs < 1
+                                      or self.patience < 0 or self.batch_size < 1 or not 0 < self.encoder_lr <= 1):
+            raise ValueError("router=cross: train_layers >= 0, max_length >= 8, epochs >= 1, patience >= 0, "
+                             f"batch_size >= 1 and 0 < encoder_lr <= 1 required; got {self}")
         if self.fit not in FITS:
             raise ValueError(f"router.fit must be one of {FITS}, got {self.fit!r}")
         if self.budget is not None and self.budget < 1:
@@ -76,4 +100,17 @@ class RouterSettings:
 
     def key(self) -> dict:
         """What changes a trained router (not where it is saved or how it is used)."""
-        return {**self.module_kwargs(), "inputs": list(self.inputs), "temperature": self.temperature}
+        key = {**self.module_kwargs(), "inputs": list(self.inputs), "temperature": self.temperature}
+        if self.model == "cross":  # MLP keys stay as they were: their routers and run ids are unchanged
+            key.update(model="cross", base=self.base, max_length=self.max_length, train_layers=self.train_layers,
+                       features=self.features,
+                       encoder_lr=self.encoder_lr, epochs=self.epochs, patience=self.patience, batch_size=self.batch_size)
+        return key
+
+    def cross_encoder(self):
+        """The cross router's encoder (:class:`mogg.encoders.HFEncoder`, loaded on first use)."""
+        from mogg.encoders import HFEncoder
+
+        if "_encoder" not in self.__dict__:  # one model load per run (not a dataclass field: not in key())
+            self.__dict__["_encoder"] = HFEncoder(self.base, max_length=self.max_length, normalize=False)
+        return self.__dict__["_encoder"]

@@ -32,6 +32,7 @@ import numpy as np
 from mogg.routing import objectives
 from mogg.routing.crossfit import fit_and_save, split_train_val
 from mogg.routing.model import TrainedRouter
+from mogg.routing.pairs import PairStates, concat_states
 from mogg.routing.settings import RouterSettings
 from mogg.routing.training import TrainerConfig
 
@@ -40,7 +41,8 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Source:
-    """One training question set: router inputs [Q, D], soft labels and utilities [Q, L]."""
+    """One training question set: router inputs [Q, D] (a cross router's: PairStates), soft labels and
+    utilities [Q, L]."""
 
     name: str
     x: np.ndarray
@@ -91,7 +93,7 @@ def stack_sources(sources: Sequence[Source], val_fraction: float, seed: int) -> 
         n = len(s.x)
         tr, va = split_train_val(np.arange(n), val_fraction, seed + 999 + 7919 * i)
         scale = objectives.utility_scale(np.asarray(s.utilities, dtype=np.float64))
-        xs.append(np.asarray(s.x, dtype=np.float32))
+        xs.append(s.x if isinstance(s.x, PairStates) else np.asarray(s.x, dtype=np.float32))
         ls.append(np.asarray(s.labels, dtype=np.float32))
         us.append(np.asarray(s.utilities, dtype=np.float64) / scale)
         qs.extend(s.questions)
@@ -100,7 +102,8 @@ def stack_sources(sources: Sequence[Source], val_fraction: float, seed: int) -> 
         info.append({"name": s.name, "n_questions": n, "weight": s.weight, "repeats": rep, "utility_scale": scale,
                      "n_train": int(len(tr)), "n_val": int(len(va))})
         offset += n
-    return {"x": np.concatenate(xs), "labels": np.concatenate(ls), "utilities": np.concatenate(us), "questions": qs,
+    x = concat_states(xs) if isinstance(xs[0], PairStates) else np.concatenate(xs)
+    return {"x": x, "labels": np.concatenate(ls), "utilities": np.concatenate(us), "questions": qs,
             "train": np.sort(np.concatenate(train)), "val": np.concatenate(val), "per_source": info}
 
 

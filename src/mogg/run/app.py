@@ -36,6 +36,7 @@ from mogg.run.prepare_stage import ladder_policies, ladder_reports, make_reader,
 from mogg.run.router_store import (
     checkpoint_dir,
     retriever_node,
+    router_inputs,
     router_settings,
     router_spec,
     router_weights,
@@ -96,7 +97,8 @@ def train(cfg: DictConfig) -> dict:
             logger = instantiate(cfg.logger, name=f"{cfg.run_name}-{name}-folds",
                                  id=f"{cfg.run_name}-{name}-s{cfg.seed}-folds") if cfg.get("logger") else False
             info = crossfit(
-                prep.features, prep.labels, prep.level_scores, prep.questions, prep.query_ids, cfg.n_folds, cfg.seed,
+                router_inputs(cfg, settings, prep), prep.labels, prep.level_scores, prep.questions, prep.query_ids,
+                cfg.n_folds, cfg.seed,
                 settings, trainer, out, router_spec(cfg, name, prep), logger=logger,
             )
             meta = {"data_key": prep.data_key, "run_id": info["run_id"], "levels": prep.ladder.level_names,

@@ -99,6 +99,13 @@ class RoutingSession:
         lad = self.index.ladder
         hits = self.index.search(questions, self.k_r)
         x = compute_features(self.router.recipe, hits, lad, questions, self.encoder, self.artifacts)
+        if self.router.is_cross:  # it reads each level's fixed top-k context with the question
+            from mogg.routing.pairs import level_contexts, router_pair_states
+            from mogg.selection import fixed_level_select
+
+            fixed = [fixed_level_select(lad, hits, j, self.k) for j in range(lad.n_levels)]
+            states = router_pair_states(self.router.spec["network"], questions, level_contexts(lad, fixed))
+            x = states.with_extra(x) if int(self.router.spec["network"].get("extra_dim", 0)) else states
         r = self.router.route(x)
         sel = mog_select(lad, hits, r.weights, self.k)
         names = lad.level_names

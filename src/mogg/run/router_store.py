@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,24 @@ log = logging.getLogger(__name__)
 def router_settings(cfg: DictConfig) -> RouterSettings:
     """The router's knobs from its config group (``_target_``)."""
     return instantiate(cfg.router)
+
+def _artifacts(cfg: DictConfig) -> Path | None:
+    return Path(cfg.paths.artifacts) if cfg.paths.get("artifacts") else None
+
+def cross_states(encoder, train_layers: int, prep: Prepared, artifacts: Path | None):
+    """A cross router's inputs for ``prep``: each (question, level context) pair through the frozen
+    layers (:mod:`mogg.routing.pairs`; the contexts are the levels' fixed top-k selections)."""
+    from mogg.routing.pairs import level_contexts, pair_states
+
+    return pair_states(encoder, prep.questions, level_contexts(prep.ladder, prep.fixed), train_layers, artifacts)
+
+def router_inputs(cfg: DictConfig, settings: RouterSettings, prep: Prepared):
+    """What this run's router reads for ``prep``: the feature matrix [Q, D] (MLP), or the pairs'
+    frozen states (``router.model=cross``)."""
+    if settings.model == "cross":
+        states = cross_states(settings.cross_encoder(), settings.train_layers, prep, _artifacts(cfg))
+        return states.with_extra(prep.features) if settings.features else states
+    return prep.features
 
 def retriever_node(cfg: DictConfig, ladder: str):
     """The retriever config of one ladder: ``retrievers.<ladder>`` when the run sets it (to compare
@@ -130,7 +149,18 @@ def load_router_predictions(cfg: DictConfig, name: str, prep: Prepared) -> Routi
             f"{d} was trained on different data/labels/features (data key {meta['data_key']} != {prep.data_key}); "
             "retrain with the same overrides"
         )
-    return predict_crossfit(prep.features, prep.query_ids, d, run_id=meta.get("run_id"))
+    x = router_inputs(cfg, router_settings(cfg), prep)
+    t0 = time.perf_counter()
+    r = predict_crossfit(x, prep.query_ids, d, run_id=meta.get("run_id"))
+    r.cost_ms = routing_cost(x, time.perf_counter() - t0, len(prep.items))
+    return r
+
+def routing_cost(x, network_s: float, n: int) -> dict:
+    """Routing ms per question: the network's, and (cross router) the frozen pair encoding's."""
+    out = {"network_ms": round(1000 * network_s / max(n, 1), 3)}
+    if hasattr(x, "encode_s"):
+        out["pairs_ms"] = round(1000 * x.encode_s / max(n, 1), 3)
+    return out
 
 def resolve_router_dir(path: str | Path, ladder: str) -> Path:
     """A router directory from ``router.checkpoint``: the directory itself, or ``<run>/<ladder>/final``."""
@@ -168,11 +198,24 @@ def load_applied(d: Path, settings: RouterSettings, prep: Prepared) -> TrainedRo
 
 def route_prepared(cfg: DictConfig, router: TrainedRouter, prep: Prepared) -> Routing:
     """Apply a trained router to a prepared question set, with the router's own feature recipe."""
+    if router.is_cross:
+        from mogg.routing.pairs import level_contexts, router_pair_states
+
+        net = router.spec["network"]
+        x = router_pair_states(net, prep.questions, level_contexts(prep.ladder, prep.fixed), _artifacts(cfg))
+        if int(net.get("extra_dim", 0)):  # its head also reads the MLP's inputs, by its own recipe
+            x = x.with_extra(_recipe_features(cfg, router, prep))
+    else:
+        x = _recipe_features(cfg, router, prep)
+    t0 = time.perf_counter()
+    r = router.route(x)
+    r.cost_ms = routing_cost(x, time.perf_counter() - t0, len(prep.items))
+    return r
+
+def _recipe_features(cfg: DictConfig, router: TrainedRouter, prep: Prepared):
     recipe = router.recipe
     encoder = instantiate(recipe.encoder) if recipe.needs_embeddings else None
-    artifacts = Path(cfg.paths.artifacts) if cfg.paths.get("artifacts") else None
-    x = compute_features(recipe, prep.hits, prep.ladder, prep.questions, encoder, artifacts)
-    return router.route(x)
+    return compute_features(recipe, prep.hits, prep.ladder, prep.questions, encoder, _artifacts(cfg))
 
 def router_weights(cfg: DictConfig, name: str, prep: Prepared) -> tuple[dict[str, np.ndarray], dict[str, Routing], list[str]]:
     """Eq. 1 weights of every router policy for this ladder, their routings, and report notes.
@@ -232,4 +275,9 @@ def router_weights(cfg: DictConfig, name: str, prep: Prepared) -> tuple[dict[str
             f"source_best_fixed is {prep.ladder.level_names[transfer.decision['fallback_level']]}, the best fixed level on "
             f"{transfer.source_name}"
         )
+    for pol, r in routings.items():
+        if r.cost_ms:
+            c = r.cost_ms
+            extra = f" + {c['pairs_ms']:.1f} ms reading its (question, level context) pairs" if "pairs_ms" in c else ""
+            notes.append(f"{name}: {pol} routing cost {c['network_ms']:.3f} ms per question (router network){extra}")
     return weights, routings, notes

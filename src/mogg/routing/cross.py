@@ -1,0 +1,156 @@
+"""The cross router (``router=cross``): a transformer that reads each (question, level context)
+pair and regresses that level's utility.
+
+The MLP router decides from retrieval scores and lengths; it never reads what a level would hand
+the reader. The cross router does: the pair's frozen-layer states (:mod:`mogg.routing.pairs`) go
+through the encoder's top ``train_layers`` blocks (fine-tuned), are mean-pooled, and a head over
+[pooled, one-hot level] gives one output per level, so ``z`` [B, L] is what every objective of
+:mod:`mogg.routing.objectives` trains and decides on (utility regression by default). Folds train
+one after another (each has its own copy of the top blocks), each with Lightning: seeded
+per-epoch shuffles, early stopping on the validation loss with the best weights kept, and
+``trainer.checkpoint_every`` checkpoints a preempted job resumes from.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from mogg.routing.pairs import PairStates, encoder_layers, frozen_layers
+
+log = logging.getLogger(__name__)
+
+
+class CrossRouter(nn.Module):
+    """Top transformer blocks + mean pooling + a head over [pooled, one-hot level, question inputs]
+    -> z [B, L]. ``extra_dim`` > 0: the head also reads the MLP's inputs (standardised on the
+    training rows, as the MLP does), so it starts from what the MLP sees and adds what it reads."""
+
+    def __init__(self, top: Sequence[nn.Module], width: int, n_levels: int, hidden: int = 64, dropout: float = 0.1,
+                 hparams: dict | None = None, extra_dim: int = 0):
+        super().__init__()
+        self.top = nn.ModuleList(top)
+        self.n_levels, self.extra_dim = int(n_levels), int(extra_dim)
+        self.register_buffer("x_mean", torch.zeros(self.extra_dim))
+        self.register_buffer("x_std", torch.ones(self.extra_dim))
+        self.head = nn.Sequential(nn.Linear(width + n_levels + self.extra_dim, hidden), nn.ReLU(), nn.Dropout(dropout),
+                                  nn.Linear(hidden, 1))
+        self.hparams = {**(hparams or {}), "kind": "cross", "width": int(width), "n_levels": int(n_levels),
+                        "hidden": int(hidden), "dropout": float(dropout), "extra_dim": self.extra_dim}
+
+    def set_normalization(self, x: torch.Tensor) -> None:
+        """Standardise the head's question inputs by their training rows [N, D] (flat columns: unit spread)."""
+        self.x_mean.copy_(x.mean(0))
+        std = x.std(0, unbiased=False)
+        self.x_std.copy_(torch.where(std <= 1e-6 * x.abs().amax(0).clamp_min(1.0), torch.ones_like(std), std))
+
+    def forward(self, hidden: torch.Tensor, mask: torch.Tensor, extra: torch.Tensor | None = None) -> torch.Tensor:
+        """``hidden`` [B, L, T, H] (any float dtype), ``mask`` bool [B, L, T], ``extra`` [B, D] -> z [B, L]."""
+        b, n_l, t, h = hidden.shape
+        if n_l != self.n_levels:
+            raise ValueError(f"pair states have {n_l} levels; the router has {self.n_levels}")
+        x = hidden.reshape(b * n_l, t, h).float()
+        m = mask.reshape(b * n_l, t)
+        if len(self.top):
+            # the additive [B*L, 1, 1, T] mask BERT-style blocks take (0 keep, dtype min masked)
+            ext = torch.zeros(m.shape, dtype=x.dtype, device=x.device).masked_fill(~m, torch.finfo(x.dtype).min)[:, None, None, :]
+            for block in self.top:
+                x = block(x, attention_mask=ext)
+                x = x[0] if isinstance(x, tuple) else x  # transformers < 5 returns tuples
+        pooled = (x * m[..., None]).sum(1) / m.sum(1, keepdim=True).clamp_min(1)  # [B*L, H]
+        parts = [pooled, torch.eye(n_l, dtype=x.dtype, device=x.device).repeat(b, 1)]  # + one-hot level [B*L, L]
+        if self.extra_dim:
+            if extra is None or extra.shape != (b, self.extra_dim):
+                raise ValueError(f"this cross router's head reads {self.extra_dim} question inputs; got "
+                                 f"{None if extra is None else tuple(extra.shape)}")
+            parts.append(((extra.float() - self.x_mean) / self.x_std).repeat_interleave(n_l, dim=0))
+        return self.head(torch.cat(parts, dim=1)).view(b, n_l)
+
+    @torch.inference_mode()
+    def logits(self, states: PairStates, batch_size: int = 64) -> np.ndarray:
+        """z float64 [Q, L] for all of ``states``, in batches of questions."""
+        self.eval()
+        dev = next(self.parameters()).device
+        ex = states.extra
+        out = [self(states.hidden[a:a + batch_size].to(dev), states.mask[a:a + batch_size].to(dev),
+                    None if ex is None else ex[a:a + batch_size].to(dev)).cpu()
+               for a in range(0, len(states), batch_size)]
+        return torch.cat(out).double().numpy() if out else np.zeros((0, self.n_levels))
+
+
+def top_blocks(encoder, train_layers: int) -> list[nn.Module]:
+    """Fresh copies of the encoder's top ``train_layers`` blocks (its pretrained weights)."""
+    layers = encoder_layers(encoder.model)
+    n_frozen = frozen_layers(len(layers), train_layers)
+    return [copy.deepcopy(b).float().cpu().train() for b in layers[n_frozen:]]
+
+
+def build_router(encoder, train_layers: int, n_levels: int, hidden: int, dropout: float, seed: int,
+                 spec: dict | None = None, extra_dim: int = 0) -> CrossRouter:
+    """A cross router initialised from ``encoder``'s top blocks, its head seeded by ``seed``."""
+    torch.manual_seed(seed)
+    return CrossRouter(top_blocks(encoder, train_layers), encoder.model.config.hidden_size, n_levels, hidden, dropout,
+                       spec, extra_dim)
+
+
+def fit_cross_routers(states: PairStates, targets: Sequence[np.ndarray], train: Sequence[np.ndarray],
+                      val: Sequence[np.ndarray], seeds: Sequence[int], settings, trainer, encoder,
+                      ckpt_dir: Path | None = None, logger=False) -> list[tuple[CrossRouter, dict]]:
+    """Train one cross router per (targets, train, val, seed), one after another; returns each at
+    its best validation loss (its last weights without validation rows) and a summary."""
+    import lightning as L
+
+    from mogg.routing.cross_module import CrossModule
+
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
+    spec = {"base": settings.base, "max_length": int(encoder.max_length), "train_layers": int(settings.train_layers),
+            "encoder": encoder.config()}
+    out = []
+    for k, (t, tr, va, seed) in enumerate(zip(targets, train, val, seeds)):
+        extra_dim = 0 if states.extra is None else int(states.extra.shape[1])
+        router = build_router(encoder, settings.train_layers, states.n_levels, settings.hidden, settings.dropout, seed,
+                              spec, extra_dim)
+        if extra_dim:
+            router.set_normalization(states.extra[torch.as_tensor(np.asarray(tr, dtype=np.int64))])
+        L.seed_everything(seed, workers=True, verbose=False)
+        module = CrossModule(router, states, t, tr, va, seed, objective=settings.objective, lr=settings.lr,
+                             encoder_lr=settings.encoder_lr, weight_decay=settings.weight_decay,
+                             batch_size=settings.batch_size, patience=settings.patience)
+        fold_dir = Path(ckpt_dir) / f"router{k}" if ckpt_dir else None
+        callbacks: list = []
+        if trainer.checkpoint_every > 0:
+            from lightning.pytorch.callbacks import ModelCheckpoint
+
+            callbacks.append(ModelCheckpoint(dirpath=fold_dir, save_last=True, save_top_k=1,
+                                             every_n_epochs=trainer.checkpoint_every))
+        t_ = L.Trainer(max_epochs=settings.epochs, accelerator=trainer.accelerator, devices=1,
+                       deterministic=trainer.deterministic, logger=logger, callbacks=callbacks,
+                       enable_checkpointing=trainer.checkpoint_every > 0, enable_progress_bar=False,
+                       enable_model_summary=False, default_root_dir=str(fold_dir) if fold_dir else None,
+                       num_sanity_val_steps=0)
+        last = fold_dir / "last.ckpt" if fold_dir else None
+        resume = str(last) if (trainer.checkpoint_every > 0 and last is not None and last.is_file()) else None
+        if resume:
+            log.info("resuming cross router %d from %s", k, resume)
+        t0 = time.perf_counter()
+        t_.fit(module, module.epoch_loader(), ckpt_path=resume)
+        summary = {"epochs": int(module.stop_epoch or t_.current_epoch)}
+        if len(va):
+            if not math.isfinite(module.best_loss):
+                from mogg.routing.training import FitError
+
+                raise FitError(k, f"the cross router's validation loss was never finite; lower router.lr ({settings.lr})")
+            router.load_state_dict(module.best_state)
+            summary["best_val_loss"] = float(module.best_loss)
+        log.info("cross router %d of %d: %d epochs in %.1f s (best validation loss %s)", k + 1, len(train),
+                 summary["epochs"], time.perf_counter() - t0, summary.get("best_val_loss"))
+        out.append((router.eval(), summary))
+    return out
