@@ -275,9 +275,9 @@ def router_weights(cfg: DictConfig, name: str, prep: Prepared) -> tuple[dict[str
             f"source_best_fixed is {prep.ladder.level_names[transfer.decision['fallback_level']]}, the best fixed level on "
             f"{transfer.source_name}"
         )
-    for pol, r in routings.items():
+    for pol, r in routings.items():  # logged, not in the report: wall-clock time would make reports differ per run
         if r.cost_ms:
             c = r.cost_ms
             extra = f" + {c['pairs_ms']:.1f} ms reading its (question, level context) pairs" if "pairs_ms" in c else ""
-            notes.append(f"{name}: {pol} routing cost {c['network_ms']:.3f} ms per question (router network){extra}")
+            log.info("%s: %s routing cost %.3f ms per question (router network)%s", name, pol, c["network_ms"], extra)
     return weights, routings, notes
