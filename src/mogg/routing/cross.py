@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from mogg.routing.pairs import PairStates, encoder_layers, frozen_layers
+from mogg.routing.router import standardisation
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +49,9 @@ class CrossRouter(nn.Module):
 
     def set_normalization(self, x: torch.Tensor) -> None:
         """Standardise the head's question inputs by their training rows [N, D] (flat columns: unit spread)."""
-        self.x_mean.copy_(x.mean(0))
-        std = x.std(0, unbiased=False)
-        self.x_std.copy_(torch.where(std <= 1e-6 * x.abs().amax(0).clamp_min(1.0), torch.ones_like(std), std))
+        mean, std, _ = standardisation(x)
+        self.x_mean.copy_(mean)
+        self.x_std.copy_(std)
 
     def forward(self, hidden: torch.Tensor, mask: torch.Tensor, extra: torch.Tensor | None = None) -> torch.Tensor:
         """``hidden`` [B, L, T, H] (any float dtype), ``mask`` bool [B, L, T], ``extra`` [B, D] -> z [B, L]."""
@@ -109,8 +110,7 @@ def fit_cross_routers(states: PairStates, targets: Sequence[np.ndarray], train: 
     import lightning as L
 
     from mogg.routing.cross_module import CrossModule
-
-    logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
+    from mogg.routing.training import lightning_trainer
     spec = {"base": settings.base, "max_length": int(encoder.max_length), "train_layers": int(settings.train_layers),
             "encoder": encoder.config()}
     out = []
@@ -125,19 +125,7 @@ def fit_cross_routers(states: PairStates, targets: Sequence[np.ndarray], train: 
                              encoder_lr=settings.encoder_lr, weight_decay=settings.weight_decay,
                              batch_size=settings.batch_size, patience=settings.patience)
         fold_dir = Path(ckpt_dir) / f"router{k}" if ckpt_dir else None
-        callbacks: list = []
-        if trainer.checkpoint_every > 0:
-            from lightning.pytorch.callbacks import ModelCheckpoint
-
-            callbacks.append(ModelCheckpoint(dirpath=fold_dir, save_last=True, save_top_k=1,
-                                             every_n_epochs=trainer.checkpoint_every))
-        t_ = L.Trainer(max_epochs=settings.epochs, accelerator=trainer.accelerator, devices=1,
-                       deterministic=trainer.deterministic, logger=logger, callbacks=callbacks,
-                       enable_checkpointing=trainer.checkpoint_every > 0, enable_progress_bar=False,
-                       enable_model_summary=False, default_root_dir=str(fold_dir) if fold_dir else None,
-                       num_sanity_val_steps=0)
-        last = fold_dir / "last.ckpt" if fold_dir else None
-        resume = str(last) if (trainer.checkpoint_every > 0 and last is not None and last.is_file()) else None
+        t_, resume = lightning_trainer(trainer, settings.epochs, fold_dir, logger)
         if resume:
             log.info("resuming cross router %d from %s", k, resume)
         t0 = time.perf_counter()

@@ -14,6 +14,14 @@ import torch
 from torch import nn
 
 
+def standardisation(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Column mean, spread and flatness of inputs [N, D]; a column constant on these rows (spread ~0)
+    gets unit spread: clamping it to a tiny spread would scale any later difference by ~1e6."""
+    std = x.std(0, unbiased=False)
+    flat = std <= 1e-6 * x.abs().amax(0).clamp_min(1.0)
+    return x.mean(0), torch.where(flat, torch.ones_like(std), std), flat
+
+
 class RouterMLP(nn.Module):
     """Standardise -> Linear -> ReLU -> Dropout -> Linear -> logits [B, L].
 
@@ -39,14 +47,13 @@ class RouterMLP(nn.Module):
         difference in that column by ~1e6 and blow the router up on new questions."""
         if not torch.isfinite(x).all():
             raise FloatingPointError("router inputs hold NaN or inf; check the feature extraction")
-        self.mean.copy_(x.mean(0))
-        std = x.std(0, unbiased=False)
-        flat = std <= 1e-6 * x.abs().amax(0).clamp_min(1.0)
+        mean, std, flat = standardisation(x)
+        self.mean.copy_(mean)
         if flat.any():
             logging.getLogger(__name__).warning(
                 "router inputs: %d column(s) constant on the training rows (%s): unit spread, they carry no signal",
                 int(flat.sum()), ", ".join(str(i) for i in torch.nonzero(flat).flatten().tolist()[:10]))
-        self.std.copy_(torch.where(flat, torch.ones_like(std), std))
+        self.std.copy_(std)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net((x - self.mean) / self.std)

@@ -74,8 +74,6 @@ def fit_routers(
     f = len(train)
     if not (f == len(targets) == len(val) == len(seeds)) or f < 1:
         raise ValueError(f"one target, train, val and seed per router: got {len(targets)}, {f}, {len(val)}, {len(seeds)}")
-    # Lightning announces devices and tips at INFO on every fit: noise for 5-fold x sweeps.
-    logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
     mk = {k: v for k, v in module_kwargs.items() if k in ("hidden", "dropout")}
     x_t = torch.as_tensor(x, dtype=torch.float32)
     routers = []
@@ -88,27 +86,7 @@ def fit_routers(
     module = StackedRouterModule(routers, x, np.stack(targets), train, val, seeds, batch_size=trainer.batch_size,
                                  patience=trainer.patience, objective=module_kwargs["objective"],
                                  lr=module_kwargs["lr"], weight_decay=module_kwargs["weight_decay"])
-    callbacks: list = []
-    if trainer.checkpoint_every > 0:
-        from lightning.pytorch.callbacks import ModelCheckpoint
-
-        callbacks.append(ModelCheckpoint(dirpath=ckpt_dir, save_last=True, save_top_k=1, every_n_epochs=trainer.checkpoint_every))
-    t = L.Trainer(
-        max_epochs=trainer.max_epochs,
-        accelerator=trainer.accelerator,
-        devices=1,
-        deterministic=trainer.deterministic,
-        logger=logger,
-        callbacks=callbacks,
-        enable_checkpointing=trainer.checkpoint_every > 0,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=str(ckpt_dir) if ckpt_dir else None,
-        num_sanity_val_steps=0,
-        plugins=_requeue_plugins(trainer.requeue),
-    )
-    last = Path(ckpt_dir) / "last.ckpt" if ckpt_dir else None
-    resume = str(last) if (trainer.checkpoint_every > 0 and last is not None and last.is_file()) else None
+    t, resume = lightning_trainer(trainer, trainer.max_epochs, ckpt_dir, logger)
     if resume:
         log.info("resuming router training from %s", resume)
     # few-thousand-parameter MLPs: threads only add synchronisation (and spin under contention)
@@ -158,6 +136,38 @@ def fit_router(
     y = y_train if not n_val else np.concatenate([y_train, y_val])
     rows = np.arange(len(x_train)), np.arange(len(x_train), len(x_train) + n_val)
     return fit_routers(x, [y], [rows[0]], [rows[1]], [seed], module_kwargs, trainer, ckpt_dir, logger)[0]
+
+
+def lightning_trainer(trainer: TrainerConfig, max_epochs: int, ckpt_dir: Path | None, logger=False):
+    """A Lightning ``Trainer`` for one router fit and the checkpoint to resume from (None: a fresh
+    fit): checkpoints every ``trainer.checkpoint_every`` epochs in ``ckpt_dir``, SLURM requeue per
+    ``trainer.requeue``, no progress bar or model summary."""
+    import lightning as L
+
+    # Lightning announces devices and tips at INFO on every fit: noise for 5-fold x sweeps.
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
+    callbacks: list = []
+    if trainer.checkpoint_every > 0:
+        from lightning.pytorch.callbacks import ModelCheckpoint
+
+        callbacks.append(ModelCheckpoint(dirpath=ckpt_dir, save_last=True, save_top_k=1, every_n_epochs=trainer.checkpoint_every))
+    t = L.Trainer(
+        max_epochs=max_epochs,
+        accelerator=trainer.accelerator,
+        devices=1,
+        deterministic=trainer.deterministic,
+        logger=logger,
+        callbacks=callbacks,
+        enable_checkpointing=trainer.checkpoint_every > 0,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=str(ckpt_dir) if ckpt_dir else None,
+        num_sanity_val_steps=0,
+        plugins=_requeue_plugins(trainer.requeue),
+    )
+    last = Path(ckpt_dir) / "last.ckpt" if ckpt_dir else None
+    resume = str(last) if (trainer.checkpoint_every > 0 and last is not None and last.is_file()) else None
+    return t, resume
 
 
 def _requeue_plugins(requeue: str) -> list:
