@@ -33,3 +33,27 @@ def test_paired_difference_averages_seeds_then_pairs_questions(tmp_path):
     with pytest.raises(FileNotFoundError, match="no run nope"):
         paired(tmp_path, "nope", "cross")
     assert main(["--reports", str(tmp_path), "--paired", "mlp", "cross"]) == 0
+
+
+def test_runs_of_a_router_over_eq1_actions_add_the_action_gap_columns(tmp_path):
+    def metrics(d, router, extra):
+        d.mkdir(parents=True)
+        pol = {"mog_router": {"f1": {"mean": router}}, "fixed:a": {"f1": {"mean": 0.4}}, "oracle": {"f1": {"mean": 0.6}}}
+        pol.update({k: {"f1": {"mean": v}} for k, v in extra.items()})
+        s = {"policies": pol, "best_fixed": "fixed:a", "n_questions": 10, "gap_closed": {"mog_router": (router - 0.4) / 0.2}}
+        if extra:
+            s["action_gap_closed"] = {"mog_router": (router - extra["best_action"]) / (extra["action_oracle"] - extra["best_action"])}
+        (d / "metrics.json").write_text(json.dumps({"mog": s}))
+
+    metrics(tmp_path / "levels_s0", 0.5, {})
+    metrics(tmp_path / "levels_only_s0", 0.5, {})
+    metrics(tmp_path / "prof_s0", 0.55, {"best_action": 0.45, "action_oracle": 0.7})
+    metrics(tmp_path / "prof_s1", 0.6, {"best_action": 0.45, "action_oracle": 0.7})
+    assert main(["--reports", str(tmp_path), "--pattern", "levels_only_s*", "--out", str(tmp_path / "c1")]) == 0
+    assert "action gap closed" not in (tmp_path / "c1" / "summary.md").read_text()  # level routers: table unchanged
+    assert main(["--reports", str(tmp_path), "--pattern", "*_s*", "--out", str(tmp_path / "c2")]) == 0
+    lines = (tmp_path / "c2" / "summary.md").read_text().splitlines()
+    assert lines[0].endswith("| best action | action oracle | action gap closed |")
+    prof = next(ln for ln in lines if ln.startswith("| prof |"))
+    assert prof.endswith("| 0.450 ± 0.000 | 0.700 ± 0.000 | +50% ± 14% |")  # (0.575 - 0.45) / 0.25, sd of 40% and 60%
+    assert next(ln for ln in lines if ln.startswith("| levels |")).endswith("| - | - | - |")

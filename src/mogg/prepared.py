@@ -44,6 +44,15 @@ class Prepared:
     builder: Any = None  # the ladder builder (its hooks: extra policies, report sections)
     questions_fingerprint: dict | None = None
     deep: Hits | None = None  # hits at the frontier depth ([Q, L, depth]); None when no frontier runs
+    profiles: tuple[str, ...] = ()  # router.profiles: the eq. 1 actions (mogg.routing.profiles), () = levels
+    profile_f1: np.ndarray | None = None  # [Q, A] evidence F1 of every action's eq. 1-2 selection
+    profile_labels: np.ndarray | None = None  # [Q, A] soft labels over actions (the labeler's rule)
+
+    def router_targets(self) -> tuple[np.ndarray, np.ndarray]:
+        """(soft labels, utilities) a router trains on: per level, or per eq. 1 action with profiles."""
+        if self.profiles:
+            return self.profile_labels, self.profile_f1
+        return self.labels, self.level_scores
 
     def ranked_deep(self) -> "Prepared":
         """The same data with ``hits`` ranked to the frontier depth (``deep``), for policies that read deeper."""

@@ -28,7 +28,8 @@ from mogg.evaluation import names as N
 
 log = logging.getLogger(__name__)
 
-COLUMNS = ("router", "router_other_rule", "prior", "best_fixed", "oracle", "gap_closed", "gap_closed_other_rule")
+COLUMNS = ("router", "router_other_rule", "prior", "best_fixed", "oracle", "gap_closed", "gap_closed_other_rule",
+           "best_action", "action_oracle", "action_gap_closed")  # the last three: routers over eq. 1 actions
 
 
 def collect(reports: Path, pattern: str = "ablation_*") -> list[dict]:
@@ -51,6 +52,9 @@ def collect(reports: Path, pattern: str = "ablation_*") -> list[dict]:
                 "oracle": pol.get(N.ORACLE, {}).get("f1", {}).get("mean", float("nan")),
                 "gap_closed": s.get("gap_closed", {}).get(N.ROUTER, float("nan")),
                 "gap_closed_other_rule": s.get("gap_closed", {}).get(other, float("nan")),
+                "best_action": pol.get(N.BEST_ACTION, {}).get("f1", {}).get("mean", float("nan")),
+                "action_oracle": pol.get(N.ACTION_ORACLE, {}).get("f1", {}).get("mean", float("nan")),
+                "action_gap_closed": s.get("action_gap_closed", {}).get(N.ROUTER, float("nan")),
             })
     return rows
 
@@ -132,9 +136,15 @@ def write_collection(summary: list[dict], rows: list[dict], out: Path) -> None:
     def g(r, c):
         return "-" if np.isnan(r[c]) else f"{r[c]:+.0%} ± {r[c + '_std']:.0%}"
 
+    actions = any(not np.isnan(r["action_gap_closed"]) for r in summary)  # router.profiles runs among them
+    if actions:
+        lines[0] += " best action | action oracle | action gap closed |"
+        lines[1] += "---|---|---|"
     for r in summary:
         cells = [f(r, "router"), g(r, "gap_closed"), r["other_rule"] or "-", f(r, "router_other_rule"),
                  g(r, "gap_closed_other_rule"), f(r, "prior"), f(r, "best_fixed"), f(r, "oracle")]
+        if actions:
+            cells += [f(r, "best_action"), f(r, "action_oracle"), g(r, "action_gap_closed")]
         lines.append(f"| {r['experiment']} | {r['ladder']} | {r['n']} | {r['runs']} | " + " | ".join(cells) + " |")
     (out / "summary.md").write_text("\n".join(lines) + "\n")
 

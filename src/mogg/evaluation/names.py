@@ -12,11 +12,13 @@ TRANSFER = "mog_transfer"  # a router trained on another question set, applied h
 SOURCE_BEST_FIXED = "source_best_fixed"  # the fixed level the transferred router falls back to
 ORACLE = "oracle"  # the per-question best level (hindsight ceiling)
 LABELS = "labels"  # the soft labels used as weights (label-quality ceiling)
+BEST_ACTION = "best_action"  # router.profiles: the eq. 1 action (profile, level) best on average (hindsight)
+ACTION_ORACLE = "action_oracle"  # router.profiles: the per-question best eq. 1 action (hindsight ceiling)
 RANDOM = "random"  # a random level per question
 TOPK_ALL = "topk_all"  # top-k over all levels' hits
 FIXED_PREFIX = "fixed:"
 ROUTED_PREFIX = "mog_"
-REFERENCES = (ORACLE, LABELS, RANDOM)  # references, not deployable methods
+REFERENCES = (ORACLE, LABELS, RANDOM, BEST_ACTION, ACTION_ORACLE)  # references, not deployable methods
 
 
 def fixed(level: str) -> str:

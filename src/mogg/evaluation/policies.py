@@ -5,7 +5,9 @@ Policies (all but ``topk_all`` are MoG eq. 1-2 with some weight matrix):
 ``mog_prior`` (constant training-mean weights), ``mog_transfer`` (a router trained on another
 question set) with ``source_best_fixed`` (the level it falls back to), ``labels`` (the soft labels used as weights:
 how good the labels are), ``oracle`` (per-question best fixed level), ``random`` (seeded random
-level) and ``topk_all`` (all levels ranked together by raw score).
+level) and ``topk_all`` (all levels ranked together by raw score). With ``router.profiles``,
+``best_action`` (the eq. 1 action best on average) and ``action_oracle`` (per question) are the
+baselines of a router over actions (:mod:`mogg.routing.profiles`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from mogg.core.metrics import aggregate, gold_hit, tfidf_cosine, token_prf
 from mogg.core.text import count_tokens
 from mogg.evaluation import names as N
 from mogg.prepared import Prepared
+from mogg.routing.profiles import ProfileSpace
 from mogg.selection import (
     Selection,
     cap_contexts,
@@ -42,6 +45,11 @@ def policy_weights(prep: Prepared, routers: dict[str, np.ndarray] | None = None)
     oracle = prep.oracle_level()
     if (oracle >= 0).any():
         out[N.ORACLE] = one_hot(np.maximum(oracle, 0), n_l)
+    if prep.profile_f1 is not None:
+        space = ProfileSpace(prep.profiles, n_l)
+        u = prep.profile_f1
+        out[N.BEST_ACTION] = space.weights(np.full(len(u), int(np.argmax(u.mean(axis=0)))))
+        out[N.ACTION_ORACLE] = space.weights(u.argmax(axis=1))
     return out
 
 
@@ -153,4 +161,11 @@ def summarize(prep: Prepared, results: dict[str, PolicyResult], rows: np.ndarray
         summary["gap_closed"] = {
             n: (r["f1"]["mean"] - lo) / (hi - lo) if hi > lo else float("nan") for n, r in table.items()
         }
+    if N.ACTION_ORACLE in table:  # the stricter gap: best fixed eq. 1 action to the per-question best action
+        lo, hi = table[N.BEST_ACTION]["f1"]["mean"], table[N.ACTION_ORACLE]["f1"]["mean"]
+        summary["action_gap_closed"] = {
+            n: (r["f1"]["mean"] - lo) / (hi - lo) if hi > lo else float("nan") for n, r in table.items()
+        }
+        summary["best_action"] = ProfileSpace(prep.profiles, n_l).names(prep.ladder.level_names)[
+            int(np.argmax(prep.profile_f1.mean(axis=0)))]
     return summary

@@ -47,6 +47,11 @@ def verdict(name: str, s: dict, decision: str = "argmax") -> str:
         txt += f"; oracle {pol[N.ORACLE]['f1']['mean']:.3f}; the {what} closes {s['gap_closed'][key]:.0%} of the best-fixed-to-oracle gap"
         if N.PRIOR in pol:
             txt += f" (prior weights: {s['gap_closed'][N.PRIOR]:.0%})"
+    if "action_gap_closed" in s:
+        a, o = pol[N.BEST_ACTION]["f1"], pol[N.ACTION_ORACLE]["f1"]
+        txt += (f"; over eq. 1 actions (router.profiles) the best fixed action {s['best_action']} gives "
+                f"{a['mean']:.3f} ± {a['se']:.3f} and the action oracle {o['mean']:.3f}: the {what} closes "
+                f"{s['action_gap_closed'][key]:.0%} of that gap")
     return txt + "."
 
 def question_records(name, prep: Prepared, results: dict, routings: dict[str, Routing] | None = None,

@@ -117,6 +117,8 @@ def _finish(module, summary: dict, f: Fit, scale: float, x, labels, utilities, q
     router = TrainedRouter(module, {}, [])
     router.spec = {**f.spec, "network": module.hparams, "objective": settings.objective,
                    "temperature": settings.temperature, "utility_scale": scale}
+    if settings.profiles:  # outputs are eq. 1 actions (profile, level), not levels
+        router.spec["profiles"] = list(settings.profiles)
     if len(f.val):
         z = router.logits(x[f.val])
         pref = objectives.preference(settings.objective, z)
@@ -302,7 +304,8 @@ def predict_crossfit(x: np.ndarray, query_ids: list[str], out_dir: Path, run_id:
             )
         rows = np.array([pos[q] for q in f["test"] if q in pos], dtype=np.int64)
         if out is None:
-            out = Routing.empty(len(query_ids), router.spec["network"]["n_levels"])
+            n_out, space = router.spec["network"]["n_levels"], router.profile_space  # outputs: levels, or eq. 1 actions
+            out = Routing.empty(len(query_ids), space.n_levels if space is not None else n_out, n_out)
         if len(rows):
             out.put(rows, router.route(x[rows]), k)
     missing = [query_ids[i] for i in np.flatnonzero(out.fold < 0)[:5]]

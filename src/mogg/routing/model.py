@@ -24,6 +24,7 @@ from mogg.core.artifacts import ArtifactError, artifact_lock, diff_fields, read_
 from mogg.routing import objectives as obj
 from mogg.routing.features import FeatureRecipe
 from mogg.routing.pairs import PairStates
+from mogg.routing.profiles import ProfileSpace
 from mogg.routing.router import RouterMLP
 
 log = logging.getLogger(__name__)
@@ -55,15 +56,16 @@ class Routing:
     routed: np.ndarray  # bool [Q]
     level: np.ndarray  # int64 [Q]
     prior: np.ndarray  # float64 [Q, L]
-    logits: np.ndarray  # float64 [Q, L]
+    logits: np.ndarray  # float64 [Q, L] ([Q, A] for a router over eq. 1 actions: mogg.routing.profiles)
     fold: np.ndarray | None = None  # int64 [Q] for cross-fitted predictions
     cost_ms: dict | None = None  # routing ms per question (network; pairs: a cross router's frozen encoding)
 
     @classmethod
-    def empty(cls, n: int, n_levels: int) -> "Routing":
+    def empty(cls, n: int, n_levels: int, n_outputs: int | None = None) -> "Routing":
+        """``n_outputs``: the logits' width when it is not ``n_levels`` (a router over eq. 1 actions)."""
         z = np.zeros((n, n_levels))
-        return cls(z.copy(), z.copy(), z.copy(), np.zeros(n, bool), np.full(n, -1), z.copy(), z.copy(),
-                   np.full(n, -1, dtype=np.int64))
+        return cls(z.copy(), z.copy(), z.copy(), np.zeros(n, bool), np.full(n, -1), z.copy(),
+                   np.zeros((n, n_outputs or n_levels)), np.full(n, -1, dtype=np.int64))
 
     def put(self, rows: np.ndarray, other: "Routing", fold: int) -> None:
         for name in ("weights", "argmax_weights", "fallback_weights", "routed", "level", "prior", "logits"):
@@ -133,6 +135,12 @@ class TrainedRouter:
 
     # -- applying it --------------------------------------------------------------------------
     @property
+    def profile_space(self) -> ProfileSpace | None:
+        """The eq. 1 actions its outputs score (:mod:`mogg.routing.profiles`), None for a level router."""
+        profiles = self.spec.get("profiles")
+        return ProfileSpace(tuple(profiles), len(self.levels)) if profiles else None
+
+    @property
     def is_cross(self) -> bool:
         return self.spec["network"].get("kind") == "cross"
 
@@ -163,10 +171,19 @@ class TrainedRouter:
                 f"router {self.spec.get('_dir', '(in memory)')}: non-finite outputs for {len(rows)} of {len(z)} "
                 f"question(s) (first row {rows[0]}); its inputs or weights are out of range: retrain it")
         d = self.decision
+        rule = decision or d["rule"]
+        space = self.profile_space
+        if space is not None:  # z scores eq. 1 actions: the chosen action's vector is the weights
+            routed = obj.advantage(obj.preference(self.objective, z), d["fallback_level"]) > d["margin"]
+            a = z.argmax(axis=1)
+            af = np.where(routed, a, d["fallback_level"])
+            wa, wf = space.weights(a), space.weights(af)
+            prior = np.broadcast_to(space.weights([int(np.argmax(self.spec["prior"]))]), wa.shape).copy()
+            chosen = af if rule == "fallback" else a
+            return Routing(wf if rule == "fallback" else wa, wa, wf, routed, space.level(chosen), prior, z)
         t = float(self.spec.get("temperature", 1.0))
         wa, _ = obj.decide(self.objective, z, t, "argmax", d["fallback_level"], d["margin"])
         wf, routed = obj.decide(self.objective, z, t, "fallback", d["fallback_level"], d["margin"])
-        rule = decision or d["rule"]
         w = wf if rule == "fallback" else wa
         level = np.where(routed, z.argmax(axis=1), d["fallback_level"]) if rule == "fallback" else z.argmax(axis=1)
         prior = np.broadcast_to(np.asarray(self.spec["prior"], dtype=np.float64), z.shape).copy()

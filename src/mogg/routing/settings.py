@@ -8,6 +8,7 @@ from typing import Any
 
 from mogg.routing import objectives
 from mogg.routing.features import NORMALISE, parse_groups
+from mogg.routing.profiles import check_profiles
 
 FITS = ("crossfit", "all", "both")
 MODELS = ("mlp", "cross")
@@ -31,6 +32,10 @@ class RouterSettings:
     the MLP's ``inputs`` with ``features``; ``epochs``,
     ``patience`` and ``batch_size`` (questions, each with its L pairs) are its own, the MLP's are
     the trainer's).
+
+    ``profiles``: eq. 1 profiles (:mod:`mogg.routing.profiles`): the router chooses an action
+    (profile, level), i.e. which levels vote as well as the level injected; null (default): one
+    output per level and softmax(z / T) weights.
     """
 
     inputs: Any = "retrieval+lengths"
@@ -63,9 +68,14 @@ class RouterSettings:
     epochs: int = 20
     patience: int = 3
     batch_size: int = 16
+    profiles: Any = None
 
     def __post_init__(self) -> None:
         self.inputs = parse_groups(self.inputs if isinstance(self.inputs, str) else list(self.inputs))
+        self.profiles = check_profiles(self.profiles if self.profiles is None or isinstance(self.profiles, str)
+                                       else list(self.profiles))
+        if self.profiles and self.model != "mlp":
+            raise ValueError("router.profiles needs router.model=mlp (the cross router reads one pair per level)")
         if self.normalise not in NORMALISE:
             raise ValueError(f"router.normalise must be one of {NORMALISE}, got {self.normalise!r}")
         objectives.check_objective(self.objective)
@@ -105,6 +115,8 @@ class RouterSettings:
             key.update(model="cross", base=self.base, max_length=self.max_length, train_layers=self.train_layers,
                        features=self.features,
                        encoder_lr=self.encoder_lr, epochs=self.epochs, patience=self.patience, batch_size=self.batch_size)
+        if self.profiles:
+            key["profiles"] = list(self.profiles)
         return key
 
     def cross_encoder(self):

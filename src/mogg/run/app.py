@@ -97,7 +97,7 @@ def train(cfg: DictConfig) -> dict:
             logger = instantiate(cfg.logger, name=f"{cfg.run_name}-{name}-folds",
                                  id=f"{cfg.run_name}-{name}-s{cfg.seed}-folds") if cfg.get("logger") else False
             info = crossfit(
-                router_inputs(cfg, settings, prep), prep.labels, prep.level_scores, prep.questions, prep.query_ids,
+                router_inputs(cfg, settings, prep), *prep.router_targets(), prep.questions, prep.query_ids,
                 cfg.n_folds, cfg.seed,
                 settings, trainer, out, router_spec(cfg, name, prep), logger=logger,
             )

@@ -23,8 +23,9 @@ from mogg.ladders.base import Ladder
 from mogg.prepared import Prepared
 from mogg.routing.features import FeatureRecipe, compute_features
 from mogg.routing.labels import METRIC_SOURCES, SoftLabeler
-from mogg.search import LadderIndex
-from mogg.selection import cap_contexts, fixed_level_select
+from mogg.routing.profiles import ProfileSpace
+from mogg.search import Hits, LadderIndex
+from mogg.selection import cap_contexts, fixed_level_select, mog_select
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,7 @@ def prepare(
     encoder_node: dict | None = None,
     max_context_tokens: int | None = None,
     depth: int | None = None,
+    profiles: Sequence[str] = (),
 ) -> Prepared:
     """Run the shared stages for one ladder. Retrieval uses the question text only (never options).
 
@@ -54,7 +56,8 @@ def prepare(
     ``encoder_node``: the encoder's Hydra config, saved in the feature recipe so a trained
     router can rebuild its query encoder; ``max_context_tokens``: the cap on every context;
     ``depth``: also keep hits this deep per level (``Prepared.deep``, for the frontier and the
-    action router; one search serves both depths).
+    action router; one search serves both depths); ``profiles``: also score every eq. 1 action
+    (:mod:`mogg.routing.profiles`) for a router that chooses among them (needs ``labels=metric``).
     """
     if k_r < 1 or k < 1:
         raise ValueError(f"k_r and k must be >= 1 (got k_r={k_r}, k={k})")
@@ -83,19 +86,30 @@ def prepare(
     best = [[ladder.texts(j)[c] if c >= 0 else "" for c in hits.ids[:, j, 0]] for j in range(ladder.n_levels)]
     scores = labeler.level_scores(items, best, fixed_f1, fixed_snippets)
     labels = labeler.labels(scores)
+    profiles = tuple(profiles or ())
+    prof_f1 = prof_labels = None
+    if profiles:
+        if labeler.source != "metric":
+            raise ValueError(f"router.profiles needs labels=metric (an action's utility is the evidence F1 of its "
+                             f"eq. 1-2 selection); labels.source is {labeler.source!r}")
+        prof_f1 = profile_f1(items, ladder, hits, ProfileSpace(profiles, ladder.n_levels), k, max_context_tokens,
+                             {"ladder": ladder_key, "retriever": index.retriever_config, "k_r": k_r}, artifacts)
+        prof_labels = labeler.labels(prof_f1)
     recipe = FeatureRecipe.make(inputs, hits.shape[2], ladder.n_levels, encoder_node, encoder, normalise)
     features = compute_features(recipe, hits, ladder, texts, encoder, artifacts)
     retriever_config = index.retriever_config
     data_key = config_hash({
         "ladder": ladder_key, "retriever": retriever_config, "k_r": k_r, "k": k,
         "labels": labeler.config(), "recipe": recipe.to_json(), "max_context_tokens": max_context_tokens,
+        **({"profiles": list(profiles)} if profiles else {}),  # without profiles: the keys of earlier runs
         # everything labels, metrics and features depend on, per question
         "questions": [[it.id, it.question, it.answer, it.label_text, it.gold_evidence, it.gold_doc_ids] for it in items],
     })
     log.info("%s: %d questions, %d levels, data key %s", name, len(items), ladder.n_levels, data_key)
     return Prepared(name, ladder, ladder_key, items, hits, fixed, fixed_f1, scores, labels, features, k_r, data_key,
                     recipe, retriever_config, max_context_tokens, gold_ids, notes,
-                    utility_is_metric=labeler.source in METRIC_SOURCES, deep=deep)
+                    utility_is_metric=labeler.source in METRIC_SOURCES, deep=deep, profiles=profiles,
+                    profile_f1=prof_f1, profile_labels=prof_labels)
 
 
 def fixed_level_f1(items: Sequence[QAItem], snippets: list[list[list[str]]], key: dict,
@@ -114,6 +128,34 @@ def fixed_level_f1(items: Sequence[QAItem], snippets: list[list[list[str]]], key
     full = {**key, "questions": config_hash([[it.id, it.question, it.evidence_text] for it in items]),
             "text_version": TEXT_VERSION, "version": 1}  # TEXT_VERSION: the tokenizer the F1 counts with
     return cached(artifacts, "fixed_f1", full, build=build,
+                  save=lambda a, d: np.save(d / "f1.npy", a), load=lambda d: np.load(d / "f1.npy"))
+
+
+def profile_f1(items: Sequence[QAItem], ladder: Ladder, hits: Hits, space: ProfileSpace, k: int,
+               max_context_tokens: int | None, key: dict, artifacts: Path | None = None) -> np.ndarray:
+    """Evidence token F1 of every eq. 1 action's selection (top ``k``, capped), float64 [Q, A].
+
+    One vectorised eq. 1-2 selection over all questions per action (A = profiles x levels, a
+    few dozen); cached like :func:`fixed_level_f1`, keyed by ``key`` (ladder, retriever, k_r),
+    the action weights, k, the cap and each question's text and evidence.
+    """
+    mat = space.matrix()  # [A, L]
+    evidence = [it.evidence_text for it in items]
+
+    def build() -> np.ndarray:
+        cols = []
+        for w in mat:
+            sel = mog_select(ladder, hits, np.broadcast_to(w, (len(items), len(w))), k)
+            snippets, _ = cap_contexts(sel.contexts(ladder), max_context_tokens)
+            cols.append(token_prf(snippets, evidence)[2])  # chunks tokenised once, as in score_selection
+        return np.stack(cols, axis=1)
+
+    if artifacts is None:
+        return build()
+    full = {**key, "weights": mat.round(9).tolist(), "k": k, "max_context_tokens": max_context_tokens,
+            "questions": config_hash([[it.id, it.question, it.evidence_text] for it in items]),
+            "text_version": TEXT_VERSION, "version": 1}
+    return cached(artifacts, "profile_f1", full, build=build,
                   save=lambda a, d: np.save(d / "f1.npy", a), load=lambda d: np.load(d / "f1.npy"))
 
 

@@ -64,7 +64,7 @@ def prepare_all(cfg: DictConfig, questions_cfg: DictConfig | None = None, reader
             name, corpus, questions, builder, instantiate(retriever_node(cfg, name)), labeler, inputs=settings.inputs,
             normalise=settings.normalise, k_r=cfg.k_r, k=cfg.k, encoder=encoder, artifacts=artifacts, encoder_node=encoder_node,
             max_context_tokens=cfg.get("max_context_tokens"),
-            depth=cfg.frontier.depth if cfg.get("frontier") else None,
+            depth=cfg.frontier.depth if cfg.get("frontier") else None, profiles=settings.profiles,
         )
         out[name].builder = builder
         out[name].questions_fingerprint = questions.fingerprint()

@@ -109,6 +109,9 @@ class RoutingSession:
         r = self.router.route(x)
         sel = mog_select(lad, hits, r.weights, self.k)
         names = lad.level_names
+        space = self.router.profile_space  # a router over eq. 1 actions: name the action too
+        actions = space.names(names) if space is not None else None
+        chosen = space.action_of(r.weights) if space is not None else None
         seen = set(self.router.train_question_hashes)
         texts = sel.contexts(lad, self.max_context_tokens)  # capped like every evaluated context
         out = []
@@ -123,6 +126,7 @@ class RoutingSession:
                 "routed": bool(r.routed[q]), "decision": self.router.decision["rule"],
                 "weights": {n: round(float(w), 6) for n, w in zip(names, r.weights[q])},
                 "seen_in_training": question_hash(text) in seen,
+                **({"action": actions[int(chosen[q])]} if space is not None else {}),
                 "context": ctx,
             })
         return out

@@ -261,8 +261,10 @@ def router_weights(cfg: DictConfig, name: str, prep: Prepared) -> tuple[dict[str
         routings[N.TRANSFER] = t
         weights[N.TRANSFER] = t.weights
         weights[N.other_rule(N.TRANSFER, other)] = t.argmax_weights if other == "argmax" else t.fallback_weights
-        fb = one_hot(np.full(len(prep.items), transfer.decision["fallback_level"]), prep.ladder.n_levels)
-        weights[N.SOURCE_BEST_FIXED] = fb
+        fb_at, space = transfer.decision["fallback_level"], transfer.profile_space
+        weights[N.SOURCE_BEST_FIXED] = space.weights(np.full(len(prep.items), fb_at)) if space is not None else \
+            one_hot(np.full(len(prep.items), fb_at), prep.ladder.n_levels)
+        fb_name = (space.names(prep.ladder.level_names) if space is not None else prep.ladder.level_names)[fb_at]
         for pol, r in applied.items():
             if pol != N.TRANSFER:  # a single-source router of a multi-source run
                 rt = route_prepared(cfg, r, prep)
@@ -272,7 +274,7 @@ def router_weights(cfg: DictConfig, name: str, prep: Prepared) -> tuple[dict[str
         notes.append(
             f"{name}: mog_transfer is the router in {transfer.spec['_dir']} trained on {transfer.source_name} "
             f"({transfer.spec['provenance']['n_questions']} questions, objective {transfer.objective}); "
-            f"source_best_fixed is {prep.ladder.level_names[transfer.decision['fallback_level']]}, the best fixed level on "
+            f"source_best_fixed is {fb_name}, the best fixed {'action' if space is not None else 'level'} on "
             f"{transfer.source_name}"
         )
     for pol, r in routings.items():  # logged, not in the report: wall-clock time would make reports differ per run

@@ -34,7 +34,7 @@ def train_final(cfg: DictConfig, settings: RouterSettings, trainer, preps: dict[
         d = checkpoint_dir(cfg, name)
         res: dict = {"final": str(d / FINAL)}
         if source_preps:
-            srcs = [Source(s, router_inputs(cfg, settings, p[name]), p[name].labels, p[name].level_scores, p[name].questions, nodes[s]["weight"])
+            srcs = [Source(s, router_inputs(cfg, settings, p[name]), *p[name].router_targets(), p[name].questions, nodes[s]["weight"])
                     for s, p in source_preps.items()]
             first = next(iter(source_preps))
             spec = router_spec(cfg, name, source_preps[first][name], corpus=nodes[first]["corpus"])
@@ -48,7 +48,7 @@ def train_final(cfg: DictConfig, settings: RouterSettings, trainer, preps: dict[
             log.info("final %s router trained on %s in %s", name, " + ".join(s.name for s in srcs), d / FINAL)
         else:
             src = (train_questions_preps or preps)[name]
-            router = fit_all(router_inputs(cfg, settings, src), src.labels, src.level_scores, src.questions, cfg.seed, settings, trainer,
+            router = fit_all(router_inputs(cfg, settings, src), *src.router_targets(), src.questions, cfg.seed, settings, trainer,
                              d / FINAL, router_spec(cfg, name, src))
             log.info("final %s router (trained on %s, %d questions) in %s", name, router.source_name, len(src.items), d / FINAL)
         out[name] = res
