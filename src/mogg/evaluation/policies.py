@@ -139,6 +139,11 @@ def run_policies(
     return results
 
 
+def _gap_closed(table: dict, lo: float, hi: float) -> dict[str, float]:
+    """Each policy's share of the way from F1 ``lo`` (a fixed baseline) to ``hi`` (its oracle)."""
+    return {n: (r["f1"]["mean"] - lo) / (hi - lo) if hi > lo else float("nan") for n, r in table.items()}
+
+
 def summarize(prep: Prepared, results: dict[str, PolicyResult], rows: np.ndarray | None = None) -> dict:
     """Aggregates (mean, se, n) per policy and metric, the level distribution, router accuracy
     against the oracle level, and the share of the best-fixed-to-oracle gap each policy closes."""
@@ -157,15 +162,10 @@ def summarize(prep: Prepared, results: dict[str, PolicyResult], rows: np.ndarray
     best_fixed = max(fixed, key=fixed.get)
     summary = {"policies": table, "best_fixed": best_fixed, "levels": prep.ladder.level_names}
     if N.ORACLE in table:
-        lo, hi = fixed[best_fixed], table[N.ORACLE]["f1"]["mean"]
-        summary["gap_closed"] = {
-            n: (r["f1"]["mean"] - lo) / (hi - lo) if hi > lo else float("nan") for n, r in table.items()
-        }
+        summary["gap_closed"] = _gap_closed(table, fixed[best_fixed], table[N.ORACLE]["f1"]["mean"])
     if N.ACTION_ORACLE in table:  # the stricter gap: best fixed eq. 1 action to the per-question best action
-        lo, hi = table[N.BEST_ACTION]["f1"]["mean"], table[N.ACTION_ORACLE]["f1"]["mean"]
-        summary["action_gap_closed"] = {
-            n: (r["f1"]["mean"] - lo) / (hi - lo) if hi > lo else float("nan") for n, r in table.items()
-        }
+        summary["action_gap_closed"] = _gap_closed(table, table[N.BEST_ACTION]["f1"]["mean"],
+                                                   table[N.ACTION_ORACLE]["f1"]["mean"])
         summary["best_action"] = ProfileSpace(prep.profiles, n_l).names(prep.ladder.level_names)[
             int(np.argmax(prep.profile_f1.mean(axis=0)))]
     return summary
