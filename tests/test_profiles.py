@@ -185,3 +185,34 @@ def test_a_router_over_actions_learns_when_the_vote_pays(tmp_path):
     chosen = space.action_of(r.weights)
     assert (chosen == u.argmax(1)).mean() >= 0.95
     np.testing.assert_array_equal(r.level, space.level(chosen))
+
+
+def test_the_vote_envelope_is_the_fixed_table_plus_every_profiles_ranking(tmp_path, mirage):
+    """frontier + router.profiles: the family of fixed (profile, level, k, cap) holds the fixed
+    table's columns unchanged, and a voted column equals scoring its eq. 1-2 selection directly."""
+    from conftest import compose
+    from test_frontier import _frontier_overrides
+
+    from mogg.core.metrics import token_prf
+    from mogg.evaluation.frontier import choose_config
+    from mogg.run.frontier_stage import actions_of, frontier_settings, vote_envelope
+    from mogg.run.prepare_stage import prepare_all
+    from mogg.selection import mog_select
+
+    cfg = compose(_frontier_overrides(tmp_path, mirage, ["router=profiles"]))
+    prep, fs = prepare_all(cfg)["mog"], frontier_settings(cfg)
+    _, table, _, _ = actions_of(prep, fs)
+    fam = vote_envelope(prep, fs, table)
+    n_fixed = table.f1.shape[1]
+    np.testing.assert_array_equal(fam.f1[:, :n_fixed], table.f1)
+    assert fam.f1.shape[1] == n_fixed * len(prep.profiles) and not fam.fixed  # own = the fixed table
+    space = ProfileSpace(prep.profiles, prep.ladder.n_levels)
+    a = space.names(prep.ladder.level_names).index("all@" + prep.ladder.level_names[1])
+    col = fam.configs.index(f"all@{prep.ladder.level_names[1]} k=3")
+    sel = mog_select(prep.ladder, prep.deep, space.weights(np.full(len(prep.items), a)), 3)
+    ref = token_prf(sel.contexts(prep.ladder), [it.evidence_text for it in prep.items])[2]
+    np.testing.assert_allclose(fam.f1[:, col], ref, atol=1e-12)
+    rows = np.arange(len(prep.items))
+    for b in fs.budgets:  # a superset of the envelope's configurations: never worse in hindsight
+        assert fam.f1[:, choose_config(fam.f1, fam.tokens, rows, b)].mean() >= \
+            table.f1[:, choose_config(table.f1, table.tokens, rows, b)].mean() - 1e-12

@@ -14,6 +14,7 @@ ORACLE = "oracle"  # the per-question best level (hindsight ceiling)
 LABELS = "labels"  # the soft labels used as weights (label-quality ceiling)
 BEST_ACTION = "best_action"  # router.profiles: the eq. 1 action (profile, level) best on average (hindsight)
 ACTION_ORACLE = "action_oracle"  # router.profiles: the per-question best eq. 1 action (hindsight ceiling)
+VOTE_ENVELOPE = "envelope + eq. 1 votes"  # router.profiles, frontier: the fixed (profile, level, k, cap) chosen on training folds
 RANDOM = "random"  # a random level per question
 TOPK_ALL = "topk_all"  # top-k over all levels' hits
 FIXED_PREFIX = "fixed:"

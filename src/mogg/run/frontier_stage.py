@@ -30,6 +30,7 @@ from mogg.prepared import Prepared
 from mogg.routing.action_folds import crossfit_actions, predict_action_folds
 from mogg.routing.actions import ActionSpace, action_features
 from mogg.routing.crossfit import make_folds
+from mogg.routing.profiles import ProfileSpace
 from mogg.selection import Selection, mog_select, topk_all_select
 
 log = logging.getLogger(__name__)
@@ -96,10 +97,26 @@ def train_actions(cfg: DictConfig, settings, prep: Prepared, out_dir: Path, fs: 
                             out_dir, prep.data_key)
 
 
+def vote_envelope(prep: Prepared, fs: FrontierSettings, fixed: Family) -> Family:
+    """With ``router.profiles``: the fixed configurations (profile, level, k, cap), i.e. the
+    envelope's (level, k, cap) plus every other eq. 1 profile's ranking along k and the caps
+    (:mod:`mogg.routing.profiles`), as one family: its training-fold choice per budget says whether
+    a fixed vote, no router, pays at matched cost."""
+    space = ProfileSpace(prep.profiles, prep.ladder.n_levels)
+    names, n_q = space.names(prep.ladder.level_names), len(prep.items)
+    fams = [fixed]
+    for a, w in enumerate(space.matrix()):
+        if space.profiles[a // space.n_levels] != "own":  # own = the fixed levels, already in ``fixed``
+            sel = mog_select(prep.ladder, prep.deep, np.broadcast_to(w, (n_q, len(w))), fs.depth)
+            fams.append(stream_family(names[a], prep.ladder, sel, _evidence(prep), fs.depth, fs.caps, prep.max_context_tokens))
+    return merge_families(N.VOTE_ENVELOPE, fams, fixed=False)
+
+
 def other_families(prep: Prepared, fs: FrontierSettings, weights: dict[str, np.ndarray],
-                   ladder_policies: dict[str, Selection]) -> list[Family]:
+                   ladder_policies: dict[str, Selection], fixed: Family | None = None) -> list[Family]:
     """Top-k over all levels, eq. 1-2 under each router's weights, and the ladder's own policies
-    (``ladder_policies``: selected on the deep hits at k = depth), each along k = 1..depth and the caps."""
+    (``ladder_policies``: selected on the deep hits at k = depth), each along k = 1..depth and the
+    caps; with ``router.profiles`` and the fixed table ``fixed``, the envelope with eq. 1 votes."""
     lad, deep, ev = prep.ladder, prep.deep, _evidence(prep)
     sels = {N.TOPK_ALL: topk_all_select(deep, fs.depth)}
     for name in (N.ROUTER, N.PRIOR):
@@ -109,6 +126,8 @@ def other_families(prep: Prepared, fs: FrontierSettings, weights: dict[str, np.n
     fams = [stream_family(n, lad, s, ev, fs.depth, fs.caps, prep.max_context_tokens) for n, s in sels.items()]
     for fam in fams:  # eq. 1-2 under the trained router's weights: a candidate of the router policy
         fam.routed = fam.name == f"{N.ROUTER} (eq. 1-2)"
+    if prep.profiles and fixed is not None:
+        fams.append(vote_envelope(prep, fs, fixed))
     return fams
 
 
@@ -125,7 +144,7 @@ def evaluate_frontier(cfg: DictConfig, settings, name: str, prep: Prepared, fs: 
         folds = af.fold
     else:
         folds = make_folds(len(prep.items), cfg.n_folds, cfg.seed)
-    fr = frontier_evaluation(table, other_families(prep, fs, weights, ladder_policies), folds, list(fs.budgets), router,
+    fr = frontier_evaluation(table, other_families(prep, fs, weights, ladder_policies, table), folds, list(fs.budgets), router,
                              fs.n_boot, cfg.seed)
     fr["actions"] = space.to_json()
     plot_frontier(name, fr, report_dir / f"{name}_frontier.png")
