@@ -21,6 +21,7 @@ from mogg.core.metrics import aggregate, gold_hit, tfidf_cosine, token_prf
 from mogg.core.text import count_tokens
 from mogg.evaluation import names as N
 from mogg.prepared import Prepared
+from mogg.routing.objectives import best_fixed_level
 from mogg.routing.profiles import ProfileSpace
 from mogg.selection import (
     Selection,
@@ -48,7 +49,7 @@ def policy_weights(prep: Prepared, routers: dict[str, np.ndarray] | None = None)
     if prep.profile_f1 is not None:
         space = ProfileSpace(prep.profiles, n_l)
         u = prep.profile_f1
-        out[N.BEST_ACTION] = space.weights(np.full(len(u), int(np.argmax(u.mean(axis=0)))))
+        out[N.BEST_ACTION] = space.weights(np.full(len(u), best_fixed_level(u)))  # best fixed action
         out[N.ACTION_ORACLE] = space.weights(u.argmax(axis=1))
     return out
 
@@ -167,5 +168,5 @@ def summarize(prep: Prepared, results: dict[str, PolicyResult], rows: np.ndarray
         summary["action_gap_closed"] = _gap_closed(table, table[N.BEST_ACTION]["f1"]["mean"],
                                                    table[N.ACTION_ORACLE]["f1"]["mean"])
         summary["best_action"] = ProfileSpace(prep.profiles, n_l).names(prep.ladder.level_names)[
-            int(np.argmax(prep.profile_f1.mean(axis=0)))]
+            best_fixed_level(prep.profile_f1)]
     return summary

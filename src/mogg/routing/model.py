@@ -173,15 +173,15 @@ class TrainedRouter:
         d = self.decision
         rule = decision or d["rule"]
         space = self.profile_space
+        t = float(self.spec.get("temperature", 1.0))
         if space is not None:  # z scores eq. 1 actions: the chosen action's vector is the weights
-            routed = obj.advantage(obj.preference(self.objective, z), d["fallback_level"]) > d["margin"]
+            _, routed = obj.decide(self.objective, z, t, "fallback", d["fallback_level"], d["margin"])
             a = z.argmax(axis=1)
             af = np.where(routed, a, d["fallback_level"])
             wa, wf = space.weights(a), space.weights(af)
             prior = np.broadcast_to(space.weights([int(np.argmax(self.spec["prior"]))]), wa.shape).copy()
             chosen = af if rule == "fallback" else a
             return Routing(wf if rule == "fallback" else wa, wa, wf, routed, space.level(chosen), prior, z)
-        t = float(self.spec.get("temperature", 1.0))
         wa, _ = obj.decide(self.objective, z, t, "argmax", d["fallback_level"], d["margin"])
         wf, routed = obj.decide(self.objective, z, t, "fallback", d["fallback_level"], d["margin"])
         w = wf if rule == "fallback" else wa

@@ -103,12 +103,12 @@ def vote_envelope(prep: Prepared, fs: FrontierSettings, fixed: Family) -> Family
     (:mod:`mogg.routing.profiles`), as one family: its training-fold choice per budget says whether
     a fixed vote, no router, pays at matched cost."""
     space = ProfileSpace(prep.profiles, prep.ladder.n_levels)
-    names, n_q = space.names(prep.ladder.level_names), len(prep.items)
+    names, n_q, ev = space.names(prep.ladder.level_names), len(prep.items), _evidence(prep)
     fams = [fixed]
     for a, w in enumerate(space.matrix()):
         if space.profiles[a // space.n_levels] != "own":  # own = the fixed levels, already in ``fixed``
             sel = mog_select(prep.ladder, prep.deep, np.broadcast_to(w, (n_q, len(w))), fs.depth)
-            fams.append(stream_family(names[a], prep.ladder, sel, _evidence(prep), fs.depth, fs.caps, prep.max_context_tokens))
+            fams.append(stream_family(names[a], prep.ladder, sel, ev, fs.depth, fs.caps, prep.max_context_tokens))
     return merge_families(N.VOTE_ENVELOPE, fams, fixed=False)
 
 

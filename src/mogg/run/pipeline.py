@@ -123,11 +123,18 @@ def fixed_level_f1(items: Sequence[QAItem], snippets: list[list[list[str]]], key
         evidence = [it.evidence_text for it in items]
         return np.stack([token_prf([" ".join(c) for c in ctx], evidence)[2] for ctx in snippets], axis=1)
 
+    return _cached_f1("fixed_f1", key, items, build, artifacts)
+
+
+def _cached_f1(kind: str, key: dict, items: Sequence[QAItem], build: Callable[[], np.ndarray],
+               artifacts: Path | None) -> np.ndarray:
+    """An evidence-F1 matrix as an artifact of ``kind``, keyed by ``key`` (what the contexts come
+    from) and each question's text and evidence; ``build`` makes it on a miss (or without artifacts)."""
     if artifacts is None:
         return build()
     full = {**key, "questions": config_hash([[it.id, it.question, it.evidence_text] for it in items]),
             "text_version": TEXT_VERSION, "version": 1}  # TEXT_VERSION: the tokenizer the F1 counts with
-    return cached(artifacts, "fixed_f1", full, build=build,
+    return cached(artifacts, kind, full, build=build,
                   save=lambda a, d: np.save(d / "f1.npy", a), load=lambda d: np.load(d / "f1.npy"))
 
 
@@ -150,13 +157,8 @@ def profile_f1(items: Sequence[QAItem], ladder: Ladder, hits: Hits, space: Profi
             cols.append(token_prf(snippets, evidence)[2])  # chunks tokenised once, as in score_selection
         return np.stack(cols, axis=1)
 
-    if artifacts is None:
-        return build()
-    full = {**key, "weights": mat.round(9).tolist(), "k": k, "max_context_tokens": max_context_tokens,
-            "questions": config_hash([[it.id, it.question, it.evidence_text] for it in items]),
-            "text_version": TEXT_VERSION, "version": 1}
-    return cached(artifacts, "profile_f1", full, build=build,
-                  save=lambda a, d: np.save(d / "f1.npy", a), load=lambda d: np.load(d / "f1.npy"))
+    return _cached_f1("profile_f1", {**key, "weights": mat.round(9).tolist(), "k": k,
+                                     "max_context_tokens": max_context_tokens}, items, build, artifacts)
 
 
 def present_gold_ids(items: Sequence[QAItem], ladder: Ladder, name: str = "") -> tuple[list[list[str]], list[str]]:
