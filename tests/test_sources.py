@@ -6,7 +6,9 @@ import pytest
 from conftest import compose
 from fakes import BagOfWordsEncoder
 
+from mogg.routing.experts import ExpertsRouter
 from mogg.routing.features import FeatureRecipe, candidate_similarity, score_features
+from mogg.routing.model import TrainedRouter
 from mogg.routing.sources import Source, repeats, stack_sources
 from mogg.run.app import evaluate, train
 from mogg.search import Hits
@@ -116,11 +118,13 @@ def test_train_sources_refused_clearly(tmp_path, mirage):
         train(cfg)
 
 
-@pytest.mark.slow
-def test_leave_one_set_out_report(tmp_path, mirage):
-    """experiment=loso_medmcqa shrunk: two sources over two corpora, one router on both, one per
-    source, the held-out set cross-fitted too; one report with every row."""
-    ov = _ov(tmp_path, mirage, "experiment=loso_medmcqa", "questions.min_chars=400", "questions.limit=40",
+@pytest.mark.parametrize("transfer", ["experts", "pooled"])
+def test_leave_one_set_out_report(tmp_path, mirage, transfer):
+    """experiment=loso_medmcqa shrunk: two sources over two corpora, one router on both (source
+    experts, the experiment's default, or pooled), one per source, the held-out set cross-fitted
+    too; one report with every row."""
+    ov = _ov(tmp_path, mirage, "experiment=loso_medmcqa", f"router.transfer={transfer}", "questions.min_chars=400",
+             "questions.limit=40",
              "corpus.sources.1.min_chars=400", "train_sources.pubmedqa.questions.limit=50",
              "train_sources.pubmedqa.corpus.sources.1.min_chars=400", "train_sources.covidqa.questions.limit=50")
     cfg = compose(ov)
@@ -134,3 +138,6 @@ def test_leave_one_set_out_report(tmp_path, mirage):
                 "router trained on pubmedqa only", "router trained on covidqa only",
                 "best fixed level chosen on the sets pubmedqa + covidqa", "n = 40 questions"):
         assert row in md
+    final = TrainedRouter.load(tmp_path / "ckpt" / "loso_medmcqa" / "mog" / "final")
+    assert isinstance(final, ExpertsRouter) == (transfer == "experts")
+    assert ("source experts (pubmedqa + covidqa)" in md) == (transfer == "experts")

@@ -170,13 +170,21 @@ class TrainedRouter:
             raise FloatingPointError(
                 f"router {self.spec.get('_dir', '(in memory)')}: non-finite outputs for {len(rows)} of {len(z)} "
                 f"question(s) (first row {rows[0]}); its inputs or weights are out of range: retrain it")
+        return self._decide(z, decision)
+
+    def _decide(self, z: np.ndarray, decision: str | None, keep: np.ndarray | None = None) -> Routing:
+        """Routing from outputs ``z`` [Q, L or A] under ``decision`` (default: the router's rule);
+        ``keep`` [Q] bool: questions the router may route at all (elsewhere its fallback, under
+        either rule: a transfer router's support check, :mod:`mogg.routing.experts`)."""
         d = self.decision
         rule = decision or d["rule"]
         space = self.profile_space
         t = float(self.spec.get("temperature", 1.0))
+        keep = np.ones(len(z), dtype=bool) if keep is None else np.asarray(keep, dtype=bool)
         if space is not None:  # z scores eq. 1 actions: the chosen action's vector is the weights
             _, routed = obj.decide(self.objective, z, t, "fallback", d["fallback_level"], d["margin"])
-            a = z.argmax(axis=1)
+            routed = routed & keep
+            a = np.where(keep, z.argmax(axis=1), d["fallback_level"])
             af = np.where(routed, a, d["fallback_level"])
             wa, wf = space.weights(a), space.weights(af)
             prior = np.broadcast_to(space.weights([int(np.argmax(self.spec["prior"]))]), wa.shape).copy()
@@ -184,8 +192,13 @@ class TrainedRouter:
             return Routing(wf if rule == "fallback" else wa, wa, wf, routed, space.level(chosen), prior, z)
         wa, _ = obj.decide(self.objective, z, t, "argmax", d["fallback_level"], d["margin"])
         wf, routed = obj.decide(self.objective, z, t, "fallback", d["fallback_level"], d["margin"])
+        routed = routed & keep
+        fixed = np.zeros_like(wa)
+        fixed[:, d["fallback_level"]] = 1.0
+        wa, wf = np.where(keep[:, None], wa, fixed), np.where(routed[:, None], wf, fixed)
         w = wf if rule == "fallback" else wa
-        level = np.where(routed, z.argmax(axis=1), d["fallback_level"]) if rule == "fallback" else z.argmax(axis=1)
+        level = np.where(keep, z.argmax(axis=1), d["fallback_level"])
+        level = np.where(routed, level, d["fallback_level"]) if rule == "fallback" else level
         prior = np.broadcast_to(np.asarray(self.spec["prior"], dtype=np.float64), z.shape).copy()
         return Routing(w, wa, wf, routed, level.astype(np.int64), prior, z)
 
@@ -195,12 +208,14 @@ class TrainedRouter:
         spec = {k: v for k, v in self.spec.items() if not k.startswith("_")}
         spec["format"] = FORMAT
 
-        def writer(tmp: Path) -> None:
-            save_file({k: v.detach().contiguous().cpu() for k, v in self.module.state_dict().items()}, tmp / "router.safetensors")
-            (tmp / "router.json").write_text(json.dumps(spec, indent=1, default=str))
-            (tmp / "train_questions.json").write_text(json.dumps(self.train_question_hashes))
+        return write_artifact(Path(directory), lambda tmp: self._write(tmp, spec),
+                              {"format": FORMAT, "fit_key": spec.get("training", {}).get("fit_key")})
 
-        return write_artifact(Path(directory), writer, {"format": FORMAT, "fit_key": spec.get("training", {}).get("fit_key")})
+    def _write(self, tmp: Path, spec: dict) -> None:
+        """The router's files into ``tmp`` (no manifest: :meth:`save`, or a directory holding it)."""
+        save_file({k: v.detach().contiguous().cpu() for k, v in self.module.state_dict().items()}, tmp / "router.safetensors")
+        (tmp / "router.json").write_text(json.dumps(spec, indent=1, default=str))
+        (tmp / "train_questions.json").write_text(json.dumps(self.train_question_hashes))
 
     @classmethod
     def load(cls, directory: Path) -> "TrainedRouter":
@@ -214,11 +229,20 @@ class TrainedRouter:
         if not (directory / "router.json").is_file():
             raise ArtifactError(f"{directory}: not a router directory (no router.json); train one with `python train.py`")
         read_manifest(directory)  # every file against its sha256: names the corrupt file
+        return cls._from_files(directory)
+
+    @classmethod
+    def _from_files(cls, directory: Path) -> "TrainedRouter":
+        """A router from its files (checksums already verified by the caller)."""
         spec = _json_file(directory / "router.json", dict)
         if spec.get("format") != FORMAT:
             raise ArtifactError(f"{directory / 'router.json'}: format {spec.get('format')!r} is not {FORMAT!r}; retrain the router")
         if "network" not in spec:
             raise ArtifactError(f"{directory / 'router.json'}: missing network; not a router spec, retrain it")
+        if isinstance(spec["network"], dict) and spec["network"].get("kind") == "experts":
+            from mogg.routing.experts import ExpertsRouter  # a router of routers (experts -> model: one way)
+
+            return ExpertsRouter.from_files(directory, spec)
         # "levels" is written by the application layer (a bare cross-fit has none); when present it
         # must be a list of level names, since check_compatible compares it with the ladder
         levels = spec.get("levels")

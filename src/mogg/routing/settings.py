@@ -12,6 +12,7 @@ from mogg.routing.profiles import check_profiles
 
 FITS = ("crossfit", "all", "both")
 MODELS = ("mlp", "cross")
+TRANSFERS = ("pooled", "experts")  # mogg.routing.experts
 
 
 @dataclass
@@ -36,6 +37,10 @@ class RouterSettings:
     ``profiles``: eq. 1 profiles (:mod:`mogg.routing.profiles`): the router chooses an action
     (profile, level), i.e. which levels vote as well as the level injected; null (default): one
     output per level and softmax(z / T) weights.
+
+    ``transfer``: how a router over several training sets (``train_sources``) is built: pooled
+    (one network over the stacked sets, :mod:`mogg.routing.sources`) or experts (one per set, a
+    gate and a support check, :mod:`mogg.routing.experts`; ``support``, ``decline`` its knobs).
     """
 
     inputs: Any = "retrieval+lengths"
@@ -69,6 +74,13 @@ class RouterSettings:
     patience: int = 3
     batch_size: int = 16
     profiles: Any = None
+    # a router trained on several sets (train_sources): pooled (one network) | experts (one per set,
+    # a gate and a support check: mogg.routing.experts); support: the quantile of the training
+    # questions' own k-NN distances beyond which a question takes the fallback; decline: the share
+    # of a set outside the support beyond which the router declines the whole set
+    transfer: str = "pooled"
+    support: float = 0.99
+    decline: float = 0.5
 
     def __post_init__(self) -> None:
         self.inputs = parse_groups(self.inputs if isinstance(self.inputs, str) else list(self.inputs))
@@ -87,6 +99,12 @@ class RouterSettings:
                                       or self.patience < 0 or self.batch_size < 1 or not 0 < self.encoder_lr <= 1):
             raise ValueError("router=cross: train_layers >= 0, max_length >= 8, epochs >= 1, patience >= 0, "
                              f"batch_size >= 1 and 0 < encoder_lr <= 1 required; got {self}")
+        if self.transfer not in TRANSFERS:
+            raise ValueError(f"router.transfer must be one of {TRANSFERS}, got {self.transfer!r}")
+        if self.transfer == "experts" and self.model != "mlp":
+            raise ValueError("router.transfer=experts needs router.model=mlp (its gate reads the MLP's inputs); set router.transfer=pooled")
+        if not (0 < self.support <= 1 and 0 <= self.decline <= 1):
+            raise ValueError(f"router.support must be in (0, 1] and router.decline in [0, 1]; got {self.support}, {self.decline}")
         if self.fit not in FITS:
             raise ValueError(f"router.fit must be one of {FITS}, got {self.fit!r}")
         if self.budget is not None and self.budget < 1:

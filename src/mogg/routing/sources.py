@@ -15,6 +15,9 @@ levels, same feature recipe). :func:`fit_sources` trains the final router on sev
   by 0.3 F1 does not drown one whose levels differ by 0.05; the fallback level (the fixed level
   "chosen on the training sets") is then the best mean over the scaled, weighted rows.
 
+``router.transfer=experts`` (:func:`fit_experts`) keeps one router per source instead, with a
+gate and a support check (:mod:`mogg.routing.experts`); the fallback is chosen as above.
+
 Feature scales across corpora are the recipe's business (``router.normalise=question``:
 within-question score features; :mod:`mogg.routing.features`), not this module's: a router
 applied to a new corpus must rebuild its inputs from that corpus alone.
@@ -122,4 +125,34 @@ def fit_sources(sources: Sequence[Source], seed: int, settings: RouterSettings, 
         return router
     log.info("router on %s -> %s", ", ".join(f"{p['name']} ({p['n_questions']} x{p['repeats']})" for p in st["per_source"]),
              out_dir)
+    return router
+
+
+def fit_experts(sources: Sequence[Source], members: dict[str, TrainedRouter], seed: int, settings: RouterSettings,
+                trainer: TrainerConfig, out_dir: Path, spec: dict, k: int = 10) -> TrainedRouter:
+    """A source-experts router (:mod:`mogg.routing.experts`) over ``members`` (source name -> the
+    router :func:`fit_sources` trained on that source alone, same seed and trainer), saved to
+    ``out_dir``. Each member's validation rows are its own split; the fallback weighs the sets as
+    :func:`fit_sources` does."""
+    from mogg.routing.experts import build_experts
+
+    check_sources(sources)
+    if set(members) != {s.name for s in sources}:
+        raise ValueError(f"experts {sorted(members)} do not match the sources {[s.name for s in sources]}")
+    reps = repeats([len(s.x) for s in sources], [s.weight for s in sources])
+    xs, us, trains, vals, info = [], [], [], [], []
+    for s, rep in zip(sources, reps):
+        st = stack_sources([s], trainer.val_fraction, seed)  # the member's own split: fit_sources([s], seed)
+        xs.append(np.asarray(s.x, dtype=np.float32))
+        us.append(st["utilities"])
+        trains.append(np.tile(st["train"], rep))
+        vals.append(st["val"])
+        info.append({**st["per_source"][0], "weight": s.weight, "repeats": rep})
+    fspec = {**spec, "provenance": {**spec.get("provenance", {}), "fit": {"kind": "experts", "sources": info},
+                                    "questions_name": "+".join(s.name for s in sources),
+                                    "n_questions": int(sum(len(s.x) for s in sources))}}
+    router = build_experts({s.name: members[s.name] for s in sources}, xs, us, vals, trains, seed, settings.support,
+                           settings.decline, k, fspec)
+    router.save(Path(out_dir))
+    log.info("source experts on %s -> %s", ", ".join(s.name for s in sources), out_dir)
     return router

@@ -271,6 +271,8 @@ def router_weights(cfg: DictConfig, name: str, prep: Prepared) -> tuple[dict[str
                 routings[pol] = rt
                 weights[pol] = rt.fallback_weights if settings.decision == "fallback" else rt.argmax_weights
         notes += transfer.spec.get("_notes", [])
+        if hasattr(transfer, "support_note"):  # source experts (router.transfer=experts)
+            notes.append(f"{name}: {transfer.support_note()}")
         notes.append(
             f"{name}: mog_transfer is the router in {transfer.spec['_dir']} trained on {transfer.source_name} "
             f"({transfer.spec['provenance']['n_questions']} questions, objective {transfer.objective}); "

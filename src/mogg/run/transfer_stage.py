@@ -8,6 +8,8 @@ Three ways a run gets a final router (``router.fit=all|both``), each saved in
 * ``train_sources`` (name -> {questions, corpus, weight}): one router over several sets, each over
   its own corpus (:mod:`mogg.routing.sources`); with two or more, also one router per source in
   ``final@<source>`` so the report shows each single-source transfer beside the multi-source one.
+  ``router.transfer=experts``: the final router is the single-source routers with a gate and a
+  support check instead (:mod:`mogg.routing.experts`).
   ``experiment=loso_<set>`` trains on the two other gold-evidence sets and routes the held-out one.
 """
 
@@ -20,7 +22,7 @@ from omegaconf import DictConfig
 from mogg.prepared import Prepared
 from mogg.routing.crossfit import fit_all
 from mogg.routing.settings import RouterSettings
-from mogg.routing.sources import Source, fit_sources
+from mogg.routing.sources import Source, fit_experts, fit_sources
 from mogg.run.router_store import FINAL, checkpoint_dir, router_inputs, router_spec, source_dir, source_nodes
 
 log = logging.getLogger(__name__)
@@ -38,13 +40,17 @@ def train_final(cfg: DictConfig, settings: RouterSettings, trainer, preps: dict[
                     for s, p in source_preps.items()]
             first = next(iter(source_preps))
             spec = router_spec(cfg, name, source_preps[first][name], corpus=nodes[first]["corpus"])
-            fit_sources(srcs, cfg.seed, settings, trainer, d / FINAL, spec)
+            experts = settings.transfer == "experts" and len(srcs) > 1
+            if not experts:
+                fit_sources(srcs, cfg.seed, settings, trainer, d / FINAL, spec)
             if len(srcs) > 1:
-                res["sources"] = {}
+                res["sources"], members = {}, {}
                 for s in srcs:
                     one = router_spec(cfg, name, source_preps[s.name][name], corpus=nodes[s.name]["corpus"])
-                    fit_sources([s], cfg.seed, settings, trainer, d / source_dir(s.name), one)
+                    members[s.name] = fit_sources([s], cfg.seed, settings, trainer, d / source_dir(s.name), one)
                     res["sources"][s.name] = str(d / source_dir(s.name))
+                if experts:
+                    fit_experts(srcs, members, cfg.seed, settings, trainer, d / FINAL, spec)
             log.info("final %s router trained on %s in %s", name, " + ".join(s.name for s in srcs), d / FINAL)
         else:
             src = (train_questions_preps or preps)[name]
