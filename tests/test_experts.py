@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mogg.core.artifacts import ArtifactError
-from mogg.routing.experts import ExpertsRouter, SourceGate, Support
+from mogg.routing.experts import ExpertsRouter, SourceGate, Support, load_router
 from mogg.routing.model import TrainedRouter
 from mogg.routing.settings import RouterSettings
 from mogg.routing.sources import Source, fit_experts, fit_sources
@@ -99,7 +99,7 @@ def test_outside_the_support_takes_the_fallback_and_a_foreign_set_is_declined(ex
 
 def test_experts_directory_round_trip_and_damage(experts):
     router, _, d = experts
-    loaded = TrainedRouter.load(d / "final")
+    loaded = load_router(d / "final")
     assert isinstance(loaded, ExpertsRouter) and set(loaded.members) == {"a", "b"}
     x = _toy("a", 50, 9, -3.0, False).x
     a, b = router.route(x), loaded.route(x)
@@ -107,9 +107,12 @@ def test_experts_directory_round_trip_and_damage(experts):
     np.testing.assert_allclose(a.logits, b.logits, rtol=1e-6)
     assert loaded.overlap(["a question 3?", "b question 299?", "unseen?"]) == 2
     assert loaded.decision == router.decision
+    with pytest.raises(ArtifactError, match="source-experts router: load it with mogg.routing.experts.load_router"):
+        TrainedRouter.load(d / "final")
+    assert type(load_router(d / "final@a")) is TrainedRouter  # one network loads as before
     (d / "final" / "experts.safetensors").write_bytes(b"broken")
     with pytest.raises(ArtifactError, match="experts.safetensors"):
-        TrainedRouter.load(d / "final")
+        load_router(d / "final")
 
 
 def test_transfer_settings_refused_clearly():

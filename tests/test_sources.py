@@ -6,9 +6,8 @@ import pytest
 from conftest import compose
 from fakes import BagOfWordsEncoder
 
-from mogg.routing.experts import ExpertsRouter
+from mogg.routing.experts import ExpertsRouter, load_router
 from mogg.routing.features import FeatureRecipe, candidate_similarity, score_features
-from mogg.routing.model import TrainedRouter
 from mogg.routing.sources import Source, repeats, stack_sources
 from mogg.run.app import evaluate, train
 from mogg.search import Hits
@@ -138,6 +137,6 @@ def test_leave_one_set_out_report(tmp_path, mirage, transfer):
                 "router trained on pubmedqa only", "router trained on covidqa only",
                 "best fixed level chosen on the sets pubmedqa + covidqa", "n = 40 questions"):
         assert row in md
-    final = TrainedRouter.load(tmp_path / "ckpt" / "loso_medmcqa" / "mog" / "final")
+    final = load_router(tmp_path / "ckpt" / "loso_medmcqa" / "mog" / "final")
     assert isinstance(final, ExpertsRouter) == (transfer == "experts")
     assert ("source experts (pubmedqa + covidqa)" in md) == (transfer == "experts")

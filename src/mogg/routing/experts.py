@@ -222,3 +222,8 @@ def build_experts(members: dict[str, TrainedRouter], xs: Sequence[np.ndarray], u
     log.info("source experts over %s: support threshold %.3f (q=%.2f, k=%d), fallback output %d, margin %.3f",
              " + ".join(names), sup.threshold, support, sup.k, fallback, margin)
     return router
+
+
+def load_router(directory: Path) -> TrainedRouter:
+    """Any router directory: a source-experts router, or one network (:meth:`TrainedRouter.load`)."""
+    return TrainedRouter.load(Path(directory), {"experts": ExpertsRouter.from_files})

@@ -218,31 +218,35 @@ class TrainedRouter:
         (tmp / "train_questions.json").write_text(json.dumps(self.train_question_hashes))
 
     @classmethod
-    def load(cls, directory: Path) -> "TrainedRouter":
+    def load(cls, directory: Path, kinds: dict | None = None) -> "TrainedRouter":
         """Load and verify a router directory (checksums, format, finite weights); a writer
-        publishing it at the same moment finishes first (the artifact's shared lock)."""
+        publishing it at the same moment finishes first (the artifact's shared lock). ``kinds``:
+        network kind -> ``loader(directory, spec)`` for routers built of routers
+        (:func:`mogg.routing.experts.load_router`)."""
         with artifact_lock(Path(directory), shared=True):
-            return cls._load(Path(directory))
+            return cls._load(Path(directory), kinds or {})
 
     @classmethod
-    def _load(cls, directory: Path) -> "TrainedRouter":
+    def _load(cls, directory: Path, kinds: dict | None = None) -> "TrainedRouter":
         if not (directory / "router.json").is_file():
             raise ArtifactError(f"{directory}: not a router directory (no router.json); train one with `python train.py`")
         read_manifest(directory)  # every file against its sha256: names the corrupt file
-        return cls._from_files(directory)
+        return cls._from_files(directory, kinds)
 
     @classmethod
-    def _from_files(cls, directory: Path) -> "TrainedRouter":
+    def _from_files(cls, directory: Path, kinds: dict | None = None) -> "TrainedRouter":
         """A router from its files (checksums already verified by the caller)."""
         spec = _json_file(directory / "router.json", dict)
         if spec.get("format") != FORMAT:
             raise ArtifactError(f"{directory / 'router.json'}: format {spec.get('format')!r} is not {FORMAT!r}; retrain the router")
         if "network" not in spec:
             raise ArtifactError(f"{directory / 'router.json'}: missing network; not a router spec, retrain it")
-        if isinstance(spec["network"], dict) and spec["network"].get("kind") == "experts":
-            from mogg.routing.experts import ExpertsRouter  # a router of routers (experts -> model: one way)
-
-            return ExpertsRouter.from_files(directory, spec)
+        kind = spec["network"].get("kind") if isinstance(spec["network"], dict) else None
+        if kind in (kinds or {}):
+            return kinds[kind](directory, spec)
+        if kind == "experts":
+            raise ArtifactError(f"{directory} holds a source-experts router: load it with "
+                                "mogg.routing.experts.load_router (evaluate.py and mogg-route do)")
         # "levels" is written by the application layer (a bare cross-fit has none); when present it
         # must be a list of level names, since check_compatible compares it with the ladder
         levels = spec.get("levels")

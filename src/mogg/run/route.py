@@ -31,6 +31,7 @@ import numpy as np
 from mogg.core.artifacts import ArtifactError, atomic_path, strict_json
 from mogg.core.gcpolicy import configure_gc
 from mogg.data.errors import DataError
+from mogg.routing.experts import load_router
 from mogg.routing.features import compute_features
 from mogg.routing.model import TrainedRouter, question_hash
 from mogg.search import LadderIndex
@@ -66,7 +67,7 @@ class RoutingSession:
         from hydra.utils import instantiate
         from omegaconf import OmegaConf
 
-        router = TrainedRouter.load(Path(router_dir))
+        router = load_router(Path(router_dir))
         comps = apply_overrides(OmegaConf.create(router.spec["components"]), overrides)
         comps = check_corpus_paths(comps, data_dir)
         art = Path(artifacts) if artifacts else None

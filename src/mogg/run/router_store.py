@@ -22,6 +22,7 @@ from mogg.core.runconfig import redact
 from mogg.evaluation import names as N
 from mogg.prepared import Prepared
 from mogg.routing.crossfit import predict_crossfit
+from mogg.routing.experts import load_router
 from mogg.routing.features import compute_features
 from mogg.routing.model import Routing, TrainedRouter
 from mogg.routing.settings import RouterSettings
@@ -184,7 +185,7 @@ def applied_routers(cfg: DictConfig, settings: RouterSettings, name: str, prep: 
 def load_applied(d: Path, settings: RouterSettings, prep: Prepared) -> TrainedRouter:
     """A router trained elsewhere, checked against the ladder, retriever and k_r, and refused on
     questions it was trained on (unless ``router.allow_overlap``)."""
-    router = TrainedRouter.load(d)
+    router = load_router(d)
     router.spec["_notes"] = router.check_compatible(prep.ladder.level_names, prep.ladder_key, prep.retriever_config, prep.k_r)
     seen = router.overlap(prep.questions)
     if seen and not settings.allow_overlap:
