@@ -23,7 +23,6 @@ The experts router is a :class:`~mogg.routing.model.TrainedRouter` (same recipe,
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -159,8 +158,7 @@ class ExpertsRouter(TrainedRouter):
         g, s = self.gate, self.support
         spec = {**spec, "gate": {"names": g.names}, "support": {"k": s.k, "quantile": s.quantile, "threshold": s.threshold},
                 "decline": self.decline}
-        (tmp / "router.json").write_text(json.dumps(spec, indent=1, default=str))
-        (tmp / "train_questions.json").write_text(json.dumps(self.train_question_hashes))
+        self._write_spec(tmp, spec)
         save_file({"gate_mean": torch.from_numpy(g.mean), "gate_std": torch.from_numpy(g.std),
                    "gate_coef": torch.from_numpy(np.ascontiguousarray(g.coef)),
                    "gate_intercept": torch.from_numpy(np.ascontiguousarray(g.intercept)),

@@ -191,11 +191,12 @@ class TrainedRouter:
             chosen = af if rule == "fallback" else a
             return Routing(wf if rule == "fallback" else wa, wa, wf, routed, space.level(chosen), prior, z)
         wa, _ = obj.decide(self.objective, z, t, "argmax", d["fallback_level"], d["margin"])
-        wf, routed = obj.decide(self.objective, z, t, "fallback", d["fallback_level"], d["margin"])
+        _, routed = obj.decide(self.objective, z, t, "fallback", d["fallback_level"], d["margin"])
         routed = routed & keep
         fixed = np.zeros_like(wa)
         fixed[:, d["fallback_level"]] = 1.0
-        wa, wf = np.where(keep[:, None], wa, fixed), np.where(routed[:, None], wf, fixed)
+        wa = np.where(keep[:, None], wa, fixed)
+        wf = np.where(routed[:, None], wa, fixed)  # the fallback rule: the router's weights where routed
         w = wf if rule == "fallback" else wa
         level = np.where(keep, z.argmax(axis=1), d["fallback_level"])
         level = np.where(routed, level, d["fallback_level"]) if rule == "fallback" else level
@@ -214,6 +215,10 @@ class TrainedRouter:
     def _write(self, tmp: Path, spec: dict) -> None:
         """The router's files into ``tmp`` (no manifest: :meth:`save`, or a directory holding it)."""
         save_file({k: v.detach().contiguous().cpu() for k, v in self.module.state_dict().items()}, tmp / "router.safetensors")
+        self._write_spec(tmp, spec)
+
+    def _write_spec(self, tmp: Path, spec: dict) -> None:
+        """``router.json`` and ``train_questions.json`` (every router directory has both)."""
         (tmp / "router.json").write_text(json.dumps(spec, indent=1, default=str))
         (tmp / "train_questions.json").write_text(json.dumps(self.train_question_hashes))
 
