@@ -1,7 +1,8 @@
 """Routing: what a router reads, what it is trained on, and the router itself.
 
 ``features`` (router inputs, ``FeatureRecipe``), ``labels`` (soft labels, ``SoftLabeler``),
-``objectives`` (one class per objective), ``router`` (the MLP), ``model`` (a trained router's
+``objectives`` (one class per objective), ``router`` (the MLP, a committee of MLPs), ``committee``
+(the committee's members' rows, ``router.members``), ``model`` (a trained router's
 directory, ``TrainedRouter``), ``training`` + ``stacked`` + ``lightning_module`` (all folds as one
 stacked model under Lightning), ``crossfit`` (folds, the final fit), ``sources`` (many question
 sets, one router), ``actions`` + ``action_folds`` (the frontier's cost-aware action router).
@@ -17,7 +18,8 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "features": ("FeatureRecipe", "parse_groups", "compute_features"),
     "labels": ("SoftLabeler", "soft_labels"),
     "objectives": ("Objective", "get_objective"),
-    "router": ("RouterMLP",),
+    "router": ("RouterMLP", "RouterCommittee"),
+    "committee": ("member_fits",),
     "model": ("TrainedRouter", "Routing", "RouterMismatch"),
     "training": ("TrainerConfig", "fit_router", "fit_routers", "FitError"),
     "stacked": ("StackedMLP", "StackedAdam"),

@@ -24,8 +24,10 @@ import numpy as np
 
 from mogg.core.artifacts import ArtifactError, atomic_path, config_hash, strict_json
 from mogg.routing import objectives
+from mogg.routing.committee import committee_summary, member_fits, out_of_bag
 from mogg.routing.model import Routing, TrainedRouter, question_hash
 from mogg.routing.pairs import PairStates
+from mogg.routing.router import RouterCommittee
 from mogg.routing.settings import RouterSettings
 from mogg.routing.training import FitError, TrainerConfig, fit_routers
 
@@ -86,19 +88,37 @@ def train_routers(
     """Fit every router in ``fits`` at once (one stacked model, :func:`mogg.routing.training.fit_routers`).
 
     ``x`` [Q, D] router inputs (a cross router's: PairStates), ``labels`` [Q, L] soft labels, ``utilities`` [Q, L] the level
-    scores the labels come from. Each router's targets are scaled on its own training rows.
+    scores the labels come from. Each router's targets are scaled on its own training rows. With
+    ``settings.members`` > 1 each router is a committee (:func:`mogg.routing.committee.member_fits`), all members of all
+    routers trained as one stacked model.
     """
     scales = [objectives.utility_scale(utilities[f.train]) for f in fits]
     targets = [objectives.targets(settings.objective, labels, utilities, sc) for sc in scales]
-    rows = [f.train for f in fits], [f.val for f in fits], [f.seed for f in fits]
     if settings.model == "cross":  # x: PairStates; folds one after another, each its own transformer blocks
         from mogg.routing.cross import fit_cross_routers
 
+        rows = [f.train for f in fits], [f.val for f in fits], [f.seed for f in fits]
         trained = fit_cross_routers(x, targets, *rows, settings, trainer, settings.cross_encoder(), ckpt_dir, logger)
-    else:
-        trained = fit_routers(x, targets, *rows, settings.module_kwargs(), trainer, ckpt_dir, logger)
-    return [_finish(module, summary, f, sc, x, labels, utilities, questions, settings, trainer)
-            for (module, summary), f, sc in zip(trained, fits, scales)]
+        return [_finish(module, summary, f, sc, x, labels, utilities, questions, settings, trainer)
+                for (module, summary), f, sc in zip(trained, fits, scales)]
+    m = settings.members
+    plan = [member_fits(f, m) for f in fits]  # [F][M]
+    flat = [g for group in plan for g in group]
+    try:
+        trained = fit_routers(x, [t for t in targets for _ in range(m)], [g.train for g in flat], [g.val for g in flat],
+                              [g.seed for g in flat], settings.module_kwargs(), trainer, ckpt_dir, logger)
+    except FitError as e:  # name the router (the fit), not its position among all members
+        raise FitError(e.index // m, f"{e}" + (f" (committee member {e.index % m})" if m > 1 else "")) from e
+    out = []
+    for i, (f, sc, group) in enumerate(zip(fits, scales, plan)):
+        nets = trained[i * m:(i + 1) * m]
+        if m == 1:
+            out.append(_finish(*nets[0], f, sc, x, labels, utilities, questions, settings, trainer))
+            continue
+        members = [r for r, _ in nets]
+        out.append(_finish(RouterCommittee.of(members), committee_summary([s for _, s in nets]), f, sc, x, labels,
+                           utilities, questions, settings, trainer, held_out=out_of_bag(members, group, x)))
+    return out
 
 
 def train_router(x: np.ndarray, labels: np.ndarray, utilities: np.ndarray, questions: Sequence[str], train: np.ndarray,
@@ -110,8 +130,9 @@ def train_router(x: np.ndarray, labels: np.ndarray, utilities: np.ndarray, quest
 
 
 def _finish(module, summary: dict, f: Fit, scale: float, x, labels, utilities, questions, settings: RouterSettings,
-            trainer: TrainerConfig) -> TrainedRouter:
-    """A trained network plus its decision rule (fallback level, margin tuned on ``f.val``) and spec."""
+            trainer: TrainerConfig, held_out: tuple[np.ndarray, np.ndarray] | None = None) -> TrainedRouter:
+    """A trained network plus its decision rule (fallback level, margin tuned on ``f.val``, or for a
+    committee on ``held_out``: rows and their out-of-bag outputs) and spec."""
     seen = np.r_[f.train, f.val]
     fallback = objectives.best_fixed_level(utilities[seen])
     router = TrainedRouter(module, {}, [])
@@ -119,17 +140,17 @@ def _finish(module, summary: dict, f: Fit, scale: float, x, labels, utilities, q
                    "temperature": settings.temperature, "utility_scale": scale}
     if settings.profiles:  # outputs are eq. 1 actions (profile, level), not levels
         router.spec["profiles"] = list(settings.profiles)
-    if len(f.val):
-        z = router.logits(x[f.val])
+    val, z = held_out if held_out is not None else (f.val, router.logits(x[f.val]) if len(f.val) else None)
+    if len(val):
         pref = objectives.preference(settings.objective, z)
-        margin = objectives.tune_margin(objectives.advantage(pref, fallback), z.argmax(axis=1), utilities[f.val], fallback)
+        margin = objectives.tune_margin(objectives.advantage(pref, fallback), z.argmax(axis=1), utilities[val], fallback)
     else:
         margin = 0.0
         log.warning("no validation questions (trainer.val_fraction=0): the fallback margin is 0, not tuned")
     router.spec.update({
         "decision": {"rule": settings.decision, "fallback_level": fallback, "margin": margin},
         "prior": labels[f.train].mean(axis=0).tolist(),
-        "training": {"seed": f.seed, "n_train": int(len(f.train)), "n_val": int(len(f.val)), **summary,
+        "training": {"seed": f.seed, "n_train": int(len(f.train)), "n_val": int(len(val)), **summary,
                      "optim": {"lr": settings.lr, "weight_decay": settings.weight_decay}, "trainer": asdict(trainer)},
     })
     router.train_question_hashes = sorted({question_hash(questions[i]) for i in seen})

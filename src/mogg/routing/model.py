@@ -25,7 +25,7 @@ from mogg.routing import objectives as obj
 from mogg.routing.features import FeatureRecipe
 from mogg.routing.pairs import PairStates
 from mogg.routing.profiles import ProfileSpace
-from mogg.routing.router import RouterMLP
+from mogg.routing.router import RouterCommittee, RouterMLP
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +75,9 @@ class Routing:
 
 @dataclass
 class TrainedRouter:
-    """A router network (the MLP, or the cross router) plus its spec (see module doc)."""
+    """A router network (the MLP, a committee of MLPs, or the cross router) plus its spec (see module doc)."""
 
-    module: RouterMLP
+    module: RouterMLP | RouterCommittee
     spec: dict
     train_question_hashes: list[str] = field(default_factory=list)
 
@@ -274,8 +274,12 @@ class TrainedRouter:
         if std is not None and not (std > 0).all():
             raise ArtifactError(f"{path}: input spread 'std' has {(std <= 0).sum().item()} value(s) <= 0; "
                                 "the router is unusable, retrain it")
-        m = _cross_network(net) if net.get("kind") == "cross" else \
-            RouterMLP(net["in_dim"], net["n_levels"], net["hidden"], net["dropout"])
+        if net.get("kind") == "cross":
+            m = _cross_network(net)
+        elif int(net.get("members", 1)) > 1:  # a committee (router.members)
+            m = RouterCommittee(net["in_dim"], net["n_levels"], net["hidden"], net["dropout"], int(net["members"]))
+        else:
+            m = RouterMLP(net["in_dim"], net["n_levels"], net["hidden"], net["dropout"])
         try:
             m.load_state_dict(state)
         except RuntimeError as e:

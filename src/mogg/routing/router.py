@@ -22,6 +22,15 @@ def standardisation(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.
     return x.mean(0), torch.where(flat, torch.ones_like(std), std), flat
 
 
+def warn_flat(flat: torch.Tensor, routers: int = 1, of: int = 1) -> None:
+    """One warning for input columns constant on the training rows (bool [D]) of ``routers`` of ``of`` routers."""
+    if flat.any():
+        who = "" if of == 1 else f" of {routers} of {of} routers"
+        logging.getLogger(__name__).warning(
+            "router inputs: %d column(s) constant on the training rows%s (%s): unit spread, they carry no signal",
+            int(flat.sum()), who, ", ".join(str(i) for i in torch.nonzero(flat).flatten().tolist()[:10]))
+
+
 class RouterMLP(nn.Module):
     """Standardise -> Linear -> ReLU -> Dropout -> Linear -> logits [B, L].
 
@@ -41,19 +50,19 @@ class RouterMLP(nn.Module):
             self.net = nn.Sequential(nn.Dropout(dropout), nn.Linear(in_dim, n_levels))
         self.hparams = {"in_dim": in_dim, "n_levels": n_levels, "hidden": hidden, "dropout": dropout}
 
-    def set_normalization(self, x: torch.Tensor) -> None:
+    def set_normalization(self, x: torch.Tensor, warn: bool = True) -> torch.Tensor:
         """Fit the standardisation on training inputs [N, D]. A column constant on these rows
-        (spread ~0) gets unit spread, logged: clamping it to a tiny spread would scale any later
-        difference in that column by ~1e6 and blow the router up on new questions."""
+        (spread ~0) gets unit spread, logged (``warn``; returned either way, bool [D]): clamping it
+        to a tiny spread would scale any later difference in that column by ~1e6 and blow the
+        router up on new questions."""
         if not torch.isfinite(x).all():
             raise FloatingPointError("router inputs hold NaN or inf; check the feature extraction")
         mean, std, flat = standardisation(x)
         self.mean.copy_(mean)
-        if flat.any():
-            logging.getLogger(__name__).warning(
-                "router inputs: %d column(s) constant on the training rows (%s): unit spread, they carry no signal",
-                int(flat.sum()), ", ".join(str(i) for i in torch.nonzero(flat).flatten().tolist()[:10]))
+        if warn:
+            warn_flat(flat)
         self.std.copy_(std)
+        return flat
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net((x - self.mean) / self.std)
@@ -63,3 +72,33 @@ class RouterMLP(nn.Module):
         """sigmoid(logits) float64 [N, L] for inputs [N, D] (the BCE objective's weights)."""
         self.eval()
         return torch.sigmoid(self(torch.as_tensor(x, dtype=torch.float32))).double().numpy()
+
+
+class RouterCommittee(nn.Module):
+    """``members`` :class:`RouterMLP` of one shape whose logits [B, L] are the mean of theirs.
+
+    A bagged committee (``router.members``): each member was trained on its own draw of the fit's
+    rows (:func:`mogg.routing.committee.member_fits`) and carries its own standardisation; the mean
+    of their outputs is a lower-variance estimate of each level's utility than any one of them.
+    """
+
+    def __init__(self, in_dim: int, n_levels: int, hidden: int = 64, dropout: float = 0.2, members: int = 2):
+        super().__init__()
+        if members < 2:
+            raise ValueError(f"a committee needs >= 2 members, got {members} (one network is a RouterMLP)")
+        self.members = nn.ModuleList(RouterMLP(in_dim, n_levels, hidden, dropout) for _ in range(members))
+        self.hparams = {**self.members[0].hparams, "members": members}
+
+    @classmethod
+    def of(cls, routers: list[RouterMLP]) -> "RouterCommittee":
+        """The committee of trained ``routers`` (their weights and standardisations copied)."""
+        h = routers[0].hparams
+        c = cls(h["in_dim"], h["n_levels"], h["hidden"], h["dropout"], len(routers))
+        for mine, r in zip(c.members, routers):
+            mine.load_state_dict(r.state_dict())
+        return c.eval()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.stack([m(x) for m in self.members]).mean(dim=0)  # [M, B, L] -> [B, L]; M networks, not rows
+
+    weights = RouterMLP.weights

@@ -41,6 +41,10 @@ class RouterSettings:
     ``transfer``: how a router over several training sets (``train_sources``) is built: pooled
     (one network over the stacked sets, :mod:`mogg.routing.sources`) or experts (one per set, a
     gate and a support check, :mod:`mogg.routing.experts`; ``support``, ``decline`` its knobs).
+
+    ``members``: the MLP router as a bagged committee of this many networks
+    (:func:`mogg.routing.committee.member_fits`): each draws its own validation slice from the
+    fit's rows and its own seed; the router's output is their mean. 1 = one network.
     """
 
     inputs: Any = "retrieval+lengths"
@@ -81,6 +85,7 @@ class RouterSettings:
     transfer: str = "pooled"
     support: float = 0.99
     decline: float = 0.5
+    members: int = 1
 
     def __post_init__(self) -> None:
         self.inputs = parse_groups(self.inputs if isinstance(self.inputs, str) else list(self.inputs))
@@ -103,6 +108,10 @@ class RouterSettings:
             raise ValueError(f"router.transfer must be one of {TRANSFERS}, got {self.transfer!r}")
         if self.transfer == "experts" and self.model != "mlp":
             raise ValueError("router.transfer=experts needs router.model=mlp (its gate reads the MLP's inputs); set router.transfer=pooled")
+        if not (isinstance(self.members, int) and self.members >= 1):
+            raise ValueError(f"router.members must be an integer >= 1 (networks in the committee), got {self.members!r}")
+        if self.members > 1 and self.model != "mlp":
+            raise ValueError("router.members > 1 needs router.model=mlp (a committee of MLPs); set router.members=1")
         if not (0 < self.support <= 1 and 0 <= self.decline <= 1):
             raise ValueError(f"router.support must be in (0, 1] and router.decline in [0, 1]; got {self.support}, {self.decline}")
         if self.fit not in FITS:
@@ -135,6 +144,8 @@ class RouterSettings:
                        encoder_lr=self.encoder_lr, epochs=self.epochs, patience=self.patience, batch_size=self.batch_size)
         if self.profiles:
             key["profiles"] = list(self.profiles)
+        if self.members != 1:  # one network: keys (and run ids) as before the committee existed
+            key["members"] = self.members
         return key
 
     def cross_encoder(self):

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from mogg.core.threads import single_threaded
-from mogg.routing.router import RouterMLP
+from mogg.routing.router import RouterMLP, warn_flat
 
 log = logging.getLogger(__name__)
 
@@ -76,12 +76,14 @@ def fit_routers(
         raise ValueError(f"one target, train, val and seed per router: got {len(targets)}, {f}, {len(val)}, {len(seeds)}")
     mk = {k: v for k, v in module_kwargs.items() if k in ("hidden", "dropout")}
     x_t = torch.as_tensor(x, dtype=torch.float32)
-    routers = []
+    routers, flat = [], []
     for k in range(f):  # each fold's own initialisation (under its seed) and standardisation
         torch.manual_seed(seeds[k])
         r = RouterMLP(x.shape[1], targets[k].shape[1], **mk)
-        r.set_normalization(x_t[torch.as_tensor(np.asarray(train[k], dtype=np.int64))])
+        flat.append(r.set_normalization(x_t[torch.as_tensor(np.asarray(train[k], dtype=np.int64))], warn=False))
         routers.append(r)
+    flat = torch.stack(flat)  # [F, D]: one warning for the fit, not one per fold and committee member
+    warn_flat(flat.any(0), int(flat.any(1).sum()), f)
     L.seed_everything(seeds[0], workers=True, verbose=False)
     module = StackedRouterModule(routers, x, np.stack(targets), train, val, seeds, batch_size=trainer.batch_size,
                                  patience=trainer.patience, objective=module_kwargs["objective"],
