@@ -83,6 +83,11 @@ def test_committee_crossfit_saves_loads_and_refuses_damage(tmp_path):
     rows = np.flatnonzero(r.fold == 0)
     assert np.allclose(loaded.logits(x[rows]), r.logits[rows])
     assert (u[np.arange(240), r.logits.argmax(1)].mean() > u.mean(1).mean())  # it learned something
+    with torch.no_grad():  # one member's zero spread is caught as the plain router's is
+        loaded.module.members[1].std[0] = 0.0
+    loaded.save(tmp_path / "zero")
+    with pytest.raises(ArtifactError, match=r"zero/router.safetensors: input spread 'members.1.std' has 1 value"):
+        TrainedRouter.load(tmp_path / "zero")
     spec = json.loads((tmp_path / "fold1" / "router.json").read_text())
     spec["network"]["members"] = 3  # weights for two, spec says three: refused by name
     (tmp_path / "fold1" / "router.json").write_text(json.dumps(spec))

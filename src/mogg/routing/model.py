@@ -270,10 +270,10 @@ class TrainedRouter:
         bad = [k for k, v in state.items() if not torch.isfinite(v).all()]
         if bad:
             raise ArtifactError(f"{path}: non-finite values in {', '.join(bad)}; the router is unusable, retrain it")
-        std = state.get("std")
-        if std is not None and not (std > 0).all():
-            raise ArtifactError(f"{path}: input spread 'std' has {(std <= 0).sum().item()} value(s) <= 0; "
-                                "the router is unusable, retrain it")
+        for name, std in state.items():  # "std", or "members.<m>.std" in a committee
+            if (name == "std" or name.endswith(".std")) and not (std > 0).all():
+                raise ArtifactError(f"{path}: input spread '{name}' has {(std <= 0).sum().item()} value(s) <= 0; "
+                                    "the router is unusable, retrain it")
         if net.get("kind") == "cross":
             m = _cross_network(net)
         elif int(net.get("members", 1)) > 1:  # a committee (router.members)
