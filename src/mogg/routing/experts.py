@@ -35,6 +35,7 @@ from safetensors.torch import load_file, save_file
 from mogg.core.artifacts import ArtifactError
 from mogg.routing import objectives
 from mogg.routing.model import RouterMismatch, Routing, TrainedRouter
+from mogg.routing.router import standardisation
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +55,7 @@ class SourceGate:
 
         x = np.concatenate([np.asarray(a, dtype=np.float64) for a in xs])
         y = np.concatenate([np.full(len(a), i) for i, a in enumerate(xs)])
-        mean, std = x.mean(axis=0), x.std(axis=0)
-        std = np.where(std > 1e-12, std, 1.0)
+        mean, std, _ = (t.numpy() for t in standardisation(torch.from_numpy(x)))  # the MLP's own rule for flat columns
         clf = LogisticRegression(C=1.0, class_weight="balanced", max_iter=5000, random_state=seed)
         clf.fit((x - mean) / std, y)
         coef, icpt = clf.coef_, clf.intercept_

@@ -22,7 +22,7 @@ from mogg.core.runconfig import redact
 from mogg.evaluation import names as N
 from mogg.prepared import Prepared
 from mogg.routing.crossfit import predict_crossfit
-from mogg.routing.experts import load_router
+from mogg.routing.experts import ExpertsRouter, load_router
 from mogg.routing.features import compute_features
 from mogg.routing.model import Routing, TrainedRouter
 from mogg.routing.settings import RouterSettings
@@ -272,7 +272,7 @@ def router_weights(cfg: DictConfig, name: str, prep: Prepared) -> tuple[dict[str
                 routings[pol] = rt
                 weights[pol] = rt.fallback_weights if settings.decision == "fallback" else rt.argmax_weights
         notes += transfer.spec.get("_notes", [])
-        if hasattr(transfer, "support_note"):  # source experts (router.transfer=experts)
+        if isinstance(transfer, ExpertsRouter):  # source experts (router.transfer=experts)
             notes.append(f"{name}: {transfer.support_note()}")
         notes.append(
             f"{name}: mog_transfer is the router in {transfer.spec['_dir']} trained on {transfer.source_name} "
