@@ -1,7 +1,9 @@
-"""Hostile-input replay (issue 24): >= 100 bad inputs and faults over every input surface, each
+"""Hostile-input replay (issues 24, 35): bad inputs and faults over every input surface, each
 classified as a clear error (the expected error type, naming the file or the knob), a correct
-result, a traceback (any other exception: a bug) or a silent wrong result (no error where one is
-due). ``tests/test_hostile_replay.py`` runs it; ``python tests/hostile_cases.py`` prints the table.
+result, a traceback (any other exception: a bug), a silent wrong result (no error where one is
+due) or a lost result (a run's outputs replaced, mixed or missing). ``tests/test_hostile_replay.py``
+runs it; ``python tests/hostile_cases.py`` prints the table. The cases through the real entry
+points (sweeps, stale routers, secrets, collect, one-line errors) are in ``tests/hostile_runs.py``.
 
 Surfaces: question files (generic jsonl, SQuAD), corpus files (MedRAG jsonl), router
 directories, run knobs (composed with the real Hydra config and checked as the entry points
@@ -213,7 +215,26 @@ def _router_dir_cases() -> list[Case]:
             save_file(state, d / "router.safetensors")
         return edit
 
+    def edit_spec(change: Callable[[dict], None]):
+        def edit(d):
+            spec = json.loads((d / "router.json").read_text())
+            change(spec)
+            (d / "router.json").write_text(json.dumps(spec))
+        return edit
+
+    def reorder(key):
+        def change(spec):
+            spec[key] = list(reversed(spec[key]))
+        return change
+
     bad = {
+        # issue 35: an edited router.json with a recomputed manifest (the content is wrong, the checksums agree)
+        "levels reordered": case(edit_spec(reorder("levels"))),
+        "profiles added to a level router": case(edit_spec(lambda sp: sp.update(profiles=["own", "all"]))),
+        "decision.fallback_level=9": case(edit_spec(lambda sp: sp["decision"].update(fallback_level=9))),
+        "components.max_context_tokens=-5": case(edit_spec(lambda sp: sp.setdefault("components", {}).update(
+            max_context_tokens=-5))),
+        "prior reordered": case(edit_spec(reorder("prior"))),
         "router.json not JSON": case(set_json("router.json", "{not json")),
         "router.json without network": case(drop_key("network")),
         "router.json without format": case(drop_key("format")),
@@ -357,12 +378,18 @@ def _route_cases() -> list[Case]:
 
 
 def all_cases() -> list[Case]:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from hostile_runs import run_cases
+
     return (_qa_cases() + _squad_cases() + _corpus_cases() + _router_dir_cases() + _knob_cases() + _guard_cases()
-            + _route_cases())
+            + _route_cases() + run_cases())
 
 
 def replay(cases: list[Case] | None = None) -> list[dict]:
     """Run every case in a fresh temporary folder; one result row per case."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from hostile_runs import LostResult, SilentWrong
+
     rows = []
     for c in cases or all_cases():
         tmp = Path(tempfile.mkdtemp(prefix="hostile_"))
@@ -370,6 +397,11 @@ def replay(cases: list[Case] | None = None) -> list[dict]:
         try:
             c.run(tmp)
             outcome = "correct" if c.expect == "ok" else "silent"
+        except (LostResult, SilentWrong) as e:  # the case itself found results lost or wrong
+            rows.append({"surface": c.surface, "case": c.name, "outcome": "lost" if isinstance(e, LostResult) else "silent",
+                         "detail": str(e)[:200]})
+            shutil.rmtree(tmp, ignore_errors=True)
+            continue
         except Exception as e:
             from mogg.core.runconfig import user_error
 

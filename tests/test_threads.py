@@ -56,8 +56,16 @@ def test_single_threaded_restores_the_job_setting():
     assert torch.get_num_threads() == before
 
 
-def test_bad_thread_count_is_refused():
-    from mogg.core.threads import configure_threads
+@pytest.mark.parametrize("bad", [0, -1, 100000, 2.5, "x", True])
+def test_bad_thread_count_is_refused(bad):
+    """threads=100000 once reached OpenBLAS (RLIMIT_NPROC, then a segmentation fault): refused first."""
+    from mogg.core.threads import configure_threads, max_threads
 
-    with pytest.raises(ValueError, match="threads must be >= 1"):
-        configure_threads(0)
+    with pytest.raises(ValueError, match=rf"threads=.*1\.\.{max_threads()}"):
+        configure_threads(bad)
+
+
+def test_auto_threads_are_the_jobs_cores():
+    from mogg.core.threads import check_threads, default_threads
+
+    assert check_threads("auto") == check_threads(None) == default_threads()

@@ -47,6 +47,7 @@ class Prepared:
     profiles: tuple[str, ...] = ()  # router.profiles: the eq. 1 actions (mogg.routing.profiles), () = levels
     profile_f1: np.ndarray | None = None  # [Q, A] evidence F1 of every action's eq. 1-2 selection
     profile_labels: np.ndarray | None = None  # [Q, A] soft labels over actions (the labeler's rule)
+    evidence_in_corpus: bool | None = None  # some question's gold evidence is held by a document (None: no evidence)
 
     def router_targets(self) -> tuple[np.ndarray, np.ndarray]:
         """(soft labels, utilities) a router trains on: per level, or per eq. 1 action with profiles."""

@@ -209,12 +209,22 @@ def staged_dir(final: Path):
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-{_HOST}-{os.getpid()}-", dir=final.parent))
     try:
         yield tmp
-        os.chmod(tmp, 0o777 & ~_umask())
+        publish_modes(tmp)
         with artifact_lock(final):
             _swap_in(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def publish_modes(root: Path) -> None:
+    """Give a finished folder and everything in it the modes new files and folders get under the
+    umask (mkdtemp makes 0700 folders, mkstemp and some writers, safetensors among them, 0600 files):
+    a shared group reads published artifacts, routers and reports."""
+    os.chmod(root, 0o777 & ~_umask())
+    for p in Path(root).rglob("*"):
+        if not p.is_symlink():
+            os.chmod(p, (0o777 if p.is_dir() else 0o666) & ~_umask())
 
 
 def write_artifact(
@@ -246,7 +256,7 @@ def write_artifact(
             **(dict(extra) if extra else {}),
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
-        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp creates 0700: publish with a new directory's mode
+        publish_modes(tmp)
         with artifact_lock(directory):
             if not extra and _published_hash(directory) == manifest["config_hash"] and _intact(directory):
                 shutil.rmtree(tmp, ignore_errors=True)  # another writer published this config: adopt it

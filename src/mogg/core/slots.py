@@ -60,25 +60,49 @@ def job_slot(slots: int | str | None, directory: str | Path | None = None, poll_
         yield None
         return
     d = Path(directory) if directory else default_slot_dir()
-    d.mkdir(parents=True, exist_ok=True)
+    if d.exists() and not d.is_dir():
+        raise ValueError(f"slots_dir={str(d)!r} is a file: name a folder for the slot locks (or leave slots_dir=null)")
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"slots_dir={str(d)!r}: cannot create the slot folder ({e.strerror}); name a writable folder") from None
     t0, said = time.monotonic(), False
     while True:
         for i in range(slots):
-            fd = os.open(d / f"slot{i}", os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fd = os.open(d / f"slot{i}", os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as e:
+                raise ValueError(f"slots_dir={str(d)!r}: cannot open slot{i} ({e.strerror}); name a writable folder") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 os.close(fd)
                 continue
             try:
+                # who holds it, for the jobs that wait (read by _holders)
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"pid {os.getpid()} in {os.getcwd()}\n".encode(), 0)
                 if said:
-                    log.info("job slot %d of %d after %.1f s", i, slots, time.monotonic() - t0)
+                    log.warning("job slot %d of %d after %.1f s of waiting", i, slots, time.monotonic() - t0)
                 yield i
             finally:
                 os.close(fd)  # closing releases the lock
             return
         if not said:
-            log.info("all %d job slots in %s are taken by other mogg jobs: waiting for one (slots=null: no limit)",
-                     slots, d)
+            log.warning("all %d job slots in %s are held by other mogg jobs (%s): waiting for one. Jobs of every "
+                        "checkout of this user share these slots; slots=null lifts the limit, slots=N changes it, "
+                        "slots_dir=DIR (or MOGG_SLOTS_DIR) gives this run slots of its own", slots, d, _holders(d, slots))
             said = True
         time.sleep(poll_s)
+
+
+def _holders(d: Path, slots: int) -> str:
+    """What the slot files say about their holders ("pid 123 in /home/x/mogg", ...)."""
+    out = []
+    for i in range(slots):
+        try:
+            text = (d / f"slot{i}").read_text(errors="replace").strip()
+        except OSError:
+            text = ""
+        out.append(text or "a job that did not say")
+    return "; ".join(out)

@@ -35,7 +35,23 @@ def default_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def configure_threads(threads: int | None = None) -> int:
+def max_threads() -> int:
+    """The most threads a job may ask for: 4 per core of this machine (beyond that every library's
+    pool only adds context switches, and OpenBLAS fails to start its threads under RLIMIT_NPROC)."""
+    return 4 * max(1, os.cpu_count() or 1)
+
+
+def check_threads(threads) -> int:
+    """``threads`` as a count: an integer in 1..:func:`max_threads`, or null/``auto`` for the job's cores."""
+    if threads is None or threads == "auto":
+        return default_threads()
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= max_threads():
+        raise ValueError(f"threads={threads!r}: must be an integer in 1..{max_threads()} (4 per core here), "
+                         "or null / auto for the job's cores")
+    return threads
+
+
+def configure_threads(threads: int | str | None = None) -> int:
     """Set every library's thread count to ``threads`` (None: :func:`default_threads`); returns it.
 
     Environment variables reach runtimes not started yet (and child processes); torch, numba,
@@ -43,9 +59,7 @@ def configure_threads(threads: int | None = None) -> int:
     workers wait passively (``OMP_WAIT_POLICY=PASSIVE`` unless set), so an idle pool never spins
     on a core another job needs.
     """
-    n = default_threads() if threads is None else int(threads)
-    if n < 1:
-        raise ValueError(f"threads must be >= 1 (or null for the job's cores), got {threads}")
+    n = check_threads(threads)
     for var in _ENV:
         os.environ[var] = str(n)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

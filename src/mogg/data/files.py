@@ -12,6 +12,7 @@ import glob
 import gzip
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -140,13 +141,27 @@ def iter_jsonl_positions(path: str | os.PathLike, start: int = 0) -> Iterator[tu
             if fh.read(1) != b"\n":  # ``start`` is inside a line that belongs to the previous range
                 pos += len(fh.readline())
                 lineno += 1
-        first = lineno
-        for lineno, raw in enumerate(fh, start=first):
-            at = pos
-            pos += len(raw)
-            obj = _parse_line(raw, path, lineno)
+        for n, at, raw in _cr_lines(fh, lineno, pos):
+            obj = _parse_line(raw, path, n)
             if obj is not None:
-                yield lineno, at, obj
+                yield n, at, obj
+
+
+_LONE_CR = re.compile(rb"\r(?!\n)")
+
+
+def _cr_lines(fh, lineno: int, pos: int) -> Iterator[tuple[int, int, bytes]]:
+    """``(line number, byte offset, raw line)`` of a binary stream, where a lone ``\\r`` (classic Mac
+    line ends) ends a line as ``\\n`` and ``\\r\\n`` do: two records never merge into one."""
+    for raw in fh:
+        if b"\r" in raw.rstrip(b"\r\n"):
+            for part in _LONE_CR.split(raw):
+                yield lineno, pos, part
+                lineno, pos = lineno + 1, pos + len(part) + 1
+            pos -= 1  # the last part ends the physical line (no \r of its own)
+        else:
+            yield lineno, pos, raw
+            lineno, pos = lineno + 1, pos + len(raw)
 
 
 def line_before(path: str | os.PathLike, start: int) -> dict | None:
@@ -194,9 +209,7 @@ def _iter_jsonl_lines(path, fh) -> Iterator[tuple[int, int, dict]]:
     """``(line, offset in the decompressed stream, object)`` from an opened binary stream."""
     with fh:
         try:
-            pos = 0
-            for lineno, raw in enumerate(fh, start=1):
-                at, pos = pos, pos + len(raw)
+            for lineno, at, raw in _cr_lines(fh, 1, 0):
                 obj = _parse_line(raw, path, lineno)
                 if obj is not None:
                     yield lineno, at, obj
@@ -224,6 +237,17 @@ def load_json(path: str | os.PathLike) -> Any:
         raise DataError(path, f"invalid JSON: {exc.msg} (column {exc.colno})", exc.lineno) from None
 
 
+def check_unicode(text: str, path: str | os.PathLike, line: int | None, what: str) -> str:
+    """``text`` if it is valid Unicode (JSON's ``\\ud800`` escapes decode to lone surrogates, which no
+    file or tokenizer can take), else a DataError naming the file, line and field."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise DataError(path, f"{what} holds a lone surrogate ({text[e.start]!a} at character {e.start + 1}): "
+                              "not valid Unicode text; fix the escape", line) from None
+    return text
+
+
 def str_field(
     obj: dict,
     key: str,
@@ -244,6 +268,7 @@ def str_field(
     value = obj[key]
     if not isinstance(value, str):
         raise DataError(path, f"{prefix}field {key!r} must be a string, got {type(value).__name__}", line)
+    check_unicode(value, path, line, f"{prefix}field {key!r}")
     if nonempty and not value.strip():
         raise DataError(path, f"{prefix}field {key!r} is empty", line)
     return value

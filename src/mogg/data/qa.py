@@ -17,7 +17,7 @@ from typing import Any
 
 from mogg.data.corpus import Fingerprinted
 from mogg.data.errors import DataError
-from mogg.data.files import iter_jsonl, load_json, str_field
+from mogg.data.files import check_unicode, iter_jsonl, load_json, str_field
 from mogg.data.records import QAItem
 
 logger = logging.getLogger(__name__)
@@ -45,6 +45,7 @@ def _options(value: Any, path: str, line: int | None, what: str) -> dict[str, st
     for key, text in value.items():
         if not isinstance(text, str):
             raise DataError(path, f"{what}: option {key!r} must be a string, got {type(text).__name__}", line)
+        check_unicode(text, path, line, f"{what}: option {key!r}")
     return dict(value)
 
 
@@ -54,7 +55,7 @@ def _str_list(obj: dict, key: str, path: str, line: int | None, what: str) -> li
         return []
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise DataError(path, f"{what}: {key!r} must be a list of strings", line)
-    return list(value)
+    return [check_unicode(v, path, line, f"{what}: {key!r}") for v in value]
 
 
 class _QASet(Fingerprinted):

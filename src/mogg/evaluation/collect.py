@@ -32,6 +32,17 @@ COLUMNS = ("router", "router_other_rule", "prior", "best_fixed", "oracle", "gap_
            "best_action", "action_oracle", "action_gap_closed")  # the last three: routers over eq. 1 actions
 
 
+class CollectError(ValueError):
+    """Runs that cannot be read, paired or averaged (different question sets, corrupt files)."""
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CollectError(f"{path}: not a readable report file ({e}); rerun `python evaluate.py` for that run") from None
+
+
 def collect(reports: Path, pattern: str = "ablation_*") -> list[dict]:
     """One row per (run, ladder) found under ``reports`` matching ``pattern``."""
     rows = []
@@ -39,11 +50,15 @@ def collect(reports: Path, pattern: str = "ablation_*") -> list[dict]:
         run = mpath.parent.name
         m = re.fullmatch(r"(.+)_s(\d+)", run)
         group, seed = (m.group(1), int(m.group(2))) if m else (run, None)
-        for ladder, s in json.loads(mpath.read_text()).items():
+        metrics = _read_json(mpath)
+        if not isinstance(metrics, dict) or not all(isinstance(s, dict) and "policies" in s for s in metrics.values()):
+            raise CollectError(f"{mpath}: not a report's metrics.json (ladder -> summary with policies)")
+        for ladder, s in metrics.items():
             pol = s["policies"]
             other = next((p for p in pol if p.startswith(f"{N.ROUTER}[")), None)
             rows.append({
                 "experiment": group, "seed": seed, "run": run, "ladder": ladder, "n": s.get("n_questions"),
+                "questions_key": s.get("questions_key"),
                 "router": pol.get(N.ROUTER, {}).get("f1", {}).get("mean", float("nan")),
                 "router_other_rule": pol.get(other, {}).get("f1", {}).get("mean", float("nan")),
                 "other_rule": other[len(N.ROUTER) + 1:-1] if other else "",
@@ -62,9 +77,16 @@ def collect(reports: Path, pattern: str = "ablation_*") -> list[dict]:
 def _router_f1(run_dir: Path, policy: str) -> dict[tuple[str, str], float]:
     """(ladder, question id) -> ``policy``'s evidence F1 in one run's ``records.jsonl``."""
     out = {}
-    with open(run_dir / "records.jsonl") as f:
-        for line in f:
-            r = json.loads(line)
+    path = run_dir / "records.jsonl"
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise CollectError(f"{path}:{n}: not a record ({e.msg}); the file is truncated or damaged: rerun "
+                                   "`python evaluate.py` for that run") from None
+            if not isinstance(r, dict) or "id" not in r or "ladder" not in r:
+                raise CollectError(f"{path}:{n}: not a question record (needs id and ladder)")
             v = r.get("policies", {}).get(policy, {}).get("f1")
             if v is not None:
                 out[(r["ladder"], str(r["id"]))] = float(v)
@@ -88,14 +110,21 @@ def paired(reports: Path, a: str, b: str, policy: str = N.ROUTER) -> dict[str, d
         if not dirs:
             raise FileNotFoundError(f"no run {name} (or {name}_s<seed>) with records.jsonl under {reports}")
         runs = [_router_f1(d, policy) for d in dirs]
-        keys = set.intersection(*(set(r) for r in runs))
-        per[name] = ({k: float(np.mean([r[k] for r in runs])) for k in keys}, len(dirs))
+        if not runs[0]:
+            raise CollectError(f"{dirs[0] / 'records.jsonl'}: no question has an F1 for policy {policy!r}")
+        for d, r in zip(dirs[1:], runs[1:]):
+            if set(r) != set(runs[0]):
+                raise CollectError(f"{dirs[0].name} and {d.name} hold different questions ({len(runs[0])} and {len(r)}, "
+                                   f"{len(set(r) & set(runs[0]))} in common): seeds of one group must share a question set")
+        per[name] = ({k: float(np.mean([r[k] for r in runs])) for k in runs[0]}, len(dirs))
     (fa, na), (fb, nb) = per[a], per[b]
+    if set(fa) != set(fb):
+        common = len(set(fa) & set(fb))
+        raise CollectError(f"{a} and {b} were evaluated on different questions ({len(fa)} and {len(fb)} (ladder, question) "
+                           f"pairs, {common} in common): a paired difference needs one question set; evaluate both on it")
     out = {}
     for ladder in sorted({k[0] for k in fa}):
-        keys = sorted(k for k in fa if k[0] == ladder and k in fb)
-        if not keys:
-            continue
+        keys = sorted(k for k in fa if k[0] == ladder)
         d = np.array([fb[k] - fa[k] for k in keys])
         d = d[np.isfinite(d)]
         out[ladder] = {"n": int(len(d)), "mean": float(d.mean()), "se": float(d.std(ddof=1) / np.sqrt(len(d))),
@@ -110,10 +139,17 @@ def summarize_groups(rows: list[dict]) -> list[dict]:
         groups.setdefault((r["experiment"], r["ladder"]), []).append(r)
     out = []
     for (exp, ladder), rs in sorted(groups.items()):
+        sets = {(r.get("n"), r.get("questions_key") or r.get("n")) for r in rs}
+        if len(sets) > 1:
+            detail = ", ".join(f"{r['run']} (n={r.get('n')})" for r in rs[:4])
+            raise CollectError(f"group {exp} ({ladder}) mixes runs over different question sets: {detail}; "
+                               "a mean over seeds needs one question set (rename the runs or narrow --pattern)")
         row = {"experiment": exp, "ladder": ladder, "runs": len(rs), "n": rs[0].get("n"), "other_rule": rs[0].get("other_rule", "")}
         for c in COLUMNS:
             v = np.array([r[c] for r in rs], dtype=float)
-            row[c], row[f"{c}_std"] = float(np.nanmean(v)), float(np.nanstd(v, ddof=1)) if len(v) > 1 else 0.0
+            ok = v[~np.isnan(v)]
+            row[c] = float(ok.mean()) if len(ok) else float("nan")  # all-NaN: no warning, no mean
+            row[f"{c}_std"] = float(ok.std(ddof=1)) if len(ok) > 1 else float("nan")  # one run: no spread
         out.append(row)
     return out
 
@@ -130,11 +166,13 @@ def write_collection(summary: list[dict], rows: list[dict], out: Path) -> None:
     lines = ["| experiment | ladder | n | runs | router F1 | gap closed | other rule | its F1 | its gap closed | prior | best fixed | oracle |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
-    def f(r, c):
-        return "-" if np.isnan(r[c]) else f"{r[c]:.3f} ± {r[c + '_std']:.3f}"
+    def f(r, c):  # one run: its value alone (a spread needs two)
+        sd = r[c + "_std"]
+        return "-" if np.isnan(r[c]) else f"{r[c]:.3f}" + ("" if np.isnan(sd) else f" ± {sd:.3f}")
 
     def g(r, c):
-        return "-" if np.isnan(r[c]) else f"{r[c]:+.0%} ± {r[c + '_std']:.0%}"
+        sd = r[c + "_std"]
+        return "-" if np.isnan(r[c]) else f"{r[c]:+.0%}" + ("" if np.isnan(sd) else f" ± {sd:.0%}")
 
     actions = any(not np.isnan(r["action_gap_closed"]) for r in summary)  # router.profiles runs among them
     if actions:
@@ -157,7 +195,7 @@ def write_collection(summary: list[dict], rows: list[dict], out: Path) -> None:
     x = np.arange(len(summary))
     fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(summary)), 4.5))
     for i, (c, color) in enumerate((("best_fixed", "tab:gray"), ("prior", "tab:blue"), ("router", "tab:orange"), ("oracle", "tab:green"))):
-        ax.bar(x + (i - 1.5) * 0.2, [r[c] for r in summary], 0.2, yerr=[r[c + "_std"] for r in summary], label=c, color=color, capsize=2)
+        ax.bar(x + (i - 1.5) * 0.2, [r[c] for r in summary], 0.2, yerr=np.nan_to_num([r[c + "_std"] for r in summary]), label=c, color=color, capsize=2)
     ax.set_xticks(x, labels, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("token F1 vs gold evidence (mean ± sd over seeds)")
     ax.legend(fontsize=8)
@@ -175,6 +213,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--paired", nargs=2, metavar=("A", "B"), help="the router's F1, B - A, question by question")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return _main(args)
+    except (CollectError, FileNotFoundError, OSError) as e:  # one line naming the run or file, not a traceback
+        import sys
+
+        sys.stderr.write(f"collect: error: {e}\n")
+        return 2
+
+
+def _main(args) -> int:
     if args.paired:
         a, b = args.paired
         for ladder, r in paired(Path(args.reports), a, b).items():

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import csv
+import json
 import logging
+import re
 from pathlib import Path
 
 import numpy as np
@@ -71,11 +73,51 @@ def markdown_table(summaries: dict[str, dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+REPORT_MARKER = "report.json"  # the run a report folder belongs to and the files it wrote
+# what a report folder holds (reports written before report.json existed are recognised by these)
+_REPORT_FILES = re.compile(r"(results\.md|results\.csv|metrics\.json|records\.jsonl|report\.json|[\w.@=+,-]+\.png"
+                           r"|[\w.@=+,-]+_frontier\.json)")
+
+
+def check_report_dir(report_dir: Path, run_name: str) -> None:
+    """Refuse to publish a report over a folder that holds anything but an earlier report of this
+    run (``report_dir=reports`` would otherwise replace every run's report, and any file a user
+    kept there): it must be absent, empty, or a report folder whose ``report.json`` names
+    ``run_name`` (an older report without it: nothing but report files)."""
+    d = Path(report_dir)
+    if not d.exists():
+        return
+    if not d.is_dir():
+        raise ValueError(f"report_dir={str(d)!r} exists and is not a folder")
+    entries = sorted(p.name for p in d.iterdir())
+    if not entries:
+        return
+    marker = d / REPORT_MARKER
+    if marker.is_file():
+        try:
+            info = json.loads(marker.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ValueError(f"{marker}: not a report marker ({e}); remove the folder or choose another report_dir") from None
+        if not isinstance(info, dict) or info.get("run_name") != run_name:
+            other = info.get("run_name") if isinstance(info, dict) else None
+            raise ValueError(f"report_dir={str(d)!r} holds the report of run {other!r}, not of {run_name!r}: "
+                             "refusing to replace it; leave report_dir at its default (reports/<run_name>)")
+        allowed = set(info.get("files", [])) | {REPORT_MARKER}
+        extra = [e for e in entries if e not in allowed and not e.startswith(".")]
+    else:
+        extra = [e for e in entries if not _REPORT_FILES.fullmatch(e) or (d / e).is_dir()]
+    if extra:
+        raise ValueError(f"report_dir={str(d)!r} holds {len(extra)} entr{'y' if len(extra) == 1 else 'ies'} that no "
+                         f"report of run {run_name!r} wrote (e.g. {extra[:3]}): refusing to replace the folder; "
+                         "leave report_dir at its default (reports/<run_name>) or choose an empty folder")
+
+
 def write_report(
     out_dir: Path, summaries: dict[str, dict], records: list[dict], notes: list[str] | None = None,
-    sections: list[str] | None = None,
+    sections: list[str] | None = None, run_name: str | None = None,
 ) -> dict:
-    """Write metrics.json, results.md, results.csv, records.jsonl and the plots into ``out_dir``."""
+    """Write metrics.json, results.md, results.csv, records.jsonl and the plots into ``out_dir``;
+    with ``run_name``, ``report.json`` last (the run and the files: :func:`check_report_dir`)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     _atomic_write(out_dir / "metrics.json", strict_json(summaries, indent=2))
@@ -95,6 +137,9 @@ def write_report(
         for rec in records:
             f.write(strict_json(rec, ensure_ascii=False) + "\n")
     plot_summaries(summaries, out_dir)
+    if run_name is not None:
+        files = sorted(p.name for p in out_dir.iterdir() if not p.name.startswith(".")) + [REPORT_MARKER]
+        _atomic_write(out_dir / REPORT_MARKER, strict_json({"run_name": run_name, "files": sorted(set(files))}, indent=1))
     log.debug("report files written to %s", out_dir)
     return {"markdown": md}
 

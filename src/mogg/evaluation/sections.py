@@ -32,6 +32,13 @@ def transfer_section(name: str, s: dict, routing: Routing, sources: list[str] | 
             md.append(f"| {label} | {f['mean']:.3f} ± {f['se']:.3f} | {'-' if np.isnan(g) else f'{g:+.0%}'} |")
     return md + [""]
 
+def questions_key(ids) -> str:
+    """A short fingerprint of a question set (its ids, sorted): runs over different sets never pair."""
+    import hashlib
+
+    return hashlib.sha256("\n".join(sorted(str(i) for i in ids)).encode()).hexdigest()[:16]
+
+
 def verdict(name: str, s: dict, decision: str = "argmax") -> str:
     """One honest sentence: does the router beat the best fixed level, and what share of the gap."""
     pol = s["policies"]
@@ -43,6 +50,9 @@ def verdict(name: str, s: dict, decision: str = "argmax") -> str:
     what = "router" if key == N.ROUTER else "transferred router"
     txt = (f"{name} (n={s.get('n_questions', r['n'])}): {what} ({decision} rule) F1 {r['mean']:.3f} ± {r['se']:.3f} "
            f"vs best fixed level {bf} {b['mean']:.3f} ± {b['se']:.3f}")
+    if s.get("evidence_in_corpus") is False:  # F1 against text the corpus lacks: no gap worth a share
+        return txt + ("; no document holds any question's gold evidence, so these F1 values measure word overlap "
+                      "with text the corpus lacks and no share of a gap is reported.")
     if "gap_closed" in s:
         txt += f"; oracle {pol[N.ORACLE]['f1']['mean']:.3f}; the {what} closes {s['gap_closed'][key]:.0%} of the best-fixed-to-oracle gap"
         if N.PRIOR in pol:

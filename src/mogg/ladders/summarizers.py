@@ -187,9 +187,11 @@ class OpenAISummarizer:
         # words -> model tokens, with room for a short preamble; the answer is cut to ``budget`` words
         return int(budget * 1.5) + 16
 
-    def config(self) -> dict:  # never the API key
+    def config(self) -> dict:  # never the API key, nor a password in the URL
+        from mogg.core.runconfig import scrub_url
+
         r = self.reader
-        return {"kind": "openai", "base_url": r.base_url, "model": r.model, "max_tokens": self.max_tokens,
+        return {"kind": "openai", "base_url": scrub_url(r.base_url), "model": r.model, "max_tokens": self.max_tokens,
                 "temperature": r.temperature, "max_input_tokens": self.max_input_tokens, "prompt": PROMPT}
 
     def summarize(self, texts_groups: list[list[str]], max_tokens: int | None = None) -> list[str]:

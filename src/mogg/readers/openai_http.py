@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
+from mogg.core.runconfig import scrub_url
 from mogg.readers.base import ReaderError
 
 logger = logging.getLogger(__name__)
@@ -115,19 +116,19 @@ class OpenAIReader:
                     return self._content(resp)
                 last = f"HTTP {resp.status_code}: {_server_message(resp)}"
                 if resp.status_code not in _RETRY_STATUS:
-                    raise ReaderError(f"{url} refused the request ({last})")
+                    raise ReaderError(scrub_url(f"{url} refused the request ({last})"))
             if attempt < self.retries:
                 delay = self._sleep_for(attempt, resp)
                 logger.warning("%s: %s; retry %d/%d in %.1fs", url, last, attempt + 1, self.retries, delay)
                 time.sleep(delay)
-        raise ReaderError(f"{url}: giving up after {self.retries + 1} attempts ({last})")
+        raise ReaderError(scrub_url(f"{url}: giving up after {self.retries + 1} attempts ({last})"))
 
     def _content(self, resp: requests.Response) -> str:
         try:
             choice = resp.json()["choices"][0]
             content = choice["message"].get("content")
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-            raise ReaderError(f"unexpected response from {self.base_url}: {resp.text[:300]}") from exc
+            raise ReaderError(f"unexpected response from {scrub_url(self.base_url)}: {resp.text[:300]}") from exc
         # Reasoning servers may send content=None with the text elsewhere; keep what is there.
         return content if isinstance(content, str) else ""
 
@@ -144,4 +145,4 @@ class OpenAIReader:
             pool.shutdown(wait=True, cancel_futures=True)
 
     def __repr__(self) -> str:
-        return f"OpenAIReader({self.base_url!r}, model={self.model!r})"
+        return f"OpenAIReader({scrub_url(self.base_url)!r}, model={self.model!r})"

@@ -197,6 +197,32 @@ def _inputs(r: ActionRouter, xq: np.ndarray, xa: np.ndarray) -> tuple[torch.Tens
     return q, a
 
 
+_FIT_KNOBS = {"objective": str, "hidden": int, "dropout": float, "lr": float, "weight_decay": float, "batch_size": int,
+              "max_epochs": int, "patience": int}
+
+
+def check_fit_knobs(fit: dict) -> None:
+    """``frontier.fit`` (the action scorer's knobs, :func:`fit_action_router`): known names, numbers
+    in range; one error naming the knob."""
+    for k, v in fit.items():
+        if k not in _FIT_KNOBS:
+            raise ValueError(f"frontier.fit.{k} is not a knob of the action router ({', '.join(_FIT_KNOBS)})")
+        kind = _FIT_KNOBS[k]
+        ok = isinstance(v, str) if kind is str else (isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                     and (kind is float or isinstance(v, int)) and np.isfinite(v))
+        if ok and kind is int:
+            ok = v >= (0 if k == "patience" else 1)
+        elif ok and k == "dropout":
+            ok = 0 <= v < 1
+        elif ok and k in ("lr", "weight_decay"):
+            ok = (0 < v <= 10) if k == "lr" else v >= 0
+        elif ok and k == "objective":
+            ok = v in ACTION_OBJECTIVES
+        if not ok:
+            raise ValueError(f"frontier.fit.{k}={v!r}: out of range (objective in {ACTION_OBJECTIVES}, hidden/batch_size/"
+                             "max_epochs integers >= 1, patience >= 0, 0 <= dropout < 1, 0 < lr <= 10, weight_decay >= 0)")
+
+
 def fit_action_router(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, train: np.ndarray, val: np.ndarray, *,
                       objective: str = "utility", hidden: int = 64, dropout: float = 0.1, lr: float = 3e-3,
                       weight_decay: float = 1e-4, batch_size: int = 64, max_epochs: int = 200, patience: int = 15,

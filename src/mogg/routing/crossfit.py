@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mogg.core.artifacts import ArtifactError, atomic_path, config_hash, strict_json
+from mogg.core.artifacts import ArtifactError, atomic_path, config_hash, diff_fields, strict_json
 from mogg.routing import objectives
 from mogg.routing.committee import committee_summary, member_fits, out_of_bag
 from mogg.routing.model import Routing, TrainedRouter, question_hash
@@ -204,8 +204,8 @@ def crossfit(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     fold = make_folds(len(x), n_folds, seed)
-    run_id = config_hash({"data_key": spec.get("provenance", {}).get("data_key"), "n_folds": n_folds, "seed": seed,
-                          "settings": settings.key(), "trainer": asdict(trainer), "fold": _digest(fold)})
+    run_key = crossfit_key(spec.get("provenance", {}).get("data_key"), len(x), n_folds, seed, settings, trainer)
+    run_id = config_hash(run_key)
     folds_path = out_dir / "folds.json"
     if folds_path.is_file() and json.loads(folds_path.read_text()).get("run_id") != run_id:
         folds_path.unlink()  # an older run: unusable from here on
@@ -245,9 +245,59 @@ def crossfit(
         folds.append({"test": [query_ids[i] for i in test], "train": [query_ids[i] for i in f.train],
                       "val": [query_ids[i] for i in f.val], "epochs": tr.get("epochs"),
                       "best_val_loss": tr.get("best_val_loss"), "decision": routers[k].decision})
-    info = {"run_id": run_id, "n_folds": n_folds, "seed": seed, "folds": folds}
+    info = {"run_id": run_id, "n_folds": n_folds, "seed": seed, "key": run_key, "folds": folds}
     _atomic_json(folds_path, info)
     return info
+
+
+def crossfit_key(data_key: str | None, n: int, n_folds: int, seed: int, settings: RouterSettings,
+                 trainer: TrainerConfig) -> dict:
+    """What a cross-fit's routers depend on (hashed into its run id, saved in ``folds.json``): an
+    evaluation recomputes it from its own config and refuses routers trained under another."""
+    return {"data_key": data_key, "n_folds": n_folds, "seed": seed, "settings": settings.key(),
+            "trainer": asdict(trainer), "fold": _digest(make_folds(n, n_folds, seed))}
+
+
+class StaleRouters(ArtifactError):
+    """Routers on disk trained with other settings, folds, seed or data than the run asks for."""
+
+
+def check_run(path: Path, found: dict, expected: dict, retrain: str) -> None:
+    """Refuse a trained run (``found``: its ``folds.json``) whose key differs from ``expected``
+    (:func:`crossfit_key`), naming the differing fields and the command that retrains it."""
+    if found.get("run_id") == config_hash(expected):
+        return
+    if "key" not in found:
+        what = "settings that cannot be checked (trained before folds.json recorded them)"
+    else:
+        diff = diff_fields(expected, found["key"])
+        exp, got = _flat(expected), _flat(found["key"])
+        what = "; ".join(_knob(f) + (f" ({got.get(f)!r} there, {exp.get(f)!r} here)" if _scalar(exp.get(f), got.get(f))
+                                     else "") for f in diff[:6]) + (" ..." if len(diff) > 6 else "") or "its run id"
+    raise StaleRouters(f"{path} was trained with other {what} than this evaluation asks for: its routers would be "
+                       f"reported under settings they were not trained with. Retrain: {retrain}")
+
+
+def _flat(d: dict) -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update({f"{k}.{a}": b for a, b in _flat(v).items()})
+        else:
+            out[k] = v
+    return out
+
+
+def _scalar(*values) -> bool:
+    return all(v is None or isinstance(v, (str, int, float, bool)) and len(str(v)) <= 40 for v in values)
+
+
+def _knob(field: str) -> str:
+    """A key field as the config knob a user sets (``settings.hidden`` -> ``router.hidden``)."""
+    head, _, rest = field.partition(".")
+    name = {"settings": "router", "fit": "frontier.fit"}.get(head, head) + (f".{rest}" if rest else "")
+    return {"data_key": "data, labels or features (data key)", "fold": "folds", "space": "actions (frontier.depth, caps)",
+            "data": "inputs or labels"}.get(name, name)
 
 
 def fit_all(

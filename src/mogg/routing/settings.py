@@ -59,12 +59,9 @@ class RouterSettings:
     fit: str = "crossfit"
     checkpoint: str | None = None
     allow_overlap: bool = False
-    # the action router's cost setting (frontier experiments): a mean-token target that lambda is
-    # calibrated to on validation, or lambda itself; an optional hard per-question token cap; and
-    # the guard (keep the training-chosen fixed configuration unless the router beats it on validation)
-    budget: int | None = 256
-    cost_weight: float | None = None
-    max_tokens: int | None = None
+    # the action router's guard (frontier experiments; lambda is calibrated per frontier.budgets on
+    # validation, a hard cap on every context is max_context_tokens): keep the training-chosen fixed
+    # configuration unless the router beats it on validation
     guard: bool = True
     guard_se: float = 1.0  # the router must beat the envelope on validation by this many SEs (one-SE rule)
     model: str = "mlp"
@@ -116,12 +113,6 @@ class RouterSettings:
             raise ValueError(f"router.support must be in (0, 1] and router.decline in [0, 1]; got {self.support}, {self.decline}")
         if self.fit not in FITS:
             raise ValueError(f"router.fit must be one of {FITS}, got {self.fit!r}")
-        if self.budget is not None and self.budget < 1:
-            raise ValueError(f"router.budget must be >= 1 token or null, got {self.budget}")
-        if self.cost_weight is not None and self.cost_weight < 0:
-            raise ValueError(f"router.cost_weight must be >= 0 or null, got {self.cost_weight}")
-        if self.max_tokens is not None and self.max_tokens < 1:
-            raise ValueError(f"router.max_tokens must be >= 1 or null, got {self.max_tokens}")
         if not self.guard_se >= 0:
             raise ValueError(f"router.guard_se must be >= 0 standard errors, got {self.guard_se}")
         if not self.temperature > 0:

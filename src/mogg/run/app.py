@@ -21,8 +21,8 @@ from mogg.evaluation import names as N
 from mogg.evaluation.budgets import budget_overview, budget_section, budget_table, plot_budgets
 from mogg.evaluation.policies import run_policies, summarize
 from mogg.evaluation.qa_accuracy import accuracy_section, plot_accuracy, read_policies, resolve_policies, versus_cot
-from mogg.evaluation.report import log_summaries, write_report
-from mogg.evaluation.sections import question_records, transfer_section, verdict
+from mogg.evaluation.report import check_report_dir, log_summaries, write_report
+from mogg.evaluation.sections import question_records, questions_key, transfer_section, verdict
 from mogg.routing.crossfit import crossfit
 from mogg.run.frontier_stage import (
     CROSS,
@@ -129,6 +129,7 @@ def evaluate(cfg: DictConfig) -> dict:
     """Route -> select -> metrics for every ladder; writes the report to ``cfg.report_dir``, whole:
     everything is written into a staging folder that replaces the report in one step."""
     check_run_config(cfg, "evaluate")
+    check_report_dir(Path(cfg.report_dir), cfg.run_name)  # never replaces another run's results
     with staged_dir(Path(cfg.report_dir)) as stage:
         summaries, markdown = _evaluate(cfg, stage)
     log.info("report written to %s\n%s", cfg.report_dir, markdown)
@@ -148,6 +149,12 @@ def _evaluate(cfg: DictConfig, report_dir: Path) -> tuple[dict, str]:
         results = run_policies(prep, cfg.k, weights, seed=cfg.seed, extra=ladder_policies(cfg, prep))
         s = summarize(prep, results)
         s["n_questions"] = len(prep.items)
+        s["questions_key"] = questions_key(prep.query_ids)  # collect pairs and averages runs over one question set
+        if prep.evidence_in_corpus is not None:
+            s["evidence_in_corpus"] = prep.evidence_in_corpus
+        if prep.evidence_in_corpus is False:  # shares of a gap between overlap scores mean nothing
+            s.pop("gap_closed", None)
+            s.pop("action_gap_closed", None)
         extra_stats, md = ladder_reports(name, prep, report_dir)
         s.update(extra_stats)
         sections.extend(md)
@@ -188,7 +195,7 @@ def _evaluate(cfg: DictConfig, report_dir: Path) -> tuple[dict, str]:
     if len(frontiers) > 1:
         sections = ladders_section(cfg, settings, preps, frontiers, checkpoint_dir(cfg, CROSS), report_dir) + sections
     notes = list(dict.fromkeys(notes))  # a note shared by every ladder (the gold-context setting) once
-    report = write_report(report_dir, summaries, records, notes, sections)
+    report = write_report(report_dir, summaries, records, notes, sections, run_name=cfg.run_name)
     if cfg.get("logger"):
         log_summaries(instantiate(cfg.logger, name=f"{cfg.run_name}-evaluate", id=f"{cfg.run_name}-evaluate-s{cfg.seed}"),
                       summaries)

@@ -49,24 +49,47 @@ class FrontierSettings:
     fit: dict | None = None
 
     def __post_init__(self) -> None:
-        if self.depth < 1:
-            raise ValueError(f"frontier.depth must be >= 1, got {self.depth}")
-        self.caps = tuple(None if c is None else int(c) for c in self.caps)
-        if any(c is not None and c < 1 for c in self.caps) or len(set(self.caps)) != len(self.caps):
-            raise ValueError(f"frontier.caps must be distinct token counts >= 1 (null = uncapped), got {self.caps}")
+        if not _count(self.depth):
+            raise ValueError(f"frontier.depth={self.depth!r}: must be an integer >= 1 (k = 1..depth)")
+        if not _count(self.n_boot):
+            raise ValueError(f"frontier.n_boot={self.n_boot!r}: must be an integer >= 1 (bootstrap resamples)")
+        if not isinstance(self.actions, bool):
+            raise ValueError(f"frontier.actions={self.actions!r}: must be true or false")
+        if isinstance(self.caps, (str, int, float)) or not all(c is None or _count(c) for c in self.caps) \
+                or len(set(self.caps)) != len(self.caps) or not self.caps:
+            raise ValueError(f"frontier.caps={self.caps!r}: must be a list of distinct token counts >= 1 "
+                             "(null = uncapped), e.g. frontier.caps=[null,64,128]")
+        self.caps = tuple(self.caps)
+        if isinstance(self.budgets, (str, int, float)) or not self.budgets or not all(_count(b) for b in self.budgets):
+            raise ValueError(f"frontier.budgets={self.budgets!r}: must be a list of token counts >= 1, "
+                             "e.g. frontier.budgets=[64,128]")
         self.budgets = tuple(sorted(int(b) for b in self.budgets))
-        if not self.budgets or self.budgets[0] < 1:
-            raise ValueError(f"frontier.budgets must be token counts >= 1, got {self.budgets}")
         self.fit = dict(self.fit or {})
+        from mogg.routing.actions import check_fit_knobs
+
+        check_fit_knobs(self.fit)
+
+
+def _count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
 
 
 def frontier_settings(cfg: DictConfig) -> FrontierSettings | None:
     node = cfg.get("frontier")
     if not node:
         return None
+    import dataclasses
+
     from omegaconf import OmegaConf
 
-    return FrontierSettings(**OmegaConf.to_container(node, resolve=True))
+    values = OmegaConf.to_container(node, resolve=True)
+    if not isinstance(values, dict):
+        raise ValueError(f"frontier={values!r}: choose a frontier config (frontier=matched) or null")
+    known = {f.name for f in dataclasses.fields(FrontierSettings)}
+    extra = sorted(set(values) - known)
+    if extra:
+        raise ValueError(f"frontier.{extra[0]} is not a frontier knob ({', '.join(sorted(known))})")
+    return FrontierSettings(**values)
 
 
 def _evidence(prep: Prepared) -> list[str]:
@@ -139,7 +162,7 @@ def evaluate_frontier(cfg: DictConfig, settings, name: str, prep: Prepared, fs: 
     router = None
     if fs.actions and cfg.get("use_router", True):
         af = predict_action_folds(xq, xa, prep.query_ids, ckpt / "actions", space)
-        router = RouterFolds(af.util, af.fold, af.val, guard=settings.guard, max_tokens=settings.max_tokens,
+        router = RouterFolds(af.util, af.fold, af.val, guard=settings.guard,
                             guard_se=settings.guard_se)
         folds = af.fold
     else:
@@ -195,7 +218,7 @@ def evaluate_cross_ladder(cfg: DictConfig, settings, preps: dict[str, Prepared],
     space, table, xq, xa, per_ladder = cross_ladder_actions(preps, fs)
     ids = next(iter(preps.values())).query_ids
     af = predict_action_folds(xq, xa, ids, ckpt / "actions", space)
-    router = RouterFolds(af.util, af.fold, af.val, guard=settings.guard, max_tokens=settings.max_tokens,
+    router = RouterFolds(af.util, af.fold, af.val, guard=settings.guard,
                             guard_se=settings.guard_se)
     own = [Family(f"{n} envelope", t.f1, t.tokens, t.configs, False, {}) for n, t in per_ladder.items()]
     fr = frontier_evaluation(table, own, af.fold, list(fs.budgets), router, fs.n_boot, cfg.seed)

@@ -67,13 +67,13 @@ def prepare(
     texts = [it.question for it in items]
     index = LadderIndex.build(corpus, builder, make_retriever, artifacts)
     ladder, ladder_key = index.ladder, index.key
-    leak_notes = check_leakage(corpus, questions, items, ladder, ladder_key, artifacts)  # before retrieval
+    leak_notes, in_corpus = check_leakage(corpus, questions, items, ladder, ladder_key, artifacts)  # before retrieval
     if depth:
         hits, deep = index.search_deep(texts, k_r, depth)
     else:
         hits, deep = index.search(texts, k_r), None
     gold_ids, notes = present_gold_ids(items, ladder, name)
-    notes = leak_notes + notes
+    notes = leak_notes + duplicate_questions(items, name) + notes
     fixed = [fixed_level_select(ladder, hits, j, k) for j in range(ladder.n_levels)]
     fixed_snippets = []
     for lv, s in zip(ladder.level_names, fixed):
@@ -109,7 +109,7 @@ def prepare(
     return Prepared(name, ladder, ladder_key, items, hits, fixed, fixed_f1, scores, labels, features, k_r, data_key,
                     recipe, retriever_config, max_context_tokens, gold_ids, notes,
                     utility_is_metric=labeler.source in METRIC_SOURCES, deep=deep, profiles=profiles,
-                    profile_f1=prof_f1, profile_labels=prof_labels)
+                    profile_f1=prof_f1, profile_labels=prof_labels, evidence_in_corpus=in_corpus)
 
 
 def fixed_level_f1(items: Sequence[QAItem], snippets: list[list[list[str]]], key: dict,
@@ -177,26 +177,56 @@ def present_gold_ids(items: Sequence[QAItem], ladder: Ladder, name: str = "") ->
     return out, notes
 
 
+def duplicate_questions(items: Sequence[QAItem], name: str = "") -> list[str]:
+    """A note (and a warning) when questions repeat another's text, options, answer and evidence
+    under another id (the same question twice): cross-fitting
+    can then train on a copy of a test question, and every copy counts in the means."""
+    first: dict[str, str] = {}
+    dups = []
+    for it in items:
+        key = json.dumps([" ".join(it.question.lower().split()), sorted(it.options.items()), it.answer, it.gold_evidence])
+        if key in first:
+            dups.append((it.id, first[key]))
+        else:
+            first[key] = it.id
+    if not dups:
+        return []
+    note = (f"{name}: {len(dups)} of {len(items)} questions repeat another question (text, options, answer and "
+            f"evidence) under another id "
+            f"(e.g. {', '.join(f'{a} = {b}' for a, b in dups[:3])}): cross-fitting can train on a copy of a test "
+            "question and every copy counts in the means; deduplicate the question set")
+    log.warning(note)
+    return [note]
+
+
 def check_leakage(corpus, questions, items: Sequence[QAItem], ladder: Ladder, ladder_key: dict,
-                  artifacts: Path | None = None) -> list[str]:
+                  artifacts: Path | None = None) -> tuple[list[str], bool | None]:
     """The leakage guard (:mod:`mogg.data.leakage`) over the ladder's documents; raises on a leak
-    unless the corpus declares a gold-context setting. The scan is cached as an artifact."""
+    unless the corpus declares a gold-context setting. The scan is cached as an artifact. Returns
+    the report's notes and whether any question's gold evidence is in the corpus (None: no question
+    has evidence to look for)."""
     split_files = questions.split_files() if hasattr(questions, "split_files") else []
 
     def scan() -> dict:
         rep = find_leaks(corpus.files(), split_files, ladder.units.doc_ids, _document_texts(ladder), items)
-        return {"same_files": rep.same_files, "gold_ids": rep.gold_ids, "evidence": rep.evidence}
+        return {"same_files": rep.same_files, "gold_ids": rep.gold_ids, "evidence": rep.evidence, "qa": rep.qa,
+                "n_evidence": rep.n_evidence}
 
-    key = {"ladder": ladder_key, "questions": config_hash([[it.id, it.gold_doc_ids, it.gold_evidence] for it in items]),
-           "split_files": [str(p) for p in split_files], "version": 1}
+    key = {"ladder": ladder_key, "questions": config_hash([[it.id, it.gold_doc_ids, it.gold_evidence, it.question,
+                                                            it.answer_text] for it in items]),
+           "split_files": [str(p) for p in split_files], "version": 2}
     if artifacts is None:
         found = scan()
     else:
         found = cached(artifacts, "leakage", key, build=scan,
                        save=lambda r, d: (d / "leaks.json").write_text(json.dumps(r)),
                        load=lambda d: json.loads((d / "leaks.json").read_text()))
-    report = LeakReport(*(list(map(tuple, found[k])) for k in ("same_files", "gold_ids", "evidence")))
-    return guard(report, getattr(corpus, "allow_gold", False), repr(corpus)[:200])
+    report = LeakReport(*(list(map(tuple, found[k])) for k in ("same_files", "gold_ids", "evidence", "qa")),
+                        n_evidence=found["n_evidence"])
+    notes = guard(report, getattr(corpus, "allow_gold", False), repr(corpus)[:200])
+    for n in notes[1 if getattr(corpus, "allow_gold", False) else 0:]:
+        log.warning(n)
+    return notes, (bool(report.evidence) if report.n_evidence else None)
 
 
 def _document_texts(ladder: Ladder):

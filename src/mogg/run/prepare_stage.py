@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 
 from mogg.prepared import Prepared
 from mogg.routing.features import NEEDS_ENCODER
+from mogg.run.frontier_stage import frontier_settings
 from mogg.run.pipeline import prepare
 from mogg.run.router_store import portable_config, retriever_node, router_settings
 from mogg.selection.policy import PolicyInputs, SelectionPolicy
@@ -52,6 +53,7 @@ def prepare_all(cfg: DictConfig, questions_cfg: DictConfig | None = None, reader
     corpus = instantiate(corpus_cfg if corpus_cfg is not None else cfg.corpus)
     questions = instantiate(questions_cfg if questions_cfg is not None else cfg.questions)
     settings = router_settings(cfg)
+    fs = frontier_settings(cfg)  # checked before anything is built
     needs_encoder = any(g in settings.inputs for g in NEEDS_ENCODER) or cfg.labels.get("source") == "encoder"
     encoder = instantiate(cfg.encoder) if needs_encoder else None
     labeler = make_labeler(cfg, encoder, reader)
@@ -64,7 +66,7 @@ def prepare_all(cfg: DictConfig, questions_cfg: DictConfig | None = None, reader
             name, corpus, questions, builder, instantiate(retriever_node(cfg, name)), labeler, inputs=settings.inputs,
             normalise=settings.normalise, k_r=cfg.k_r, k=cfg.k, encoder=encoder, artifacts=artifacts, encoder_node=encoder_node,
             max_context_tokens=cfg.get("max_context_tokens"),
-            depth=cfg.frontier.depth if cfg.get("frontier") else None, profiles=settings.profiles,
+            depth=fs.depth if fs is not None else None, profiles=settings.profiles,
         )
         out[name].builder = builder
         out[name].questions_fingerprint = questions.fingerprint()

@@ -22,6 +22,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -219,9 +220,10 @@ def decode_lines(data: bytes, source: str) -> list[str]:
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     lines = []
-    for n, raw in enumerate(data.split(b"\n"), 1):
+    # \r\n, \n and a lone \r (classic Mac files) each end a line: two questions never merge
+    for n, raw in enumerate(re.split(rb"\r\n|\n|\r", data), 1):
         try:
-            lines.append(raw.decode("utf-8").rstrip("\r"))
+            lines.append(raw.decode("utf-8"))
         except UnicodeDecodeError as e:
             raise ValueError(f"{source}:{n}: not UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1})") from None
     return lines
@@ -251,6 +253,11 @@ def read_questions(lines: Sequence[str], source: str = "<stdin>") -> tuple[list[
             qid = obj.get("id", n)
             if not isinstance(qid, (str, int)) or isinstance(qid, bool):
                 raise ValueError(f"{source}:{n}: 'id' must be a string or an integer")
+            try:
+                q.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise ValueError(f"{source}:{n}: the question holds a lone surrogate ({q[e.start]!a}); "
+                                 "not valid Unicode text") from None
             questions.append(q)
             ids.append(str(qid))
         else:
@@ -268,6 +275,20 @@ def _is_json(line: str) -> bool:
     except json.JSONDecodeError:
         return False
     return True
+
+
+def check_writable(out: Path) -> None:
+    """``--out`` must name a file in a folder this process can write (tried with a temporary file)."""
+    import tempfile
+
+    if out.is_dir():
+        raise ValueError(f"--out {out}: is a folder; name the jsonl file to write, e.g. {out / 'routed.jsonl'}")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out.parent, prefix=f".{out.name}.", suffix=".probe"):
+            pass
+    except OSError as e:
+        raise ValueError(f"--out {out}: cannot write in {out.parent} ({e.strerror or e})") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -296,18 +317,18 @@ def main(argv: list[str] | None = None) -> int:
         if not questions:
             raise ValueError(f"{source}: no questions")
         if args.out != "-":
-            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            check_writable(Path(args.out))  # before any routing: a bad --out fails in a second
         session = RoutingSession.from_checkpoint(args.checkpoint, args.artifacts, args.set, args.k, args.data_dir)
         records = session.route(questions, ids)
+        text = "".join(strict_json(r, ensure_ascii=False) + "\n" for r in records)
+        if args.out == "-":
+            sys.stdout.write(text)
+        else:
+            with atomic_path(Path(args.out)) as tmp:
+                tmp.write_text(text, encoding="utf-8")
     except (ValueError, OSError, ArtifactError, DataError, FloatingPointError) as e:
         print(f"mogg-route: error: {e}", file=sys.stderr)
         return 2
-    text = "".join(strict_json(r, ensure_ascii=False) + "\n" for r in records)
-    if args.out == "-":
-        sys.stdout.write(text)
-    else:
-        with atomic_path(Path(args.out)) as tmp:
-            tmp.write_text(text, encoding="utf-8")
     levels = np.bincount([r["level"] for r in records if not r.get("empty")], minlength=len(session.index.ladder.levels))
     log.info("routed %d questions; levels: %s", len(records),
              ", ".join(f"{n} {c}" for n, c in zip(session.index.ladder.level_names, levels)))

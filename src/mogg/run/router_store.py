@@ -17,11 +17,11 @@ import numpy as np
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from mogg.core.artifacts import ArtifactError
+from mogg.core.artifacts import ArtifactError, config_hash
 from mogg.core.runconfig import redact
 from mogg.evaluation import names as N
 from mogg.prepared import Prepared
-from mogg.routing.crossfit import predict_crossfit
+from mogg.routing.crossfit import check_run, crossfit_key, predict_crossfit
 from mogg.routing.experts import ExpertsRouter, load_router
 from mogg.routing.features import compute_features
 from mogg.routing.model import Routing, TrainedRouter
@@ -91,7 +91,7 @@ def router_spec(cfg: DictConfig, name: str, prep: Prepared, corpus: DictConfig |
         "provenance": {
             "questions_name": "+".join(datasets), "questions": prep.questions_fingerprint,
             "n_questions": len(prep.items), "data_key": prep.data_key, "labels": portable_config(cfg.labels),
-            "run_name": cfg.run_name, "ladder_name": name,
+            "run_name": cfg.run_name, "ladder_name": name, "run": run_stamp(cfg),
         },
         "components": {"corpus": portable_config(corpus if corpus is not None else cfg.corpus), "ladder": portable_config(cfg.ladders[name]),
                        "retriever": portable_config(retriever_node(cfg, name)), "encoder": portable_config(cfg.get("encoder")), "k": cfg.k,
@@ -102,6 +102,14 @@ def router_spec(cfg: DictConfig, name: str, prep: Prepared, corpus: DictConfig |
     }
 
 FINAL = "final"
+
+
+def run_stamp(cfg: DictConfig) -> dict:
+    """What a run's routers were trained under (settings, trainer, seed): saved in every router's
+    spec so an evaluation of the same run can refuse routers trained under other settings."""
+    from dataclasses import asdict
+
+    return {"settings": router_settings(cfg).key(), "trainer": asdict(instantiate(cfg.trainer)), "seed": cfg.seed}
 
 def source_dir(name: str) -> str:
     """The folder (under ``<run>/<ladder>/``) of the router trained on one source only."""
@@ -114,8 +122,9 @@ def source_nodes(cfg: DictConfig) -> dict[str, dict]:
     out = {}
     for name, node in raw.items():
         if not isinstance(node, DictConfig) or node.get("questions") is None:
-            raise ValueError(f"train_sources.{name} needs a questions node, e.g. "
-                             f"+/questions@train_sources.{name}.questions=pubmedqa")
+            raise ValueError(f"train_sources.{name} needs a questions node: on the command line "
+                             f"+questions@train_sources.{name}.questions=pubmedqa (in an experiment file's defaults: "
+                             f"- /questions@train_sources.{name}.questions: pubmedqa)")
         weight = node.get("weight", 1.0)
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight > 0:
             raise ValueError(f"train_sources.{name}.weight must be a number > 0, got {weight!r}")
@@ -150,11 +159,38 @@ def load_router_predictions(cfg: DictConfig, name: str, prep: Prepared) -> Routi
             f"{d} was trained on different data/labels/features (data key {meta['data_key']} != {prep.data_key}); "
             "retrain with the same overrides"
         )
-    x = router_inputs(cfg, router_settings(cfg), prep)
+    settings = router_settings(cfg)
+    expected = crossfit_key(prep.data_key, len(prep.items), cfg.n_folds, cfg.seed, settings, instantiate(cfg.trainer))
+    check_run(d / "folds.json", _json(d / "folds.json"), expected, retrain_command(cfg))
+    x = router_inputs(cfg, settings, prep)
     t0 = time.perf_counter()
-    r = predict_crossfit(x, prep.query_ids, d, run_id=meta.get("run_id"))
+    r = predict_crossfit(x, prep.query_ids, d, run_id=config_hash(expected))
     r.cost_ms = routing_cost(x, time.perf_counter() - t0, len(prep.items))
     return r
+
+def _json(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ArtifactError(f"{path}: corrupt ({e}); retrain with `python train.py` and the same overrides") from None
+
+
+def retrain_command(cfg: DictConfig, script: str = "train.py") -> str:
+    """The command that trains what this run asks for: ``python train.py`` with this job's overrides
+    (secrets redacted; the run name as resolved, so a sweep's job names its own run)."""
+    import shlex
+
+    from mogg.core.runconfig import redact_config
+
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        task = [str(o) for o in HydraConfig.get().overrides.task]
+    except ValueError:  # not inside a Hydra job (tests, the Python API)
+        task = []
+    task = [o for o in task if not o.lstrip("+~").startswith(("run_name=", "use_router="))]
+    return " ".join(["python", script, *(shlex.quote(o) for o in redact_config(task)), f"run_name={cfg.run_name}"])
+
 
 def routing_cost(x, network_s: float, n: int) -> dict:
     """Routing ms per question: the network's, and (cross router) the frozen pair encoding's."""
@@ -180,7 +216,15 @@ def applied_routers(cfg: DictConfig, settings: RouterSettings, name: str, prep: 
     (:func:`mogg.run.transfer_stage.applied_dirs`)."""
     dirs = {N.TRANSFER: resolve_router_dir(settings.checkpoint, name)} if settings.checkpoint else \
         applied_dirs(cfg, settings, name)
-    return {pol: load_applied(d, settings, prep) for pol, d in dirs.items()}
+    out = {pol: load_applied(d, settings, prep) for pol, d in dirs.items()}
+    if not settings.checkpoint:  # this run's own final routers: trained under this run's settings?
+        expected = run_stamp(cfg)
+        for pol, r in out.items():
+            found = {"run_id": config_hash(r.spec.get("provenance", {}).get("run"))}
+            if "run" in r.spec.get("provenance", {}):
+                found["key"] = r.spec["provenance"]["run"]
+            check_run(dirs[pol], found, expected, retrain_command(cfg))
+    return out
 
 def load_applied(d: Path, settings: RouterSettings, prep: Prepared) -> TrainedRouter:
     """A router trained elsewhere, checked against the ladder, retriever and k_r, and refused on
