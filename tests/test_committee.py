@@ -118,4 +118,4 @@ def test_a_constant_column_is_reported_once_per_fit_not_per_member(caplog):
         train_routers(x, y, u, [f"q{i}" for i in range(240)], fits, RouterSettings(members=3, hidden=8),
                       TrainerConfig(max_epochs=2))
     msgs = [r.getMessage() for r in caplog.records if "constant" in r.getMessage()]
-    assert len(msgs) == 1 and "of 6 of 6 routers (4)" in msgs[0]
+    assert len(msgs) == 1 and "of 6 of 6 routers: 4;" in msgs[0]

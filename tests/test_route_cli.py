@@ -72,6 +72,42 @@ def test_moving_a_router_to_another_machine(router, tmp_path):
         corpus.with_suffix(".gone").rename(corpus)
 
 
+def test_a_moved_router_routes_from_any_folder_as_in_its_project(tmp_path, monkeypatch):
+    """Issue 36: a router trained with relative corpus paths (``data/...``, as every shipped config)
+    exited 2 from another folder even with --data-dir, and --set wrote a new ./artifacts there."""
+    project = tmp_path / "project"
+    (project / "data" / "generic").mkdir(parents=True)
+    for f in ("corpus.jsonl", "questions.jsonl"):
+        shutil.copy(GENERIC / f, project / "data" / "generic" / f)
+    monkeypatch.chdir(project)
+    monkeypatch.delenv("MOGG_ARTIFACTS", raising=False)
+    cfg = compose(["experiment=generic_example", "questions.path=data/generic/questions.jsonl",
+                   "corpus.sources.0.paths=data/generic/corpus.jsonl", "paths.data_dir=data", "paths.artifacts=artifacts",
+                   "paths.checkpoints=checkpoints", "router.fit=all", "trainer.max_epochs=10"])
+    train(cfg)
+    qs = "\n".join(json.loads(line)["question"] for line in (GENERIC / "questions.jsonl").read_text().splitlines()) + "\n"
+    here = _route(project / "checkpoints" / "generic_example" / "mog" / "final", project / "artifacts", stdin=qs)
+    assert here.returncode == 0, here.stderr[-1500:]
+    # another machine: the router and the data copied elsewhere, the project gone
+    shutil.copytree(project / "checkpoints" / "generic_example" / "mog" / "final", tmp_path / "moved" / "router")
+    shutil.copytree(project / "data", tmp_path / "moved" / "data")
+    shutil.rmtree(project)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    before = {p for p in tmp_path.rglob("*")}
+    for env, args in (({"MOGG_DATA_DIR": str(tmp_path / "moved" / "data")}, []),
+                      ({}, ["--data-dir", str(tmp_path / "moved" / "data")])):
+        p = subprocess.run([sys.executable, "-m", "mogg.run.route", "--checkpoint", str(tmp_path / "moved" / "router"),
+                            *args, "--out", str(elsewhere / "routed.jsonl")], input=qs, capture_output=True, text=True,
+                           timeout=300, env={**os.environ, "MOGG_DATA_DIR": "", **env}, cwd=elsewhere)
+        assert p.returncode == 0, p.stderr[-1500:]
+        assert (elsewhere / "routed.jsonl").read_text() == here.stdout  # routed identically
+    written = {p for p in tmp_path.rglob("*")} - before
+    assert written and all(p == elsewhere / "routed.jsonl" or elsewhere / "artifacts" in (p, *p.parents) for p in written), \
+        sorted(map(str, written))[:5]
+
+
 def test_every_documented_set_line_applies_to_the_saved_components():
     from omegaconf import OmegaConf
 

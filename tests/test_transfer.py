@@ -47,7 +47,7 @@ def test_router_trained_on_a_routes_b(trained_a, mirage):
     md = (tmp / "reports" / "b" / "results.md").read_text()
     assert "## Transfer: `mog`" in md and "best fixed level chosen on the source set" in md and "n = 45 questions" in md
     rec = json.loads((tmp / "reports" / "b" / "records.jsonl").read_text().splitlines()[0])
-    assert set(rec["routers"]["mog_transfer"]) == {"weights", "level", "routed", "logits"}
+    assert set(rec["routers"]["mog_transfer"]) == {"weights", "level", "router_choice_kept", "logits"}
 
 
 def test_router_refused_on_its_own_questions_and_on_another_ladder(trained_a, mirage):

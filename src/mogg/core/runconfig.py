@@ -225,8 +225,11 @@ def check_run_config(cfg: DictConfig, stage: str) -> None:
         if not isinstance(vf, (int, float)) or isinstance(vf, bool) or not 0 <= vf < 1:
             raise ValueError(f"trainer.val_fraction={vf!r}: the validation share of training questions must be in [0, 1)")
     paths = cfg.get("paths") or {}
-    for key in ("artifacts", "checkpoints", "reports", "answers"):
+    for key in ("artifacts", "checkpoints", "reports", "answers", "outputs"):
         p = paths.get(key)
+        if key != "artifacts" and key in paths and (not isinstance(p, str) or not p.strip()):
+            # an unset shell variable: reports/<run> would become /<run> at the file system's root
+            raise ValueError(f"paths.{key}={p!r}: must name a folder (default: {key})")
         if p and os.path.exists(p) and not os.path.isdir(p):
             raise ValueError(f"paths.{key}={p!r} exists and is not a directory")
 

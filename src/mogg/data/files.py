@@ -21,14 +21,25 @@ from mogg.core.artifacts import sha256_file
 from mogg.data.errors import DataError
 
 
+def prepare_hint(path: str | os.PathLike) -> str:
+    """The command that fetches a missing data file, from where it should be (``<data>/covidqa/...``:
+    ``mogg-prepare --dataset covidqa``; ``<data>/medrag/<corpus>/...``: ``--corpus <corpus>``; MIRAGE)."""
+    parts = Path(path).parts
+    where = "(or set MOGG_DATA_DIR / paths.data_dir to the folder that holds it)"
+    if "covidqa" in parts:
+        return f"run `mogg-prepare --dataset covidqa` {where}"
+    if "medrag" in parts and parts.index("medrag") + 1 < len(parts):
+        return f"run `mogg-prepare --corpus {parts[parts.index('medrag') + 1]}` {where}"
+    if "mirage" in parts:
+        return f"run `mogg-prepare` (MIRAGE) {where}"
+    return "check the path (relative paths are read from the folder the command runs in)"
+
+
 def require_file(path: str | os.PathLike) -> Path:
     """``path`` as a Path, or a DataError that says how to get the data."""
     p = Path(path)
     if not p.is_file():
-        raise DataError(
-            str(path),
-            "file not found; run `python -m mogg.data.prepare` (or set MOGG_DATA_DIR / paths.data_dir to a MIRAGE copy)",
-        )
+        raise DataError(str(path), f"file not found; {prepare_hint(path)}")
     return p
 
 

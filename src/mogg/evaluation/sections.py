@@ -83,7 +83,7 @@ def question_records(name, prep: Prepared, results: dict, routings: dict[str, Ro
             "router_weights": None if inset is None else inset.weights[q].tolist(),
             "prior_weights": None if inset is None else inset.prior[q].tolist(),
             "fold": None if inset is None else int(inset.fold[q]),
-            "routers": {pn: {"weights": r.weights[q].tolist(), "level": int(r.level[q]), "routed": bool(r.routed[q]),
+            "routers": {pn: {"weights": r.weights[q].tolist(), "level": int(r.level[q]), "router_choice_kept": bool(r.routed[q]),
                              "logits": r.logits[q].tolist()} for pn, r in routings.items()},
             "policies": {},
         }

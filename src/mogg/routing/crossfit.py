@@ -22,9 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-from mogg.core.artifacts import ArtifactError, atomic_path, config_hash, diff_fields, strict_json
+from mogg.core.artifacts import ArtifactError, atomic_path, config_hash, strict_json
 from mogg.routing import objectives
 from mogg.routing.committee import committee_summary, member_fits, out_of_bag
+from mogg.routing.folds import crossfit_key, make_folds, split_train_val
 from mogg.routing.model import Routing, TrainedRouter, question_hash
 from mogg.routing.pairs import PairStates
 from mogg.routing.router import RouterCommittee
@@ -32,25 +33,6 @@ from mogg.routing.settings import RouterSettings
 from mogg.routing.training import FitError, TrainerConfig, fit_routers
 
 log = logging.getLogger(__name__)
-
-def make_folds(n: int, n_folds: int, seed: int) -> np.ndarray:
-    """Fold index per query (int64 [n]), seeded and balanced."""
-    if n_folds < 2:
-        raise ValueError("n_folds must be >= 2 (cross-fitting never evaluates on training queries)")
-    if n < n_folds:
-        raise ValueError(f"{n} queries cannot make {n_folds} folds")
-    perm = np.random.default_rng(seed).permutation(n)
-    fold = np.empty(n, dtype=np.int64)
-    fold[perm] = np.arange(n) % n_folds
-    return fold
-
-
-def split_train_val(idx: np.ndarray, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Seeded disjoint (train, val) split of index array ``idx``."""
-    perm = np.random.default_rng(seed).permutation(idx)
-    n_val = int(round(len(idx) * val_fraction))
-    return np.sort(perm[n_val:]), np.sort(perm[:n_val])
-
 
 def _digest(*arrays) -> str:
     h = hashlib.sha256()
@@ -106,7 +88,8 @@ def train_routers(
     flat = [g for group in plan for g in group]
     try:
         trained = fit_routers(x, [t for t in targets for _ in range(m)], [g.train for g in flat], [g.val for g in flat],
-                              [g.seed for g in flat], settings.module_kwargs(), trainer, ckpt_dir, logger)
+                              [g.seed for g in flat], settings.module_kwargs(), trainer, ckpt_dir, logger,
+                              names=_column_names(fits[0].spec, x.shape[1]))
     except FitError as e:  # name the router (the fit), not its position among all members
         raise FitError(e.index // m, f"{e}" + (f" (committee member {e.index % m})" if m > 1 else "")) from e
     out = []
@@ -119,6 +102,16 @@ def train_routers(
         out.append(_finish(RouterCommittee.of(members), committee_summary([s for _, s in nets]), f, sc, x, labels,
                            utilities, questions, settings, trainer, held_out=out_of_bag(members, group, x)))
     return out
+
+
+def _column_names(spec: dict, width: int) -> list[str] | None:
+    """Input column names from a router spec's recipe and levels (None when it has no recipe)."""
+    from mogg.routing.features import FeatureRecipe
+
+    if "recipe" not in spec:
+        return None
+    names = FeatureRecipe.from_json(spec["recipe"]).column_names(spec.get("levels"), width)
+    return names if len(names) == width else None
 
 
 def train_router(x: np.ndarray, labels: np.ndarray, utilities: np.ndarray, questions: Sequence[str], train: np.ndarray,
@@ -248,56 +241,6 @@ def crossfit(
     info = {"run_id": run_id, "n_folds": n_folds, "seed": seed, "key": run_key, "folds": folds}
     _atomic_json(folds_path, info)
     return info
-
-
-def crossfit_key(data_key: str | None, n: int, n_folds: int, seed: int, settings: RouterSettings,
-                 trainer: TrainerConfig) -> dict:
-    """What a cross-fit's routers depend on (hashed into its run id, saved in ``folds.json``): an
-    evaluation recomputes it from its own config and refuses routers trained under another."""
-    return {"data_key": data_key, "n_folds": n_folds, "seed": seed, "settings": settings.key(),
-            "trainer": asdict(trainer), "fold": _digest(make_folds(n, n_folds, seed))}
-
-
-class StaleRouters(ArtifactError):
-    """Routers on disk trained with other settings, folds, seed or data than the run asks for."""
-
-
-def check_run(path: Path, found: dict, expected: dict, retrain: str) -> None:
-    """Refuse a trained run (``found``: its ``folds.json``) whose key differs from ``expected``
-    (:func:`crossfit_key`), naming the differing fields and the command that retrains it."""
-    if found.get("run_id") == config_hash(expected):
-        return
-    if "key" not in found:
-        what = "settings that cannot be checked (trained before folds.json recorded them)"
-    else:
-        diff = diff_fields(expected, found["key"])
-        exp, got = _flat(expected), _flat(found["key"])
-        what = "; ".join(_knob(f) + (f" ({got.get(f)!r} there, {exp.get(f)!r} here)" if _scalar(exp.get(f), got.get(f))
-                                     else "") for f in diff[:6]) + (" ..." if len(diff) > 6 else "") or "its run id"
-    raise StaleRouters(f"{path} was trained with other {what} than this evaluation asks for: its routers would be "
-                       f"reported under settings they were not trained with. Retrain: {retrain}")
-
-
-def _flat(d: dict) -> dict:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update({f"{k}.{a}": b for a, b in _flat(v).items()})
-        else:
-            out[k] = v
-    return out
-
-
-def _scalar(*values) -> bool:
-    return all(v is None or isinstance(v, (str, int, float, bool)) and len(str(v)) <= 40 for v in values)
-
-
-def _knob(field: str) -> str:
-    """A key field as the config knob a user sets (``settings.hidden`` -> ``router.hidden``)."""
-    head, _, rest = field.partition(".")
-    name = {"settings": "router", "fit": "frontier.fit"}.get(head, head) + (f".{rest}" if rest else "")
-    return {"data_key": "data, labels or features (data key)", "fold": "folds", "space": "actions (frontier.depth, caps)",
-            "data": "inputs or labels"}.get(name, name)
 
 
 def fit_all(

@@ -243,6 +243,25 @@ class FeatureRecipe:
                 parts.append(qlen_features(questions))
         return np.concatenate(parts, axis=1).astype(np.float32)
 
+    def column_names(self, level_names: Sequence[str] | None = None, width: int | None = None) -> list[str]:
+        """A name per input column, in :meth:`compute`'s order (``width``: the matrix's columns, to
+        size the ``query`` embedding group)."""
+        lv = list(level_names) if level_names else [f"L{j}" for j in range(self.n_levels)]
+        k_r = self.hits_per_level
+        fixed = {
+            "scores": [f"score {v} #{k + 1}/best" for v in lv for k in range(k_r)] + [f"log top-1 score {v}" for v in lv],
+            "agreement": [f"top-1 same document {lv[i]}~{lv[j]}" for i in range(len(lv)) for j in range(i + 1, len(lv))]
+            + [f"{v} hits in its top-1's document" for v in lv],
+            "lengths": [f"log tokens of top-1 {v}" for v in lv],
+            "gaps": [f"score gap {v}" for v in lv] + [f"score entropy {v}" for v in lv],
+            "overlap": [f"question words in top-1 {v}" for v in lv],
+            "candidates": [f"cosine {v} #{k + 1}" for v in lv for k in range(k_r)] + [f"top-1 cosine {v} - best" for v in lv],
+            "qlen": ["log question tokens"],
+        }
+        known = sum(len(fixed[g]) for g in self.groups if g != "query")
+        emb = max((width or known) - known, 0)
+        return [name for g in self.groups for name in (fixed[g] if g != "query" else [f"query {i}" for i in range(emb)])]
+
     def to_json(self) -> dict:
         d = asdict(self)
         d["groups"] = list(self.groups)

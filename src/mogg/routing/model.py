@@ -27,6 +27,7 @@ from mogg.routing.features import FeatureRecipe
 from mogg.routing.pairs import PairStates
 from mogg.routing.profiles import ProfileSpace
 from mogg.routing.router import RouterCommittee, RouterMLP
+from mogg.routing.spec_check import MEANING, check_spec, meaning
 
 log = logging.getLogger(__name__)
 
@@ -216,9 +217,9 @@ class TrainedRouter:
     def _write(self, tmp: Path, spec: dict) -> None:
         """The router's files into ``tmp`` (no manifest: :meth:`save`, or a directory holding it).
         The weights file also carries the spec fields that give its outputs their meaning
-        (:func:`_meaning`): an edit of router.json that reorders or redefines them is refused on load."""
+        (:func:`mogg.routing.spec_check.meaning`): an edit of router.json that reorders or redefines them is refused on load."""
         save_file({k: v.detach().contiguous().cpu() for k, v in self.module.state_dict().items()}, tmp / "router.safetensors",
-                  metadata={MEANING: canonical_json(_meaning(spec))})
+                  metadata={MEANING: canonical_json(meaning(spec))})
         self._write_spec(tmp, spec)
 
     def _write_spec(self, tmp: Path, spec: dict) -> None:
@@ -273,7 +274,7 @@ class TrainedRouter:
                 meta = f.metadata() or {}
         except Exception as e:  # a foreign or truncated file that somehow passed the manifest
             raise ArtifactError(f"{path}: cannot be read ({e})") from e
-        _check_spec(directory, spec, meta.get(MEANING))
+        check_spec(directory, spec, meta.get(MEANING))
         bad = [k for k, v in state.items() if not torch.isfinite(v).all()]
         if bad:
             raise ArtifactError(f"{path}: non-finite values in {', '.join(bad)}; the router is unusable, retrain it")
@@ -295,62 +296,6 @@ class TrainedRouter:
         spec["_dir"] = str(directory)
         hashes = _json_file(directory / "train_questions.json", list)
         return cls(m, spec, hashes)
-
-
-MEANING = "mogg.meaning"  # safetensors metadata key: the spec fields the outputs' meaning depends on
-
-
-def _meaning(spec: dict) -> dict:
-    """What the router's outputs mean and how they become a context: levels, eq. 1 profiles (the
-    action order), network shape, objective, temperature, decision rule, prior, recipe, k, cap."""
-    comps = spec.get("components") or {}
-    keys = ("levels", "profiles", "network", "objective", "temperature", "utility_scale", "decision", "prior", "recipe")
-    return {**{k: spec.get(k) for k in keys},
-            "k": comps.get("k"), "max_context_tokens": comps.get("max_context_tokens")}
-
-
-def _check_spec(directory: Path, spec: dict, saved: str | None) -> None:
-    """Refuse a router.json whose values cannot be right (an edited file with a recomputed
-    manifest): the meaning fields differ from those the weights were saved with, or out of range."""
-    where = directory / "router.json"
-    if saved is not None:
-        fields = diff_fields(json.loads(saved), json.loads(canonical_json(_meaning(spec))))
-        if fields:
-            raise ArtifactError(f"{where}: {', '.join(fields[:5])} differ from what router.safetensors was saved with "
-                                "(the file was edited after training); retrain the router or restore the file")
-    net = spec["network"]
-    n_out = int(net.get("n_levels", 0)) if isinstance(net, dict) else 0
-    levels, profiles = spec.get("levels"), spec.get("profiles")
-    if profiles:
-        try:
-            space = ProfileSpace(tuple(profiles), len(levels or []))
-        except (TypeError, ValueError) as e:
-            raise ArtifactError(f"{where}: profiles {profiles!r}: {e}; retrain the router") from None
-        if space.n != n_out:
-            raise ArtifactError(f"{where}: {len(profiles)} profiles x {len(levels)} levels = {space.n} actions, but the "
-                                f"network has {n_out} outputs; retrain the router")
-    elif levels is not None and len(levels) != n_out and net.get("kind") != "cross":
-        raise ArtifactError(f"{where}: {len(levels)} levels, but the network has {n_out} outputs; retrain the router")
-    d = spec.get("decision")
-    ok = isinstance(d, dict) and d.get("rule") in obj.DECISIONS and isinstance(d.get("fallback_level"), int) \
-        and not isinstance(d.get("fallback_level"), bool) and 0 <= d["fallback_level"] < max(n_out, 1) \
-        and isinstance(d.get("margin"), (int, float)) and not np.isnan(d["margin"])  # inf: never routes
-    if d is not None and not ok:
-        raise ArtifactError(f"{where}: decision {d!r} must hold a rule in {obj.DECISIONS}, a fallback_level in "
-                            f"0..{n_out - 1} and a margin (a number); retrain the router")
-    prior = spec.get("prior")
-    if prior is not None and not (isinstance(prior, list) and len(prior) == n_out
-                                  and all(isinstance(v, (int, float)) and np.isfinite(v) for v in prior)):
-        raise ArtifactError(f"{where}: prior must be {n_out} finite numbers; retrain the router")
-    t = spec.get("temperature", 1.0)
-    if not (isinstance(t, (int, float)) and t > 0 and np.isfinite(t)):
-        raise ArtifactError(f"{where}: temperature {t!r} must be a finite number > 0; retrain the router")
-    comps = spec.get("components") or {}
-    cap, k = comps.get("max_context_tokens"), comps.get("k", 1)
-    if cap is not None and not (isinstance(cap, int) and not isinstance(cap, bool) and cap >= 1):
-        raise ArtifactError(f"{where}: components.max_context_tokens={cap!r} must be null or an integer >= 1")
-    if not (isinstance(k, int) and not isinstance(k, bool) and k >= 1):
-        raise ArtifactError(f"{where}: components.k={k!r} must be an integer >= 1")
 
 
 def _cross_network(net: dict):

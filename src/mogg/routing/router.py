@@ -22,13 +22,16 @@ def standardisation(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.
     return x.mean(0), torch.where(flat, torch.ones_like(std), std), flat
 
 
-def warn_flat(flat: torch.Tensor, routers: int = 1, of: int = 1) -> None:
-    """One warning for input columns constant on the training rows (bool [D]) of ``routers`` of ``of`` routers."""
+def warn_flat(flat: torch.Tensor, routers: int = 1, of: int = 1, names=None) -> None:
+    """One warning for input columns constant on the training rows (bool [D]) of ``routers`` of
+    ``of`` routers, each named (``names``: a name per column, e.g. ``FeatureRecipe.column_names``)."""
     if flat.any():
         who = "" if of == 1 else f" of {routers} of {of} routers"
+        cols = torch.nonzero(flat).flatten().tolist()
+        named = [f"{i} ({names[i]})" if names is not None and i < len(names) else str(i) for i in cols[:10]]
         logging.getLogger(__name__).warning(
-            "router inputs: %d column(s) constant on the training rows%s (%s): unit spread, they carry no signal",
-            int(flat.sum()), who, ", ".join(str(i) for i in torch.nonzero(flat).flatten().tolist()[:10]))
+            "router inputs: %d column(s) constant on the training rows%s: %s%s; unit spread, they carry no signal",
+            int(flat.sum()), who, ", ".join(named), " ..." if len(cols) > 10 else "")
 
 
 class RouterMLP(nn.Module):

@@ -58,8 +58,10 @@ def fit_routers(
     trainer: TrainerConfig,
     ckpt_dir: Path | None = None,
     logger=False,
+    names: Sequence[str] | None = None,
 ) -> list[tuple[RouterMLP, dict]]:
     """Train ``F = len(train)`` routers as one stacked model (:mod:`mogg.routing.stacked`).
+    ``names``: a name per input column (the constant-column warning says which inputs).
 
     Router k fits rows ``train[k]`` of ``x`` [N, D] to ``targets[k]`` [N, L], early-stops on rows
     ``val[k]`` and is seeded by ``seeds[k]``: the result is the one :func:`fit_router` gives it
@@ -83,7 +85,7 @@ def fit_routers(
         flat.append(r.set_normalization(x_t[torch.as_tensor(np.asarray(train[k], dtype=np.int64))], warn=False))
         routers.append(r)
     flat = torch.stack(flat)  # [F, D]: one warning for the fit, not one per fold and committee member
-    warn_flat(flat.any(0), int(flat.any(1).sum()), f)
+    warn_flat(flat.any(0), int(flat.any(1).sum()), f, names)
     L.seed_everything(seeds[0], workers=True, verbose=False)
     module = StackedRouterModule(routers, x, np.stack(targets), train, val, seeds, batch_size=trainer.batch_size,
                                  patience=trainer.patience, objective=module_kwargs["objective"],

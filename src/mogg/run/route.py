@@ -35,6 +35,7 @@ from mogg.data.errors import DataError
 from mogg.routing.experts import load_router
 from mogg.routing.features import compute_features
 from mogg.routing.model import TrainedRouter, question_hash
+from mogg.run.route_paths import apply_overrides, check_corpus_paths, default_artifacts
 from mogg.search import LadderIndex
 from mogg.selection import mog_select
 
@@ -55,7 +56,7 @@ class RoutingSession:
         self.notes = router.check_compatible(index.ladder.level_names, index.key, index.retriever_config, self.k_r)
 
     @classmethod
-    def from_checkpoint(cls, router_dir: str | Path, artifacts: str | Path | None = "artifacts",
+    def from_checkpoint(cls, router_dir: str | Path, artifacts: str | Path | None = "auto",
                         overrides: Sequence[str] = (), k: int | None = None,
                         data_dir: str | Path | None = None) -> "RoutingSession":
         """Load a router directory and rebuild (or load) its ladder, retrievers and encoder.
@@ -63,7 +64,9 @@ class RoutingSession:
         ``overrides``: ``key=value`` strings applied to the saved component configs
         (``corpus.sources.0.path=/data/test_set.json``, ``retriever.backend=scipy``).
         ``data_dir``: this machine's data folder (as ``MOGG_DATA_DIR`` for ``train.py``); corpus
-        files under the training machine's data folder are looked up under it.
+        files under the training machine's data folder are looked up under it. ``artifacts``: the
+        cache for the ladder and retriever state; ``"auto"`` (:func:`default_artifacts`):
+        ``$MOGG_ARTIFACTS``, else ``./artifacts``; None: no cache.
         """
         from hydra.utils import instantiate
         from omegaconf import OmegaConf
@@ -71,7 +74,7 @@ class RoutingSession:
         router = load_router(Path(router_dir))
         comps = apply_overrides(OmegaConf.create(router.spec["components"]), overrides)
         comps = check_corpus_paths(comps, data_dir)
-        art = Path(artifacts) if artifacts else None
+        art = default_artifacts() if artifacts == "auto" else Path(artifacts) if artifacts else None
         index = LadderIndex.build(instantiate(comps.corpus), instantiate(comps.ladder), instantiate(comps.retriever), art)
         recipe = router.recipe
         encoder = instantiate(recipe.encoder) if recipe.needs_embeddings else None
@@ -125,93 +128,14 @@ class RoutingSession:
                 ctx.append({"level": names[lv], "chunk": c, "doc_id": doc, "text": snippet})
             out.append({
                 "id": ids[q], "question": text, "level": int(r.level[q]), "level_name": names[int(r.level[q])],
-                "routed": bool(r.routed[q]), "decision": self.router.decision["rule"],
+                # where the fallback rule kept the router's own choice (False: it fell back to the fixed level)
+                "router_choice_kept": bool(r.routed[q]), "decision": self.router.decision["rule"],
                 "weights": {n: round(float(w), 6) for n, w in zip(names, r.weights[q])},
                 "seen_in_training": question_hash(text) in seen,
                 **({"action": actions[int(chosen[q])]} if space is not None else {}),
                 "context": ctx,
             })
         return out
-
-
-# What --set may change on another machine: where files are and how the same numbers are
-# computed. Anything else (a ladder's unit size, BM25's k1, ...) would change what the router
-# was trained on, and is refused before any index is built.
-_MOVABLE = ("path", "paths", "backend", "device", "batch_size", "cache_dir", "name_or_path", "num_workers")
-
-
-def apply_overrides(comps, overrides: Sequence[str]):
-    """``key=value`` overrides applied to a router's saved component configs (list indices as in
-    ``corpus.sources.0.path``), each checked first: well formed, an existing key, and one that
-    may differ between machines (:data:`_MOVABLE`); errors name the override."""
-    import yaml
-    from omegaconf import OmegaConf
-
-    comps = OmegaConf.create(OmegaConf.to_container(comps))
-    for o in overrides:
-        key, eq, raw = str(o).partition("=")
-        key = key.strip()
-        if not eq or not key:
-            raise ValueError(f"--set {o!r}: expected KEY=VALUE, e.g. corpus.sources.0.path=/data/test_set.json")
-        if OmegaConf.select(comps, key, default=_MISSING) is _MISSING:
-            top = ", ".join(sorted(comps.keys()))
-            raise ValueError(f"--set {o!r}: {key} is not in the router's saved components ({top})")
-        if key.rsplit(".", 1)[-1] not in _MOVABLE:
-            raise ValueError(f"--set {o!r}: {key} changes what the router was trained on; only file locations, "
-                             f"backends and batch sizes may differ ({', '.join(_MOVABLE)})")
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError as e:
-            raise ValueError(f"--set {o!r}: cannot parse the value ({e})") from None
-        OmegaConf.update(comps, key, value, merge=False)
-    return comps
-
-
-_MISSING = object()
-
-
-def check_corpus_paths(comps, data_dir: str | Path | None = None):
-    """Every corpus file the router was trained on must exist here. A missing file under the
-    training machine's data folder (saved as ``data_dir``) is looked up under ``data_dir`` (this
-    machine's ``MOGG_DATA_DIR``); one still missing names the ``--set`` that fixes it, before
-    anything is built. Returns the (possibly re-rooted) components."""
-    from omegaconf import OmegaConf
-
-    saved = comps.get("data_dir")
-    sources = (comps.get("corpus") or {}).get("sources") or []
-    for i, src in enumerate(sources):
-        for key in ("path", "paths"):
-            value = src.get(key) if hasattr(src, "get") else None
-            many = not isinstance(value, str)
-            found = []
-            for p in ([value] if not many else list(value or [])):
-                p = str(p)
-                if any(ch in p for ch in "*?[") or Path(p).exists():
-                    found.append(p)
-                    continue
-                moved = _rerooted(p, saved, data_dir)
-                if moved is None:
-                    hint = "" if data_dir else " or set MOGG_DATA_DIR (--data-dir) to this machine's data folder"
-                    raise ValueError(f"corpus file {p} (corpus.sources.{i}.{key}) does not exist on this machine; "
-                                     f"pass --set corpus.sources.{i}.{key}=NEW_PATH{hint}")
-                log.info("corpus file %s found under the data folder %s: %s", p, data_dir, moved)
-                found.append(moved)
-            if value is not None:
-                OmegaConf.update(comps, f"corpus.sources.{i}.{key}", found if many else found[0], merge=False)
-    return comps
-
-
-def _rerooted(path: str, saved: str | None, data_dir: str | Path | None) -> str | None:
-    """``path`` moved from the training machine's data folder ``saved`` to ``data_dir``, if it
-    exists there."""
-    if not saved or not data_dir:
-        return None
-    try:
-        rel = Path(path).relative_to(saved)
-    except ValueError:
-        return None
-    moved = Path(data_dir) / rel
-    return str(moved) if moved.exists() else None
 
 
 def decode_lines(data: bytes, source: str) -> list[str]:
@@ -296,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--checkpoint", required=True, help="a router directory (e.g. checkpoints/<run>/<ladder>/final)")
     ap.add_argument("--questions", default="-", help="jsonl with 'question' (and 'id'), or plain text lines; '-' = stdin")
     ap.add_argument("--out", default="-", help="jsonl output path; '-' = stdout")
-    ap.add_argument("--artifacts", default="artifacts", help="artifact store for the ladder and retriever state")
+    ap.add_argument("--artifacts", default="auto",
+                    help="artifact store for the ladder and retriever state (default: $MOGG_ARTIFACTS, else ./artifacts)")
     ap.add_argument("--k", type=int, default=None, help="snippets per question (default: the training run's k)")
     ap.add_argument("--data-dir", default=os.environ.get("MOGG_DATA_DIR"),
                     help="this machine's data folder, as MOGG_DATA_DIR for train.py (default: $MOGG_DATA_DIR)")

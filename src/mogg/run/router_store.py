@@ -21,9 +21,10 @@ from mogg.core.artifacts import ArtifactError, config_hash
 from mogg.core.runconfig import redact
 from mogg.evaluation import names as N
 from mogg.prepared import Prepared
-from mogg.routing.crossfit import check_run, crossfit_key, predict_crossfit
+from mogg.routing.crossfit import predict_crossfit
 from mogg.routing.experts import ExpertsRouter, load_router
 from mogg.routing.features import compute_features
+from mogg.routing.folds import check_run, crossfit_key
 from mogg.routing.model import Routing, TrainedRouter
 from mogg.routing.settings import RouterSettings
 from mogg.selection import one_hot

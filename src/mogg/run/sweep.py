@@ -2,7 +2,7 @@
 
 A run's checkpoints and report live under ``checkpoints/<run_name>/`` and ``reports/<run_name>/``,
 so two jobs of one sweep with one run name would replace each other's results. Hydra's callback
-:class:`RunFiles` (``hydra.callbacks.mogg`` in ``conf/config.yaml``) prevents that:
+:class:`RunFiles` (``hydra.callbacks.runfiles`` in ``conf/config.yaml``) prevents that:
 
 * **Sweeps** (``-m``), before any job starts: every job's config is composed and its run name
   resolved; jobs that would share a name get the swept overrides that tell them apart appended,
@@ -157,7 +157,7 @@ def _redacted_yaml(obj: Any, secrets: Sequence[str]) -> str:
 
 
 class RunFiles(Callback):
-    """Hydra callback (``hydra.callbacks.mogg``): distinct run names in a sweep, redacted ``.hydra/`` files."""
+    """Hydra callback (``hydra.callbacks.runfiles``): distinct run names in a sweep, redacted ``.hydra/`` files."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         from mogg.core.runconfig import redact_in_place

@@ -1,0 +1,114 @@
+"""Where a router directory's components are on this machine: ``--set`` overrides of the saved
+component configs, corpus files re-rooted under this machine's data folder, and the cache.
+
+``mogg-route`` (:mod:`mogg.run.route`) rebuilds a router's corpus, ladder and retrievers from the
+configs saved in its directory; these functions make that work from any folder and on another
+machine, checking every change before anything is built.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+def default_artifacts() -> Path:
+    """Where ``mogg-route`` caches ladders and retriever state unless told: ``$MOGG_ARTIFACTS`` (what
+    ``paths.artifacts`` defaults to for train.py and evaluate.py too), else ``artifacts`` in the
+    current folder."""
+    return Path(os.environ.get("MOGG_ARTIFACTS") or "artifacts")
+
+
+# What --set may change on another machine: where files are and how the same numbers are
+# computed. Anything else (a ladder's unit size, BM25's k1, ...) would change what the router
+# was trained on, and is refused before any index is built.
+_MOVABLE = ("path", "paths", "backend", "device", "batch_size", "cache_dir", "name_or_path", "num_workers")
+
+
+def apply_overrides(comps, overrides: Sequence[str]):
+    """``key=value`` overrides applied to a router's saved component configs (list indices as in
+    ``corpus.sources.0.path``), each checked first: well formed, an existing key, and one that
+    may differ between machines (:data:`_MOVABLE`); errors name the override."""
+    import yaml
+    from omegaconf import OmegaConf
+
+    comps = OmegaConf.create(OmegaConf.to_container(comps))
+    for o in overrides:
+        key, eq, raw = str(o).partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise ValueError(f"--set {o!r}: expected KEY=VALUE, e.g. corpus.sources.0.path=/data/test_set.json")
+        if OmegaConf.select(comps, key, default=_MISSING) is _MISSING:
+            top = ", ".join(sorted(comps.keys()))
+            raise ValueError(f"--set {o!r}: {key} is not in the router's saved components ({top})")
+        if key.rsplit(".", 1)[-1] not in _MOVABLE:
+            raise ValueError(f"--set {o!r}: {key} changes what the router was trained on; only file locations, "
+                             f"backends and batch sizes may differ ({', '.join(_MOVABLE)})")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError as e:
+            raise ValueError(f"--set {o!r}: cannot parse the value ({e})") from None
+        OmegaConf.update(comps, key, value, merge=False)
+    return comps
+
+
+_MISSING = object()
+
+
+def check_corpus_paths(comps, data_dir: str | Path | None = None):
+    """Every corpus file the router was trained on must exist here. A relative path under the
+    training run's data folder (``data/mirage/...``, as every shipped config has it) is that folder's
+    (saved as ``data_dir``, absolute), wherever this command runs; a missing file under that folder
+    is looked up under ``data_dir`` (this machine's ``MOGG_DATA_DIR``); one still missing names the
+    ``--set`` that fixes it, before anything is built. Returns the (possibly re-rooted) components."""
+    from omegaconf import OmegaConf
+
+    saved = comps.get("data_dir")
+    sources = (comps.get("corpus") or {}).get("sources") or []
+    for i, src in enumerate(sources):
+        for key in ("path", "paths"):
+            value = src.get(key) if hasattr(src, "get") else None
+            many = not isinstance(value, str)
+            found = []
+            for p in ([value] if not many else list(value or [])):
+                p = _trained_path(str(p), saved)
+                if any(ch in p for ch in "*?[") or Path(p).exists():
+                    found.append(p)
+                    continue
+                moved = _rerooted(p, saved, data_dir)
+                if moved is None:
+                    hint = "" if data_dir else " or set MOGG_DATA_DIR (--data-dir) to this machine's data folder"
+                    raise ValueError(f"corpus file {p} (corpus.sources.{i}.{key}) does not exist on this machine; "
+                                     f"pass --set corpus.sources.{i}.{key}=NEW_PATH{hint}")
+                log.info("corpus file %s found under the data folder %s: %s", p, data_dir, moved)
+                found.append(moved)
+            if value is not None:
+                OmegaConf.update(comps, f"corpus.sources.{i}.{key}", found if many else found[0], merge=False)
+    return comps
+
+
+def _trained_path(path: str, saved: str | None) -> str:
+    """A corpus path as the training run saw it: a relative path that starts with the last part of
+    the training run's data folder ``saved`` (``data/mirage/x`` with ``saved`` = ``/proj/data``) is
+    that folder's (``/proj/data/mirage/x``), from wherever this runs; other paths as they are."""
+    p = Path(path)
+    if not p.is_absolute() and saved and p.parts and p.parts[0] == Path(saved).name and not p.exists():
+        return str(Path(saved).parent / p)
+    return path
+
+
+def _rerooted(path: str, saved: str | None, data_dir: str | Path | None) -> str | None:
+    """``path`` moved from the training machine's data folder ``saved`` to ``data_dir``, if it
+    exists there."""
+    if not saved or not data_dir:
+        return None
+    try:
+        rel = Path(path).relative_to(saved)
+    except ValueError:
+        return None
+    moved = Path(data_dir) / rel
+    return str(moved) if moved.exists() else None
