@@ -124,3 +124,124 @@ def test_design_citations_point_at_sections_that_exist():
         for m in re.finditer(r"docs/design\.md section ([\d, and]+)", text):
             cited += [(f.name, n) for n in re.findall(r"\d+", m.group(1))]
     assert cited and all(n in sections for _, n in cited), [c for c in cited if c[1] not in sections]
+
+
+# ------------------------------------------------------------------------------------------------
+# Issue 36: the README names every script, config option, top-level knob and report file that
+# exists, and nothing that does not (a test, so the lists cannot drift again).
+
+
+def _readme() -> str:
+    return (ROOT / "README.md").read_text()
+
+
+def _config_rows() -> dict[str, tuple[list[str], list[str]]]:
+    """README configuration table: conf folder -> (option names, knob names), backticked tokens only."""
+    table = re.search(r"^\| group \| options \| knobs \|\n\|---.*?\n((?:\|.*\n)+)", _readme(), re.M).group(1)
+    rows = {}
+    for line in table.splitlines():
+        group, options, knobs = [c.strip() for c in line.strip("|").split("|")][:3]
+        name = re.findall(r"`([^`]+)`", group)[0].split("@")[0]
+        options = re.sub(r"\([^)]*\)", "", options)  # "(one file, `source` differs)" is prose
+        rows[name] = (re.findall(r"`([^`=]+)`", options), re.findall(r"`([^`]+)`", knobs))
+    return rows
+
+
+def test_the_readme_config_table_names_every_option_and_no_other():
+    rows = _config_rows()
+    groups = {str(p.parent.relative_to(ROOT / "conf")) for p in (ROOT / "conf").rglob("*.yaml")} - {"."}
+    groups -= {"local"}  # the site's own (git-ignored) settings
+    assert set(rows) == groups, (sorted(groups - set(rows)), sorted(set(rows) - groups))
+    for group, (options, _) in rows.items():
+        files = sorted(p.stem for p in (ROOT / "conf" / group).glob("*.yaml"))
+        missing = [f for f in files if not any(fnmatch.fnmatch(f, o) for o in options)]
+        unknown = [o for o in options if not any(fnmatch.fnmatch(f, o) for f in files)]
+        assert not missing and not unknown, f"{group}: not in the README {missing}; no such option {unknown}"
+
+
+def _keys(obj, prefix: str = "") -> set[str]:
+    """Every key as a dotted path and as a bare name, at any depth (lists too: ``sources[i].min_chars``)."""
+    out = set()
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out |= {f"{prefix}{k}", str(k), *_keys(v, f"{prefix}{k}.")}
+    elif isinstance(obj, list):
+        for v in obj:
+            out |= _keys(v, "")
+    return out
+
+
+def test_every_knob_the_readme_names_exists():
+    import dataclasses
+
+    import yaml
+    from hydra.utils import get_class
+
+    for group, (_, knobs) in _config_rows().items():
+        if group in ("debug", "experiment", "hydra/launcher"):
+            continue
+        have: set[str] = set()
+        for f in (ROOT / "conf" / group).glob("*.yaml"):
+            node = yaml.safe_load(f.read_text()) or {}
+            have |= _keys(node)
+            for d in (node.get("defaults") or []) if isinstance(node, dict) else []:  # a sub-group: "scorer@scorer: cross"
+                if isinstance(d, dict):
+                    have |= {str(k).split("@")[-1].lstrip("/") for k in d}
+            if isinstance(node, dict) and "_target_" in node:
+                cls = get_class(node["_target_"])
+                if dataclasses.is_dataclass(cls):
+                    have |= {fl.name for fl in dataclasses.fields(cls)}
+        if group == "frontier":
+            from mogg.run.frontier_stage import FrontierSettings
+
+            have |= {fl.name for fl in dataclasses.fields(FrontierSettings)}
+        named = [k for knob in knobs for k in knob.split(" / ")]
+        unknown = [k for k in named if k not in have and not k.startswith("debug=")]
+        assert not unknown, f"{group}: the README names knobs no {group} config has: {unknown}"
+
+
+def test_the_readme_names_every_top_level_knob():
+    import yaml
+
+    text = re.search(r"Top-level knobs:(.*?)They are validated", _readme(), re.S).group(1)
+    named = {re.split(r"[=.]", t)[0] for t in re.findall(r"`([^`]+)`", text) if "/" not in t}  # not paths
+    root = yaml.safe_load((ROOT / "conf" / "config.yaml").read_text())
+    knobs = set(root) - {"defaults", "hydra"}
+    assert knobs <= named, f"top-level knobs the README does not name: {sorted(knobs - named)}"
+    assert named - {"reports"} <= knobs, f"the README names top-level knobs that do not exist: {sorted(named - knobs)}"
+
+
+def test_the_readme_layout_names_every_script_and_no_other():
+    layout = re.search(r"^scripts/(.*?)\n(?=\S)", _readme(), re.M | re.S).group(1)
+    named = set(re.findall(r"([\w]+\.py)", layout))
+    have = {p.name for p in (ROOT / "scripts").glob("*.py")}
+    assert named == have, (sorted(have - named), sorted(named - have))
+
+
+def _report_names() -> list[str]:
+    para = re.search(r"The report lands in(.*?)\n\n", _readme(), re.S).group(1)
+    return [t for t in re.findall(r"`([^`/]+\.(?:md|csv|json|jsonl|png|npz))`", para)]
+
+
+def test_every_report_file_the_readme_names_is_written_by_the_code():
+    src = "\n".join(p.read_text() for p in (ROOT / "src" / "mogg").rglob("*.py"))
+    for name in _report_names():
+        # per ladder (f"{name}_frontier.png") or across ladders (f"{CROSS}_frontier.png"): the suffix
+        suffix = re.sub(r"^(<ladder>|all_ladders)", "", name)
+        assert suffix in src, f"no code writes {name}"
+    assert len(_report_names()) >= 12
+
+
+def test_every_file_of_a_real_report_is_named_in_the_readme(tmp_path):
+    from conftest import compose
+
+    from mogg.run.app import train
+
+    cfg = compose(["experiment=generic_example", "debug=tiny", "frontier=matched", "evaluate_after=true",
+                   f"paths.artifacts={tmp_path / 'a'}", f"paths.checkpoints={tmp_path / 'c'}",
+                   f"paths.reports={tmp_path / 'r'}", "frontier.fit.max_epochs=3"])
+    train(cfg)
+    written = sorted(p.name for p in (tmp_path / "r" / "debug").iterdir())
+    patterns = [re.escape(n).replace(re.escape("<ladder>"), r"\w+") for n in _report_names()]
+    unnamed = [f for f in written if not any(re.fullmatch(p, f) for p in patterns)]
+    assert not unnamed, f"report files the README does not name: {unnamed}"

@@ -65,16 +65,19 @@ def plot_budgets(name: str, table: dict[str, dict], budgets: list[int], path: Pa
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    from mogg.evaluation.style import policy_style
+
+    fig, ax = plt.subplots(figsize=(9, 4.8))
+    n_fixed = sum(N.is_fixed(p) for p in table)
     for pol, row in table.items():
         x = [row[b]["tokens"]["mean"] for b in budgets]
         y = [row[b]["f1"]["mean"] for b in budgets]
-        style = "--" if N.is_fixed(pol) else "-"
-        ax.plot(x, y, style, marker="o", ms=3, lw=1.8 if pol.startswith(N.ROUTER) else 1, label=pol)
-    ax.set_xlabel("context tokens (mean, at budgets " + ", ".join(map(str, budgets)) + ")")
-    ax.set_ylabel("token F1 vs gold evidence")
-    ax.set_title(f"{name}: F1 vs tokens")
-    ax.legend(fontsize=6, ncol=2)
+        ax.plot(x, y, marker="o", ms=3.5, label=pol, **policy_style(pol, n_fixed))
+    ax.set_xlabel("mean context tokens used (each policy filled to budgets " + ", ".join(map(str, budgets)) + ")")
+    ax.set_ylabel("evidence F1")
+    ax.set_title(f"{name}: every policy's own ranking filled to the budget (points: one per budget)", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # outside the data
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(Path(path)) as tmp:

@@ -198,7 +198,11 @@ def frontier_evaluation(fixed: Family, others: list[Family], folds: np.ndarray, 
     names = [n for n in curves[GRID[0]] if n != "oracle"]
     out["curves"] = {n: {"tokens": [curves[b][n]["tokens"]["mean"] for b in curves],
                          "f1": [curves[b][n]["f1"]["mean"] for b in curves],
-                         "se": [curves[b][n]["f1"]["se"] for b in curves]} for n in names}
+                         "se": [curves[b][n]["f1"]["se"] for b in curves],
+                         # the paired 95% interval of the difference to the envelope at each budget
+                         "gain_lo": [curves[b][n]["vs_envelope"]["lo"] for b in curves],
+                         "gain_hi": [curves[b][n]["vs_envelope"]["hi"] for b in curves]} for n in names}
+    out["grid"] = {"budget": [float(b) for b in curves], "oracle": [curves[b]["oracle"]["f1"]["mean"] for b in curves]}
     lo, hi = min(budgets), max(budgets)
     span = [b for b in curves if lo <= b <= hi]
     env = np.array([curves[b]["envelope"]["f1"]["mean"] for b in span])
@@ -253,40 +257,81 @@ def frontier_section(name: str, fr: dict, budgets: list[int]) -> list[str]:
     return md + [f"![F1 vs tokens]({name}_frontier.png)", ""]
 
 
-def plot_frontier(name: str, fr: dict, path: Path, ax=None) -> None:
-    """F1 vs mean context tokens: envelope dashed, router solid, oracle dotted, 95% bands."""
+def plot_frontier(name: str, fr: dict, path: Path) -> None:
+    """Two panels: (a) evidence F1 against mean context tokens for every family, the oracle frontier
+    dotted, the report table's budgets B marked on the envelope and the router policy; (b) each
+    policy's gain over the envelope at the same budget, with the router policy's paired 95%
+    bootstrap band and the oracle's gain, the table's budgets as vertical lines. Colours follow
+    :func:`mogg.evaluation.style.policy_style`; the legend sits below the panels."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    own = ax is None
-    if own:
-        fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    c = fr["curves"]
-    styles = {"envelope": dict(ls="--", lw=2, color="C0"), "router": dict(ls="-", lw=2.2, color="C3"),
-              "router (unguarded)": dict(ls="-", lw=1, color="C3", alpha=0.5),
-              "envelope (hindsight)": dict(ls="--", lw=1, color="0.5")}
-    for n, cur in c.items():
-        x, y, se = (np.array(cur[k]) for k in ("tokens", "f1", "se"))
-        st = styles.get(n, dict(ls="-", lw=0.9, alpha=0.8))
+    from mogg.evaluation.style import policy_style
+
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12.5, 5.2))
+    c, budgets = fr["curves"], sorted(int(b) for b in fr["budgets"])
+    order = sorted(c, key=lambda n: (n in ("router", "envelope"), n))  # the two that matter drawn last, on top
+    for n in order:
+        st = policy_style(n)
+        x, y = np.array(c[n]["tokens"]), np.array(c[n]["f1"])
         ax.plot(x, y, marker="o", ms=2.5, label=n, **st)
         if n in ("envelope", "router"):
-            ax.fill_between(x, y - 1.96 * se, y + 1.96 * se, color=st["color"], alpha=0.15, lw=0)
+            se = np.array(c[n]["se"])
+            ax.fill_between(x, y - 1.96 * se, y + 1.96 * se, color=st["color"], alpha=0.12, lw=0)
     ox, oy = fr["oracle_curve"]
-    ax.plot(ox, oy, ls=":", lw=2, color="k", label="oracle frontier (ceiling)")
+    ax.plot(ox, oy, label="oracle frontier (ceiling)", **policy_style("oracle"))
+    for n, mark in (("envelope", "s"), ("router", "D")):  # the table's cells
+        if n not in fr["budgets"][budgets[0]]:
+            continue
+        pts = [(fr["budgets"][b][n]["tokens"]["mean"], fr["budgets"][b][n]["f1"]["mean"]) for b in budgets]
+        ax.scatter(*zip(*pts), marker=mark, s=46, facecolor="white", edgecolor=policy_style(n)["color"], lw=1.6,
+                   zorder=5, label=f"{n} at the table's budgets")
+        if n == "router":  # budgets whose deployments coincide share one label ("B=256, 512")
+            at: dict[tuple, list[int]] = {}
+            for b, p in zip(budgets, pts):
+                at.setdefault((round(p[0], 1), round(p[1], 4)), []).append(b)
+            for (x, y), bs in at.items():
+                ax.annotate("B=" + ", ".join(map(str, bs)), (x, y), textcoords="offset points", xytext=(-5, 7),
+                            fontsize=7, ha="right")
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("mean context tokens")
+    ax.set_xlabel("mean context tokens read")
     ax.set_ylabel("evidence F1")
-    ax.set_title(f"{name}: F1 vs reading cost (n = {fr['n']})")
+    ax.set_title(f"(a) {name}: F1 vs reading cost (n = {fr['n']})\nshaded: ±1.96 se of the mean F1", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
-    if own:
-        fig.tight_layout()
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        with atomic_path(Path(path)) as tmp:
-            fig.savefig(tmp, dpi=130, format="png")
-        plt.close(fig)
+
+    grid = np.array(fr.get("grid", {}).get("budget", []))
+    if len(grid):
+        env = np.array(c["envelope"]["f1"])
+        bx.axhline(0, **{**policy_style("envelope"), "lw": 1.2})
+        for n in order:
+            if n == "envelope" or n == "envelope (hindsight)":
+                continue
+            st = policy_style(n)
+            bx.plot(grid, np.array(c[n]["f1"]) - env, marker="o", ms=2.5, **st)
+        if "router" in c and "gain_lo" in c["router"]:
+            bx.fill_between(grid, c["router"]["gain_lo"], c["router"]["gain_hi"], color=policy_style("router")["color"],
+                            alpha=0.15, lw=0, label="router: paired 95% bootstrap band")
+        bx.plot(grid, np.array(fr["grid"]["oracle"]) - env, **policy_style("oracle"))
+        for b in budgets:
+            bx.axvline(b, color="0.6", lw=0.8, ls=(0, (2, 3)))
+            bx.text(b, 0.01, f" B={b}", transform=bx.get_xaxis_transform(), fontsize=7, ha="left", va="bottom",
+                    color="0.35")
+        bx.set_xscale("log", base=2)
+        bx.set_xlabel("budget B: mean context tokens allowed")
+        bx.set_ylabel("F1 minus the envelope's at B")
+        bx.set_title("(b) gain over the fixed envelope at matched budget\n(dotted verticals: the report table's budgets)",
+                     fontsize=10)
+        bx.grid(alpha=0.3)
+    handles, labels = ax.get_legend_handles_labels()
+    h2, l2 = bx.get_legend_handles_labels()
+    fig.legend(handles + h2, labels + l2, loc="lower center", ncol=4, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.16, 1, 1))
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(Path(path)) as tmp:
+        fig.savefig(tmp, dpi=130, format="png")
+    plt.close(fig)
 
 
 def plot_cross_ladders(frontiers: dict[str, dict], path: Path) -> None:
@@ -296,9 +341,9 @@ def plot_cross_ladders(frontiers: dict[str, dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=(9, 5.2))
     for i, (name, fr) in enumerate(frontiers.items()):
-        col = f"C{i}"
+        col = f"C{i}"  # one hue per ladder; envelope dashed, router solid, oracle dotted (as in plot_frontier)
         for n, ls, lw in (("envelope", "--", 1.5), ("router", "-", 2)):
             if n in fr["curves"]:
                 ax.plot(fr["curves"][n]["tokens"], fr["curves"][n]["f1"], ls=ls, lw=lw, color=col, label=f"{name} {n}")
@@ -308,7 +353,7 @@ def plot_cross_ladders(frontiers: dict[str, dict], path: Path) -> None:
     ax.set_ylabel("evidence F1")
     ax.set_title("Ladders at matched reading cost")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=6, ncol=2, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(Path(path)) as tmp:

@@ -151,25 +151,29 @@ def plot_summaries(summaries: dict[str, dict], out_dir: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from mogg.evaluation.style import policy_style
+
     n = len(summaries)
-    fig, axes = plt.subplots(1, n, figsize=(max(6, 0.55 * max(len(s["policies"]) for s in summaries.values())) * n, 4.5), squeeze=False)
+    fig, axes = plt.subplots(1, n, figsize=(max(6, 0.55 * max(len(s["policies"]) for s in summaries.values())) * n, 5),
+                             squeeze=False)
     for ax, (ladder, s) in zip(axes[0], summaries.items()):
         names = list(s["policies"])
         means = [s["policies"][p]["f1"]["mean"] for p in names]
         ses = [s["policies"][p]["f1"]["se"] for p in names]
-        colors = ["tab:gray" if N.is_fixed(p) else "tab:orange" if N.is_routed(p) else "tab:blue" for p in names]
-        ax.bar(range(len(names)), means, yerr=ses, color=colors, capsize=3)
+        n_fixed = sum(N.is_fixed(p) for p in names)
+        # each policy in its colour of every plot; ceilings (oracle, labels) hatched: not deployable
+        bars = ax.bar(range(len(names)), means, yerr=ses, capsize=3, edgecolor="k", lw=0.4,
+                      color=[policy_style(p, n_fixed)["color"] for p in names])
+        for b, p in zip(bars, names):
+            if p in N.REFERENCES and p != N.RANDOM:
+                b.set_hatch("//")
         ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=8)
-        ax.set_ylabel("token F1 vs gold evidence")
-        ax.set_title(ladder)
-        ax.axhline(s["policies"][s["best_fixed"]]["f1"]["mean"], color="k", lw=0.8, ls="--")
-        from matplotlib.lines import Line2D
-        from matplotlib.patches import Patch
-
-        ax.legend(handles=[Patch(color="tab:gray", label="fixed level"), Patch(color="tab:orange", label="router"),
-                           Patch(color="tab:blue", label="reference (oracle, labels, ...)"),
-                           Line2D([], [], color="k", lw=0.8, ls="--", label=f"best fixed ({s['best_fixed']})")],
-                  fontsize=7, loc="upper right")
+        ax.set_ylabel("evidence F1 (mean ± se)")
+        best = s["policies"][s["best_fixed"]]["f1"]["mean"]
+        ax.axhline(best, color="k", lw=0.8, ls="--")
+        ax.set_ylim(0, max(m for m in means if m == m) * 1.18 if any(m == m for m in means) else 1)
+        ax.text(-0.45, best, f"best fixed level ({s['best_fixed']})", fontsize=7, ha="left", va="bottom")
+        ax.set_title(f"{ladder}: grey = fixed levels, hatched = ceilings (not deployable)", fontsize=9)
     fig.tight_layout()
     with atomic_path(out_dir / "policies.png") as tmp:
         fig.savefig(tmp, dpi=120, format="png")
