@@ -67,3 +67,62 @@ def dropout_rows_(x: np.ndarray, key, rows: np.ndarray, keep53, scale) -> None:
     else 0. ``x`` float32 [n, width] (C order), ``rows`` int64 [n], ``keep53`` = keep * 2**53."""
     kernel = _dropout_parallel if x.size >= _PARALLEL_FROM else _dropout_serial
     kernel(x, np.uint64(key), rows, np.uint64(keep53), np.float32(scale))
+
+
+@nb.njit(parallel=True, cache=True)
+def layer1_(z1, qp, cp, v, wv_t):
+    """First-layer pre-activations in one pass: ``z1[b, a] = qp[b] + cp[a] + v[b, a] @ wv_t``
+    (``z1`` float32 [B, A, W] out, ``qp`` [B, W], ``cp`` [A, W], ``v`` [B, A, Dv], ``wv_t`` [Dv, W])."""
+    n_b, n_a, width = z1.shape
+    n_v = v.shape[2]
+    for b in nb.prange(n_b):
+        for a in range(n_a):
+            out = z1[b, a]
+            for u in range(width):  # innermost loops over units: vectorised
+                out[u] = qp[b, u] + cp[a, u]
+            for j in range(n_v):
+                x = v[b, a, j]
+                for u in range(width):
+                    out[u] += x * wv_t[j, u]
+
+
+@nb.njit(parallel=True, cache=True)
+def layer1_grads(g, v, key, rows, keep53, scale, use_mask, n_parts):
+    """The first layer's gradients from ``g`` = dL/dz1 before the dropout mask, [B, A, W] float32,
+    in one read: the mask (``use_mask``: the forward pass's, recomputed) times ``g`` summed over
+    the actions per question ([B, W]), over the questions per action ([A, W]) and against the
+    varying features ``v`` [B, A, Dv] ([Dv, W]). Questions are split into ``n_parts`` fixed parts
+    summed in order, so the sums do not depend on the thread count."""
+    n_b, n_a, width = g.shape
+    n_v = v.shape[2]
+    g_q = np.zeros((n_b, width), dtype=np.float32)
+    part_a = np.zeros((n_parts, n_a, width), dtype=np.float32)
+    part_v = np.zeros((n_parts, n_v, width), dtype=np.float32)
+    key = np.uint64(key)
+    w = np.uint64(n_a * width)
+    for p in nb.prange(n_parts):
+        x = np.empty(width, dtype=np.float32)
+        for b in range(p * n_b // n_parts, (p + 1) * n_b // n_parts):
+            base = np.uint64(rows[b]) * w + np.uint64(1)
+            for a in range(n_a):
+                gb = g[b, a]
+                if use_mask:
+                    c0 = base + np.uint64(a * width)
+                    for u in range(width):
+                        z = _mix(key + (c0 + np.uint64(u)) * GOLDEN)
+                        x[u] = gb[u] * scale if (z >> np.uint64(11)) < keep53 else np.float32(0.0)
+                else:
+                    x[:] = gb
+                for u in range(width):
+                    g_q[b, u] += x[u]
+                    part_a[p, a, u] += x[u]
+                for j in range(n_v):
+                    vj = v[b, a, j]
+                    for u in range(width):
+                        part_v[p, j, u] += vj * x[u]
+    g_a = part_a[0].copy()
+    g_v = part_v[0].copy()
+    for p in range(1, n_parts):
+        g_a += part_a[p]
+        g_v += part_v[p]
+    return g_q, g_a, g_v

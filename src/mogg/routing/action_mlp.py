@@ -27,7 +27,11 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from mogg.routing._actions_jit import dropout_rows_
+from mogg.routing._actions_jit import dropout_rows_, layer1_, layer1_grads
+
+# Fixed parts of a batch's questions whose first-layer gradients are summed in order (any thread
+# count gives the same sums)
+_PARTS = 8
 
 
 class Weights(NamedTuple):
@@ -88,8 +92,10 @@ def forward(w: Weights, q: torch.Tensor, v: torch.Tensor, c: torch.Tensor,
     b, a = v.shape[0], v.shape[1]
     qp = torch.addmm(w.b1, q, w.wq.T)  # [B, 2H]: once per question
     cp = c @ w.wc.T  # [A, 2H]: once per action
-    z1 = (qp[:, None, :] + cp[None]).view(b * a, -1)  # [P, 2H]
-    z1.addmm_(v.reshape(b * a, -1), w.wv.T)  # + the per-pair part (Dv columns)
+    z1 = torch.empty(b, a, qp.shape[1])
+    # qp[b] + cp[a] + the per-pair part v[b, a] @ Wv^T (Dv columns), written once: [P, 2H]
+    layer1_(z1.numpy(), qp.numpy(), cp.numpy(), v.contiguous().numpy(), w.wv.T.contiguous().numpy())
+    z1 = z1.view(b * a, -1)
     h1 = F.gelu(z1)
     if drop is not None:
         drop.apply_(h1)
@@ -111,13 +117,14 @@ def backward(w: Weights, cache: Cache, g_out: torch.Tensor, q: torch.Tensor, v: 
     gw2 = (cache.h1.T @ g_z2).T  # [H, 2H] (this operand order: ~20% faster in MKL than g_z2.T @ h1)
     gb2 = g_z2.sum(0)
     g_h1 = g_z2 @ w.w2  # [P, 2H]
-    if drop is not None:
-        drop.apply_(g_h1)  # the same mask: d(x * m) / dx = m
-    g_z1 = torch.ops.aten.gelu_backward(g_h1, cache.z1).view(b, a, -1)
-    g_qp = g_z1.sum(1)  # [B, 2H]: the question part's gradient, summed over its actions
-    g_cp = g_z1.sum(0)  # [A, 2H]: the action part's, summed over the questions
-    gwv = (v.reshape(b * a, -1).T @ g_z1.view(b * a, -1)).T  # [2H, Dv]: the thin operand first (5x faster)
-    return Weights(g_qp.T @ q, gwv, g_cp.T @ c, g_qp.sum(0), gw2, gb2, gw3, gb3)
+    g_z1 = torch.ops.aten.gelu_backward(g_h1, cache.z1).view(b, a, -1)  # before the dropout mask
+    # one pass: the mask (d(x * m) / dx = m, recomputed), then the gradient summed over the actions
+    # per question [B, 2H] (the query part's), over the questions per action [A, 2H] (the
+    # action-only part's) and against the varying features [Dv, 2H]
+    d = drop or Dropout(0, np.zeros(b, dtype=np.int64), np.uint64(0), np.float32(1))
+    g_qp, g_cp, g_v = (torch.from_numpy(x) for x in layer1_grads(
+        g_z1.numpy(), v.contiguous().numpy(), np.uint64(d.key), d.rows, d.keep53, d.scale, drop is not None, _PARTS))
+    return Weights(g_qp.T @ q, g_v.T, g_cp.T @ c, g_qp.sum(0), gw2, gb2, gw3, gb3)
 
 
 def scores(w: Weights, q: torch.Tensor, v: torch.Tensor, c: torch.Tensor, chunk: int = 256) -> torch.Tensor:
