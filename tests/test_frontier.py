@@ -21,14 +21,16 @@ def _random_streams(rng, n_q=12, depth=4, vocab=30):
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_prefix_table_equals_token_prf_of_each_prefix(seed):
+@pytest.mark.parametrize("caps,max_tokens", [((None, 3, 7, 100), 20), ((3, 7), None), ((None, 5), None)])
+def test_prefix_table_equals_token_prf_of_each_prefix(seed, caps, max_tokens):
+    # (the streams are cut where no configuration reads on: at max_tokens, at the largest cap, or not at all)
     rng = np.random.default_rng(seed)
     streams, evidence = _random_streams(rng)
-    depth, caps = 4, (None, 3, 7, 100)
-    t = prefix_table(streams, evidence, depth, caps, max_tokens=20)
+    depth = 4
+    t = prefix_table(streams, evidence, depth, caps, max_tokens=max_tokens)
     assert t.shape == (len(streams), depth, len(caps))
     for k, (c, cap) in itertools.product(range(1, depth + 1), enumerate(caps)):
-        lim = min(x for x in (cap, 20) if x is not None)
+        lim = min((x for x in (cap, max_tokens) if x is not None), default=None)
         # the reference: the first k snippets joined, cut to exactly ``lim`` tokens
         ctx = [" ".join(tokenize(" ".join(s[:k]))[:lim]) for s in streams]
         p, r, f = token_prf(ctx, evidence)
