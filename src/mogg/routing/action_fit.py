@@ -133,7 +133,7 @@ def fit_action_routers(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, trains: Se
     best = np.full(n_f, math.inf)
     best_epoch, bad, epochs = np.zeros(n_f, dtype=np.int64), np.zeros(n_f, dtype=np.int64), np.zeros(n_f, dtype=np.int64)
     stopped = np.zeros(n_f, dtype=bool)
-    size = [max(1, int(batch_size))] * n_f
+    bs = max(1, int(batch_size))
     with torch.no_grad():
         for epoch in range(max_epochs):
             run = np.flatnonzero(~stopped)
@@ -141,10 +141,10 @@ def fit_action_routers(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, trains: Se
                 break
             perms = {k: trains[k][torch.randperm(len(trains[k]), generator=gens[k]).numpy()] for k in run}
             keys = {k: int(mix64(epoch_seed(int(seeds[k]), epoch))) for k in run}
-            for s in range(max(math.ceil(len(perms[k]) / size[k]) for k in run)):  # a few steps per epoch
-                active = torch.zeros(n_f, dtype=torch.bool)
+            for s in range(max(math.ceil(len(perms[k]) / bs) for k in run)):  # a few steps per epoch
+                active = torch.zeros(n_f, dtype=torch.bool)  # folds with rows in this step (a fold alone: the same steps)
                 for k in run:  # the F folds, each on its own batch
-                    rows = perms[k][s * size[k]:(s + 1) * size[k]]
+                    rows = perms[k][s * bs:(s + 1) * bs]
                     if len(rows):
                         _fold_step(net, k, inputs[k], rows, y_t, objective, keys[k], dropout)
                         active[k] = True
@@ -204,6 +204,7 @@ def _fold_step(net: ScorerStack, k: int, inputs: tuple, rows: np.ndarray, y: tor
 
 
 def _val_loss(w: Weights, inputs: tuple, rows: np.ndarray, y: torch.Tensor, objective: str) -> float:
+    """One fold's loss over question ``rows`` without dropout (its early stopping's criterion)."""
     q_all, v_all, c = inputs
     idx = torch.from_numpy(rows)
     return float(_loss(objective, action_mlp.scores(w, q_all[idx], v_all[idx], c), y[idx]))
