@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mogg.core.metrics import _token_ids as _shared_token_ids
 from mogg.core.segments import segment_rank
-from mogg.core.text import tokenize
 
 
 @dataclass
@@ -43,19 +43,6 @@ class PrefixTable:
         return self.f1.shape
 
 
-def _token_ids(texts: Sequence[Sequence[str]], vocab: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
-    """Flattened token ids of ``texts[i]`` (a list of strings each) and the count per text."""
-    ids: list[int] = []
-    counts = np.zeros(len(texts), dtype=np.int64)
-    get = vocab.setdefault
-    for i, parts in enumerate(texts):
-        n0 = len(ids)
-        for s in parts:
-            ids.extend(get(t, len(vocab)) for t in tokenize(s))
-        counts[i] = len(ids) - n0
-    return np.asarray(ids, dtype=np.int64), counts
-
-
 def prefix_table(streams: Sequence[Sequence[str]], evidence: Sequence[str], depth: int,
                  caps: Sequence[int | None] = (None,), max_tokens: int | None = None) -> PrefixTable:
     """Score every (k <= ``depth``, cap) prefix of each question's ranked snippets ``streams[q]``.
@@ -71,21 +58,33 @@ def prefix_table(streams: Sequence[Sequence[str]], evidence: Sequence[str], dept
     caps = tuple(None if c is None else int(c) for c in caps)
     if any(c is not None and c < 1 for c in caps):
         raise ValueError(f"caps must be >= 1 or None, got {caps}")
-    vocab: dict[str, int] = {}
-    # per question, the first ``depth`` snippets: token counts per snippet [Q, depth]
-    snip_tok = np.zeros((n_q, depth), dtype=np.int64)
-    flat = [[x] for s in streams for x in list(s)[:depth]]  # one entry per snippet, in rank order
-    ids, per_snip = _token_ids(flat, vocab)
+    # every snippet's token ids, each distinct text tokenised once (the process-wide memo that
+    # token_prf uses: most snippets recur, a document level's thousands of times)
+    tid = _shared_token_ids()
+    flat = [x for s in streams for x in list(s)[:depth]]  # one entry per snippet, in rank order
+    arrs = [tid.ids(x, False) for x in flat]
+    per_snip = np.fromiter(map(len, arrs), dtype=np.int64, count=len(arrs))
+    snip_tok = np.zeros((n_q, depth), dtype=np.int64)  # token counts per snippet [Q, depth]
     n_snip = np.array([min(len(s), depth) for s in streams], dtype=np.int64)
     rows = np.repeat(np.arange(n_q), n_snip)
     snip_tok[rows, segment_rank(rows)] = per_snip
-    ref_ids, ref_len = _token_ids([[e] for e in evidence], vocab)
-    n_v = max(len(vocab), 1)
+    k_tok = np.cumsum(snip_tok, axis=1)  # [Q, K] tokens of the first k snippets
+    stream_len = k_tok[:, -1]
+    # no configuration reads past its limit (the cap, or max_tokens): the streams are cut there,
+    # exactly (a COVID-QA document stream is ~40k tokens, of which at most 4096 are ever read)
+    lims = [min(x for x in (cap, max_tokens) if x is not None) if (cap or max_tokens) else None for cap in caps]
+    read = stream_len if any(x is None for x in lims) else np.minimum(stream_len, max(lims))
+    before = (k_tok - snip_tok)[rows, segment_rank(rows)]  # tokens ahead of each snippet in its stream
+    need = np.clip(np.repeat(read, n_snip) - before, 0, per_snip)
+    ids = np.concatenate([a[:n] for a, n in zip(arrs, need.tolist())]) if arrs else np.zeros(0, dtype=np.int64)
+    ref_arrs = [tid.ids(e, False) for e in evidence]
+    ref_len = np.fromiter(map(len, ref_arrs), dtype=np.int64, count=n_q)
+    ref_ids = np.concatenate(ref_arrs) if n_q else np.zeros(0, dtype=np.int64)
+    n_v = max(len(tid.vocab), 1)
     # evidence multiset as sorted (question, token) keys with counts
     ref_q = np.repeat(np.arange(n_q), ref_len)
     ref_keys, ref_counts = np.unique(ref_q * n_v + ref_ids, return_counts=True)
-    stream_len = snip_tok.sum(axis=1)
-    tok_q = np.repeat(np.arange(n_q), stream_len)
+    tok_q = np.repeat(np.arange(n_q), read)
     key = tok_q * n_v + ids
     # occurrence number (1-based) of each token within its (question, token) group, in stream order
     order = np.argsort(key, kind="stable")
@@ -97,12 +96,10 @@ def prefix_table(streams: Sequence[Sequence[str]], evidence: Sequence[str], dept
     hit = have & (occ <= np.where(have, ref_counts[pos_ok], 0))
     # cumulative overlap: cum[start_q + t] - cum[start_q] = overlap of question q's first t tokens
     cum = np.r_[0, np.cumsum(hit)]
-    start = np.r_[0, np.cumsum(stream_len)[:-1]]
-    k_tok = np.cumsum(snip_tok, axis=1)  # [Q, K] tokens of the first k snippets
+    start = np.r_[0, np.cumsum(read)[:-1]]
     n_c = len(caps)
     tokens = np.broadcast_to(k_tok[:, :, None], (n_q, depth, n_c)).copy()
-    for c, cap in enumerate(caps):
-        lim = min(x for x in (cap, max_tokens) if x is not None) if (cap or max_tokens) else None
+    for c, lim in enumerate(lims):
         if lim is not None:
             np.minimum(tokens[:, :, c], lim, out=tokens[:, :, c])
     overlap = (cum[start[:, None, None] + tokens] - cum[start[:, None, None]]).astype(float)

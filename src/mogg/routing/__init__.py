@@ -5,7 +5,8 @@
 (the committee's members' rows, ``router.members``), ``model`` (a trained router's
 directory, ``TrainedRouter``), ``training`` + ``stacked`` + ``lightning_module`` (all folds as one
 stacked model under Lightning), ``crossfit`` (folds, the final fit), ``sources`` (many question
-sets, one router), ``actions`` + ``action_folds`` (the frontier's cost-aware action router).
+sets, one router), ``actions`` + ``action_folds`` (the frontier's cost-aware action router; its
+folds as one stacked fit in ``action_fit``, the scorer's arithmetic in ``action_mlp``).
 
 Names are imported lazily (``__getattr__``), so importing this package loads none of its modules.
 """
@@ -29,4 +30,5 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "sources": ("Source", "fit_sources"),
     "actions": ("ActionSpace", "ActionRouter"),
     "action_folds": ("crossfit_actions", "predict_action_folds"),
+    "action_fit": ("fit_action_routers",),
 })

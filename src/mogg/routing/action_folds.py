@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from mogg.core.artifacts import ArtifactError, atomic_path, config_hash, strict_json
-from mogg.routing.actions import ActionRouter, ActionSpace, fit_action_router
+from mogg.routing.action_fit import FIT_CODE, fit_action_routers
+from mogg.routing.actions import ActionRouter, ActionSpace
 from mogg.routing.crossfit import RouterTrainingError, _digest, make_folds, split_train_val
 
 log = logging.getLogger(__name__)
@@ -38,12 +39,14 @@ class ActionFolds:
 def crossfit_actions(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, space: ActionSpace, query_ids: list[str],
                      n_folds: int, seed: int, fit_kwargs: dict, val_fraction: float, out_dir: Path,
                      data_key: str = "") -> dict:
-    """Train one action router per fold into ``out_dir/fold<k>``; ``folds.json`` last. Folds and
-    validation slices are drawn exactly as the level router's (:mod:`mogg.routing.crossfit`)."""
+    """Train one action router per fold, all folds as one stacked fit
+    (:func:`mogg.routing.action_fit.fit_action_routers`), into ``out_dir/fold<k>``; ``folds.json``
+    last. Folds and validation slices are drawn exactly as the level router's
+    (:mod:`mogg.routing.crossfit`)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     fold = make_folds(len(xq), n_folds, seed)
-    run_id = config_hash({"data_key": data_key, "n_folds": n_folds, "seed": seed, "fit": fit_kwargs,
+    run_id = config_hash({"data_key": data_key, "n_folds": n_folds, "seed": seed, "fit": fit_kwargs, "code": FIT_CODE,
                           "space": space.to_json(), "val_fraction": val_fraction,
                           "data": _digest(xq, xa.astype(np.float32), np.nan_to_num(y, nan=-1.0), fold)})
     path = out_dir / "folds.json"
@@ -51,16 +54,17 @@ def crossfit_actions(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, space: Actio
         log.info("action router folds already trained for this run (%s): skipped", out_dir)
         return json.loads(path.read_text())
     path.unlink(missing_ok=True)
-    from tqdm.auto import tqdm
-
+    splits = [split_train_val(np.flatnonzero(fold != k), val_fraction, seed + 1000 + k) for k in range(n_folds)]
+    try:  # every fold in one stacked fit, each equal to the fold fitted alone
+        routers = fit_action_routers(xq, xa, y, [t for t, _ in splits], [v for _, v in splits],
+                                     [seed + k for k in range(n_folds)], **fit_kwargs)
+    except FloatingPointError as e:
+        k = getattr(e, "index", None)
+        where = f"fold {k} ({out_dir / f'fold{k}'})" if k is not None else f"({out_dir})"
+        raise RouterTrainingError(f"action router {where} failed: {e}") from e
     folds = []
-    for k in tqdm(range(n_folds), desc="action router folds", unit="fold", leave=False):
+    for k, (r, (train, val)) in enumerate(zip(routers, splits)):
         test = np.flatnonzero(fold == k)
-        train, val = split_train_val(np.flatnonzero(fold != k), val_fraction, seed + 1000 + k)
-        try:
-            r = fit_action_router(xq, xa, y, train, val, seed=seed + k, **fit_kwargs)
-        except FloatingPointError as e:
-            raise RouterTrainingError(f"action router fold {k} ({out_dir / f'fold{k}'}) failed: {e}") from e
         r.save(out_dir / f"fold{k}", {"fold": k, "run_id": run_id, "space": space.to_json()})
         log.info("action fold %d: %d train / %d val / %d test, %d epochs, best val loss %.4f", k, len(train), len(val),
                  len(test), r.summary["epochs"], r.summary["best_val_loss"])

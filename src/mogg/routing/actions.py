@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from mogg.core.artifacts import atomic_path, strict_json
-from mogg.routing.stacked import keep_mask
+from mogg.routing.action_mlp import Weights, scores, split_columns
 
 log = logging.getLogger(__name__)
 
@@ -89,37 +89,35 @@ def action_features(space: ActionSpace, deep_scores: np.ndarray, tokens: np.ndar
     return np.concatenate([dense, np.broadcast_to(onehot, (n_q, *onehot.shape))], axis=2)
 
 
-class SeedDropout(nn.Module):
-    """``nn.Dropout`` on :func:`mogg.routing.stacked.keep_mask` (torch's global generator; equal to
-    ``nn.Dropout`` on every mask tested here, without ``bernoulli_``'s seed-blind MKL path). Kept
-    units are scaled by ``1 / keep`` as ``nn.Dropout`` scales them."""
-
-    def __init__(self, p: float):
-        super().__init__()
-        if not 0.0 <= float(p) < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {p}")
-        self.p = float(p)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not self.training or self.p == 0.0:
-            return x
-        keep = 1.0 - self.p
-        return x * keep_mask(x.shape, keep, device=x.device).to(x.dtype).div_(keep)
-
-
 class ActionScorer(nn.Module):
-    """u_hat(q, a) = MLP([query inputs, action features]) for every action at once: [B, A]."""
+    """u_hat(q, a) = MLP([query inputs, action features]) for every action at once: [B, A].
+
+    The stored form of one scorer (``net``: Linear, GELU, dropout's slot, Linear, GELU, Linear; the
+    state dict of ``actions.safetensors``). Fitting is :mod:`mogg.routing.action_fit` (its dropout is
+    a seeded hash, :mod:`mogg.routing._actions_jit`), scoring :mod:`mogg.routing.action_mlp`'s split
+    first layer; ``forward`` scores without dropout.
+    """
 
     def __init__(self, d_query: int, d_action: int, hidden: int = 64, dropout: float = 0.1):
         super().__init__()
+        if not 0.0 <= float(dropout) < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         self.d_query, self.d_action, self.hidden, self.dropout = d_query, d_action, hidden, dropout
-        self.net = nn.Sequential(nn.Linear(d_query + d_action, 2 * hidden), nn.GELU(), SeedDropout(dropout),
+        self.net = nn.Sequential(nn.Linear(d_query + d_action, 2 * hidden), nn.GELU(), nn.Identity(),
                                  nn.Linear(2 * hidden, hidden), nn.GELU(), nn.Linear(hidden, 1))
 
+    def weights(self, var: np.ndarray, const: np.ndarray) -> Weights:
+        """The weights with the first layer split into the query's, the varying action columns' (``var``)
+        and the action-only columns' (``const``) parts (:class:`mogg.routing.action_mlp.Weights`)."""
+        w1, dq = self.net[0].weight.detach(), self.d_query
+        return Weights(w1[:, :dq], w1[:, dq + var], w1[:, dq + const], self.net[0].bias.detach(),
+                       self.net[3].weight.detach(), self.net[3].bias.detach(), self.net[5].weight.detach()[0],
+                       self.net[5].bias.detach())
+
     def forward(self, xq: torch.Tensor, xa: torch.Tensor) -> torch.Tensor:
-        """``xq`` [B, Dq], ``xa`` [B, A, Da] -> scores [B, A]."""
-        x = torch.cat([xq[:, None, :].expand(-1, xa.shape[1], -1), xa], dim=2)
-        return self.net(x).squeeze(-1)
+        """``xq`` [B, Dq], ``xa`` [B, A, Da] (standardised) -> scores [B, A], no dropout."""
+        every = np.arange(xa.shape[2])
+        return scores(self.weights(every, every[:0]), xq, xa, xa.new_zeros(xa.shape[1], 0))
 
 
 def _loss(objective: str, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -144,10 +142,15 @@ class ActionRouter:
     summary: dict
 
     def utilities(self, xq: np.ndarray, xa: np.ndarray) -> np.ndarray:
-        """Predicted F1 of every action [Q, A] (sigmoid of the output under ``bce``)."""
-        self.model.eval()
-        with torch.no_grad():
-            z = self.model(*_inputs(self, xq, xa)).numpy().astype(np.float64)
+        """Predicted F1 of every action [Q, A] (sigmoid of the output under ``bce``), by the fit's own
+        arithmetic (:func:`mogg.routing.action_mlp.scores`: action-only columns once per action)."""
+        if not len(xq):
+            return np.zeros((0, xa.shape[1]))
+        var, const = split_columns(xa)
+        q = torch.as_tensor((xq - self.mean_q) / self.std_q, dtype=torch.float32)
+        v = torch.as_tensor((xa[:, :, var] - self.mean_a[var]) / self.std_a[var], dtype=torch.float32)
+        c = torch.as_tensor((xa[:1, :, const] - self.mean_a[const]) / self.std_a[const], dtype=torch.float32)
+        z = scores(self.model.weights(var, const), q, v, c.reshape(xa.shape[1], len(const))).numpy().astype(np.float64)
         if not np.isfinite(z).all():
             raise FloatingPointError(f"action router: non-finite utilities for {int((~np.isfinite(z)).any(1).sum())} "
                                      f"of {len(z)} question(s); its inputs or weights are out of range: retrain it")
@@ -191,12 +194,6 @@ class ActionRouter:
         return cls(model, spec["objective"], summary=spec.get("training", {}), **arrays), spec
 
 
-def _inputs(r: ActionRouter, xq: np.ndarray, xa: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-    q = torch.tensor((xq - r.mean_q) / r.std_q, dtype=torch.float32)
-    a = torch.tensor((xa - r.mean_a) / r.std_a, dtype=torch.float32)
-    return q, a
-
-
 _FIT_KNOBS = {"objective": str, "hidden": int, "dropout": float, "lr": float, "weight_decay": float, "batch_size": int,
               "max_epochs": int, "patience": int}
 
@@ -224,58 +221,14 @@ def check_fit_knobs(fit: dict) -> None:
 
 
 def fit_action_router(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, train: np.ndarray, val: np.ndarray, *,
-                      objective: str = "utility", hidden: int = 64, dropout: float = 0.1, lr: float = 3e-3,
-                      weight_decay: float = 1e-4, batch_size: int = 64, max_epochs: int = 200, patience: int = 15,
-                      seed: int = 0) -> ActionRouter:
+                      seed: int = 0, **fit) -> ActionRouter:
     """Fit on rows ``train`` ([Q, Dq] query inputs, [Q, A, Da] action features, [Q, A] F1 labels),
-    early stopping on the validation loss over rows ``val`` (the best epoch's weights are kept).
+    early stopping on the validation loss over rows ``val`` (the best epoch's weights are kept):
+    :func:`mogg.routing.action_fit.fit_action_routers` with one fold (``fit``: its knobs).
     Questions without evidence (NaN labels) are left out."""
-    if objective not in ACTION_OBJECTIVES:
-        raise ValueError(f"action router objective must be one of {ACTION_OBJECTIVES}, got {objective!r}")
-    ok = ~np.isnan(y).any(axis=1)
-    train, val = train[ok[train]], val[ok[val]]
-    if not len(train):
-        raise ValueError("no training question with gold evidence: the action router needs F1 labels")
-    def std(a: np.ndarray, axis) -> np.ndarray:
-        s = a.std(axis=axis)
-        return np.where(s > 1e-9, s, 1.0)  # constant columns (a one-hot never set) stay as they are
+    from mogg.routing.action_fit import fit_action_routers
 
-    torch.manual_seed(seed)
-    r = ActionRouter(ActionScorer(xq.shape[1], xa.shape[2], hidden, dropout), objective, xq[train].mean(0),
-                     std(xq[train], 0), xa[train].mean((0, 1)), std(xa[train], (0, 1)), {})
-    opt = torch.optim.AdamW(r.model.parameters(), lr=lr, weight_decay=weight_decay)
-    qt, at = _inputs(r, xq[train], xa[train])
-    yt = torch.tensor(y[train], dtype=torch.float32)
-    qv, av = _inputs(r, xq[val], xa[val]) if len(val) else (qt, at)
-    yv = torch.tensor(y[val], dtype=torch.float32) if len(val) else yt
-    gen = torch.Generator().manual_seed(seed)
-    best, best_state, best_epoch, bad, epoch = float("inf"), None, 0, 0, 0
-    for epoch in range(max_epochs):
-        r.model.train()
-        for idx in torch.randperm(len(train), generator=gen).split(batch_size):
-            opt.zero_grad()
-            _loss(objective, r.model(qt[idx], at[idx]), yt[idx]).backward()
-            opt.step()
-        r.model.eval()
-        with torch.no_grad():
-            v = float(_loss(objective, r.model(qv, av), yv))
-        if v < best - 1e-6:
-            best, best_epoch, bad = v, epoch, 0
-            best_state = {k: t.detach().clone() for k, t in r.model.state_dict().items()}
-        else:
-            bad += 1
-            if patience and bad >= patience:
-                break
-    if best_state is None:
-        raise FloatingPointError(f"the validation loss was never finite; lower frontier.fit.lr (now {lr})")
-    r.model.load_state_dict(best_state)
-    r.model.eval()
-    r.summary = {"epochs": epoch + 1, "best_epoch": best_epoch, "best_val_loss": best, "n_train": int(len(train)),
-                 "n_val": int(len(val)), "seed": seed, "lr": lr, "weight_decay": weight_decay,
-                 "batch_size": batch_size, "patience": patience, "max_epochs": max_epochs}
-    if not len(val):
-        log.warning("action router: no validation questions; early stopping watched the training loss")
-    return r
+    return fit_action_routers(xq, xa, y, [train], [val], [seed], **fit)[0]
 
 
 def lagrangian_choice(score: np.ndarray, tokens: np.ndarray, lam: float) -> np.ndarray:

@@ -127,16 +127,19 @@ class StackedMLP(nn.Module):
 
 
 class StackedAdam(torch.optim.Optimizer):
-    """Adam (torch's formula, L2 weight decay) over stacked parameters with a step count per fold.
+    """Adam (torch's formula) over stacked parameters with a step count per fold.
 
     ``step(active=...)`` updates only the folds marked active ([F] bool): the others keep their
     weights, moments and step count, so a fold with no rows in this step, or one that stopped
-    early, is exactly where training alone would have left it.
+    early, is exactly where training alone would have left it. Weight decay is L2 (torch's
+    ``Adam``: ``wd * p`` added to the gradient) or, with ``decoupled``, torch's ``AdamW``
+    (``p *= 1 - lr * wd`` before the step).
     """
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0):
-        super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})
+                 weight_decay: float = 0.0, decoupled: bool = False):
+        super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
+                                  "decoupled": bool(decoupled)})
 
     @torch.no_grad()
     def step(self, closure=None, active: torch.Tensor | None = None):
@@ -166,7 +169,9 @@ class StackedAdam(torch.optim.Optimizer):
         """Every fold steps, all at step ``t``: torch's Adam verbatim (Python scalars, foreach ops)."""
         b1, b2 = group["betas"]
         grads = [p.grad for p in params]
-        if group["weight_decay"]:
+        if group["weight_decay"] and group.get("decoupled", False):  # (absent from older checkpoints)
+            torch._foreach_mul_(params, 1 - group["lr"] * group["weight_decay"])
+        elif group["weight_decay"]:
             grads = torch._foreach_add(grads, params, alpha=group["weight_decay"])
         m = [self.state[p]["exp_avg"] for p in params]
         v = [self.state[p]["exp_avg_sq"] for p in params]
@@ -191,7 +196,10 @@ class StackedAdam(torch.optim.Optimizer):
         bc2 = (1 - b2 ** n).sqrt().to(params[0].dtype)  # [F]
         shapes = [(p.shape[0],) + (1,) * (p.dim() - 1) for p in params]
         grads = [p.grad for p in params]
-        if group["weight_decay"]:
+        base = params  # what the step adds to: the weights, decayed first under AdamW
+        if group["weight_decay"] and group.get("decoupled", False):  # (absent from older checkpoints)
+            base = torch._foreach_mul(params, 1 - group["lr"] * group["weight_decay"])
+        elif group["weight_decay"]:
             grads = torch._foreach_add(grads, params, alpha=group["weight_decay"])
         m_old = [self.state[p]["exp_avg"] for p in params]
         v_old = [self.state[p]["exp_avg_sq"] for p in params]
@@ -203,7 +211,7 @@ class StackedAdam(torch.optim.Optimizer):
         torch._foreach_add_(denom, group["eps"])
         update = torch._foreach_mul(m, [neg_step.view(s) for s in shapes])
         torch._foreach_div_(update, denom)
-        stepped = torch._foreach_add(params, update)
+        stepped = torch._foreach_add(base, update)
         for p, s, mk, vk, new in zip(params, shapes, m, v, stepped):  # a few parameters, not rows
             a = act.view(s)
             self.state[p]["exp_avg"] = torch.where(a, mk, self.state[p]["exp_avg"])

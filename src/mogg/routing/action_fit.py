@@ -1,0 +1,210 @@
+"""The action router's folds as one stacked fit (a single fit is the case of one fold).
+
+``F`` action scorers of one shape keep their weights along a leading fold axis
+(:class:`ScorerStack`) and step together under one :class:`mogg.routing.stacked.StackedAdam`
+(AdamW, a step count per fold). Every fold sees exactly what it would see trained alone: its
+initialisation (an :class:`ActionScorer` built under its seed), its standardisation (its training
+rows' means and spreads), its shuffles (a generator seeded by its seed, one permutation per epoch,
+as the fit always drew them), its dropout masks (a hash of its seed, the epoch, the question and
+the unit: :mod:`mogg.routing._actions_jit`), its loss over its own rows, and its own early stopping
+(patience on its validation loss, its best epoch's weights kept). A fold that stopped takes no
+more steps and computes nothing.
+
+Each fold's forward and backward pass runs on its own batch (a loop over the F folds within a
+step, not over rows): a step is ~30k-130k (question, action) pairs per fold, whose matrix products
+take milliseconds, so stacking them in one ``bmm`` would save no overhead worth having, would pad
+unequal batches and would cost the bit-for-bit equality of a fold in the stack and the fold alone
+(same shapes, same products), which ``tests/test_stacked_actions.py`` checks.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from mogg.routing import action_mlp
+from mogg.routing._actions_jit import mix64
+from mogg.routing.action_mlp import Dropout, Weights
+from mogg.routing.actions import ACTION_OBJECTIVES, ActionRouter, ActionScorer, _loss
+from mogg.routing.stacked import StackedAdam, epoch_seed
+
+log = logging.getLogger(__name__)
+
+# Part of a cross-fit's run id (mogg.routing.action_folds): folds fitted by an earlier fit (other
+# dropout draws, other rounding) are refitted, not reused.
+FIT_CODE = "stacked-1"
+
+
+class ScorerStack(nn.Module):
+    """``F`` :class:`ActionScorer` of one shape as stacked weights, the first layer split by input part
+    (:class:`mogg.routing.action_mlp.Weights`; ``var`` / ``const``: the action-feature columns that vary
+    across questions and those that do not)."""
+
+    def __init__(self, scorers: Sequence[ActionScorer], var: np.ndarray, const: np.ndarray):
+        super().__init__()
+        self.d_query, self.var, self.const = scorers[0].d_query, np.asarray(var), np.asarray(const)
+        nets = [s.net for s in scorers]
+        w1 = torch.stack([n[0].weight.detach() for n in nets])  # [F, 2H, Dq + Da]
+        dq = self.d_query
+        parts = {"wq": w1[:, :, :dq], "wv": w1[:, :, dq + self.var], "wc": w1[:, :, dq + self.const],
+                 "b1": torch.stack([n[0].bias.detach() for n in nets]),
+                 "w2": torch.stack([n[3].weight.detach() for n in nets]),
+                 "b2": torch.stack([n[3].bias.detach() for n in nets]),
+                 "w3": torch.stack([n[5].weight.detach()[0] for n in nets]),
+                 "b3": torch.stack([n[5].bias.detach() for n in nets])}
+        for name in Weights._fields:
+            self.register_parameter(name, nn.Parameter(parts[name].contiguous().clone()))
+        self.hidden, self.dropout = scorers[0].hidden, scorers[0].dropout
+
+    def fold(self, k: int, state: dict | None = None) -> Weights:
+        """Fold ``k``'s weights (views of the live ones, or of a stacked ``state``)."""
+        src = state if state is not None else {n: p.detach() for n, p in self.named_parameters()}
+        return Weights(*(src[n][k] for n in Weights._fields))
+
+    def scorer(self, k: int, state: dict | None = None) -> ActionScorer:
+        """Fold ``k`` as an :class:`ActionScorer` (the first layer's parts put back in their columns)."""
+        w = self.fold(k, state)
+        s = ActionScorer(self.d_query, len(self.var) + len(self.const), self.hidden, self.dropout)
+        with torch.no_grad():
+            w1 = s.net[0].weight
+            w1[:, :self.d_query] = w.wq
+            w1[:, self.d_query + self.var] = w.wv
+            w1[:, self.d_query + self.const] = w.wc
+            s.net[0].bias.copy_(w.b1)
+            s.net[3].weight.copy_(w.w2)
+            s.net[3].bias.copy_(w.b2)
+            s.net[5].weight.copy_(w.w3[None])
+            s.net[5].bias.copy_(w.b3)
+        return s.eval()
+
+
+def _spread(a: np.ndarray, axis) -> np.ndarray:
+    s = a.std(axis=axis)
+    return np.where(s > 1e-9, s, 1.0)  # constant columns (a one-hot never set) stay as they are
+
+
+def fit_action_routers(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, trains: Sequence[np.ndarray],
+                       vals: Sequence[np.ndarray], seeds: Sequence[int], *, objective: str = "utility",
+                       hidden: int = 64, dropout: float = 0.1, lr: float = 3e-3, weight_decay: float = 1e-4,
+                       batch_size: int = 64, max_epochs: int = 200, patience: int = 15) -> list[ActionRouter]:
+    """Fit ``F = len(trains)`` action routers as one stacked model: router k on rows ``trains[k]``
+    ([Q, Dq] query inputs, [Q, A, Da] action features, [Q, A] F1 labels), seeded by ``seeds[k]``,
+    early stopping on its validation loss over rows ``vals[k]`` (its best epoch's weights kept; the
+    training loss where it has no validation rows). Questions without evidence (NaN labels) are left
+    out. Router k equals the one fitted alone (``F = 1``) bit for bit.
+
+    Raises :class:`mogg.routing.training.FitError` (a ``FloatingPointError``, ``index`` = k) where
+    router k's validation loss was never finite.
+    """
+    if objective not in ACTION_OBJECTIVES:
+        raise ValueError(f"action router objective must be one of {ACTION_OBJECTIVES}, got {objective!r}")
+    n_f = len(trains)
+    if not (n_f == len(vals) == len(seeds)) or n_f < 1:
+        raise ValueError(f"one train, val and seed per router: got {n_f}, {len(vals)}, {len(seeds)}")
+    if not 0.0 <= float(dropout) < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+    ok = ~np.isnan(y).any(axis=1)
+    trains = [np.asarray(t, dtype=np.int64)[ok[t]] for t in trains]
+    vals = [np.asarray(v, dtype=np.int64)[ok[v]] for v in vals]
+    if any(not len(t) for t in trains):
+        raise ValueError("no training question with gold evidence: the action router needs F1 labels")
+    var, const = action_mlp.split_columns(xa)
+    routers, inputs = [], []
+    for k in range(n_f):  # each fold's own initialisation (under its seed) and standardisation: F folds
+        torch.manual_seed(seeds[k])
+        tr = trains[k]
+        r = ActionRouter(ActionScorer(xq.shape[1], xa.shape[2], hidden, dropout), objective, xq[tr].mean(0),
+                         _spread(xq[tr], 0), xa[tr].mean((0, 1)), _spread(xa[tr], (0, 1)), {})
+        routers.append(r)
+        inputs.append(_standardised(r, xq, xa, var, const))
+    net = ScorerStack([r.model for r in routers], var, const)
+    opt = StackedAdam(net.parameters(), lr=lr, weight_decay=weight_decay, decoupled=True)
+    for p in net.parameters():
+        p.grad = torch.zeros_like(p)
+    best_w = {n: p.detach().clone() for n, p in net.named_parameters()}
+    y_t = torch.as_tensor(np.nan_to_num(y), dtype=torch.float32)  # NaN rows are never read
+    gens = [torch.Generator().manual_seed(int(s)) for s in seeds]
+    watch = [v if len(v) else t for t, v in zip(trains, vals)]  # no validation rows: watch the training loss
+    best = np.full(n_f, math.inf)
+    best_epoch, bad, epochs = np.zeros(n_f, dtype=np.int64), np.zeros(n_f, dtype=np.int64), np.zeros(n_f, dtype=np.int64)
+    stopped = np.zeros(n_f, dtype=bool)
+    bs = max(1, int(batch_size))
+    with torch.no_grad():
+        for epoch in range(max_epochs):
+            run = np.flatnonzero(~stopped)
+            if not len(run):
+                break
+            perms = {k: trains[k][torch.randperm(len(trains[k]), generator=gens[k]).numpy()] for k in run}
+            keys = {k: int(mix64(epoch_seed(int(seeds[k]), epoch))) for k in run}
+            for s in range(max(math.ceil(len(perms[k]) / bs) for k in run)):  # a few steps per epoch
+                active = torch.zeros(n_f, dtype=torch.bool)  # folds with rows in this step (a fold alone: the same steps)
+                for k in run:  # the F folds, each on its own batch
+                    rows = perms[k][s * bs:(s + 1) * bs]
+                    if len(rows):
+                        _fold_step(net, k, inputs[k], rows, y_t, objective, keys[k], dropout)
+                        active[k] = True
+                opt.step(active=active)
+            for k in run:  # validation, early stopping: per fold
+                v = _val_loss(net.fold(k), inputs[k], watch[k], y_t, objective)
+                epochs[k] = epoch + 1
+                if v < best[k] - 1e-6:
+                    best[k], best_epoch[k], bad[k] = v, epoch, 0
+                    for n, p in net.named_parameters():
+                        best_w[n][k].copy_(p[k])
+                else:
+                    bad[k] += 1
+                    stopped[k] = bool(patience) and bad[k] >= patience
+    for k, r in enumerate(routers):
+        if not math.isfinite(best[k]):
+            from mogg.routing.training import FitError
+
+            raise FitError(k, f"the validation loss was never finite; lower frontier.fit.lr (now {lr})")
+        r.model = net.scorer(k, best_w)
+        r.summary = {"epochs": int(epochs[k]), "best_epoch": int(best_epoch[k]), "best_val_loss": float(best[k]),
+                     "n_train": int(len(trains[k])), "n_val": int(len(vals[k])), "seed": int(seeds[k]), "lr": lr,
+                     "weight_decay": weight_decay, "batch_size": batch_size, "patience": patience,
+                     "max_epochs": max_epochs}
+        if not len(vals[k]):
+            log.warning("action router: no validation questions; early stopping watched the training loss")
+    return routers
+
+
+def _standardised(r: ActionRouter, xq: np.ndarray, xa: np.ndarray, var: np.ndarray, const: np.ndarray
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Router ``r``'s standardised inputs of every question: query [Q, Dq], varying action features
+    [Q, A, Dv] and the action-only ones [A, Dc] (equal for every question: row 0's)."""
+    q = torch.as_tensor((xq - r.mean_q) / r.std_q, dtype=torch.float32)
+    v = torch.as_tensor((xa[:, :, var] - r.mean_a[var]) / r.std_a[var], dtype=torch.float32)
+    c = torch.as_tensor((xa[0][:, const] - r.mean_a[const]) / r.std_a[const], dtype=torch.float32) if len(xa) else \
+        torch.zeros(xa.shape[1], len(const))
+    return q, v, c
+
+
+def _fold_step(net: ScorerStack, k: int, inputs: tuple, rows: np.ndarray, y: torch.Tensor, objective: str,
+               key: int, dropout: float) -> None:
+    """Fold ``k``'s forward and backward pass on question ``rows``: its gradients into ``net``'s
+    ``.grad[k]`` (the loss's gradient in the [B, A] scores by autograd, the MLP's by hand)."""
+    q_all, v_all, c = inputs
+    idx = torch.from_numpy(rows)
+    q, v = q_all[idx], v_all[idx]
+    drop = Dropout.of(key, rows, dropout) if dropout > 0 else None
+    w = net.fold(k)
+    out, cache = action_mlp.forward(w, q, v, c, drop)
+    with torch.enable_grad():
+        z = out.requires_grad_()
+        g_out, = torch.autograd.grad(_loss(objective, z, y[idx]), z)
+    grads = action_mlp.backward(w, cache, g_out, q, v, c, drop)
+    for name, g in zip(Weights._fields, grads):
+        getattr(net, name).grad[k].copy_(g)
+
+
+def _val_loss(w: Weights, inputs: tuple, rows: np.ndarray, y: torch.Tensor, objective: str) -> float:
+    """One fold's loss over question ``rows`` without dropout (its early stopping's criterion)."""
+    q_all, v_all, c = inputs
+    idx = torch.from_numpy(rows)
+    return float(_loss(objective, action_mlp.scores(w, q_all[idx], v_all[idx], c), y[idx]))

@@ -1,0 +1,228 @@
+"""Reading inside the chunk: every question's candidate units (sentences, on the sentence ladder)
+with the features a learned evidence selector scores them by, and their labels.
+
+**Candidates.** The units inside the top-``depth`` retrieved chunks of every level, each once per
+question (a unit inside chunks of several levels is one candidate); a chunk holding more than
+``per_chunk`` units (a whole paper) contributes the ``per_chunk`` that share the most
+IDF-weighted words with the question, so long documents stay bounded. No Python loop over
+questions, chunks or units: CSR gathers and sorts over all (question, unit) rows at once.
+
+**Features** (one row per candidate, :data:`FEATURES` names them): for every level the relative
+retrieval score and reciprocal rank of the chunk that holds the unit (MoG's eq. 1 vote, as inputs
+to learn it), their sum, the unit's own lexical match with the question (IDF-weighted coverage of
+the question's words, a BM25-style saturated score, and each relative to the question's best
+candidate), its neighbours' lexical match, its position in its document, its length, and the
+question-unit cosine of the bundled encoder when given unit and question embeddings.
+
+**Labels**: the unit's gold-evidence tokens (its multiset overlap with the question's evidence,
+clipped per unit) and its tokens; the selector regresses their ratio, the unit's evidence density.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from mogg.core.segments import segment_rank
+from mogg.core.text import tokenize
+from mogg.ladders.base import Ladder
+from mogg.search import Hits
+
+
+@dataclass
+class Candidates:
+    """Candidate units per question, rows sorted by question: ``q`` and ``unit`` (int64 [N]); per
+    level the retrieval score of the chunk that holds the unit, relative to the level's top score
+    (0: not retrieved) and its 0-based rank (-1: not retrieved), float/int [N, L]."""
+
+    q: np.ndarray
+    unit: np.ndarray
+    score: np.ndarray
+    rank: np.ndarray
+    n_questions: int
+
+    def __len__(self) -> int:
+        return len(self.q)
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """Rows of question q: ``offsets[q]:offsets[q + 1]`` (int64 [Q + 1])."""
+        return np.r_[0, np.cumsum(np.bincount(self.q, minlength=self.n_questions))]
+
+    def subset(self, questions: np.ndarray) -> np.ndarray:
+        """Row indices of the candidates of ``questions`` (any order in, rows in row order out)."""
+        keep = np.zeros(self.n_questions, dtype=bool)
+        keep[np.asarray(questions, dtype=np.int64)] = True
+        return np.flatnonzero(keep[self.q])
+
+
+class Lexicon:
+    """IDF over the ladder's units and sparse term matrices: units x terms (binary, counts) and
+    questions x terms; unit token counts. Built once per ladder and question set."""
+
+    def __init__(self, ladder: Ladder, questions: list[str]):
+        vocab: dict[str, int] = {}
+        get = vocab.setdefault
+
+        def ids(texts: list[str], stop: bool) -> tuple[list[int], list[int]]:
+            ind, ptr = [], [0]
+            for t in texts:
+                ind.extend(get(w, len(vocab)) for w in tokenize(t, stopwords=stop))
+                ptr.append(len(ind))
+            return ind, ptr
+
+        units = list(ladder.units.text)
+        parts = [ids(units, False), ids(units, True), ids(list(questions), True)]  # all tokens; content words
+        n_v = max(len(vocab), 1)
+
+        def csr(ind: list[int], ptr: list[int]) -> sp.csr_matrix:
+            m = sp.csr_matrix((np.ones(len(ind), dtype=np.float32), np.asarray(ind, dtype=np.int64), np.asarray(ptr)),
+                              shape=(len(ptr) - 1, n_v))
+            m.sum_duplicates()  # counts per (row, word)
+            return m
+
+        u_all, content, qm = (csr(*p) for p in parts)
+        self.vocab = vocab
+        self.unit_counts = u_all  # [U, V] token counts
+        self.unit_tokens = np.asarray(u_all.sum(axis=1)).ravel()  # [U]
+        df = np.bincount(content.indices, minlength=n_v)  # units holding each content word
+        self.idf = np.log1p((len(units) - df + 0.5) / (df + 0.5)).astype(np.float32)  # BM25's, >= 0
+        self.unit_terms = (content > 0).astype(np.float32)  # [U, V] binary
+        self.question_terms = (qm > 0).astype(np.float32).multiply(self.idf[None, :]).tocsr()  # [Q, V] idf
+        self.question_mass = np.asarray(self.question_terms.sum(axis=1)).ravel()  # [Q]
+
+    def match(self, q: np.ndarray, unit: np.ndarray, block: int = 200_000) -> tuple[np.ndarray, np.ndarray]:
+        """Per (question, unit) row: the IDF mass of the question's words the unit holds, and a
+        BM25-style score (k1 = 1.2, b = 0.75 over unit lengths), float64 [N] each; in blocks of rows."""
+        out = np.zeros(len(q)), np.zeros(len(q))
+        if not len(q):
+            return out
+        avg = max(float(self.unit_tokens.mean()), 1.0)
+        for a in range(0, len(q), block):
+            qi, ui = q[a:a + block], unit[a:a + block]
+            both = self.question_terms[qi].multiply(self.unit_terms[ui]).tocsr()  # idf where shared
+            out[0][a:a + block] = np.asarray(both.sum(axis=1)).ravel()
+            tf = self.unit_counts[ui].multiply(both > 0).tocsr()  # term frequency of the shared words
+            norm = 1.2 * (0.25 + 0.75 * self.unit_tokens[ui] / avg)
+            sat = tf.copy()
+            sat.data = sat.data * 2.2 / (sat.data + np.repeat(norm, np.diff(sat.indptr)))
+            out[1][a:a + block] = np.asarray(sat.multiply(self.idf[None, :]).sum(axis=1)).ravel()
+        return out
+
+
+def candidates(ladder: Ladder, hits: Hits, lex: Lexicon, depth: int, per_chunk: int = 24) -> Candidates:
+    """The candidate units of every question (see the module doc) from hits [Q, L, >= depth]."""
+    n_q, n_l, _ = hits.shape
+    depth = min(depth, hits.shape[2])
+    n_u = len(ladder.units)
+    parts = []
+    for lv_i, lv in enumerate(ladder.levels):  # L levels: a loop over levels, not rows
+        ids = hits.ids[:, lv_i, :depth]
+        s = hits.scores[:, lv_i, :depth].astype(np.float64)
+        top = np.where(ids[:, :1] >= 0, np.abs(s[:, :1]), 1.0)
+        rel = np.where(ids >= 0, s / np.maximum(top, 1e-12), 0.0)
+        valid = ids >= 0
+        q = np.broadcast_to(np.arange(n_q)[:, None], ids.shape)[valid]
+        r = np.broadcast_to(np.arange(depth)[None, :], ids.shape)[valid]
+        c, rel = ids[valid], rel[valid]
+        ptr = lv.coverage.indptr
+        n = ptr[c + 1] - ptr[c]
+        offs = np.repeat(ptr[c] - np.r_[0, np.cumsum(n)[:-1]], n) + np.arange(n.sum())
+        g = np.repeat(np.arange(len(c)), n)  # the retrieved chunk each row comes from
+        u = lv.coverage.indices[offs].astype(np.int64)
+        qq = q[g]
+        if (n > per_chunk).any():  # long chunks: their units closest to the question
+            m, _ = lex.match(qq, u)
+            order = np.lexsort((u, -m, g))
+            keep = np.zeros(len(g), dtype=bool)
+            keep[order[segment_rank(g[order]) < per_chunk]] = True
+            g, u, qq = g[keep], u[keep], qq[keep]
+        parts.append((qq, u, np.full(len(u), lv_i), rel[g], r[g]))
+    q, u, lvl, rel, rank = (np.concatenate(x) for x in zip(*parts))
+    key, inv = np.unique(q * n_u + u, return_inverse=True)
+    score = np.zeros((len(key), n_l))
+    rk = np.full((len(key), n_l), -1, dtype=np.int64)
+    np.maximum.at(score, (inv, lvl), rel)
+    best = np.full((len(key), n_l), np.iinfo(np.int64).max)
+    np.minimum.at(best, (inv, lvl), rank)
+    rk = np.where(best < np.iinfo(np.int64).max, best, -1)
+    return Candidates(key // n_u, key % n_u, score, rk, n_q)
+
+
+FEATURES_PER_LEVEL = ("score", "inv_rank")
+FEATURES = ("vote", "match", "match_rel", "bm25", "bm25_rel", "prev_match", "next_match", "doc_position",
+            "doc_first", "log_doc_units", "log_tokens", "question_log_tokens", "cosine", "cosine_rel",
+            "doc_vote", "doc_match", "doc_candidates", "doc_vote_rel")
+
+
+def feature_names(level_names: list[str]) -> list[str]:
+    return [f"{f} {lv}" for lv in level_names for f in FEATURES_PER_LEVEL] + list(FEATURES)
+
+
+def features(ladder: Ladder, cand: Candidates, lex: Lexicon, unit_emb: np.ndarray | None = None,
+             question_emb: np.ndarray | None = None) -> np.ndarray:
+    """The feature matrix float32 [N, 2 L + len(FEATURES)] (:func:`feature_names`); the cosine
+    columns are 0 without embeddings (unit_emb [U, d], question_emb [Q, d], L2-normalised)."""
+    n_l = ladder.n_levels
+    q, u = cand.q, cand.unit
+    inv_rank = 1.0 / (np.maximum(cand.rank, 0) + 1.0) * (cand.rank >= 0)
+    per_level = np.stack([cand.score, inv_rank], axis=2).reshape(len(u), 2 * n_l)
+    match, bm25 = lex.match(q, u)
+    match = match / np.maximum(lex.question_mass[q], 1e-9)
+    doc = ladder.units.doc
+    n_units = len(doc)
+    prev_u, next_u = np.maximum(u - 1, 0), np.minimum(u + 1, n_units - 1)
+    prev_ok, next_ok = (u > 0) & (doc[prev_u] == doc[u]), (u < n_units - 1) & (doc[next_u] == doc[u])
+    pm, _ = lex.match(q, prev_u)
+    nm, _ = lex.match(q, next_u)
+    mass = np.maximum(lex.question_mass[q], 1e-9)
+    # position of the unit in its document: units of one document are contiguous, in order
+    first = np.r_[0, np.flatnonzero(doc[1:] != doc[:-1]) + 1]
+    start = first[np.searchsorted(first, u, side="right") - 1]
+    sizes = np.diff(np.r_[first, n_units])
+    size = sizes[np.searchsorted(first, u, side="right") - 1]
+    tokens = lex.unit_tokens[u]
+    qtok = np.asarray(lex.question_terms.getnnz(axis=1))[q]
+    if unit_emb is not None and question_emb is not None:
+        cos = np.einsum("nd,nd->n", unit_emb[u].astype(np.float64), question_emb[q].astype(np.float64))
+    else:
+        cos = np.zeros(len(u))
+
+    def rel(x: np.ndarray) -> np.ndarray:  # relative to the question's best candidate
+        best = np.full(cand.n_questions, -np.inf)
+        np.maximum.at(best, q, x)
+        return x - best[q]
+
+    # the unit's document as a whole, per question: its best vote and lexical match among the
+    # candidates, how many candidates it holds (whole-document evidence: the document decides)
+    vote = cand.score.sum(axis=1)
+    _, dg = np.unique(q * (int(doc.max()) + 1) + doc[u], return_inverse=True)
+    dvote, dmatch = np.full(dg.max() + 1, -np.inf), np.full(dg.max() + 1, -np.inf)
+    np.maximum.at(dvote, dg, vote)
+    np.maximum.at(dmatch, dg, match)
+    dcount = np.bincount(dg)
+    cols = [vote, match, rel(match), bm25, rel(bm25), np.where(prev_ok, pm, 0.0) / mass,
+            np.where(next_ok, nm, 0.0) / mass, (u - start) / np.maximum(size - 1, 1), (u == start).astype(float),
+            np.log1p(size), np.log1p(tokens), np.log1p(qtok), cos, rel(cos),
+            dvote[dg], dmatch[dg], np.log1p(dcount[dg]), rel(dvote[dg])]
+    return np.concatenate([per_level, np.stack(cols, axis=1)], axis=1).astype(np.float32)
+
+
+def evidence_overlap(cand: Candidates, lex: Lexicon, evidence: list[str], block: int = 200_000) -> np.ndarray:
+    """Each candidate's gold-evidence tokens: the multiset overlap of the unit's tokens with its
+    question's evidence, clipped per unit (float64 [N]; NaN where the question has no evidence)."""
+    ind, ptr = [], [0]
+    for e in evidence:
+        ind.extend(lex.vocab[w] for w in tokenize(e) if w in lex.vocab)
+        ptr.append(len(ind))
+    ev = sp.csr_matrix((np.ones(len(ind), dtype=np.float32), np.asarray(ind, dtype=np.int64), np.asarray(ptr)),
+                       shape=(len(evidence), len(lex.vocab)))
+    ev.sum_duplicates()
+    has = np.array([bool(e.strip()) for e in evidence])
+    out = np.zeros(len(cand))
+    for a in range(0, len(cand), block):
+        qi, ui = cand.q[a:a + block], cand.unit[a:a + block]
+        out[a:a + block] = np.asarray(lex.unit_counts[ui].minimum(ev[qi]).sum(axis=1)).ravel()
+    return np.where(has[cand.q], out, np.nan)
