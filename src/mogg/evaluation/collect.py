@@ -7,6 +7,8 @@ router closes.
 
     python -m mogg.evaluation.collect [--reports reports] [--pattern 'ablation_*'] [--out reports/ablations]
 
+``--frontier`` collects frontier runs over seeds (:mod:`mogg.evaluation.collect_frontier`).
+
 ``--paired A B`` compares two runs (or two groups ``A_s<seed>``, ``B_s<seed>``) question by question:
 the router's F1 in B minus A, each question's F1 averaged over its group's seeds, mean ± standard
 error over questions (a paired difference: far tighter than the two runs' own standard errors).
@@ -25,6 +27,7 @@ import numpy as np
 
 from mogg.core.artifacts import atomic_path
 from mogg.evaluation import names as N
+from mogg.evaluation.collect_frontier import SHOWN, FrontierCollectError, collect_frontier, write_frontier_collection
 
 log = logging.getLogger(__name__)
 
@@ -211,11 +214,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pattern", default="ablation_*", help="glob over run directories under --reports")
     ap.add_argument("--out", default=None, help="default: <reports>/collected")
     ap.add_argument("--paired", nargs=2, metavar=("A", "B"), help="the router's F1, B - A, question by question")
+    ap.add_argument("--frontier", action="store_true",
+                    help="frontier runs over seeds: F1 at matched tokens, mean ± sd, pooled paired intervals")
+    ap.add_argument("--policies", default=None,
+                    help="with --frontier: comma-separated policies to show (default: envelope, router, unguarded)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         return _main(args)
-    except (CollectError, FileNotFoundError, OSError) as e:  # one line naming the run or file, not a traceback
+    except (CollectError, FrontierCollectError, FileNotFoundError, OSError) as e:  # one line naming the run or file
         import sys
 
         sys.stderr.write(f"collect: error: {e}\n")
@@ -223,6 +230,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(args) -> int:
+    if args.frontier:
+        pols = tuple(p.strip() for p in args.policies.split(",")) if args.policies else SHOWN
+        rows = collect_frontier(Path(args.reports), args.pattern, pols)
+        if not rows:
+            raise CollectError(f"no frontier run under {args.reports}/{args.pattern}")
+        out = Path(args.out) if args.out else Path(args.reports) / "collected_frontier"
+        log.info("%d rows -> %s\n%s", len(rows), out, write_frontier_collection(rows, out))
+        return 0
     if args.paired:
         a, b = args.paired
         for ladder, r in paired(Path(args.reports), a, b).items():

@@ -140,7 +140,7 @@ def route_at(r: RouterFolds, fixed: Family, budget: float, routed: list[Family] 
 def _row(f1: np.ndarray, tok: np.ndarray, env_f1: np.ndarray, n_boot: int, seed: int, config: str = "") -> dict:
     d, lo, hi = paired_interval(f1, env_f1, n_boot, seed)
     return {"f1": aggregate(f1), "tokens": aggregate(tok), "vs_envelope": {"mean": d, "lo": lo, "hi": hi},
-            "config": config}
+            "config": config, "_q": (np.asarray(f1, float), np.asarray(tok, float))}  # per question: popped below
 
 
 def _most_common(fam: Family, choice: np.ndarray) -> str:
@@ -194,7 +194,18 @@ def frontier_evaluation(fixed: Family, others: list[Family], folds: np.ndarray, 
 
     for b in budgets:
         out["budgets"][int(b)] = policies_at(b)
+    # every policy's per-question F1 and tokens at the table's budgets [n_budgets, n] (rows: ``rows`` of
+    # the question set): what pooling seeds question by question needs (mogg.evaluation.collect)
+    pols = [p for p in out["budgets"][int(budgets[0])] if "_q" in out["budgets"][int(budgets[0])][p]]
+    out["per_question"] = {"rows": sub, "budgets": np.array([int(b) for b in budgets]),
+                           **{p: np.stack([np.stack(out["budgets"][int(b)][p]["_q"]) for b in budgets]) for p in pols}}
+    for b in budgets:
+        for r in out["budgets"][int(b)].values():
+            r.pop("_q", None)
     curves = {float(b): policies_at(b) for b in GRID}
+    for res in curves.values():
+        for r in res.values():
+            r.pop("_q", None)
     names = [n for n in curves[GRID[0]] if n != "oracle"]
     out["curves"] = {n: {"tokens": [curves[b][n]["tokens"]["mean"] for b in curves],
                          "f1": [curves[b][n]["f1"]["mean"] for b in curves],

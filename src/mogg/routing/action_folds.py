@@ -46,9 +46,8 @@ def crossfit_actions(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, space: Actio
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     fold = make_folds(len(xq), n_folds, seed)
-    run_id = config_hash({"data_key": data_key, "n_folds": n_folds, "seed": seed, "fit": fit_kwargs, "code": FIT_CODE,
-                          "space": space.to_json(), "val_fraction": val_fraction,
-                          "data": _digest(xq, xa.astype(np.float32), np.nan_to_num(y, nan=-1.0), fold)})
+    key = action_key(xq, xa, y, space, n_folds, seed, fit_kwargs, val_fraction, data_key)
+    run_id = config_hash(key)
     path = out_dir / "folds.json"
     if path.is_file() and json.loads(path.read_text()).get("run_id") == run_id:
         log.info("action router folds already trained for this run (%s): skipped", out_dir)
@@ -70,20 +69,34 @@ def crossfit_actions(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, space: Actio
                  len(test), r.summary["epochs"], r.summary["best_val_loss"])
         folds.append({"test": [query_ids[i] for i in test], "train": [query_ids[i] for i in train],
                       "val": [query_ids[i] for i in val]})
-    info = {"run_id": run_id, "n_folds": n_folds, "seed": seed, "space": space.to_json(), "folds": folds}
+    info = {"run_id": run_id, "n_folds": n_folds, "seed": seed, "space": space.to_json(), "key": key, "folds": folds}
     with atomic_path(path) as tmp:
         tmp.write_text(strict_json(info))
     return info
 
 
+def action_key(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, space: ActionSpace, n_folds: int, seed: int,
+               fit_kwargs: dict, val_fraction: float, data_key: str = "") -> dict:
+    """What an action-router cross-fit depends on (its run id hashes it; ``folds.json`` keeps it):
+    the data, folds, seed, the fit's knobs and code, the action space, the validation share."""
+    fold = make_folds(len(xq), n_folds, seed)
+    return {"data_key": data_key, "n_folds": n_folds, "seed": seed, "fit": fit_kwargs, "code": FIT_CODE,
+            "space": space.to_json(), "val_fraction": val_fraction,
+            "data": _digest(xq, xa.astype(np.float32), np.nan_to_num(y, nan=-1.0), fold)}
+
+
 def predict_action_folds(xq: np.ndarray, xa: np.ndarray, query_ids: list[str], out_dir: Path,
-                         space: ActionSpace) -> ActionFolds:
+                         space: ActionSpace, expected: dict | None = None, retrain: str = "") -> ActionFolds:
     """Out-of-fold utilities for every question and each fold's validation predictions."""
     out_dir = Path(out_dir)
     path = out_dir / "folds.json"
     if not path.is_file():
         raise FileNotFoundError(f"no finished action-router cross-fit in {out_dir}: run `python train.py` with the same overrides")
     info = json.loads(path.read_text())
+    if expected is not None:  # trained with the settings, folds, seed and data this evaluation asks for?
+        from mogg.routing.folds import check_run
+
+        check_run(path, info, expected, retrain or "python train.py with the same overrides")
     if ActionSpace.from_json(info["space"]) != space:
         raise ArtifactError(f"{path}: trained on actions {info['space']}, but this run's are {space.to_json()}; retrain")
     pos = {q: i for i, q in enumerate(query_ids)}

@@ -27,10 +27,11 @@ from mogg.evaluation.frontier_report import (
     plot_frontier,
 )
 from mogg.prepared import Prepared
-from mogg.routing.action_folds import crossfit_actions, predict_action_folds
+from mogg.routing.action_folds import action_key, crossfit_actions, predict_action_folds
 from mogg.routing.actions import ActionSpace, action_features
 from mogg.routing.crossfit import make_folds
 from mogg.routing.profiles import ProfileSpace
+from mogg.run.router_store import retrain_command
 from mogg.selection import Selection, mog_select, topk_all_select
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,18 @@ def _evidence(prep: Prepared) -> list[str]:
     return [it.evidence_text for it in prep.items]
 
 
+def save_per_question(pq: dict, query_ids: list[str], path: Path) -> None:
+    """``<ladder>_frontier_questions.npz``: question ids, the table's budgets and, per policy, F1 and
+    tokens per budget and question ([n_budgets, 2, n]: row 0 F1, row 1 tokens); numpy arrays only
+    (no pickle), keys ``policy:<name>``."""
+    arrays = {"ids": np.array([query_ids[i] for i in pq["rows"]], dtype=str), "budgets": pq["budgets"]}
+    arrays.update({f"policy:{k}": v for k, v in pq.items() if k not in ("rows", "budgets")})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:
+            np.savez_compressed(f, **arrays)
+
+
 def actions_of(prep: Prepared, fs: FrontierSettings) -> tuple[ActionSpace, Family, np.ndarray, np.ndarray]:
     """The action space, its table (labels = F1, costs = tokens) and the router's inputs:
     query inputs [Q, D + L] (the level router's features and each level's log top-chunk tokens)
@@ -114,10 +127,14 @@ def actions_of(prep: Prepared, fs: FrontierSettings) -> tuple[ActionSpace, Famil
 def train_actions(cfg: DictConfig, settings, prep: Prepared, out_dir: Path, fs: FrontierSettings) -> dict:
     """Cross-fit the action router for one ladder into ``out_dir`` (``settings``: the router's)."""
     space, table, xq, xa = actions_of(prep, fs)
-    fit = {"objective": settings.objective, **fs.fit}
     val_fraction = float(cfg.trainer.val_fraction)
-    return crossfit_actions(xq, xa, table.f1, space, prep.query_ids, cfg.n_folds, cfg.seed, fit, val_fraction,
-                            out_dir, prep.data_key)
+    return crossfit_actions(xq, xa, table.f1, space, prep.query_ids, cfg.n_folds, cfg.seed, _fit(settings, fs),
+                            val_fraction, out_dir, prep.data_key)
+
+
+def _fit(settings, fs: FrontierSettings) -> dict:
+    """The action router's fit knobs: the router's objective and ``frontier.fit``."""
+    return {"objective": settings.objective, **fs.fit}
 
 
 def vote_envelope(prep: Prepared, fs: FrontierSettings, fixed: Family) -> Family:
@@ -161,7 +178,9 @@ def evaluate_frontier(cfg: DictConfig, settings, name: str, prep: Prepared, fs: 
     space, table, xq, xa = actions_of(prep, fs)
     router = None
     if fs.actions and cfg.get("use_router", True):
-        af = predict_action_folds(xq, xa, prep.query_ids, ckpt / "actions", space)
+        expected = action_key(xq, xa, table.f1, space, cfg.n_folds, cfg.seed, _fit(settings, fs),
+                              float(cfg.trainer.val_fraction), prep.data_key)
+        af = predict_action_folds(xq, xa, prep.query_ids, ckpt / "actions", space, expected, retrain_command(cfg))
         router = RouterFolds(af.util, af.fold, af.val, guard=settings.guard,
                             guard_se=settings.guard_se)
         folds = af.fold
@@ -170,6 +189,7 @@ def evaluate_frontier(cfg: DictConfig, settings, name: str, prep: Prepared, fs: 
     fr = frontier_evaluation(table, other_families(prep, fs, weights, ladder_policies, table), folds, list(fs.budgets), router,
                              fs.n_boot, cfg.seed)
     fr["actions"] = space.to_json()
+    save_per_question(fr.pop("per_question"), prep.query_ids, report_dir / f"{name}_frontier_questions.npz")
     plot_frontier(name, fr, report_dir / f"{name}_frontier.png")
     return fr, frontier_section(name, fr, list(fs.budgets))
 
@@ -206,9 +226,8 @@ def train_cross_ladder(cfg: DictConfig, settings, preps: dict[str, Prepared], ou
     """Cross-fit the cross-ladder action router into ``out_dir`` (same folds as every ladder's)."""
     space, table, xq, xa, _ = cross_ladder_actions(preps, fs)
     key = "+".join(p.data_key for p in preps.values())
-    fit = {"objective": settings.objective, **fs.fit}
     return crossfit_actions(xq, xa, table.f1, space, next(iter(preps.values())).query_ids, cfg.n_folds, cfg.seed,
-                            fit, float(cfg.trainer.val_fraction), out_dir, key)
+                            _fit(settings, fs), float(cfg.trainer.val_fraction), out_dir, key)
 
 
 def evaluate_cross_ladder(cfg: DictConfig, settings, preps: dict[str, Prepared], fs: FrontierSettings, ckpt: Path,
@@ -217,11 +236,14 @@ def evaluate_cross_ladder(cfg: DictConfig, settings, preps: dict[str, Prepared],
     ladder's own envelope as a family, the cross-ladder router, the oracle over all actions."""
     space, table, xq, xa, per_ladder = cross_ladder_actions(preps, fs)
     ids = next(iter(preps.values())).query_ids
-    af = predict_action_folds(xq, xa, ids, ckpt / "actions", space)
+    expected = action_key(xq, xa, table.f1, space, cfg.n_folds, cfg.seed, _fit(settings, fs),
+                          float(cfg.trainer.val_fraction), "+".join(p.data_key for p in preps.values()))
+    af = predict_action_folds(xq, xa, ids, ckpt / "actions", space, expected, retrain_command(cfg))
     router = RouterFolds(af.util, af.fold, af.val, guard=settings.guard,
                             guard_se=settings.guard_se)
     own = [Family(f"{n} envelope", t.f1, t.tokens, t.configs, False, {}) for n, t in per_ladder.items()]
     fr = frontier_evaluation(table, own, af.fold, list(fs.budgets), router, fs.n_boot, cfg.seed)
+    fr.pop("per_question")
     fr["actions"] = space.to_json()
     plot_frontier(CROSS, fr, report_dir / f"{CROSS}_frontier.png")
     return fr, frontier_section(CROSS, fr, list(fs.budgets))

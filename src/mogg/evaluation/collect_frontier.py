@@ -1,0 +1,152 @@
+"""The frontier over seeds: every ``<experiment>_s<seed>`` frontier run collected into one table.
+
+Per experiment, ladder and budget B: each policy's evidence F1 and mean tokens as mean ± sd over
+the seeds (from each run's ``metrics.json``), the oracle frontier's, and the **paired difference
+to the envelope pooled over seeds**, question by question: for each question its difference
+(policy minus envelope, both at B) is averaged over the seeds, and the mean of those per-question
+averages gets a 95% percentile bootstrap interval that resamples questions (the same draws for
+every policy). The seeds move folds, validation slices and initialisations; the questions are
+the population a result must hold on, so they are what is resampled, and a seed's luck is
+averaged out instead of counted as n more questions. A cell is **bold** when the interval's lower
+bound is above 0.
+
+    python -m mogg.evaluation.collect --frontier --pattern 'frontier_*' [--out reports/collected_frontier]
+
+Runs of one experiment must hold the same questions (refused otherwise) and their per-question
+file ``<ladder>_frontier_questions.npz`` (written by every frontier evaluation).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+import numpy as np
+
+from mogg.core.artifacts import atomic_path
+
+SHOWN = ("envelope", "router", "router (action, unguarded)")  # with the oracle: the headline rows
+N_BOOT = 2000
+
+
+class FrontierCollectError(ValueError):
+    """Frontier runs that cannot be pooled (missing files, different questions or budgets)."""
+
+
+def _groups(reports: Path, pattern: str) -> dict[str, list[tuple[int, Path]]]:
+    out: dict[str, list[tuple[int, Path]]] = {}
+    for m in sorted(Path(reports).glob(f"{pattern}/metrics.json")):
+        g = re.fullmatch(r"(.+)_s(\d+)", m.parent.name)
+        name, seed = (g.group(1), int(g.group(2))) if g else (m.parent.name, 0)
+        out.setdefault(name, []).append((seed, m.parent))
+    return out
+
+
+def _load(run: Path, ladder: str) -> dict[str, np.ndarray]:
+    path = run / f"{ladder}_frontier_questions.npz"
+    if not path.is_file():
+        raise FrontierCollectError(f"{path}: missing; rerun `python evaluate.py` for {run.name} (frontier runs write it)")
+    try:
+        with np.load(path, allow_pickle=False) as d:
+            return {k: d[k] for k in d.files}
+    except (OSError, ValueError) as e:
+        raise FrontierCollectError(f"{path}: not readable ({e}); rerun `python evaluate.py` for {run.name}") from None
+
+
+def pooled_difference(diffs: list[np.ndarray], n_boot: int = N_BOOT, seed: int = 0) -> dict:
+    """Per-question differences of each seed ([n] each, one question order) averaged over seeds,
+    then their mean and a 95% bootstrap interval over questions; also the spread of the seeds' means."""
+    d = np.nanmean(np.stack(diffs), axis=0)
+    d = d[~np.isnan(d)]
+    per_seed = [float(np.nanmean(x)) for x in diffs]
+    if not len(d):
+        return {"mean": float("nan"), "lo": float("nan"), "hi": float("nan"), "n": 0, "seeds": per_seed}
+    idx = np.random.default_rng(seed).integers(0, len(d), size=(n_boot, len(d)))
+    boots = d[idx].mean(axis=1)
+    return {"mean": float(d.mean()), "lo": float(np.quantile(boots, 0.025)), "hi": float(np.quantile(boots, 0.975)),
+            "n": int(len(d)), "seeds": per_seed}
+
+
+def collect_frontier(reports: Path, pattern: str, policies: tuple[str, ...] = SHOWN) -> list[dict]:
+    """One row per (experiment, ladder, budget, policy): F1 and tokens mean ± sd over seeds, the
+    pooled paired difference to the envelope (policies), or the oracle's F1 and tokens."""
+    import json
+
+    rows = []
+    for exp, runs in sorted(_groups(reports, pattern).items()):
+        metrics = [json.loads((r / "metrics.json").read_text()) for _, r in runs]
+        ladders = [lad for lad, s in metrics[0].items() if isinstance(s, dict) and "frontier" in s]
+        for ladder in ladders:
+            if any("frontier" not in m.get(ladder, {}) for m in metrics):
+                raise FrontierCollectError(f"{exp}: not every run has a frontier for {ladder}")
+            data = [_load(r, ladder) for _, r in runs]
+            ids = data[0]["ids"]
+            for (_, r), d in zip(runs[1:], data[1:]):
+                if len(d["ids"]) != len(ids) or set(d["ids"]) != set(ids):
+                    raise FrontierCollectError(f"{exp}: {runs[0][1].name} and {r.name} hold different questions "
+                                               f"({len(ids)} and {len(d['ids'])}): seeds of one experiment must share them")
+            order = [np.argsort(d["ids"])[np.argsort(np.argsort(ids))] for d in data]  # each run in run 0's order
+            budgets = [int(b) for b in data[0]["budgets"]]
+            if any([int(b) for b in d["budgets"]] != budgets for d in data):
+                raise FrontierCollectError(f"{exp}: the runs' budgets differ")
+            for i, b in enumerate(budgets):
+                for pol in (*policies, "oracle"):
+                    cells = [m[ladder]["frontier"]["budgets"].get(str(b), m[ladder]["frontier"]["budgets"].get(b, {})).get(pol)
+                             for m in metrics]
+                    if any(c is None for c in cells):
+                        continue
+                    f1 = np.array([c["f1"]["mean"] for c in cells])
+                    tok = np.array([c["tokens"]["mean"] for c in cells])
+                    row = {"experiment": exp, "ladder": ladder, "budget": b, "policy": pol, "seeds": len(runs),
+                           "n": int(len(ids)), "f1": float(f1.mean()), "f1_sd": float(f1.std(ddof=1)) if len(f1) > 1 else float("nan"),
+                           "tokens": float(tok.mean())}
+                    key = f"policy:{pol}"
+                    if pol != "envelope" and pol != "oracle" and all(key in d for d in data):
+                        diffs = [d[key][i, 0][o] - d["policy:envelope"][i, 0][o] for d, o in zip(data, order)]
+                        row.update({f"diff_{k}": v for k, v in pooled_difference(diffs).items() if k != "seeds"})
+                    rows.append(row)
+    return rows
+
+
+def frontier_markdown(rows: list[dict]) -> str:
+    """Per experiment and ladder: policies as rows, budgets as columns."""
+    out = []
+    for (exp, ladder) in dict.fromkeys((r["experiment"], r["ladder"]) for r in rows):
+        sub = [r for r in rows if r["experiment"] == exp and r["ladder"] == ladder]
+        budgets = sorted({r["budget"] for r in sub})
+        out += [f"### {exp} ({ladder}; n = {sub[0]['n']}, {sub[0]['seeds']} seeds)", "",
+                "| policy | " + " | ".join(f"B = {b}" for b in budgets) + " |", "|---" * (len(budgets) + 1) + "|"]
+        for pol in dict.fromkeys(r["policy"] for r in sub):
+            cells = []
+            for b in budgets:
+                r = next((x for x in sub if x["budget"] == b and x["policy"] == pol), None)
+                if r is None:
+                    cells.append("-")
+                    continue
+                sd = "" if np.isnan(r["f1_sd"]) else f" ± {r['f1_sd']:.3f}"
+                txt = f"{r['f1']:.3f}{sd} ({r['tokens']:.0f})"
+                if "diff_mean" in r and not np.isnan(r["diff_mean"]):
+                    txt += f" [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}]"
+                    if r["diff_lo"] > 0:
+                        txt = f"**{txt}**"
+                cells.append(txt)
+            out.append(f"| {pol} | " + " | ".join(cells) + " |")
+        out.append("")
+    out.append("Cells: evidence F1 mean ± sd over seeds (mean tokens) [pooled paired 95% interval of the difference "
+               "to the envelope: per question averaged over seeds, questions resampled]; **bold**: above the "
+               "envelope beyond the interval.")
+    return "\n".join(out) + "\n"
+
+
+def write_frontier_collection(rows: list[dict], out: Path) -> str:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    md = frontier_markdown(rows)
+    with atomic_path(out / "frontier_summary.md") as tmp:
+        tmp.write_text(md)
+    with atomic_path(out / "frontier_summary.csv") as tmp, open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)), restval="")
+        w.writeheader()
+        w.writerows(rows)
+    return md
