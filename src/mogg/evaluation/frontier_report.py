@@ -61,69 +61,126 @@ def best_lambda(util: np.ndarray, tokens: np.ndarray, f1: np.ndarray, budget: fl
     return float(cands[int(np.argmax(scores))])
 
 
+@dataclass
+class Learned:
+    """A learned policy over its own per-question plans (the action router's (level, k, cap); the
+    evidence selector's prefixes of its sentence ranking): out-of-fold predicted utilities and each
+    plan's true F1 and tokens [Q, A]; per fold its validation questions with that fold's utilities
+    and the plans' F1 and tokens there (where lambda is calibrated). Rows index the questions."""
+
+    name: str
+    util: np.ndarray
+    f1: np.ndarray
+    tokens: np.ndarray
+    val: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]  # per fold: (rows, util, f1, tokens)
+    max_tokens: float | None = None
+
+    def cut(self, sub: np.ndarray, new: np.ndarray) -> "Learned":
+        """The same policy on questions ``sub`` (``new``: old row -> new row, -1 dropped)."""
+        val = []
+        for v, u, f, t in self.val:
+            ok = new[v] >= 0
+            val.append((new[v][ok], u[ok], f[ok], t[ok]))
+        return Learned(self.name, self.util[sub], self.f1[sub], self.tokens[sub], val, self.max_tokens)
+
+    def choices(self, j: int, test: np.ndarray, budget: float) -> tuple[float, np.ndarray, np.ndarray]:
+        """Fold j at ``budget``: lambda (chosen on its validation questions) and the plans it picks
+        for the ``test`` rows and for its validation rows."""
+        vrows, vutil, vf, vt = self.val[j]
+        lam = best_lambda(vutil, vt, vf, budget, self.max_tokens) if len(vrows) else 0.0
+        ch = decide(self.util[test], self.tokens[test], lam, self.max_tokens)
+        va = decide(vutil, vt, lam, self.max_tokens) if len(vrows) else np.zeros(0, dtype=np.int64)
+        return lam, ch, va
+
+    def at_fold(self, j: int, test: np.ndarray, budget: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
+        """Fold j at ``budget``: test F1 and tokens, validation F1 and tokens (lambda from validation)."""
+        vrows, _, vf, vt = self.val[j]
+        lam, ch, va = self.choices(j, test, budget)
+        rt, rv = np.arange(len(test)), np.arange(len(vrows))
+        return (self.f1[test][rt, ch], self.tokens[test][rt, ch], vf[rv, va], vt[rv, va],
+                {"lambda": lam, "n_val": int(len(vrows))})
+
+
+def action_learned(r: RouterFolds, fixed: Family) -> Learned:
+    """The action router as a :class:`Learned` policy: its plans are the fixed family's columns."""
+    return Learned("action router", r.util, fixed.f1, fixed.tokens,
+                   [(v, u, fixed.f1[v], fixed.tokens[v]) for v, u in r.val], r.max_tokens)
+
+
 def route_at(r: RouterFolds, fixed: Family, budget: float, routed: list[Family] | None = None
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], list[dict]]:
-    """The router policy at ``budget``: per question its F1 and tokens, which candidate decided
-    (int [Q] into the returned names; -1: the guard kept the envelope's configuration), and
-    per-fold facts.
+    """The router policy at ``budget`` (:func:`guarded_at` over the action router and every
+    ``routed`` family: eq. 1-2 under the level router's weights), guarded as ``r`` says."""
+    return guarded_at(r.fold, fixed, budget, [action_learned(r, fixed), *(routed or [])], r.guard, r.guard_se)
 
-    Candidates: the action router (lambda calibrated on its fold's validation questions) and every
-    ``routed`` family, policies driven by the trained level router (eq. 1-2 under its weights),
-    each deployed at the configuration chosen on its training folds. The guard for fold k pools
-    every fold j's validation rows that are not fold k's test rows (fold j's candidate against
-    fold j's envelope on them): no test row of fold k enters its decision, and the pooled slice is
-    ~4x a single fold's. Fold k deploys the candidate with the best pooled gain among those
+
+def guarded_at(fold: np.ndarray, fixed: Family, budget: float, candidates: list, guard: bool = True,
+               guard_se: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], list[dict]]:
+    """A guarded policy at ``budget``: per question its F1 and tokens, which candidate decided (int
+    [Q] into the returned names; -1: the guard kept the envelope's configuration), and per-fold facts.
+
+    Candidates: :class:`Learned` policies (lambda calibrated on their fold's validation questions)
+    and families (each deployed at the configuration chosen on its training folds). The guard for
+    fold k pools every fold j's validation rows that are not fold k's test rows (fold j's candidate
+    against fold j's envelope on them): no test row of fold k enters its decision, and the pooled
+    slice is ~4x a single fold's. Fold k deploys the candidate with the best pooled gain among those
     beating the envelope by ``guard_se`` standard errors (the one-SE rule), else the envelope.
+    Without ``guard`` the first candidate decides everywhere.
     """
     f, t = fixed.f1, fixed.tokens
-    routed = list(routed or [])
-    names = ["action router"] + [fam.name for fam in routed]
-    n_q, n_c = len(r.fold), 1 + len(routed)
+    names = [c.name for c in candidates]
+    n_q, n_c = len(fold), len(candidates)
     qf, qt = np.empty((n_c, n_q)), np.empty((n_c, n_q))  # every candidate's test-fold outcome
     env_f, env_t = np.empty(n_q), np.empty(n_q)
     facts, diffs = [], []  # diffs[j][c]: fold j's validation rows, candidate c minus fold j's envelope
-    rows_all = np.arange(n_q)
-    for j, (vrows, vutil) in enumerate(r.val):
-        test = np.flatnonzero(r.fold == j)
-        train = np.flatnonzero(r.fold != j)
+    folds = np.unique(fold)
+    for j in folds:
+        test = np.flatnonzero(fold == j)
+        train = np.flatnonzero(fold != j)
         env = choose_config(f, t, train, budget)
         env_f[test], env_t[test] = f[test, env], t[test, env]
-        lam = best_lambda(vutil, t[vrows], f[vrows], budget, r.max_tokens) if len(vrows) else 0.0
-        ch = decide(r.util[test], t[test], lam, r.max_tokens)
-        qf[0, test], qt[0, test] = f[test, ch], t[test, ch]
-        fact = {"fold": j, "lambda": lam, "n_val": int(len(vrows)), "envelope": fixed.configs[env]}
+        vrows = next((c.val[j][0] for c in candidates if isinstance(c, Learned)), np.zeros(0, dtype=np.int64))
+        fact: dict = {"fold": int(j)}
         d, dt = [np.zeros(0)] * n_c, [np.zeros(0)] * n_c  # F1 and token differences to the envelope
-        if len(vrows):
-            va = decide(vutil, t[vrows], lam, r.max_tokens)
-            d[0], dt[0] = f[vrows, va] - f[vrows, env], t[vrows, va] - t[vrows, env]
-            fact.update(val_tokens=float(t[vrows, va].mean()), val_f1=float(np.nanmean(f[vrows, va])),
-                        val_envelope_f1=float(np.nanmean(f[vrows, env])))
-        for c, fam in enumerate(routed, start=1):
-            cc = choose_config(fam.f1, fam.tokens, train, budget)
-            qf[c, test], qt[c, test] = fam.f1[test, cc], fam.tokens[test, cc]
-            if len(vrows):
-                d[c], dt[c] = fam.f1[vrows, cc] - f[vrows, env], fam.tokens[vrows, cc] - t[vrows, env]
+        for c, cand in enumerate(candidates):
+            if isinstance(cand, Learned):
+                qf[c, test], qt[c, test], vf, vt, info = cand.at_fold(j, test, budget)
+                vrows = cand.val[j][0]
+                if c == 0:  # the first candidate's calibration is the policy's fact
+                    fact.update(info, envelope=fixed.configs[env])
+                    if len(vrows):
+                        fact.update(val_tokens=float(vt.mean()), val_f1=float(np.nanmean(vf)),
+                                    val_envelope_f1=float(np.nanmean(f[vrows, env])))
+                if len(vrows):
+                    d[c], dt[c] = vf - f[vrows, env], vt - t[vrows, env]
+            else:
+                cc = choose_config(cand.f1, cand.tokens, train, budget)
+                qf[c, test], qt[c, test] = cand.f1[test, cc], cand.tokens[test, cc]
+                if len(vrows):
+                    d[c], dt[c] = cand.f1[vrows, cc] - f[vrows, env], cand.tokens[vrows, cc] - t[vrows, env]
+        fact.setdefault("envelope", fixed.configs[env])
         diffs.append((vrows, d, dt, t[vrows, env]))
         facts.append(fact)
     source = np.zeros(n_q, dtype=np.int64)
     out_f, out_t = qf[0].copy(), qt[0].copy()
-    if r.guard:
-        for k, fact in enumerate(facts):
-            test = r.fold == k
+    if guard:
+        rows_all = np.arange(n_q)
+        for k, fact in zip(folds, facts):
+            test = fold == k
             gains = []
             env_tok = np.concatenate([et[~test[vj]] for vj, _, _, et in diffs])
             for c in range(n_c):
-                d = np.concatenate([dj[c][~test[vj]] for vj, dj, _, _ in diffs])
+                dd = np.concatenate([dj[c][~test[vj]] for vj, dj, _, _ in diffs])
                 extra = np.concatenate([tj[c][~test[vj]] for vj, _, tj, _ in diffs])
-                ok = ~np.isnan(d)
-                d, extra = d[ok], extra[ok]
-                mean = float(d.mean()) if len(d) else 0.0
-                se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else 0.0
+                ok = ~np.isnan(dd)
+                dd, extra = dd[ok], extra[ok]
+                mean = float(dd.mean()) if len(dd) else 0.0
+                se = float(dd.std(ddof=1) / np.sqrt(len(dd))) if len(dd) > 1 else 0.0
                 # within the budget on validation, or no dearer than the envelope where nothing fits
-                tokens = float((env_tok[ok] + extra).mean()) if len(d) else 0.0
-                fits = tokens <= budget + 1e-9 or (len(d) > 0 and extra.mean() <= 1e-9)
-                gains.append({"candidate": names[c], "n": int(len(d)), "gain": mean, "se": se, "tokens": tokens,
-                              "passes": bool(fits and mean > r.guard_se * se)})
+                tokens = float((env_tok[ok] + extra).mean()) if len(dd) else 0.0
+                fits = tokens <= budget + 1e-9 or (len(dd) > 0 and extra.mean() <= 1e-9)
+                gains.append({"candidate": names[c], "n": int(len(dd)), "gain": mean, "se": se, "tokens": tokens,
+                              "passes": bool(fits and mean > guard_se * se)})
             fact["guard"] = gains
             ok = [c for c in range(n_c) if gains[c]["passes"]]
             rows = rows_all[test]
@@ -143,14 +200,49 @@ def _row(f1: np.ndarray, tok: np.ndarray, env_f1: np.ndarray, n_boot: int, seed:
             "config": config, "_q": (np.asarray(f1, float), np.asarray(tok, float))}  # per question: popped below
 
 
+def _reading_rows(reading: Reading, folds: np.ndarray, fixed: Family, b: float, ef: np.ndarray, n_boot: int, seed: int,
+                  guard_se: float) -> dict:
+    """The selector guarded and not, route + trim guarded over its variants (where evaluated at
+    ``b``), and the sentence oracle at ``b``."""
+    res = {}
+    f, t, src, names, facts = guarded_at(folds, fixed, b, [reading.selector], True, guard_se)
+    res["selector"] = _row(f, t, ef, n_boot, seed, f"selector {(src >= 0).mean():.0%}")
+    res["selector"].update(own=float((src >= 0).mean()), calibration=facts)
+    f, t, _, _, _ = guarded_at(folds, fixed, b, [reading.selector], False)
+    res["selector (unguarded)"] = _row(f, t, ef, n_boot, seed)
+    trims = reading.trims(b)
+    if trims:
+        f, t, src, names, facts = guarded_at(folds, fixed, b, trims, True, guard_se)
+        used = Counter(["envelope" if s < 0 else names[s] for s in src.tolist()])
+        res["route + trim"] = _row(f, t, ef, n_boot, seed, ", ".join(f"{n} {c / len(src):.0%}" for n, c in used.items()))
+        res["route + trim"].update(own=float((src >= 0).mean()), calibration=facts)
+    tx, fy = oracle_at(np.nan_to_num(reading.oracle.f1), reading.oracle.tokens, b)
+    res["sentence oracle"] = {"f1": {"mean": fy, "se": float("nan"), "n": len(ef)}, "tokens": {"mean": tx}}
+    return res
+
+
 def _most_common(fam: Family, choice: np.ndarray) -> str:
     (c, n), = Counter(choice.tolist()).most_common(1)
     return fam.configs[c] + ("" if n == len(choice) else f" ({n / len(choice):.0%})")
 
 
+@dataclass
+class Reading:
+    """The read-inside-the-chunk policies (:mod:`mogg.evaluation.sentence_frontier`): the evidence
+    selector over all levels' candidates, route + trim (a function of the budget: the variants to
+    guard over, or None where it is not evaluated), and the sentence oracle's plans."""
+
+    selector: Learned
+    trims: object  # Callable[[float], list[Learned] | None]
+    oracle: Family
+
+
 def frontier_evaluation(fixed: Family, others: list[Family], folds: np.ndarray, budgets: list[int],
-                        router: RouterFolds | None = None, n_boot: int = 1000, seed: int = 0) -> dict:
-    """Matched-cost table at ``budgets``, curves on :data:`GRID`, area share and tokens-to-reach."""
+                        router: RouterFolds | None = None, n_boot: int = 1000, seed: int = 0,
+                        reading: Reading | None = None, guard_se: float = 1.0) -> dict:
+    """Matched-cost table at ``budgets``, curves on :data:`GRID`, area share and tokens-to-reach;
+    with ``reading``, the selector (guarded and not), route + trim (at ``budgets``) and the
+    sentence oracle too."""
     keep = ~np.isnan(fixed.f1).any(axis=1)
     if not keep.any():
         raise ValueError("no question has gold evidence: the frontier needs evidence F1")
@@ -165,6 +257,10 @@ def frontier_evaluation(fixed: Family, others: list[Family], folds: np.ndarray, 
     if router is not None:
         val = [(new[v][new[v] >= 0], u[new[v] >= 0]) for v, u in router.val]
         router = RouterFolds(router.util[sub], router.fold[sub], val, router.guard, router.max_tokens, router.guard_se)
+    if reading is not None:
+        trims = reading.trims
+        reading = Reading(reading.selector.cut(sub, new),
+                          lambda b: None if (ts := trims(b)) is None else [t.cut(sub, new) for t in ts], cut(reading.oracle))
     rows = np.arange(len(sub))
     ox, oy = oracle_frontier(fixed.f1, fixed.tokens)
     hx, hy = pareto(np.c_[fixed.tokens.mean(0), fixed.f1.mean(0)])
@@ -190,6 +286,8 @@ def frontier_evaluation(fixed: Family, others: list[Family], folds: np.ndarray, 
             res[fam.name] = _row(f, t, ef, n_boot, seed, _most_common(fam, c))
         tx, fy = oracle_at(fixed.f1, fixed.tokens, b)
         res["oracle"] = {"f1": {"mean": fy, "se": float("nan"), "n": len(sub)}, "tokens": {"mean": tx}}
+        if reading is not None:
+            res.update(_reading_rows(reading, folds, fixed, b, ef, n_boot, seed, guard_se))
         return res
 
     for b in budgets:
@@ -206,7 +304,7 @@ def frontier_evaluation(fixed: Family, others: list[Family], folds: np.ndarray, 
     for res in curves.values():
         for r in res.values():
             r.pop("_q", None)
-    names = [n for n in curves[GRID[0]] if n != "oracle"]
+    names = [n for n in curves[GRID[0]] if n not in ("oracle", "sentence oracle")]
     out["curves"] = {n: {"tokens": [curves[b][n]["tokens"]["mean"] for b in curves],
                          "f1": [curves[b][n]["f1"]["mean"] for b in curves],
                          "se": [curves[b][n]["f1"]["se"] for b in curves],
@@ -214,6 +312,9 @@ def frontier_evaluation(fixed: Family, others: list[Family], folds: np.ndarray, 
                          "gain_lo": [curves[b][n]["vs_envelope"]["lo"] for b in curves],
                          "gain_hi": [curves[b][n]["vs_envelope"]["hi"] for b in curves]} for n in names}
     out["grid"] = {"budget": [float(b) for b in curves], "oracle": [curves[b]["oracle"]["f1"]["mean"] for b in curves]}
+    if reading is not None:
+        out["grid"]["sentence oracle"] = [curves[b]["sentence oracle"]["f1"]["mean"] for b in curves]
+        out["grid"]["sentence oracle tokens"] = [curves[b]["sentence oracle"]["tokens"]["mean"] for b in curves]
     lo, hi = min(budgets), max(budgets)
     span = [b for b in curves if lo <= b <= hi]
     env = np.array([curves[b]["envelope"]["f1"]["mean"] for b in span])
@@ -221,6 +322,9 @@ def frontier_evaluation(fixed: Family, others: list[Family], folds: np.ndarray, 
     out["area"] = {n: area_share(np.array(span), np.array([curves[b][n]["f1"]["mean"] for b in span]), env, orc)
                    for n in names if n != "envelope"}
     out["area"]["oracle"] = 1.0
+    if reading is not None:
+        so = np.array([curves[b]["sentence oracle"]["f1"]["mean"] for b in span])
+        out["area"]["sentence oracle"] = area_share(np.array(span), so, env, orc)
     target = max(out["curves"]["envelope"]["f1"])
     out["reach_target"] = target
     out["reach"] = {n: tokens_to_reach(np.array(c["tokens"]), np.array(c["f1"]), target) for n, c in out["curves"].items()}
@@ -283,7 +387,7 @@ def plot_frontier(name: str, fr: dict, path: Path) -> None:
 
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(12.5, 5.2))
     c, budgets = fr["curves"], sorted(int(b) for b in fr["budgets"])
-    order = sorted(c, key=lambda n: (n in ("router", "envelope"), n))  # the two that matter drawn last, on top
+    order = sorted(c, key=lambda n: (n in ("router", "envelope", "selector"), n))  # the ones that matter drawn last
     for n in order:
         st = policy_style(n)
         x, y = np.array(c[n]["tokens"]), np.array(c[n]["f1"])
@@ -293,6 +397,10 @@ def plot_frontier(name: str, fr: dict, path: Path) -> None:
             ax.fill_between(x, y - 1.96 * se, y + 1.96 * se, color=st["color"], alpha=0.12, lw=0)
     ox, oy = fr["oracle_curve"]
     ax.plot(ox, oy, label="oracle frontier (ceiling)", **policy_style("oracle"))
+    grid_ = fr.get("grid", {})
+    if "sentence oracle" in grid_:  # the ceiling of reading inside the chunk
+        ax.plot(grid_["sentence oracle tokens"], grid_["sentence oracle"], label="sentence oracle (ceiling)",
+                **policy_style("sentence oracle"))
     for n, mark in (("envelope", "s"), ("router", "D")):  # the table's cells
         if n not in fr["budgets"][budgets[0]]:
             continue
@@ -325,6 +433,12 @@ def plot_frontier(name: str, fr: dict, path: Path) -> None:
             bx.fill_between(grid, c["router"]["gain_lo"], c["router"]["gain_hi"], color=policy_style("router")["color"],
                             alpha=0.15, lw=0, label="router: paired 95% bootstrap band")
         bx.plot(grid, np.array(fr["grid"]["oracle"]) - env, **policy_style("oracle"))
+        if "sentence oracle" in fr["grid"]:
+            bx.plot(grid, np.array(fr["grid"]["sentence oracle"]) - env, **policy_style("sentence oracle"))
+        if "selector" in c and "gain_lo" in c["selector"]:
+            bx.fill_between(grid, c["selector"]["gain_lo"], c["selector"]["gain_hi"],
+                            color=policy_style("selector")["color"], alpha=0.15, lw=0,
+                            label="selector: paired 95% bootstrap band")
         for b in budgets:
             bx.axvline(b, color="0.6", lw=0.8, ls=(0, (2, 3)))
             bx.text(b, 0.01, f" B={b}", transform=bx.get_xaxis_transform(), fontsize=7, ha="left", va="bottom",

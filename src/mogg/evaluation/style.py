@@ -3,7 +3,8 @@
 Families keep their hue wherever they appear: fixed levels are greys (darker = coarser), the
 fixed envelope blue, the frontier's router policy red (its unguarded action router light red),
 eq. 1-2 under the level router purple, the prior brown, a transferred router teal, top-k over all
-levels olive, the random level pink, ceilings (oracle, labels, action oracle) black or green. A
+levels olive, the random level pink, the evidence selector orange (route + trim dark gold),
+ceilings (oracle, labels, action oracle, sentence oracle) black or green. A
 policy no family claims (a ladder's own: collapsed tree, cumulative softmax, ...) gets a colour
 from its name, the same in every plot.
 """
@@ -20,6 +21,10 @@ _FAMILIES: tuple[tuple[str, dict], ...] = (
     (N.VOTE_ENVELOPE, {"color": "#17becf", "ls": "--", "lw": 1.4}),
     ("envelope", {"color": "#1f77b4", "ls": "--", "lw": 2.0}),
     ("router (action, unguarded)", {"color": "#ff9896", "ls": "-", "lw": 1.2}),
+    ("selector (unguarded)", {"color": "#ffbb78", "ls": "-", "lw": 1.2}),
+    ("selector", {"color": "#ff7f0e", "ls": "-", "lw": 2.4}),
+    ("route + trim", {"color": "#8c6d31", "ls": "-", "lw": 1.8}),
+    ("sentence oracle", {"color": "#2ca02c", "ls": ":", "lw": 2.0}),
     ("router", {"color": "#d62728", "ls": "-", "lw": 2.4}),
     (f"{N.ROUTER}[", {"color": "#c5b0d5", "ls": "-", "lw": 1.2}),
     (N.ROUTER, {"color": "#9467bd", "ls": "-", "lw": 1.6}),

@@ -21,6 +21,7 @@ from mogg.evaluation.families import action_table, stream_family
 from mogg.evaluation.frontier import Family, merge_families
 from mogg.evaluation.frontier_report import (
     RouterFolds,
+    action_learned,
     frontier_evaluation,
     frontier_section,
     plot_cross_ladders,
@@ -31,6 +32,7 @@ from mogg.routing.action_folds import action_key, crossfit_actions, predict_acti
 from mogg.routing.actions import ActionSpace, action_features
 from mogg.routing.crossfit import make_folds
 from mogg.routing.profiles import ProfileSpace
+from mogg.run.reading_stage import reading_policies, selector_settings, train_selector
 from mogg.run.router_store import retrain_command
 from mogg.selection import Selection, mog_select, topk_all_select
 
@@ -48,6 +50,7 @@ class FrontierSettings:
     n_boot: int = 1000
     actions: bool = True
     fit: dict | None = None
+    selector: dict | None = None  # read inside the chunk (mogg.run.reading_stage): null = off
 
     def __post_init__(self) -> None:
         if not _count(self.depth):
@@ -69,6 +72,8 @@ class FrontierSettings:
         from mogg.routing.actions import check_fit_knobs
 
         check_fit_knobs(self.fit)
+        if self.selector is not None:
+            self.selector = selector_settings(self.selector)
 
 
 def _count(v) -> bool:
@@ -128,8 +133,11 @@ def train_actions(cfg: DictConfig, settings, prep: Prepared, out_dir: Path, fs: 
     """Cross-fit the action router for one ladder into ``out_dir`` (``settings``: the router's)."""
     space, table, xq, xa = actions_of(prep, fs)
     val_fraction = float(cfg.trainer.val_fraction)
-    return crossfit_actions(xq, xa, table.f1, space, prep.query_ids, cfg.n_folds, cfg.seed, _fit(settings, fs),
+    info = crossfit_actions(xq, xa, table.f1, space, prep.query_ids, cfg.n_folds, cfg.seed, _fit(settings, fs),
                             val_fraction, out_dir, prep.data_key)
+    if fs.selector is not None:  # the evidence selector beside the action router: <checkpoint>/<ladder>/selector
+        train_selector(cfg, prep, fs.selector, Path(out_dir).parent / "selector")
+    return info
 
 
 def _fit(settings, fs: FrontierSettings) -> dict:
@@ -186,8 +194,13 @@ def evaluate_frontier(cfg: DictConfig, settings, name: str, prep: Prepared, fs: 
         folds = af.fold
     else:
         folds = make_folds(len(prep.items), cfg.n_folds, cfg.seed)
+    reading = None
+    if fs.selector is not None and cfg.get("use_router", True):
+        reading = reading_policies(cfg, prep, fs.selector, ckpt / "selector",
+                                   action_learned(router, table) if router is not None else None, space, fs.budgets,
+                                   retrain_command(cfg))
     fr = frontier_evaluation(table, other_families(prep, fs, weights, ladder_policies, table), folds, list(fs.budgets), router,
-                             fs.n_boot, cfg.seed)
+                             fs.n_boot, cfg.seed, reading, settings.guard_se)
     fr["actions"] = space.to_json()
     save_per_question(fr.pop("per_question"), prep.query_ids, report_dir / f"{name}_frontier_questions.npz")
     plot_frontier(name, fr, report_dir / f"{name}_frontier.png")

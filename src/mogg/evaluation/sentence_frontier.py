@@ -1,0 +1,160 @@
+"""Reading inside the chunk on the frontier: the evidence selector's plans, route + trim, and the
+sentence-level oracle, as policies the matched-cost evaluation compares with the envelope.
+
+A question's *plans* are the prefixes of a ranking of its candidate units (k = 1..K units): the
+selector ranks by predicted evidence density (ties: fewer tokens, then document order), the
+oracle by the true density. A plan's **true** F1 and tokens come from
+:func:`mogg.evaluation.prefix.prefix_table` (the units concatenated in rank order; F1 does not
+depend on the order, and a deployed context is read in document order). Its **estimated** F1 is
+
+    F1_hat(k) = 2 * sum_{i<=k} p_i * t_i / (sum_{i<=k} t_i + E)
+
+with p_i the predicted density clipped to [0, 1], t_i the unit's tokens and E the median evidence
+length of the fold's training questions; the selector deploys argmax_k F1_hat(k) - lambda * T(k),
+lambda chosen on the fold's validation questions for each budget (free to spend less than B), as
+the action router's is (:class:`mogg.evaluation.frontier_report.Learned`). Every question keeps
+at least its best unit.
+
+**Route + trim**: the action router's chosen (level, k, cap) at a budget B' in {B, 2B, 4B}
+(chosen on validation), then the selector's ranking restricted to the units inside that context,
+trimmed by its own lambda for B. **Sentence oracle**: per question any prefix of the true-density
+ranking under the mean budget (:func:`mogg.evaluation.frontier.oracle_at`): a ceiling over the
+same candidates, not deployable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mogg.core.segments import segment_rank
+from mogg.evaluation.frontier import Family
+from mogg.evaluation.frontier_report import Learned
+from mogg.evaluation.prefix import prefix_table
+
+
+@dataclass
+class Ranked:
+    """Per question the candidate rows of its ranking, [Q, K] (-1 padding), and each row's score."""
+
+    rows: np.ndarray
+
+    def valid(self) -> np.ndarray:
+        return self.rows >= 0
+
+
+def rank_candidates(cand_q: np.ndarray, score: np.ndarray, tokens: np.ndarray, unit: np.ndarray, n_questions: int,
+                    depth: int, keep: np.ndarray | None = None, questions: np.ndarray | None = None) -> Ranked:
+    """Each question's top ``depth`` candidates by ``score`` (ties: fewer tokens, then the unit's
+    position), only rows where ``keep`` and only for ``questions`` (others: all padding)."""
+    ok = np.ones(len(cand_q), dtype=bool) if keep is None else np.asarray(keep, dtype=bool).copy()
+    if questions is not None:
+        inq = np.zeros(n_questions, dtype=bool)
+        inq[np.asarray(questions, dtype=np.int64)] = True
+        ok &= inq[cand_q]
+    idx = np.flatnonzero(ok & ~np.isnan(score))
+    order = idx[np.lexsort((unit[idx], tokens[idx], -score[idx], cand_q[idx]))]
+    q = cand_q[order]
+    r = segment_rank(q)
+    top = r < depth
+    out = np.full((n_questions, depth), -1, dtype=np.int64)
+    out[q[top], r[top]] = order[top]
+    return Ranked(out)
+
+
+def plan_table(ranked: Ranked, texts: Sequence[str], unit: np.ndarray, evidence: Sequence[str], rows: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """True F1 and tokens [len(rows), K] of every prefix of the rankings of questions ``rows``
+    (a prefix past a question's last candidate repeats its whole ranking)."""
+    streams = [[texts[unit[c]] for c in ranked.rows[q] if c >= 0] for q in rows]  # table building: one list a question
+    pt = prefix_table(streams, [evidence[q] for q in rows], ranked.rows.shape[1])
+    return pt.f1[:, :, 0], pt.tokens[:, :, 0].astype(float)
+
+
+def estimated_f1(ranked: Ranked, pred: np.ndarray, tokens: np.ndarray, rows: np.ndarray, evidence_len: float) -> np.ndarray:
+    """F1_hat of every prefix [len(rows), K] (module doc); -inf past a question's candidates except
+    that an empty ranking's first plan stays selectable (0)."""
+    r = ranked.rows[rows]
+    ok = r >= 0
+    p = np.where(ok, np.clip(pred[np.maximum(r, 0)], 0.0, 1.0), 0.0)
+    t = np.where(ok, tokens[np.maximum(r, 0)], 0.0)
+    gain, spend = np.cumsum(p * t, axis=1), np.cumsum(t, axis=1)
+    u = 2.0 * gain / np.maximum(spend + evidence_len, 1e-9)
+    u = np.where(ok, u, -np.inf)
+    u[:, 0] = np.where(ok[:, 0], u[:, 0], 0.0)
+    return u
+
+
+def selector_learned(name: str, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray, pred: np.ndarray,
+                     fold_val: list[tuple[np.ndarray, np.ndarray, np.ndarray]], evidence_len: list[float],
+                     fold: np.ndarray, texts: Sequence[str], evidence: Sequence[str], depth: int,
+                     keep: np.ndarray | None = None, keep_val: list[np.ndarray] | None = None) -> Learned:
+    """The selector as a :class:`Learned` policy: test plans from the out-of-fold ranking ``pred``
+    [N], validation plans of fold j from fold j's own predictions on its validation questions;
+    ``keep`` (and per fold ``keep_val``) restricts the candidates (route + trim)."""
+    n_q = len(fold)
+    ranked = rank_candidates(cand_q, pred, tokens, unit, n_q, depth, keep)
+    allq = np.arange(n_q)
+    f1, tok = plan_table(ranked, texts, unit, evidence, allq)
+    util = np.full(f1.shape, -np.inf)
+    for j, e in enumerate(evidence_len):  # folds: each test question's estimate uses its fold's E
+        test = np.flatnonzero(fold == j)
+        util[test] = estimated_f1(ranked, pred, tokens, test, e)
+    val = []
+    for j, (vq, vrows, vpred) in enumerate(fold_val):
+        vp = np.full(len(cand_q), np.nan)
+        vp[vrows] = vpred
+        vk = None if keep_val is None else keep_val[j]
+        rv = rank_candidates(cand_q, vp, tokens, unit, n_q, depth, vk, vq)
+        vf, vt = plan_table(rv, texts, unit, evidence, vq)
+        val.append((vq, estimated_f1(rv, vp, tokens, vq, evidence_len[j]), vf, vt))
+    return Learned(name, util, f1, tok, val)
+
+
+def sentence_oracle(cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray, density: np.ndarray, n_questions: int,
+                    texts: Sequence[str], evidence: Sequence[str], depth: int) -> Family:
+    """Per question the prefixes of its true-density ranking (F1 and tokens [Q, K]): the sentence
+    oracle's choices (:func:`mogg.evaluation.frontier.oracle_at` over them)."""
+    ranked = rank_candidates(cand_q, density, tokens, unit, n_questions, depth)
+    f1, tok = plan_table(ranked, texts, unit, evidence, np.arange(n_questions))
+    return Family("sentence oracle", f1, tok, [f"k={k + 1}" for k in range(depth)])
+
+
+def context_units(ladder, deep_ids: np.ndarray, choice: np.ndarray, space, lex_tokens: np.ndarray,
+                  cand_q: np.ndarray, unit: np.ndarray) -> np.ndarray:
+    """Which candidate rows lie inside each question's chosen action's context (bool [N]): the
+    units of the top-k chunks of its level, in rank order, while the cap's tokens last (a unit that
+    starts inside the cap counts). ``choice`` [Q] action index into ``space``."""
+    lv, kk, cp = (x[choice] for x in space.grid())
+    caps = np.array([np.inf if c is None else c for c in space.caps])[cp]
+    n_u = len(ladder.units)
+    inside = np.zeros(len(cand_q), dtype=bool)
+    key = cand_q * n_u + unit
+    order = np.argsort(key)
+    for level in np.unique(lv):  # L levels, not questions
+        qs = np.flatnonzero(lv == level)
+        cov = ladder.levels[level].coverage
+        depth = int(kk[qs].max()) + 1
+        ids = deep_ids[qs, level, :depth]
+        ranks = np.broadcast_to(np.arange(depth), ids.shape)
+        ok = (ids >= 0) & (ranks <= kk[qs][:, None])
+        q = np.broadcast_to(qs[:, None], ids.shape)[ok]
+        c = ids[ok]
+        ptr = cov.indptr
+        n = ptr[c + 1] - ptr[c]
+        offs = np.repeat(ptr[c] - np.r_[0, np.cumsum(n)[:-1]], n) + np.arange(n.sum())
+        u = cov.indices[offs].astype(np.int64)
+        qq = np.repeat(q, n)
+        # tokens read before each unit within its question's stream (chunks in rank order, units in order)
+        before = np.r_[0, np.cumsum(lex_tokens[u])[:-1]]
+        start = np.r_[0, np.flatnonzero(qq[1:] != qq[:-1]) + 1]
+        first = np.repeat(start, np.diff(np.r_[start, len(qq)]))
+        used = before - before[first]
+        keep = used < caps[qq]
+        k2 = qq[keep] * n_u + u[keep]
+        pos = np.searchsorted(key[order], k2)
+        hit = (pos < len(order)) & (key[order][np.minimum(pos, len(order) - 1)] == k2)
+        inside[order[pos[hit]]] = True
+    return inside

@@ -1,0 +1,148 @@
+"""The read-inside-the-chunk stage of a frontier run (``frontier.selector`` set; issue 38):
+candidate units with features and labels, the evidence selector's cross-fit (train.py), and the
+selector, route + trim and sentence-oracle policies (evaluate.py).
+
+train: ``<checkpoint>/<ladder>/selector/`` (:mod:`mogg.routing.selector`); evaluate: a
+:class:`mogg.evaluation.frontier_report.Reading` for :func:`frontier_evaluation`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+from mogg.evaluation.frontier_report import Learned, Reading
+from mogg.evaluation.sentence_frontier import context_units, selector_learned, sentence_oracle
+from mogg.prepared import Prepared
+from mogg.routing.selector import crossfit_selector, predict_selector_folds, selector_key
+from mogg.selection.sentences import Candidates, Lexicon, candidates, evidence_overlap, features
+
+log = logging.getLogger(__name__)
+
+DEFAULTS = {"depth": 8, "per_chunk": 24, "plans": 48, "cosine": True, "params": {}}
+
+
+def selector_settings(node) -> dict:
+    """``frontier.selector`` checked: known keys, sizes >= 1, ``cosine`` a boolean."""
+    s = {**DEFAULTS, **dict(node or {})}
+    extra = sorted(set(s) - set(DEFAULTS))
+    if extra:
+        raise ValueError(f"frontier.selector.{extra[0]} is not a selector knob ({', '.join(DEFAULTS)})")
+    for k in ("depth", "per_chunk", "plans"):
+        v = s[k]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"frontier.selector.{k}={v!r}: must be an integer >= 1")
+    if not isinstance(s["cosine"], bool):
+        raise ValueError(f"frontier.selector.cosine={s['cosine']!r}: must be true or false")
+    if not isinstance(s["params"], dict):
+        raise ValueError(f"frontier.selector.params={s['params']!r}: LightGBM knobs as a mapping")
+    s["params"] = dict(s["params"])
+    return s
+
+
+@dataclass
+class ReadingData:
+    """One ladder's candidates, their features [N, F], evidence density [N] and tokens [N]; each
+    question's evidence tokens [Q]; every unit's tokens [U]; the seconds they took."""
+
+    cand: Candidates
+    x: np.ndarray
+    density: np.ndarray
+    tokens: np.ndarray
+    evidence_len: np.ndarray
+    unit_tokens: np.ndarray
+    seconds: float
+
+
+def reading_data(cfg: DictConfig, prep: Prepared, sel: dict) -> ReadingData:
+    """Candidates (the deep hits), features, labels (module doc of :mod:`mogg.selection.sentences`)."""
+    t0 = time.perf_counter()
+    lex = Lexicon(prep.ladder, prep.questions)
+    cand = candidates(prep.ladder, prep.deep, lex, sel["depth"], sel["per_chunk"])
+    unit_emb = q_emb = None
+    if sel["cosine"]:
+        from mogg.encoders import embed_queries
+
+        enc = instantiate(cfg.encoder)
+        art = Path(cfg.paths.artifacts) if cfg.paths.get("artifacts") else None
+        unit_emb = _normed(enc.encode(list(prep.ladder.units.text), show_progress=True))  # cached by the encoder
+        q_emb = _normed(embed_queries(enc, prep.questions, art))
+    x = features(prep.ladder, cand, lex, unit_emb, q_emb)
+    evidence = [it.evidence_text for it in prep.items]
+    overlap = evidence_overlap(cand, lex, evidence)
+    tokens = lex.unit_tokens[cand.unit].astype(float)
+    from mogg.core.text import count_tokens
+
+    ev_len = np.array([count_tokens(e) if e.strip() else np.nan for e in evidence], dtype=float)
+    return ReadingData(cand, x, overlap / np.maximum(tokens, 1.0), tokens, ev_len, lex.unit_tokens.astype(float),
+                       time.perf_counter() - t0)
+
+
+def _normed(e: np.ndarray) -> np.ndarray:
+    return e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
+
+
+def _key(cfg: DictConfig, prep: Prepared, data: ReadingData, sel: dict) -> dict:
+    return selector_key(data.x, data.density, data.cand.q, len(prep.items), cfg.n_folds, cfg.seed, sel["params"],
+                        float(cfg.trainer.val_fraction), prep.data_key)
+
+
+def train_selector(cfg: DictConfig, prep: Prepared, sel: dict, out_dir: Path) -> dict:
+    """Cross-fit the evidence selector for one ladder into ``out_dir``."""
+    data = reading_data(cfg, prep, sel)
+    t0 = time.perf_counter()
+    info = crossfit_selector(data.x, data.density, data.tokens, data.cand.q, data.evidence_len, prep.query_ids,
+                             cfg.n_folds, cfg.seed, sel["params"], float(cfg.trainer.val_fraction), out_dir,
+                             prep.data_key, threads=cfg.get("threads"))
+    log.info("selector: %d candidates (%.1f per question), features %.1f s, fit %.1f s", len(data.cand),
+             len(data.cand) / max(len(prep.items), 1), data.seconds, time.perf_counter() - t0)
+    return info
+
+
+def reading_policies(cfg: DictConfig, prep: Prepared, sel: dict, out_dir: Path, action: Learned | None, space,
+                     budgets, retrain: str) -> Reading:
+    """The selector, route + trim at ``budgets`` (with the action router ``action``, plans =
+    ``space``'s actions) and the sentence oracle for one ladder."""
+    data = reading_data(cfg, prep, sel)
+    sf = predict_selector_folds(data.x, data.cand.q, prep.query_ids, out_dir, _key(cfg, prep, data, sel), retrain)
+    texts, unit, evidence = prep.ladder.units.text, data.cand.unit, [it.evidence_text for it in prep.items]
+    tokens, q = data.tokens, data.cand.q
+    selector = selector_learned("selector", q, unit, tokens, sf.pred, sf.val, sf.evidence_len, sf.fold, texts, evidence,
+                                sel["plans"])
+    oracle = sentence_oracle(q, unit, tokens, data.density, len(prep.items), texts, evidence, sel["plans"])
+    budgets = {float(b) for b in budgets}
+    lex_tokens = data.unit_tokens
+
+    def trims(b: float) -> list[Learned] | None:
+        """Route at B' = B, 2B, 4B (the action router's choices), then trim with the selector."""
+        if action is None or float(b) not in budgets:
+            return None
+        out = []
+        for mult in (1, 2, 4):
+            keep = np.zeros(len(q), dtype=bool)
+            keep_val = []
+            for j, (vq, _, _, _) in enumerate(action.val):
+                test = np.flatnonzero(sf.fold == j)
+                _, ch, va = action.choices(j, test, mult * b)
+                keep |= context_units(prep.ladder, prep.deep.ids, _scatter(len(prep.items), test, ch), space,
+                                      lex_tokens, q, unit) & np.isin(q, test)
+                keep_val.append(context_units(prep.ladder, prep.deep.ids, _scatter(len(prep.items), vq, va), space,
+                                              lex_tokens, q, unit) & np.isin(q, vq))
+            out.append(selector_learned(f"route ({mult}B) + trim", q, unit, tokens, sf.pred, sf.val, sf.evidence_len,
+                                        sf.fold, texts, evidence, sel["plans"], keep, keep_val))
+        return out
+
+    return Reading(selector, trims, oracle)
+
+
+def _scatter(n: int, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """[n] with ``values`` at ``rows`` (0 elsewhere: rows not asked about are masked by the caller)."""
+    out = np.zeros(n, dtype=np.int64)
+    out[rows] = values
+    return out

@@ -1,0 +1,57 @@
+"""Issue 37: the frontier over seeds (collect --frontier), pooled question by question."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from mogg.evaluation.collect import main
+from mogg.evaluation.collect_frontier import FrontierCollectError, collect_frontier, pooled_difference
+
+
+def _run(d, ids, env, router, budgets=(64, 128)):
+    """A frontier run's metrics.json and per-question file: F1 [n_budgets, n] per policy (tokens 10)."""
+    d.mkdir(parents=True)
+    fr = {"budgets": {str(b): {p: {"f1": {"mean": float(v[i].mean())}, "tokens": {"mean": 10.0}}
+                               for p, v in (("envelope", env), ("router", router), ("oracle", router + 0.1))}
+                      for i, b in enumerate(budgets)}}
+    (d / "metrics.json").write_text(json.dumps({"mog": {"policies": {}, "frontier": fr}}))
+    tok = np.full_like(env, 10.0)
+    np.savez(d / "mog_frontier_questions.npz", ids=np.array(ids), budgets=np.array(budgets),
+             **{"policy:envelope": np.stack([env, tok], 1), "policy:router": np.stack([router, tok], 1)})
+
+
+def test_seeds_are_pooled_question_by_question(tmp_path):
+    rng = np.random.default_rng(0)
+    ids = [f"q{i}" for i in range(40)]
+    env = rng.uniform(size=(3, 2, 40))
+    router = env + rng.normal(0.05, 0.1, size=(3, 2, 40))
+    perm = rng.permutation(40)  # a run may list its questions in another order
+    for s in range(3):
+        order = perm if s == 1 else np.arange(40)
+        _run(tmp_path / f"fr_s{s}", [ids[i] for i in order], env[s][:, order], router[s][:, order])
+    rows = collect_frontier(tmp_path, "fr_*")
+    r = next(x for x in rows if x["policy"] == "router" and x["budget"] == 128)
+    d = (router - env)[:, 1].mean(axis=0)  # per question, averaged over seeds
+    assert r["seeds"] == 3 and r["n"] == 40
+    assert r["diff_mean"] == pytest.approx(d.mean())
+    assert r["diff_lo"] < d.mean() < r["diff_hi"]
+    assert r["f1"] == pytest.approx(router[:, 1].mean(axis=1).mean())
+    assert r["f1_sd"] == pytest.approx(router[:, 1].mean(axis=1).std(ddof=1))
+    p = pooled_difference([(router - env)[s, 1] for s in range(3)])
+    assert p["mean"] == pytest.approx(d.mean()) and len(p["seeds"]) == 3
+    assert main(["--reports", str(tmp_path), "--frontier", "--pattern", "fr_*", "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "frontier_summary.md").read_text()
+    assert "### fr (mog; n = 40, 3 seeds)" in md and "| oracle |" in md
+
+
+def test_seeds_over_different_questions_are_refused(tmp_path, capsys):
+    a = np.zeros((2, 5))
+    _run(tmp_path / "fr_s0", [f"q{i}" for i in range(5)], a, a)
+    _run(tmp_path / "fr_s1", [f"q{i}" for i in range(1, 6)], a, a)
+    with pytest.raises(FrontierCollectError, match="different questions"):
+        collect_frontier(tmp_path, "fr_*")
+    assert main(["--reports", str(tmp_path), "--frontier", "--pattern", "fr_*"]) == 2
+    assert "different questions" in capsys.readouterr().err
