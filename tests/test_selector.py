@@ -54,7 +54,7 @@ def test_candidates_and_labels_by_hand():
     assert o.tolist() == [clipped(lad.units.text[u], ev[0]) for u in c.unit]
     assert o[2] == len(tokenize(lad.units.text[4]))  # the evidence sentence itself: every token is gold
     x = features(lad, c, lex)
-    assert x.shape == (4, 4 + 18) and np.isfinite(x).all()
+    assert x.shape == (4, 4 + 20) and np.isfinite(x).all()
     assert np.isnan(evidence_overlap(c, lex, [""])).all()  # no evidence: no label
 
 
@@ -166,10 +166,24 @@ def test_the_selector_experiment_runs_end_to_end(tmp_path):
     cfg = compose(["experiment=selector_pubmedqa", "debug=tiny", "questions.limit=60", "frontier.selector.cosine=false",
                    f"paths.artifacts={tmp_path / 'a'}", f"paths.checkpoints={tmp_path / 'c'}",
                    f"paths.reports={tmp_path / 'r'}", "frontier.fit.max_epochs=3", "evaluate_after=true",
-                   "frontier.selector.params.n_estimators=20"])
+                   "+frontier.selector.params.n_estimators=20"])
     train(cfg)
     md = (tmp_path / "r" / "debug" / "results.md").read_text()
     for row in ("| selector |", "| selector (unguarded) |", "| route + trim |", "| sentence oracle |"):
         assert row in md
     assert (tmp_path / "r" / "debug" / "mog_frontier_questions.npz").is_file()
     assert ROOT.exists()
+
+
+def test_the_selector_on_the_generic_example(tmp_path):
+    """The selector stage through the real configs on the 12 generic questions (seconds)."""
+    from mogg.run.app import train
+
+    cfg = compose(["experiment=generic_example", "frontier=matched", "frontier.selector={cosine: false}",
+                   "+frontier.selector.params={n_estimators: 10, min_child_samples: 2}", "frontier.fit.max_epochs=3",
+                   f"paths.artifacts={tmp_path / 'a'}", f"paths.checkpoints={tmp_path / 'c'}",
+                   f"paths.reports={tmp_path / 'r'}", "evaluate_after=true", "budgets=[]"])
+    train(cfg)
+    md = (tmp_path / "r" / "generic_example" / "results.md").read_text()
+    assert "| selector |" in md and "| sentence oracle |" in md and "ms per question" in md
+    assert (tmp_path / "c" / "generic_example" / "mog" / "selector" / "folds.json").is_file()

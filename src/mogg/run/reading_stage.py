@@ -110,7 +110,10 @@ def reading_policies(cfg: DictConfig, prep: Prepared, sel: dict, out_dir: Path, 
     """The selector, route + trim at ``budgets`` (with the action router ``action``, plans =
     ``space``'s actions) and the sentence oracle for one ladder."""
     data = reading_data(cfg, prep, sel)
+    t0 = time.perf_counter()
     sf = predict_selector_folds(data.x, data.cand.q, prep.query_ids, out_dir, _key(cfg, prep, data, sel), retrain)
+    n = max(len(prep.items), 1)
+    cost = {"features": 1000 * data.seconds / n, "scoring": 1000 * (time.perf_counter() - t0) / n}
     texts, unit, evidence = prep.ladder.units.text, data.cand.unit, [it.evidence_text for it in prep.items]
     tokens, q = data.tokens, data.cand.q
     selector = selector_learned("selector", q, unit, tokens, sf.pred, sf.val, sf.evidence_len, sf.fold, texts, evidence,
@@ -138,7 +141,7 @@ def reading_policies(cfg: DictConfig, prep: Prepared, sel: dict, out_dir: Path, 
                                         sf.fold, texts, evidence, sel["plans"], keep, keep_val))
         return out
 
-    return Reading(selector, trims, oracle)
+    return Reading(selector, trims, oracle, cost)
 
 
 def _scatter(n: int, rows: np.ndarray, values: np.ndarray) -> np.ndarray:

@@ -11,8 +11,11 @@ questions, chunks or units: CSR gathers and sorts over all (question, unit) rows
 retrieval score and reciprocal rank of the chunk that holds the unit (MoG's eq. 1 vote, as inputs
 to learn it), their sum, the unit's own lexical match with the question (IDF-weighted coverage of
 the question's words, a BM25-style saturated score, and each relative to the question's best
-candidate), its neighbours' lexical match, its position in its document, its length, and the
-question-unit cosine of the bundled encoder when given unit and question embeddings.
+candidate), its neighbours' lexical match, its position in its document, its length, the
+question-unit cosine of the bundled encoder when given unit and question embeddings, and its
+document as a whole among the question's candidates (best vote, lexical match and cosine of the
+document's candidate units, their number: where the evidence is a whole document, the document
+decides).
 
 **Labels**: the unit's gold-evidence tokens (its multiset overlap with the question's evidence,
 clipped per unit) and its tokens; the selector regresses their ratio, the unit's evidence density.
@@ -154,7 +157,7 @@ def candidates(ladder: Ladder, hits: Hits, lex: Lexicon, depth: int, per_chunk: 
 FEATURES_PER_LEVEL = ("score", "inv_rank")
 FEATURES = ("vote", "match", "match_rel", "bm25", "bm25_rel", "prev_match", "next_match", "doc_position",
             "doc_first", "log_doc_units", "log_tokens", "question_log_tokens", "cosine", "cosine_rel",
-            "doc_vote", "doc_match", "doc_candidates", "doc_vote_rel")
+            "doc_vote", "doc_match", "doc_candidates", "doc_vote_rel", "doc_cosine", "doc_cosine_rel")
 
 
 def feature_names(level_names: list[str]) -> list[str]:
@@ -199,14 +202,15 @@ def features(ladder: Ladder, cand: Candidates, lex: Lexicon, unit_emb: np.ndarra
     # candidates, how many candidates it holds (whole-document evidence: the document decides)
     vote = cand.score.sum(axis=1)
     _, dg = np.unique(q * (int(doc.max()) + 1) + doc[u], return_inverse=True)
-    dvote, dmatch = np.full(dg.max() + 1, -np.inf), np.full(dg.max() + 1, -np.inf)
+    dvote, dmatch, dcos = (np.full(dg.max() + 1, -np.inf) for _ in range(3))
     np.maximum.at(dvote, dg, vote)
     np.maximum.at(dmatch, dg, match)
+    np.maximum.at(dcos, dg, cos)
     dcount = np.bincount(dg)
     cols = [vote, match, rel(match), bm25, rel(bm25), np.where(prev_ok, pm, 0.0) / mass,
             np.where(next_ok, nm, 0.0) / mass, (u - start) / np.maximum(size - 1, 1), (u == start).astype(float),
             np.log1p(size), np.log1p(tokens), np.log1p(qtok), cos, rel(cos),
-            dvote[dg], dmatch[dg], np.log1p(dcount[dg]), rel(dvote[dg])]
+            dvote[dg], dmatch[dg], np.log1p(dcount[dg]), rel(dvote[dg]), dcos[dg], rel(dcos[dg])]
     return np.concatenate([per_level, np.stack(cols, axis=1)], axis=1).astype(np.float32)
 
 
