@@ -14,8 +14,8 @@ from torch import nn
 
 from mogg.routing import action_mlp
 from mogg.routing._actions_jit import GOLDEN, dropout_rows_
-from mogg.routing.action_fit import fit_action_routers
-from mogg.routing.actions import ActionRouter, ActionScorer, _loss, decide, fit_action_router
+from mogg.routing.action_fit import fit_action_router, fit_action_routers
+from mogg.routing.actions import ActionRouter, ActionScorer, _loss, decide
 from mogg.routing.stacked import StackedAdam
 
 KW = {"hidden": 8, "lr": 1e-2, "weight_decay": 1e-3, "batch_size": 16, "max_epochs": 60, "patience": 5}
@@ -71,7 +71,7 @@ def test_stacked_folds_equal_folds_fitted_alone(objective, dropout):
 def test_a_fold_that_stops_early_keeps_its_own_best_weights():
     xq, xa, y = _toy(n=240, noise_from=120)
     trains, vals = [np.arange(0, 95), np.arange(120, 215)], [np.arange(95, 120), np.arange(215, 240)]
-    kw = {**KW, "dropout": 0.1, "max_epochs": 150, "patience": 4}
+    kw = {**KW, "dropout": 0.1, "max_epochs": 150, "patience": 4, "lr": 5e-3}
     sig, noise = fit_action_routers(xq, xa, y, trains, vals, [0, 1], **kw)
     # the fold with nothing to learn stops (patience after its best epoch) long before the other
     s = noise.summary

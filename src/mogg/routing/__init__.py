@@ -30,5 +30,5 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "sources": ("Source", "fit_sources"),
     "actions": ("ActionSpace", "ActionRouter"),
     "action_folds": ("crossfit_actions", "predict_action_folds"),
-    "action_fit": ("fit_action_routers",),
+    "action_fit": ("fit_action_routers", "fit_action_router"),
 })

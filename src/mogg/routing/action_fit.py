@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 # Part of a cross-fit's run id (mogg.routing.action_folds): folds fitted by an earlier fit (other
 # dropout draws, other rounding) are refitted, not reused.
-FIT_CODE = "stacked-1"
+FIT_CODE = "stacked-2"  # 2: ReLU units (GELU before issue 37)
 
 
 class ScorerStack(nn.Module):
@@ -208,3 +208,12 @@ def _val_loss(w: Weights, inputs: tuple, rows: np.ndarray, y: torch.Tensor, obje
     q_all, v_all, c = inputs
     idx = torch.from_numpy(rows)
     return float(_loss(objective, action_mlp.scores(w, q_all[idx], v_all[idx], c), y[idx]))
+
+
+def fit_action_router(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, train: np.ndarray, val: np.ndarray, *,
+                      seed: int = 0, **fit) -> ActionRouter:
+    """Fit on rows ``train`` ([Q, Dq] query inputs, [Q, A, Da] action features, [Q, A] F1 labels),
+    early stopping on the validation loss over rows ``val`` (the best epoch's weights are kept):
+    :func:`fit_action_routers` with one fold (``fit``: its knobs). Questions without evidence (NaN
+    labels) are left out."""
+    return fit_action_routers(xq, xa, y, [train], [val], [seed], **fit)[0]

@@ -92,7 +92,7 @@ def action_features(space: ActionSpace, deep_scores: np.ndarray, tokens: np.ndar
 class ActionScorer(nn.Module):
     """u_hat(q, a) = MLP([query inputs, action features]) for every action at once: [B, A].
 
-    The stored form of one scorer (``net``: Linear, GELU, dropout's slot, Linear, GELU, Linear; the
+    The stored form of one scorer (``net``: Linear, ReLU, dropout's slot, Linear, ReLU, Linear; the
     state dict of ``actions.safetensors``). Fitting is :mod:`mogg.routing.action_fit` (its dropout is
     a seeded hash, :mod:`mogg.routing._actions_jit`), scoring :mod:`mogg.routing.action_mlp`'s split
     first layer; ``forward`` scores without dropout.
@@ -103,8 +103,8 @@ class ActionScorer(nn.Module):
         if not 0.0 <= float(dropout) < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         self.d_query, self.d_action, self.hidden, self.dropout = d_query, d_action, hidden, dropout
-        self.net = nn.Sequential(nn.Linear(d_query + d_action, 2 * hidden), nn.GELU(), nn.Identity(),
-                                 nn.Linear(2 * hidden, hidden), nn.GELU(), nn.Linear(hidden, 1))
+        self.net = nn.Sequential(nn.Linear(d_query + d_action, 2 * hidden), nn.ReLU(), nn.Identity(),
+                                 nn.Linear(2 * hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
 
     def weights(self, var: np.ndarray, const: np.ndarray) -> Weights:
         """The weights with the first layer split into the query's, the varying action columns' (``var``)
@@ -168,7 +168,7 @@ class ActionRouter:
         with atomic_path(d / "actions.safetensors") as tmp:
             save_file(tensors, str(tmp))
         spec = {"network": {"kind": "actions", "d_query": self.model.d_query, "d_action": self.model.d_action,
-                            "hidden": self.model.hidden, "dropout": self.model.dropout},
+                            "hidden": self.model.hidden, "dropout": self.model.dropout, "activation": "relu"},
                 "objective": self.objective, "training": self.summary, **(extra or {})}
         with atomic_path(d / "actions.json") as tmp:
             tmp.write_text(strict_json(spec, indent=1))
@@ -182,6 +182,9 @@ class ActionRouter:
         net = spec["network"]
         if net.get("kind") != "actions":
             raise ValueError(f"{d}: not an action router (network kind {net.get('kind')!r})")
+        if net.get("activation", "gelu") != "relu":  # scorers saved before issue 37 used GELU
+            raise ValueError(f"{d}: an action router with {net.get('activation', 'gelu')} units (saved by an older "
+                             "mogg); this one scores with ReLU: retrain it with `python train.py` and the same overrides")
         tensors = load_file(str(d / "actions.safetensors"))
         model = ActionScorer(net["d_query"], net["d_action"], net["hidden"], net["dropout"])
         model.load_state_dict({k[4:]: v for k, v in tensors.items() if k.startswith("net.")})
@@ -199,7 +202,7 @@ _FIT_KNOBS = {"objective": str, "hidden": int, "dropout": float, "lr": float, "w
 
 
 def check_fit_knobs(fit: dict) -> None:
-    """``frontier.fit`` (the action scorer's knobs, :func:`fit_action_router`): known names, numbers
+    """``frontier.fit`` (the action scorer's knobs, :func:`mogg.routing.action_fit.fit_action_router`): known names, numbers
     in range; one error naming the knob."""
     for k, v in fit.items():
         if k not in _FIT_KNOBS:
@@ -218,17 +221,6 @@ def check_fit_knobs(fit: dict) -> None:
         if not ok:
             raise ValueError(f"frontier.fit.{k}={v!r}: out of range (objective in {ACTION_OBJECTIVES}, hidden/batch_size/"
                              "max_epochs integers >= 1, patience >= 0, 0 <= dropout < 1, 0 < lr <= 10, weight_decay >= 0)")
-
-
-def fit_action_router(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, train: np.ndarray, val: np.ndarray, *,
-                      seed: int = 0, **fit) -> ActionRouter:
-    """Fit on rows ``train`` ([Q, Dq] query inputs, [Q, A, Da] action features, [Q, A] F1 labels),
-    early stopping on the validation loss over rows ``val`` (the best epoch's weights are kept):
-    :func:`mogg.routing.action_fit.fit_action_routers` with one fold (``fit``: its knobs).
-    Questions without evidence (NaN labels) are left out."""
-    from mogg.routing.action_fit import fit_action_routers
-
-    return fit_action_routers(xq, xa, y, [train], [val], [seed], **fit)[0]
 
 
 def lagrangian_choice(score: np.ndarray, tokens: np.ndarray, lam: float) -> np.ndarray:

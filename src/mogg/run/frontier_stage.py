@@ -19,14 +19,8 @@ from mogg.core.artifacts import atomic_path, strict_json
 from mogg.evaluation import names as N
 from mogg.evaluation.families import action_table, stream_family
 from mogg.evaluation.frontier import Family, merge_families
-from mogg.evaluation.frontier_report import (
-    RouterFolds,
-    action_learned,
-    frontier_evaluation,
-    frontier_section,
-    plot_cross_ladders,
-    plot_frontier,
-)
+from mogg.evaluation.frontier_render import frontier_section, plot_cross_ladders, plot_frontier
+from mogg.evaluation.frontier_report import RouterFolds, action_learned, frontier_evaluation
 from mogg.prepared import Prepared
 from mogg.routing.action_folds import action_key, crossfit_actions, predict_action_folds
 from mogg.routing.actions import ActionSpace, action_features
