@@ -11,6 +11,10 @@ medians, their ratio, and the load average before and after (another job on the 
 
     git worktree add ../ref <commit> && python scripts/bench_frontier.py --ref ../ref [--rounds 3]
         [--experiments frontier_pubmedqa frontier_medmcqa] [--artifacts artifacts] [--no-warmup]
+        [--ref-rounds 1]
+
+``--ref-rounds N`` times the reference in the first N rounds only (a slow reference's round costs
+minutes; its median is then over fewer runs, which the table says).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ EXPERIMENTS = ("frontier_pubmedqa", "frontier_medmcqa", "frontier_covidqa")
 
 
 def bench(sides: dict[str, Path], rounds: int, experiments: list[str], artifacts: Path | None,
-          warmup: bool) -> dict:
+          warmup: bool, ref_rounds: int | None = None) -> dict:
     """Seconds per experiment, command and side, one entry per timed round."""
     work = Path(tempfile.mkdtemp(prefix="bench_frontier_"))
     if artifacts is not None:  # a built store: linked, so the runs read (and never rebuild) it
@@ -40,6 +44,8 @@ def bench(sides: dict[str, Path], rounds: int, experiments: list[str], artifacts
             for e in experiments:
                 order = list(sides.items()) if r % 2 else list(sides.items())[::-1]  # alternate who goes first
                 for side, checkout in order:
+                    if side == "reference" and ref_rounds is not None and r > ref_rounds:
+                        continue
                     shutil.rmtree(work / side / "ckpt", ignore_errors=True)
                     for script in COMMANDS:
                         s = _run(checkout, script, e, work, side)
@@ -58,12 +64,13 @@ def main() -> None:
     ap.add_argument("--experiments", nargs="+", default=list(EXPERIMENTS))
     ap.add_argument("--artifacts", type=Path, default=None, help="a built artifact store to share (default: build one)")
     ap.add_argument("--no-warmup", dest="warmup", action="store_false", help="skip the untimed warm-up round")
+    ap.add_argument("--ref-rounds", type=int, default=None, help="time the reference in the first N rounds only")
     args = ap.parse_args()
-    if args.rounds < 1:
-        ap.error("--rounds must be >= 1")
+    if args.rounds < 1 or (args.ref_rounds is not None and not 1 <= args.ref_rounds <= args.rounds):
+        ap.error("--rounds must be >= 1 and --ref-rounds in [1, --rounds]")
     load0 = os.getloadavg()
     times = bench({"reference": args.ref.resolve(), "this": ROOT}, args.rounds, args.experiments, args.artifacts,
-                  args.warmup)
+                  args.warmup, args.ref_rounds)
     print(f"cores: {len(os.sched_getaffinity(0))}; {args.rounds} round(s), alternating; load average "
           f"{load0[0]:.2f} before, {os.getloadavg()[0]:.2f} after")
     print("| experiment | command | reference s | this checkout s | reference / this (medians) |")

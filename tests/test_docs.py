@@ -200,6 +200,19 @@ def test_every_knob_the_readme_names_exists():
         assert not unknown, f"{group}: the README names knobs no {group} config has: {unknown}"
 
 
+def test_the_readme_names_every_field_of_the_router_and_frontier_settings():
+    """The rows cannot fall behind the dataclasses the configs build (issue 39: 21 of 30 named)."""
+    import dataclasses
+
+    from mogg.routing.settings import RouterSettings
+    from mogg.run.frontier_stage import FrontierSettings
+
+    rows = _config_rows()
+    for group, cls in (("router", RouterSettings), ("frontier", FrontierSettings)):
+        missing = [f.name for f in dataclasses.fields(cls) if f.name not in rows[group][1]]
+        assert not missing, f"README's `{group}` row leaves out {cls.__name__} fields {missing}"
+
+
 def test_the_readme_names_every_top_level_knob():
     import yaml
 

@@ -39,6 +39,14 @@ def test_prefix_table_equals_token_prf_of_each_prefix(seed, caps, max_tokens):
         np.testing.assert_array_equal(t.tokens[:, k - 1, c], [len(tokenize(x)) for x in ctx])
 
 
+def test_prefix_table_without_any_evidence_counts_tokens_and_leaves_f1_undefined():
+    # questions without labels (mogg-route's action router reads only the tokens): an IndexError before
+    t = prefix_table([["alpha beta gamma", "delta"], ["epsilon"]], ["", ""], 2, (None, 2))
+    np.testing.assert_array_equal(t.tokens[:, :, 0], [[3, 4], [1, 1]])
+    np.testing.assert_array_equal(t.tokens[:, :, 1], [[2, 2], [1, 1]])
+    assert np.isnan(t.f1).all()
+
+
 def test_prefix_table_rejects_bad_input():
     with pytest.raises(ValueError, match="streams but"):
         prefix_table([["a"]], [], 2)

@@ -93,7 +93,8 @@ def prefix_table(streams: Sequence[Sequence[str]], evidence: Sequence[str], dept
     pos = np.searchsorted(ref_keys, key)
     pos_ok = np.minimum(pos, max(len(ref_keys) - 1, 0))
     have = (pos < len(ref_keys)) & (ref_keys[pos_ok] == key) if len(ref_keys) else np.zeros(len(key), bool)
-    hit = have & (occ <= np.where(have, ref_counts[pos_ok], 0))
+    # no evidence anywhere (questions without labels, routed for their tokens): nothing overlaps
+    hit = have & (occ <= np.where(have, ref_counts[pos_ok], 0)) if len(ref_keys) else have
     # cumulative overlap: cum[start_q + t] - cum[start_q] = overlap of question q's first t tokens
     cum = np.r_[0, np.cumsum(hit)]
     start = np.r_[0, np.cumsum(read)[:-1]]

@@ -24,6 +24,7 @@ from mogg.evaluation.qa_accuracy import accuracy_section, plot_accuracy, read_po
 from mogg.evaluation.report import check_report_dir, log_summaries, write_report
 from mogg.evaluation.sections import question_records, questions_key, transfer_section, verdict
 from mogg.routing.crossfit import crossfit
+from mogg.run.action_final import fit_final_actions
 from mogg.run.frontier_stage import (
     CROSS,
     evaluate_frontier,
@@ -112,6 +113,8 @@ def train(cfg: DictConfig) -> dict:
             info = train_actions(cfg, settings, prep, out / "actions", fs)
             results[name]["action_folds"] = len(info["folds"])
             log.info("cross-fitted %s action routers in %s", name, out / "actions")
+            if fits_final and not nodes and cfg.get("train_questions") is None:  # in-set: the deployable one
+                results[name]["action_final"] = fit_final_actions(cfg, settings, name, prep, fs, out / "actions")
     if fits_final:
         for name, r in train_final(cfg, settings, trainer, preps, source_preps, tq_preps).items():
             results[name].update(r)

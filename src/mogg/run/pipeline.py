@@ -205,7 +205,7 @@ def check_leakage(corpus, questions, items: Sequence[QAItem], ladder: Ladder, la
     unless the corpus declares a gold-context setting. The scan is cached as an artifact. Returns
     the report's notes and whether any question's gold evidence is in the corpus (None: no question
     has evidence to look for)."""
-    split_files = questions.split_files() if hasattr(questions, "split_files") else []
+    split_files = questions.split_files()  # every question set (mogg.data.qa._QASet) names its files
 
     def scan() -> dict:
         rep = find_leaks(corpus.files(), split_files, ladder.units.doc_ids, _document_texts(ladder), items)

@@ -2,6 +2,7 @@
 
     mogg-route --checkpoint checkpoints/pubmedqa/mog/final --questions q.jsonl [--out routed.jsonl]
     echo "Does aspirin prevent preeclampsia?" | mogg-route --checkpoint DIR
+    mogg-route --checkpoint checkpoints/<run>/mog/actions/final --budget 128 q.jsonl   # the action router
 
 The router directory names the corpus, ladder builder, retriever and encoder it was trained with;
 they are rebuilt from there (loaded from the artifact store when already built), checked against
@@ -32,9 +33,11 @@ import numpy as np
 from mogg.core.artifacts import ArtifactError, atomic_path, strict_json
 from mogg.core.gcpolicy import configure_gc
 from mogg.data.errors import DataError
+from mogg.routing.action_deploy import is_action_dir
 from mogg.routing.experts import load_router
 from mogg.routing.features import compute_features
 from mogg.routing.model import TrainedRouter, question_hash
+from mogg.run.route_actions import ActionSession
 from mogg.run.route_paths import apply_overrides, check_corpus_paths, default_artifacts
 from mogg.search import LadderIndex
 from mogg.selection import mog_select
@@ -218,7 +221,14 @@ def check_writable(out: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="mogg-route", description="Route questions with a trained mogg router.")
     ap.add_argument("--checkpoint", required=True, help="a router directory (e.g. checkpoints/<run>/<ladder>/final)")
-    ap.add_argument("--questions", default="-", help="jsonl with 'question' (and 'id'), or plain text lines; '-' = stdin")
+    ap.add_argument("--questions", default=None, help="jsonl with 'question' (and 'id'), or plain text lines; '-' = stdin")
+    ap.add_argument("questions_file", nargs="?", default=None, help="the same as --questions")
+    ap.add_argument("--budget", type=float, default=None,
+                    help="action router (<run>/<ladder>/actions/final): the mean context tokens to deploy at, one of "
+                         "the budgets it was calibrated for")
+    ap.add_argument("--cost-weight", type=float, default=None,
+                    help="action router: lambda in argmax u - lambda * tokens, instead of --budget")
+    ap.add_argument("--max-tokens", type=int, default=None, help="action router: a hard cap on every context's tokens")
     ap.add_argument("--out", default="-", help="jsonl output path; '-' = stdout")
     ap.add_argument("--artifacts", default="auto",
                     help="artifact store for the ladder and retriever state (default: $MOGG_ARTIFACTS, else ./artifacts)")
@@ -228,6 +238,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a saved component config, e.g. corpus.sources.0.path=/data/x.json")
     args = ap.parse_args(argv)
+    if args.questions is not None and args.questions_file is not None:
+        ap.error("give the questions once: --questions FILE or FILE")
+    args.questions = args.questions or args.questions_file or "-"
     configure_gc()  # a job that loads torch: fewer full collections, none at exit
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
@@ -243,8 +256,19 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"{source}: no questions")
         if args.out != "-":
             check_writable(Path(args.out))  # before any routing: a bad --out fails in a second
-        session = RoutingSession.from_checkpoint(args.checkpoint, args.artifacts, args.set, args.k, args.data_dir)
-        records = session.route(questions, ids)
+        acting = is_action_dir(Path(args.checkpoint))
+        if not acting and (args.budget, args.cost_weight, args.max_tokens) != (None, None, None):
+            raise ValueError(f"--budget, --cost-weight and --max-tokens apply to a deployed action router; "
+                             f"{args.checkpoint} is a level router (train one with `python train.py "
+                             "experiment=frontier_<set> router.fit=all`: checkpoints/<run>/<ladder>/actions/final)")
+        if acting:
+            if args.k is not None:
+                raise ValueError("--k does not apply to an action router: it chooses k per question (give --budget)")
+            session = ActionSession.from_checkpoint(args.checkpoint, args.artifacts, args.set, args.data_dir)
+            records, summary = session.route(questions, ids, args.budget, args.cost_weight, args.max_tokens)
+        else:
+            session = RoutingSession.from_checkpoint(args.checkpoint, args.artifacts, args.set, args.k, args.data_dir)
+            records = session.route(questions, ids)
         text = "".join(strict_json(r, ensure_ascii=False) + "\n" for r in records)
         if args.out == "-":
             sys.stdout.write(text)
@@ -254,6 +278,11 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError, ArtifactError, DataError, FloatingPointError) as e:
         print(f"mogg-route: error: {e}", file=sys.stderr)
         return 2
+    if acting:
+        at = f"B={summary['budget']}" if summary["budget"] is not None else f"lambda={summary['lambda']:g}"
+        log.info("routed %d questions at %s (%s deployed): mean tokens %.1f", summary["n"], at, summary["deployed"],
+                 summary["mean_tokens"])
+        return 0
     levels = np.bincount([r["level"] for r in records if not r.get("empty")], minlength=len(session.index.ladder.levels))
     log.info("routed %d questions; levels: %s", len(records),
              ", ".join(f"{n} {c}" for n, c in zip(session.index.ladder.level_names, levels)))

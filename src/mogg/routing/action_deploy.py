@@ -1,0 +1,134 @@
+"""The cost-aware action router as a directory you deploy: the final fit (``router.fit=all`` or
+``both`` with a frontier), its cost weight per calibrated budget and the guard's decision there.
+
+A directory (an artifact: written atomically, sha256 of every file in ``manifest.json``) holds
+
+* ``actions.safetensors`` + ``actions.json``: the scorer fitted on every question with gold
+  evidence but a seeded validation slice (:class:`mogg.routing.actions.ActionRouter`);
+* ``deploy.json``: the action space (levels, k = 1..depth, caps), per budget B the cost weight
+  lambda chosen on the validation slice, whether the router or the fixed envelope is deployed at
+  B (the guard, decided on the cross-fit's out-of-fold questions) and the envelope's (level, k,
+  cap) chosen on all training questions; the spec of the level router's inputs (feature recipe,
+  ladder and retriever keys, the components' configs, so ``mogg-route`` rebuilds them);
+* ``decisions.json``: the action the final fit decides for each training question at each
+  budget (``mogg-route`` on the same questions must reproduce them: a test does) and the ids of
+  its validation slice, where lambda was calibrated.
+
+A budget the directory was not calibrated for is refused with the list it holds (lambda is
+chosen per budget on validation questions, with the guard's decision; interpolating either
+would deploy something nobody checked); ``cost_weight`` sets lambda directly instead.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mogg.core.artifacts import ArtifactError, artifact_lock, read_manifest, strict_json, write_artifact
+from mogg.routing.actions import ActionRouter, ActionSpace, decide
+
+log = logging.getLogger(__name__)
+
+FORMAT = "mogg-action-router/1"
+DEPLOY, DECISIONS = "deploy.json", "decisions.json"
+
+
+@dataclass
+class DeployedActions:
+    """A final action router with what deploying it at a budget needs (see the module doc)."""
+
+    router: ActionRouter
+    space: ActionSpace
+    budgets: dict[int, dict]  # B -> {"lambda", "deploy": "router" | "envelope", "envelope": action, "guard": {...}}
+    spec: dict  # the level router's spec part: levels, recipe, compat, provenance, components
+    decisions: dict  # {"ids": [Q], "val": the calibration questions' ids, "budgets": {B: [Q] actions}}
+
+    def calibrated(self) -> list[int]:
+        return sorted(self.budgets)
+
+    def plan(self, budget: float | None = None, cost_weight: float | None = None) -> dict:
+        """What deploying at ``budget`` (a calibrated one) or at cost weight ``cost_weight`` means:
+        ``{"lambda", "deploy", "envelope", "budget"}``; exactly one of the two is given."""
+        if (budget is None) == (cost_weight is None):
+            raise ValueError("give a budget (mean context tokens) or a cost weight, not both and not neither")
+        if cost_weight is not None:
+            lam = float(cost_weight)
+            if not (np.isfinite(lam) and lam >= 0):
+                raise ValueError(f"cost weight must be a finite number >= 0 (F1 per token), got {cost_weight!r}")
+            return {"lambda": lam, "deploy": "router", "envelope": None, "budget": None}
+        b = float(budget)
+        if b != int(b) or int(b) not in self.budgets:
+            raise ValueError(f"budget {budget!r} was not calibrated for this router; it holds "
+                             f"{', '.join(map(str, self.calibrated()))} (retrain with frontier.budgets=[...] to add one, "
+                             "or give --cost-weight)")
+        p = self.budgets[int(b)]
+        return {"lambda": float(p["lambda"]), "deploy": p["deploy"], "envelope": int(p["envelope"]), "budget": int(b)}
+
+    def choose(self, xq: np.ndarray, xa: np.ndarray, tokens: np.ndarray, plan: dict,
+               max_tokens: float | None = None) -> np.ndarray:
+        """The action per question (int64 [Q]) under ``plan`` (:meth:`plan`): the envelope's fixed
+        action where the guard kept it, else argmax u - lambda * tokens (among actions within
+        ``max_tokens``; the cheapest where none is). ``xq`` [Q, Dq], ``xa`` [Q, A, Da], ``tokens`` [Q, A]."""
+        if tokens.shape != (len(xq), self.space.n):
+            raise ValueError(f"tokens have shape {tokens.shape}; this router's action space has {self.space.n} actions")
+        if plan["deploy"] == "envelope":
+            return np.full(len(xq), plan["envelope"], dtype=np.int64)
+        return decide(self.router.utilities(xq, xa), tokens, plan["lambda"], max_tokens).astype(np.int64)
+
+    # -- persistence ------------------------------------------------------------------------
+    def save(self, directory: Path) -> Path:
+        deploy = {"format": FORMAT, "space": self.space.to_json(),
+                  "budgets": {str(b): p for b, p in sorted(self.budgets.items())}, "spec": self.spec}
+        decisions = {"ids": list(self.decisions["ids"]), "val": list(self.decisions.get("val", [])),
+                     "budgets": {str(b): [int(a) for a in v] for b, v in sorted(self.decisions["budgets"].items())}}
+
+        def write(tmp: Path) -> None:
+            self.router.save(tmp)
+            (tmp / DEPLOY).write_text(strict_json(deploy, indent=1))
+            (tmp / DECISIONS).write_text(strict_json(decisions))
+
+        return write_artifact(Path(directory), write, {"format": FORMAT,
+                                                       "data_key": self.spec.get("provenance", {}).get("data_key")})
+
+    @classmethod
+    def load(cls, directory: Path) -> "DeployedActions":
+        """Load and verify (checksums, format, the scorer's shapes against the action space)."""
+        d = Path(directory)
+        if not (d / DEPLOY).is_file():
+            raise ArtifactError(f"{d}: not a deployed action router (no {DEPLOY}); train one with "
+                                "`python train.py experiment=frontier_<set> router.fit=all`")
+        with artifact_lock(d, shared=True):
+            read_manifest(d)  # every file against its sha256: names the corrupt one
+            try:
+                deploy = json.loads((d / DEPLOY).read_text())
+                decisions = json.loads((d / DECISIONS).read_text())
+            except (OSError, ValueError) as e:
+                raise ArtifactError(f"{d}: unreadable {DEPLOY} or {DECISIONS} ({e}); retrain the router") from e
+            if deploy.get("format") != FORMAT:
+                raise ArtifactError(f"{d / DEPLOY}: format {deploy.get('format')!r} is not {FORMAT!r}; retrain the router "
+                                    "with `python train.py experiment=frontier_<set> router.fit=all`")
+            try:
+                router, _ = ActionRouter.load(d)
+            except ValueError as e:
+                raise ArtifactError(str(e)) from e
+        space = ActionSpace.from_json(deploy["space"])
+        if router.model.d_action != router.mean_a.shape[0] or len(router.mean_a) < 1:
+            raise ArtifactError(f"{d}: the scorer's action features do not match its standardisation; retrain it")
+        budgets = {int(b): p for b, p in deploy["budgets"].items()}
+        for b, p in budgets.items():
+            if p.get("deploy") not in ("router", "envelope") or not 0 <= int(p.get("envelope", -1)) < space.n \
+                    or not (np.isfinite(p.get("lambda", np.nan)) and p["lambda"] >= 0):
+                raise ArtifactError(f"{d / DEPLOY}: budget {b}'s plan is damaged ({p}); retrain the router")
+        dec = {"ids": decisions["ids"], "val": decisions.get("val", []), "budgets": {int(b): np.asarray(v, dtype=np.int64)
+                                                    for b, v in decisions["budgets"].items()}}
+        spec = {**deploy["spec"], "_dir": str(d)}
+        return cls(router, space, budgets, spec, dec)
+
+
+def is_action_dir(directory: Path) -> bool:
+    """Whether ``directory`` holds a deployed action router (rather than a level router)."""
+    return (Path(directory) / DEPLOY).is_file()

@@ -1,0 +1,105 @@
+"""The action router's final fit (``router.fit=all`` / ``both`` with a frontier): one scorer on
+every question, a cost weight per budget, the guard's decision per budget, one directory
+(:class:`mogg.routing.action_deploy.DeployedActions`) that ``mogg-route --budget`` applies.
+
+Per budget B:
+
+* **lambda** is :func:`mogg.evaluation.frontier_report.best_lambda` on the final fit's own
+  validation slice (seeded, ``trainer.val_fraction`` of the questions; the cross-fit's folds do
+  the same per fold);
+* **the guard** compares, on every question out of fold, the cross-fitted action router (lambda
+  calibrated per fold on its validation slice, as in the report's "router (action, unguarded)"
+  row) with the envelope each fold chose on its training folds: the router is deployed at B when
+  its mean paired F1 gain beats ``router.guard_se`` standard errors and its mean tokens stay within
+  B (+ the report's 2% slack), else the envelope. Out-of-fold questions are the most data a
+  decision can use that no scorer was fitted on (the report's own guard, which must keep the test
+  folds out, pools only validation slices);
+* **the envelope** deployed where the guard keeps it is the fixed (level, k, cap) with the best
+  mean F1 within B on all training questions.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+from omegaconf import DictConfig
+
+from mogg.evaluation.frontier import choose_config
+from mogg.evaluation.frontier_report import TOKEN_SLACK, RouterFolds, action_learned, best_lambda
+from mogg.prepared import Prepared
+from mogg.routing.action_deploy import DeployedActions
+from mogg.routing.action_fit import fit_action_routers
+from mogg.routing.action_folds import action_key, predict_action_folds
+from mogg.routing.actions import decide
+from mogg.routing.folds import split_train_val
+from mogg.run.frontier_stage import FrontierSettings, _fit, actions_of
+from mogg.run.router_store import retrain_command, router_spec
+
+log = logging.getLogger(__name__)
+
+FINAL_ACTIONS = "final"  # <run>/<ladder>/actions/final, beside the cross-fit's fold<k>
+
+
+def guard_decisions(r: RouterFolds, fixed, budgets, guard: bool, guard_se: float) -> dict[int, dict]:
+    """Per budget: the cross-fitted router against the training-fold envelope on every question out
+    of fold (see the module doc): ``{"deploy", "gain", "se", "n", "tokens"}``."""
+    learned = action_learned(r, fixed)
+    out = {}
+    for b in budgets:
+        d, tok = np.full(len(r.fold), np.nan), np.full(len(r.fold), np.nan)
+        for j in np.unique(r.fold):
+            test = np.flatnonzero(r.fold == j)
+            f, t, *_ = learned.at_fold(j, test, b)
+            env = choose_config(fixed.f1, fixed.tokens, np.flatnonzero(r.fold != j), b)
+            d[test], tok[test] = f - fixed.f1[test, env], t
+        ok = ~np.isnan(d)
+        gain = float(d[ok].mean()) if ok.any() else 0.0
+        se = float(d[ok].std(ddof=1) / np.sqrt(ok.sum())) if ok.sum() > 1 else 0.0
+        tokens = float(tok[ok].mean()) if ok.any() else 0.0
+        passes = tokens <= b * (1 + TOKEN_SLACK) + 1e-9 and gain > guard_se * se
+        out[int(b)] = {"deploy": "router" if passes or not guard else "envelope", "gain": gain, "se": se,
+                       "n": int(ok.sum()), "tokens": tokens, "guard": bool(guard)}
+    return out
+
+
+def fit_final_actions(cfg: DictConfig, settings, name: str, prep: Prepared, fs: FrontierSettings,
+                      actions_dir: Path) -> dict:
+    """Fit the deployable action router for one ladder into ``actions_dir/final`` (after the
+    cross-fit in ``actions_dir``, whose out-of-fold predictions decide the guard)."""
+    space, table, xq, xa = actions_of(prep, fs)
+    fit = _fit(settings, fs)
+    val_fraction = float(cfg.trainer.val_fraction)
+    expected = action_key(xq, xa, table.f1, space, cfg.n_folds, cfg.seed, fit, val_fraction, prep.data_key)
+    af = predict_action_folds(xq, xa, prep.query_ids, actions_dir, space, expected, retrain_command(cfg))
+    guards = guard_decisions(RouterFolds(af.util, af.fold, af.val), table, fs.budgets, settings.guard,
+                             settings.guard_se)
+    has = np.flatnonzero(~np.isnan(table.f1).all(axis=1))  # questions with gold evidence
+    # its own seed stream (the folds use seed + 1000 + k): the final slice is another draw
+    train, val = split_train_val(has, val_fraction, cfg.seed + 2000)
+    router = fit_action_routers(xq, xa, table.f1, [train], [val], [cfg.seed], **fit)[0]
+    uv, u_all = router.utilities(xq[val], xa[val]), router.utilities(xq, xa)
+    budgets, decisions = {}, {}
+    for b in fs.budgets:
+        lam = best_lambda(uv, table.tokens[val], table.f1[val], b)
+        env = choose_config(table.f1, table.tokens, has, b)
+        g = guards[int(b)]
+        budgets[int(b)] = {"lambda": lam, "deploy": g["deploy"], "envelope": int(env),
+                           "envelope_config": space.describe(env), "guard": g}
+        decisions[int(b)] = np.full(len(xq), env, dtype=np.int64) if g["deploy"] == "envelope" \
+            else decide(u_all, table.tokens, lam)
+        chosen = decisions[int(b)][has]
+        log.info("%s action router at B=%d: %s deployed (out-of-fold gain %+.4f ± %.4f over %d questions); lambda %.3g; "
+                 "training questions read %.1f mean tokens", name, b, g["deploy"], g["gain"], g["se"], g["n"], lam,
+                 table.tokens[has, chosen].mean())
+    spec = router_spec(cfg, name, prep)
+    spec["frontier"] = {"depth": fs.depth, "caps": list(fs.caps), "budgets": list(fs.budgets),
+                        "max_context_tokens": prep.max_context_tokens}
+    spec["fit"] = {**fit, "seed": int(cfg.seed), "val_fraction": val_fraction, "n_train": int(len(train)),
+                   "n_val": int(len(val)), "cross_fit_run_id": af.info["run_id"]}
+    dep = DeployedActions(router, space, budgets, spec, {"ids": list(prep.query_ids), "budgets": decisions,
+                                                            "val": [prep.query_ids[i] for i in val]})
+    out = dep.save(Path(actions_dir) / FINAL_ACTIONS)
+    log.info("deployable %s action router in %s (budgets %s)", name, out, ", ".join(map(str, fs.budgets)))
+    return {"dir": str(out), "budgets": {b: p["deploy"] for b, p in budgets.items()}}

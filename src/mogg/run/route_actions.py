@@ -1,0 +1,122 @@
+"""Route new questions with the deployed action router: per question a (level, k, cap), its
+tokens and its context, at a calibrated budget or a cost weight (``mogg-route --budget``).
+
+    from mogg.run.route_actions import ActionSession
+    s = ActionSession.from_checkpoint("checkpoints/act_final/mog/actions/final")
+    records, summary = s.route(["Is X associated with Y?"], budget=128)
+    print(records[0]["level"], records[0]["k"], records[0]["cap"], records[0]["tokens"], summary["mean_tokens"])
+
+The question's inputs are built exactly as the frontier experiment built them for training: the
+level router's features over the hits at ``k_r``, each level's top chunk's tokens and every
+action's features over the hits at the frontier depth (:func:`mogg.run.frontier_stage.actions_of`'s
+arithmetic, on questions without labels).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from mogg.core.text import count_tokens
+from mogg.evaluation.families import action_table
+from mogg.routing.action_deploy import DeployedActions
+from mogg.routing.actions import action_features
+from mogg.routing.features import FeatureRecipe, compute_features
+from mogg.run.route_paths import apply_overrides, check_corpus_paths, default_artifacts
+from mogg.search import LadderIndex
+from mogg.selection import fixed_level_select
+from mogg.selection.mog import cap_contexts
+
+log = logging.getLogger(__name__)
+
+
+class ActionSession:
+    """A deployed action router with the ladder and retrievers it routes over."""
+
+    def __init__(self, deployed: DeployedActions, index: LadderIndex, encoder=None, artifacts: Path | None = None):
+        self.deployed, self.index, self.encoder, self.artifacts = deployed, index, encoder, artifacts
+        spec = deployed.spec
+        self.k_r = int(spec["compat"]["k_r"])
+        self.depth, self.caps = int(spec["frontier"]["depth"]), list(spec["frontier"]["caps"])
+        self.max_context_tokens = spec["frontier"].get("max_context_tokens")
+        self.recipe = FeatureRecipe.from_json(spec["recipe"])
+        if list(index.ladder.level_names) != list(spec["levels"]):
+            raise ValueError(f"{spec.get('_dir')}: trained for levels {spec['levels']}; the ladder rebuilt from its "
+                             f"components has {index.ladder.level_names}")
+
+    @classmethod
+    def from_checkpoint(cls, directory: str | Path, artifacts: str | Path | None = "auto",
+                        overrides: Sequence[str] = (), data_dir: str | Path | None = None) -> "ActionSession":
+        """Load the directory and rebuild (or load from the artifact store) its ladder, retriever
+        and encoder, as :meth:`mogg.run.route.RoutingSession.from_checkpoint` does."""
+        from hydra.utils import instantiate
+        from omegaconf import OmegaConf
+
+        dep = DeployedActions.load(Path(directory))
+        comps = apply_overrides(OmegaConf.create(dep.spec["components"]), overrides)
+        comps = check_corpus_paths(comps, data_dir)
+        art = default_artifacts() if artifacts == "auto" else Path(artifacts) if artifacts else None
+        index = LadderIndex.build(instantiate(comps.corpus), instantiate(comps.ladder), instantiate(comps.retriever), art)
+        recipe = FeatureRecipe.from_json(dep.spec["recipe"])
+        encoder = instantiate(recipe.encoder) if recipe.needs_embeddings else None
+        return cls(dep, index, encoder, art)
+
+    def inputs(self, questions: Sequence[str]):
+        """(deep hits, query inputs [Q, D + L], action features [Q, A, F], tokens [Q, A]) for ``questions``."""
+        lad = self.index.ladder
+        hits, deep = self.index.search_deep(list(questions), self.k_r, self.depth)
+        feats = compute_features(self.recipe, hits, lad, list(questions), self.encoder, self.artifacts)
+        # no labels here: the evidence is empty, only the tokens of the table are read
+        space, table = action_table(lad, deep, [""] * len(questions), self.depth, self.caps, self.max_context_tokens)
+        if space != self.deployed.space:
+            raise ValueError(f"the rebuilt action space {space.to_json()} is not the router's {self.deployed.space.to_json()}")
+        n_q, n_l = len(questions), lad.n_levels
+        top = np.log1p(table.tokens.reshape(n_q, n_l, self.depth, len(self.caps))[:, :, 0, :].max(axis=2))
+        xq = np.concatenate([feats, top], axis=1)
+        return deep, xq, action_features(space, deep.scores, table.tokens), table.tokens
+
+    def route(self, questions: Sequence[str], ids: Sequence[str] | None = None, budget: float | None = None,
+              cost_weight: float | None = None, max_tokens: int | None = None) -> tuple[list[dict], dict]:
+        """One record per question (level, k, cap, tokens, context, who decided) and a summary
+        (the plan, mean tokens). ``max_tokens``: a hard cap on every context (the router chooses
+        among actions within it; a context over it, the envelope's, is cut there)."""
+        questions = [str(q) for q in questions]
+        if not questions:
+            return [], {"n": 0}
+        if any(not q.strip() for q in questions):
+            raise ValueError("empty question text")
+        if max_tokens is not None and not (isinstance(max_tokens, int) and max_tokens >= 1):
+            raise ValueError(f"max tokens must be an integer >= 1, got {max_tokens!r}")
+        ids = list(ids) if ids is not None else [str(i) for i in range(len(questions))]
+        plan = self.deployed.plan(budget, cost_weight)
+        deep, xq, xa, tokens = self.inputs(questions)
+        act = self.deployed.choose(xq, xa, tokens, plan, max_tokens)
+        lad, space = self.index.ladder, self.deployed.space
+        lv, kk, cp = (g[act] for g in space.grid())
+        out = []
+        for j in np.unique(lv):  # one selection per chosen level: its own ranking, k <= depth
+            rows = np.flatnonzero(lv == j)
+            sel = fixed_level_select(lad, deep, int(j), self.depth)
+            texts = sel.contexts(lad)
+            for q in rows:
+                cap = space.caps[cp[q]]
+                lims = [x for x in (cap, self.max_context_tokens, max_tokens) if x is not None]
+                snippets = texts[q][: kk[q] + 1]
+                chunks = [int(c) for c in sel.chunk[q][: kk[q] + 1] if c >= 0]
+                if lims:
+                    snippets = cap_contexts([snippets], min(lims))[0][0]
+                ctx = [{"level": lad.level_names[int(j)], "chunk": c,
+                        "doc_id": lad.units.doc_ids[int(lad.chunk_doc(int(j))[c])], "text": t}
+                       for c, t in zip(chunks, snippets)]
+                out.append((int(q), {"id": ids[q], "question": questions[q], "level": lad.level_names[int(j)],
+                                     "level_index": int(j), "k": int(kk[q]) + 1, "cap": cap, "action": int(act[q]),
+                                     "tokens": int(sum(count_tokens(c["text"]) for c in ctx)),
+                                     "decided_by": plan["deploy"], "context": ctx}))
+        records = [r for _, r in sorted(out, key=lambda p: p[0])]
+        summary = {"n": len(records), "mean_tokens": float(np.mean([r["tokens"] for r in records])),
+                   "budget": plan["budget"], "lambda": plan["lambda"], "deployed": plan["deploy"],
+                   "max_tokens": max_tokens}
+        return records, summary

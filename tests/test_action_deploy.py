@@ -1,0 +1,131 @@
+"""The deployable action router (issue 40): the final fit's directory, ``mogg-route --budget``."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from test_frontier import _frontier_overrides
+
+
+@pytest.fixture(scope="module")
+def final(tmp_path_factory, mirage):
+    from conftest import compose
+
+    from mogg.run.app import train
+
+    tmp = tmp_path_factory.mktemp("act")
+    cfg = compose(_frontier_overrides(tmp, mirage, ["router.fit=both", "run_name=act"]))
+    out = train(cfg)
+    return tmp, cfg, out
+
+
+def test_the_final_fit_writes_one_deployable_directory(final):
+    from mogg.core.artifacts import read_manifest
+    from mogg.routing.action_deploy import DeployedActions
+
+    tmp, cfg, out = final
+    d = tmp / "ckpt" / "act" / "mog" / "actions" / "final"
+    assert out["mog"]["action_final"]["dir"] == str(d)
+    read_manifest(d)  # every file checksummed
+    dep = DeployedActions.load(d)
+    assert dep.calibrated() == [64, 128, 256, 512]
+    for b, p in dep.budgets.items():
+        assert p["deploy"] in ("router", "envelope") and p["lambda"] >= 0
+        assert p["envelope_config"] == dep.space.describe(p["envelope"])
+        assert set(p["guard"]) >= {"gain", "se", "n", "tokens"}
+    assert len(dep.decisions["ids"]) == 60 and 0 < len(dep.decisions["val"]) < 60
+    assert dep.spec["frontier"]["depth"] == 4 and dep.spec["levels"]
+
+
+def test_routing_the_training_questions_reproduces_the_final_fits_decisions(final, mirage):
+    from mogg.routing.action_deploy import DeployedActions
+    from mogg.run.frontier_stage import actions_of, frontier_settings
+    from mogg.run.prepare_stage import prepare_all
+    from mogg.run.route_actions import ActionSession
+
+    tmp, cfg, _ = final
+    d = tmp / "ckpt" / "act" / "mog" / "actions" / "final"
+    session = ActionSession.from_checkpoint(d, artifacts=tmp / "artifacts", data_dir=mirage.parent)
+    prep = prepare_all(cfg)["mog"]
+    dep = DeployedActions.load(d)
+    assert dep.decisions["ids"] == list(prep.query_ids)
+    # the session's inputs are the training run's, bit for bit
+    space, table, xq, xa = actions_of(prep, frontier_settings(cfg))
+    _, sq, sa, st = session.inputs(prep.questions)
+    np.testing.assert_array_equal(sq, xq)
+    np.testing.assert_array_equal(sa, xa)
+    np.testing.assert_array_equal(st, table.tokens)
+    val = np.array([dep.decisions["ids"].index(i) for i in dep.decisions["val"]])
+    for b in dep.calibrated():
+        records, summary = session.route(prep.questions, prep.query_ids, budget=b)
+        got = np.array([r["action"] for r in records])
+        np.testing.assert_array_equal(got, dep.decisions["budgets"][b])
+        # each record's tokens are its context's, and the table's for its action
+        np.testing.assert_array_equal([r["tokens"] for r in records], table.tokens[np.arange(60), got])
+        for r in records:
+            desc = space.describe(r["action"])
+            assert (r["level"], r["k"], r["cap"]) == (desc["level"], desc["k"], desc["cap"])
+            assert len(r["context"]) <= r["k"]
+        # on the calibration questions the mean tokens stay within B (+5%): lambda (or the envelope)
+        # was chosen there to read at most B; it may read less where less reads better
+        assert np.mean([records[i]["tokens"] for i in val]) <= 1.05 * b
+        assert summary["budget"] == b and summary["mean_tokens"] == pytest.approx(np.mean(table.tokens[np.arange(60), got]))
+    # a hard cap: no context over it
+    records, _ = session.route(prep.questions[:10], budget=512, max_tokens=40)
+    assert max(r["tokens"] for r in records) <= 40
+
+
+def test_a_budget_it_was_not_calibrated_for_is_refused_with_the_list(final):
+    from mogg.routing.action_deploy import DeployedActions
+
+    tmp, _, _ = final
+    dep = DeployedActions.load(tmp / "ckpt" / "act" / "mog" / "actions" / "final")
+    with pytest.raises(ValueError, match="64, 128, 256, 512"):
+        dep.plan(100)
+    with pytest.raises(ValueError, match="not both"):
+        dep.plan(64, 0.1)
+    with pytest.raises(ValueError, match=">= 0"):
+        dep.plan(cost_weight=-1)
+    assert dep.plan(cost_weight=0.0) == {"lambda": 0.0, "deploy": "router", "envelope": None, "budget": None}
+
+
+def test_mogg_route_budget_through_the_cli(final, mirage, tmp_path, capsys, monkeypatch):
+    from mogg.run.route import main
+
+    tmp, cfg, _ = final
+    d = tmp / "ckpt" / "act" / "mog" / "actions" / "final"
+    q = tmp_path / "q.jsonl"
+    q.write_text('{"id": "a", "question": "Is aspirin associated with preeclampsia?"}\n'
+                 '{"id": "b", "question": "Does smoking cause lung cancer?"}\n')
+    out = tmp_path / "routed.jsonl"
+    base = ["--checkpoint", str(d), "--artifacts", str(tmp / "artifacts"), "--data-dir", str(mirage.parent)]
+    assert main([*base, "--budget", "128", "--out", str(out), str(q)]) == 0
+    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [r["id"] for r in recs] == ["a", "b"]
+    for r in recs:
+        assert {"level", "k", "cap", "tokens", "context", "decided_by"} <= set(r)
+    assert main([*base, "--budget", "100", str(q)]) == 2
+    assert "64, 128, 256, 512" in capsys.readouterr().err
+    # --budget on a level router's directory: one line saying which directory it needs
+    assert main(["--checkpoint", str(tmp / "ckpt" / "act" / "mog" / "final"), "--budget", "128", str(q)]) == 2
+    assert "action router" in capsys.readouterr().err
+
+
+def test_an_edited_deploy_file_is_refused(final, tmp_path):
+    import shutil
+
+    from mogg.core.artifacts import ArtifactError
+    from mogg.routing.action_deploy import DeployedActions
+
+    tmp, _, _ = final
+    d = tmp_path / "copy"
+    shutil.copytree(tmp / "ckpt" / "act" / "mog" / "actions" / "final", d)
+    p = d / "deploy.json"
+    spec = json.loads(p.read_text())
+    spec["budgets"]["64"]["lambda"] = 0.0
+    p.write_text(json.dumps(spec))
+    with pytest.raises(ArtifactError, match="deploy.json"):
+        DeployedActions.load(d)
