@@ -34,6 +34,8 @@ STAGES = {  # (module, function): stage name
     ("mogg.run.frontier_stage", "other_families"): "other families (top-k, eq. 1-2)",
     ("mogg.run.frontier_stage", "frontier_evaluation"): "matched-cost evaluation (envelope, guard, oracle, bootstrap)",
     ("mogg.run.frontier_stage", "plot_frontier"): "frontier plot",
+    ("mogg.run.frontier_stage", "train_selector"): "evidence selector: candidates, features, folds (train)",
+    ("mogg.run.frontier_stage", "reading_policies"): "evidence selector: candidates, features, plans (evaluate)",
 }
 
 

@@ -6,7 +6,6 @@ import json
 
 import numpy as np
 import pytest
-
 from test_frontier import _frontier_overrides
 
 
@@ -32,7 +31,7 @@ def test_the_final_fit_writes_one_deployable_directory(final):
     read_manifest(d)  # every file checksummed
     dep = DeployedActions.load(d)
     assert dep.calibrated() == [64, 128, 256, 512]
-    for b, p in dep.budgets.items():
+    for p in dep.budgets.values():
         assert p["deploy"] in ("router", "envelope") and p["lambda"] >= 0
         assert p["envelope_config"] == dep.space.describe(p["envelope"])
         assert set(p["guard"]) >= {"gain", "se", "n", "tokens"}
@@ -107,6 +106,14 @@ def test_mogg_route_budget_through_the_cli(final, mirage, tmp_path, capsys, monk
     assert [r["id"] for r in recs] == ["a", "b"]
     for r in recs:
         assert {"level", "k", "cap", "tokens", "context", "decided_by"} <= set(r)
+    # a question with no indexable word: an explicit empty record, left out of the mean
+    q2 = tmp_path / "q2.jsonl"
+    q2.write_text('{"id": "e", "question": "???"}\n' + q.read_text())
+    assert main([*base, "--budget", "64", "--out", str(out), str(q2)]) == 0
+    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    assert recs[0] == {"id": "e", "question": "???", "context": [], "empty": True,
+                       "reason": "no indexable word: the retrievers have nothing to search with"}
+    assert [r["id"] for r in recs] == ["e", "a", "b"] and all("tokens" in r for r in recs[1:])
     assert main([*base, "--budget", "100", str(q)]) == 2
     assert "64, 128, 256, 512" in capsys.readouterr().err
     # --budget on a level router's directory: one line saying which directory it needs

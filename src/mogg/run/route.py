@@ -279,9 +279,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mogg-route: error: {e}", file=sys.stderr)
         return 2
     if acting:
-        at = f"B={summary['budget']}" if summary["budget"] is not None else f"lambda={summary['lambda']:g}"
-        log.info("routed %d questions at %s (%s deployed): mean tokens %.1f", summary["n"], at, summary["deployed"],
-                 summary["mean_tokens"])
+        if summary["n"]:
+            at = f"B={summary['budget']}" if summary["budget"] is not None else f"lambda={summary['lambda']:g}"
+            log.info("routed %d questions at %s (%s deployed): mean tokens %.1f%s", summary["n"], at, summary["deployed"],
+                     summary["mean_tokens"], f" ({summary['n_empty']} empty left out)" if summary.get("n_empty") else "")
         return 0
     levels = np.bincount([r["level"] for r in records if not r.get("empty")], minlength=len(session.index.ladder.levels))
     log.info("routed %d questions; levels: %s", len(records),

@@ -92,6 +92,17 @@ class ActionSession:
             raise ValueError(f"max tokens must be an integer >= 1, got {max_tokens!r}")
         ids = list(ids) if ids is not None else [str(i) for i in range(len(questions))]
         plan = self.deployed.plan(budget, cost_weight)
+        empty = [i for i, q in enumerate(questions) if count_tokens(q) == 0]
+        if empty:  # nothing to retrieve with: an explicit empty record, never a silently empty context
+            log.warning("%d question(s) have no indexable word (e.g. id %s): empty records", len(empty), ids[empty[0]])
+            keep = [i for i in range(len(questions)) if i not in set(empty)]
+            routed, summary = self.route([questions[i] for i in keep], [ids[i] for i in keep], budget, cost_weight,
+                                         max_tokens) if keep else ([], {"n": 0})
+            it = iter(routed)
+            records = [{"id": ids[i], "question": questions[i], "context": [], "empty": True,
+                        "reason": "no indexable word: the retrievers have nothing to search with"}
+                       if i in set(empty) else next(it) for i in range(len(questions))]
+            return records, {**summary, "n_empty": len(empty)}
         deep, xq, xa, tokens = self.inputs(questions)
         act = self.deployed.choose(xq, xa, tokens, plan, max_tokens)
         lad, space = self.index.ladder, self.deployed.space
@@ -116,7 +127,7 @@ class ActionSession:
                                      "tokens": int(sum(count_tokens(c["text"]) for c in ctx)),
                                      "decided_by": plan["deploy"], "context": ctx}))
         records = [r for _, r in sorted(out, key=lambda p: p[0])]
-        summary = {"n": len(records), "mean_tokens": float(np.mean([r["tokens"] for r in records])),
+        summary = {"n": len(records), "n_empty": 0, "mean_tokens": float(np.mean([r["tokens"] for r in records])),
                    "budget": plan["budget"], "lambda": plan["lambda"], "deployed": plan["deploy"],
                    "max_tokens": max_tokens}
         return records, summary
