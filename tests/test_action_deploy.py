@@ -16,7 +16,7 @@ def final(tmp_path_factory, mirage):
     from mogg.run.app import train
 
     tmp = tmp_path_factory.mktemp("act")
-    cfg = compose(_frontier_overrides(tmp, mirage, ["router.fit=both", "run_name=act"]))
+    cfg = compose(_frontier_overrides(tmp, mirage, ["router.fit=all", "run_name=act"]))
     out = train(cfg)
     return tmp, cfg, out
 
