@@ -115,11 +115,13 @@ def backward(w: Weights, cache: Cache, g_out: torch.Tensor, q: torch.Tensor, v: 
     g = g_out.reshape(-1)  # [P]
     gw3 = torch.mv(cache.h2.T, g)
     gb3 = g.sum().reshape(1)
-    g_z2 = torch.outer(g, w.w3).mul_(cache.z2 > 0)  # [P, H]: relu's derivative
+    # relu's derivative as torch's own fused kernel (grad where z > 0, else 0): a mul_ by the bool
+    # mask z > 0 built the mask and promoted it, 2.7 of a 20 s fit
+    g_z2 = torch.ops.aten.threshold_backward(torch.outer(g, w.w3), cache.z2, 0)  # [P, H]
     gw2 = (cache.h1.T @ g_z2).T  # [H, 2H] (this operand order: ~20% faster in MKL than g_z2.T @ h1)
     gb2 = g_z2.sum(0)
     g_h1 = g_z2 @ w.w2  # [P, 2H]
-    g_z1 = g_h1.mul_(cache.z1 > 0).view(b, a, -1)  # before the dropout mask
+    g_z1 = torch.ops.aten.threshold_backward(g_h1, cache.z1, 0).view(b, a, -1)  # before the dropout mask
     # one pass: the mask (d(x * m) / dx = m, recomputed), then the gradient summed over the actions
     # per question [B, 2H] (the query part's), over the questions per action [A, 2H] (the
     # action-only part's) and against the varying features [Dv, 2H]
