@@ -34,7 +34,7 @@ from mogg.routing.action_fit import fit_action_routers
 from mogg.routing.action_folds import action_key, predict_action_folds
 from mogg.routing.actions import decide
 from mogg.routing.folds import split_train_val
-from mogg.run.frontier_stage import FrontierSettings, _fit, actions_of
+from mogg.run.frontier_stage import FrontierSettings, action_fit_knobs, actions_of
 from mogg.run.router_store import retrain_command, router_spec
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ def fit_final_actions(cfg: DictConfig, settings, name: str, prep: Prepared, fs: 
     """Fit the deployable action router for one ladder into ``actions_dir/final`` (after the
     cross-fit in ``actions_dir``, whose out-of-fold predictions decide the guard)."""
     space, table, xq, xa = actions_of(prep, fs)
-    fit = _fit(settings, fs)
+    fit = action_fit_knobs(settings, fs)
     val_fraction = float(cfg.trainer.val_fraction)
     expected = action_key(xq, xa, table.f1, space, cfg.n_folds, cfg.seed, fit, val_fraction, prep.data_key)
     af = predict_action_folds(xq, xa, prep.query_ids, actions_dir, space, expected, retrain_command(cfg))

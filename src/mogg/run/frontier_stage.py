@@ -114,12 +114,20 @@ def actions_of(prep: Prepared, fs: FrontierSettings) -> tuple[ActionSpace, Famil
     and action features [Q, A, F]."""
     if prep.deep is None:
         raise ValueError("the frontier needs deep hits: prepare with depth=frontier.depth")
-    space, table = action_table(prep.ladder, prep.deep, _evidence(prep), fs.depth, fs.caps, prep.max_context_tokens)
-    n_q, n_l = len(prep.items), prep.ladder.n_levels
+    return action_inputs(prep.ladder, prep.deep, prep.features, _evidence(prep), fs.depth, fs.caps,
+                         prep.max_context_tokens)
+
+
+def action_inputs(ladder, deep, features: np.ndarray, evidence: list[str], depth: int, caps, max_tokens
+                  ) -> tuple[ActionSpace, Family, np.ndarray, np.ndarray]:
+    """:func:`actions_of` from its parts (``mogg-route --budget`` calls it on questions without
+    labels: ``evidence`` empty strings, the table's tokens only)."""
+    space, table = action_table(ladder, deep, evidence, depth, caps, max_tokens)
+    n_q, n_l = len(features), ladder.n_levels
     # each level's top chunk at its largest cap (uncapped when null is a cap): [Q, L]
-    top_tokens = np.log1p(table.tokens.reshape(n_q, n_l, fs.depth, len(fs.caps))[:, :, 0, :].max(axis=2))
-    xq = np.concatenate([prep.features, top_tokens], axis=1)
-    xa = action_features(space, prep.deep.scores, table.tokens)
+    top_tokens = np.log1p(table.tokens.reshape(n_q, n_l, depth, len(caps))[:, :, 0, :].max(axis=2))
+    xq = np.concatenate([features, top_tokens], axis=1)
+    xa = action_features(space, deep.scores, table.tokens)
     return space, table, xq, xa
 
 
@@ -127,14 +135,14 @@ def train_actions(cfg: DictConfig, settings, prep: Prepared, out_dir: Path, fs: 
     """Cross-fit the action router for one ladder into ``out_dir`` (``settings``: the router's)."""
     space, table, xq, xa = actions_of(prep, fs)
     val_fraction = float(cfg.trainer.val_fraction)
-    info = crossfit_actions(xq, xa, table.f1, space, prep.query_ids, cfg.n_folds, cfg.seed, _fit(settings, fs),
+    info = crossfit_actions(xq, xa, table.f1, space, prep.query_ids, cfg.n_folds, cfg.seed, action_fit_knobs(settings, fs),
                             val_fraction, out_dir, prep.data_key)
     if fs.selector is not None:  # the evidence selector beside the action router: <checkpoint>/<ladder>/selector
         train_selector(cfg, prep, fs.selector, Path(out_dir).parent / "selector")
     return info
 
 
-def _fit(settings, fs: FrontierSettings) -> dict:
+def action_fit_knobs(settings, fs: FrontierSettings) -> dict:
     """The action router's fit knobs: the router's objective and ``frontier.fit``."""
     return {"objective": settings.objective, **fs.fit}
 
@@ -180,7 +188,7 @@ def evaluate_frontier(cfg: DictConfig, settings, name: str, prep: Prepared, fs: 
     space, table, xq, xa = actions_of(prep, fs)
     router = None
     if fs.actions and cfg.get("use_router", True):
-        expected = action_key(xq, xa, table.f1, space, cfg.n_folds, cfg.seed, _fit(settings, fs),
+        expected = action_key(xq, xa, table.f1, space, cfg.n_folds, cfg.seed, action_fit_knobs(settings, fs),
                               float(cfg.trainer.val_fraction), prep.data_key)
         af = predict_action_folds(xq, xa, prep.query_ids, ckpt / "actions", space, expected, retrain_command(cfg))
         router = RouterFolds(af.util, af.fold, af.val, guard=settings.guard,
@@ -234,7 +242,7 @@ def train_cross_ladder(cfg: DictConfig, settings, preps: dict[str, Prepared], ou
     space, table, xq, xa, _ = cross_ladder_actions(preps, fs)
     key = "+".join(p.data_key for p in preps.values())
     return crossfit_actions(xq, xa, table.f1, space, next(iter(preps.values())).query_ids, cfg.n_folds, cfg.seed,
-                            _fit(settings, fs), float(cfg.trainer.val_fraction), out_dir, key)
+                            action_fit_knobs(settings, fs), float(cfg.trainer.val_fraction), out_dir, key)
 
 
 def evaluate_cross_ladder(cfg: DictConfig, settings, preps: dict[str, Prepared], fs: FrontierSettings, ckpt: Path,
@@ -243,7 +251,7 @@ def evaluate_cross_ladder(cfg: DictConfig, settings, preps: dict[str, Prepared],
     ladder's own envelope as a family, the cross-ladder router, the oracle over all actions."""
     space, table, xq, xa, per_ladder = cross_ladder_actions(preps, fs)
     ids = next(iter(preps.values())).query_ids
-    expected = action_key(xq, xa, table.f1, space, cfg.n_folds, cfg.seed, _fit(settings, fs),
+    expected = action_key(xq, xa, table.f1, space, cfg.n_folds, cfg.seed, action_fit_knobs(settings, fs),
                           float(cfg.trainer.val_fraction), "+".join(p.data_key for p in preps.values()))
     af = predict_action_folds(xq, xa, ids, ckpt / "actions", space, expected, retrain_command(cfg))
     router = RouterFolds(af.util, af.fold, af.val, guard=settings.guard,

@@ -7,9 +7,9 @@ tokens and its context, at a calibrated budget or a cost weight (``mogg-route --
     print(records[0]["level"], records[0]["k"], records[0]["cap"], records[0]["tokens"], summary["mean_tokens"])
 
 The question's inputs are built exactly as the frontier experiment built them for training: the
-level router's features over the hits at ``k_r``, each level's top chunk's tokens and every
-action's features over the hits at the frontier depth (:func:`mogg.run.frontier_stage.actions_of`'s
-arithmetic, on questions without labels).
+level router's features over the hits at ``k_r``, then
+:func:`mogg.run.frontier_stage.action_inputs` (each level's top chunk's tokens, every action's
+features over the hits at the frontier depth) on questions without labels.
 """
 
 from __future__ import annotations
@@ -21,10 +21,9 @@ from pathlib import Path
 import numpy as np
 
 from mogg.core.text import count_tokens
-from mogg.evaluation.families import action_table
 from mogg.routing.action_deploy import DeployedActions
-from mogg.routing.actions import action_features
 from mogg.routing.features import FeatureRecipe, compute_features
+from mogg.run.frontier_stage import action_inputs
 from mogg.run.route_paths import apply_overrides, check_corpus_paths, default_artifacts
 from mogg.search import LadderIndex
 from mogg.selection import fixed_level_select
@@ -70,13 +69,11 @@ class ActionSession:
         hits, deep = self.index.search_deep(list(questions), self.k_r, self.depth)
         feats = compute_features(self.recipe, hits, lad, list(questions), self.encoder, self.artifacts)
         # no labels here: the evidence is empty, only the tokens of the table are read
-        space, table = action_table(lad, deep, [""] * len(questions), self.depth, self.caps, self.max_context_tokens)
+        space, table, xq, xa = action_inputs(lad, deep, feats, [""] * len(questions), self.depth, self.caps,
+                                             self.max_context_tokens)
         if space != self.deployed.space:
             raise ValueError(f"the rebuilt action space {space.to_json()} is not the router's {self.deployed.space.to_json()}")
-        n_q, n_l = len(questions), lad.n_levels
-        top = np.log1p(table.tokens.reshape(n_q, n_l, self.depth, len(self.caps))[:, :, 0, :].max(axis=2))
-        xq = np.concatenate([feats, top], axis=1)
-        return deep, xq, action_features(space, deep.scores, table.tokens), table.tokens
+        return deep, xq, xa, table.tokens
 
     def route(self, questions: Sequence[str], ids: Sequence[str] | None = None, budget: float | None = None,
               cost_weight: float | None = None, max_tokens: int | None = None) -> tuple[list[dict], dict]:
