@@ -275,16 +275,18 @@ def _knob_cases() -> list[Case]:
     bad = ["k=0", "k=-1", "k=2.5", "k_r=0", "seed=-1", "n_folds=1", "budgets=[0]", "budgets=[x]", "budget_k=0",
            "max_context_tokens=0", "trainer.val_fraction=1.5", "trainer.max_epochs=0", "trainer.batch_size=0",
            "trainer.patience=-1", "router.lr=1e30", "router.lr=0", "router.dropout=1.0", "router.objective=foo",
-           "router.decision=foo", "router.fit=foo", "router.guard_se=-1", "router.budget=0", "use_router=maybe",
-           "evaluate_after=2", "router.guard=yes", "+frontier=matched frontier.depth=0", "questions.limit=-5",
+           "router.decision=foo", "router.fit=foo", "+frontier=matched frontier.guard_se=-1", "router.budget=0", "use_router=maybe",
+           "evaluate_after=2", "+frontier=matched frontier.guard=yes", "+frontier=matched frontier.depth=0", "questions.limit=-5",
            "threads=0", "shard.count=0", "reader_batch_size=0"]
     out = []
     for o in bad:
         if o.startswith("+frontier"):
-            def run(tmp, o=o):
-                cfg = compose(["experiment=generic_example", "frontier=matched", "frontier.depth=0"])
+            knob_ = o.split()[1]  # "frontier.depth=0"
+
+            def run(tmp, knob_=knob_):
+                cfg = compose(["experiment=generic_example", "frontier=matched", knob_])
                 frontier_settings(cfg)
-            out.append(Case("knobs", o, run, "error", "frontier.depth"))
+            out.append(Case("knobs", o, run, "error", knob_.split("=")[0]))
             continue
         key = o.split("=")[0]
         out.append(Case("knobs", o, knob(o), "error", key.split(".")[-1] if key != "questions.limit" else "limit"))

@@ -155,7 +155,7 @@ def test_artifact_directories_follow_the_umask(tmp_path):
 @pytest.mark.parametrize("override, message", [
     ("use_router=maybe", "use_router='maybe': must be true or false"),
     ("evaluate_after=yes", "evaluate_after='yes': must be true or false"),
-    ("router.guard=2", "router.guard=2: must be true or false"),
+    ("frontier=matched frontier.guard=2", "frontier.guard=2: must be true or false"),
     ("router.lr=1e30", "router.lr=1e+30: the learning rate must be in (0, 10]"),
     ("threads=0", "threads"),
 ])
@@ -163,7 +163,7 @@ def test_unvalidated_values_are_refused_by_the_cli(tmp_path, override, message):
     cmd = [sys.executable, str(ROOT / "train.py"), "experiment=generic_example", f"paths.artifacts={tmp_path / 'a'}",
            f"paths.checkpoints={tmp_path / 'c'}", f"paths.reports={tmp_path / 'r'}", f"paths.outputs={tmp_path / 'o'}",
            f"questions.path={ROOT / 'examples/generic/questions.jsonl'}",
-           f"corpus.sources.0.paths={ROOT / 'examples/generic/corpus.jsonl'}", override]
+           f"corpus.sources.0.paths={ROOT / 'examples/generic/corpus.jsonl'}", *override.split()]
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert p.returncode != 0 and message in p.stderr, p.stderr[-1500:]
     assert not (tmp_path / "a").exists()  # refused before any work

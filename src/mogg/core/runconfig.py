@@ -160,7 +160,7 @@ def _int(cfg, key: str, low: int, what: str, high: int | None = None) -> None:
 
 
 # switches a typo must not flip: a non-boolean value is refused, not taken by its truthiness
-_BOOLEANS = ("use_router", "evaluate_after", "step_by_step", "router.guard", "router.allow_overlap",
+_BOOLEANS = ("use_router", "evaluate_after", "step_by_step", "frontier.guard", "router.allow_overlap",
              "corpus.allow_gold", "trainer.deterministic")
 
 

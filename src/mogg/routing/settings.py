@@ -59,11 +59,6 @@ class RouterSettings:
     fit: str = "crossfit"
     checkpoint: str | None = None
     allow_overlap: bool = False
-    # the action router's guard (frontier experiments; lambda is calibrated per frontier.budgets on
-    # validation, a hard cap on every context is max_context_tokens): keep the training-chosen fixed
-    # configuration unless the router beats it on validation
-    guard: bool = True
-    guard_se: float = 1.0  # the router must beat the envelope on validation by this many SEs (one-SE rule)
     model: str = "mlp"
     # the cross router's (model=cross) encoder and fit
     base: str = "minilm"
@@ -113,8 +108,6 @@ class RouterSettings:
             raise ValueError(f"router.support must be in (0, 1] and router.decline in [0, 1]; got {self.support}, {self.decline}")
         if self.fit not in FITS:
             raise ValueError(f"router.fit must be one of {FITS}, got {self.fit!r}")
-        if not self.guard_se >= 0:
-            raise ValueError(f"router.guard_se must be >= 0 standard errors, got {self.guard_se}")
         if not self.temperature > 0:
             raise ValueError(f"router.temperature must be > 0, got {self.temperature}")
         if not 0 < self.lr <= 10:  # Adam steps of 1e30 are a typo, not a setting (they diverge to NaN)

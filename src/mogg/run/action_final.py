@@ -10,7 +10,7 @@ Per budget B:
 * **the guard** compares, on every question out of fold, the cross-fitted action router (lambda
   calibrated per fold on its validation slice, as in the report's "router (action, unguarded)"
   row) with the envelope each fold chose on its training folds: the router is deployed at B when
-  its mean paired F1 gain beats ``router.guard_se`` standard errors and its mean tokens stay within
+  its mean paired F1 gain beats ``frontier.guard_se`` standard errors and its mean tokens stay within
   B (+ the report's 2% slack), else the envelope. Out-of-fold questions are the most data a
   decision can use that no scorer was fitted on (the report's own guard, which must keep the test
   folds out, pools only validation slices);
@@ -73,8 +73,7 @@ def fit_final_actions(cfg: DictConfig, settings, name: str, prep: Prepared, fs: 
     val_fraction = float(cfg.trainer.val_fraction)
     expected = action_key(xq, xa, table.f1, space, cfg.n_folds, cfg.seed, fit, val_fraction, prep.data_key)
     af = predict_action_folds(xq, xa, prep.query_ids, actions_dir, space, expected, retrain_command(cfg))
-    guards = guard_decisions(RouterFolds(af.util, af.fold, af.val), table, fs.budgets, settings.guard,
-                             settings.guard_se)
+    guards = guard_decisions(RouterFolds(af.util, af.fold, af.val), table, fs.budgets, fs.guard, fs.guard_se)
     has = np.flatnonzero(~np.isnan(table.f1).all(axis=1))  # questions with gold evidence
     # its own seed stream (the folds use seed + 1000 + k): the final slice is another draw
     train, val = split_train_val(has, val_fraction, cfg.seed + 2000)

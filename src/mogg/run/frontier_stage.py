@@ -43,6 +43,8 @@ class FrontierSettings:
     budgets: tuple = (64, 128, 256, 512)
     n_boot: int = 1000
     actions: bool = True
+    guard: bool = True  # the router policy keeps the envelope unless a candidate beats it on validation ...
+    guard_se: float = 1.0  # ... by this many standard errors (the one-SE rule)
     fit: dict | None = None
     selector: dict | None = None  # read inside the chunk (mogg.run.reading_stage): null = off
 
@@ -53,6 +55,10 @@ class FrontierSettings:
             raise ValueError(f"frontier.n_boot={self.n_boot!r}: must be an integer >= 1 (bootstrap resamples)")
         if not isinstance(self.actions, bool):
             raise ValueError(f"frontier.actions={self.actions!r}: must be true or false")
+        if not isinstance(self.guard, bool):
+            raise ValueError(f"frontier.guard={self.guard!r}: must be true or false")
+        if isinstance(self.guard_se, bool) or not isinstance(self.guard_se, (int, float)) or not self.guard_se >= 0:
+            raise ValueError(f"frontier.guard_se={self.guard_se!r}: must be a number >= 0 (standard errors)")
         if isinstance(self.caps, (str, int, float)) or not all(c is None or _count(c) for c in self.caps) \
                 or len(set(self.caps)) != len(self.caps) or not self.caps:
             raise ValueError(f"frontier.caps={self.caps!r}: must be a list of distinct token counts >= 1 "
@@ -191,8 +197,7 @@ def evaluate_frontier(cfg: DictConfig, settings, name: str, prep: Prepared, fs: 
         expected = action_key(xq, xa, table.f1, space, cfg.n_folds, cfg.seed, action_fit_knobs(settings, fs),
                               float(cfg.trainer.val_fraction), prep.data_key)
         af = predict_action_folds(xq, xa, prep.query_ids, ckpt / "actions", space, expected, retrain_command(cfg))
-        router = RouterFolds(af.util, af.fold, af.val, guard=settings.guard,
-                            guard_se=settings.guard_se)
+        router = RouterFolds(af.util, af.fold, af.val, guard=fs.guard, guard_se=fs.guard_se)
         folds = af.fold
     else:
         folds = make_folds(len(prep.items), cfg.n_folds, cfg.seed)
@@ -202,7 +207,7 @@ def evaluate_frontier(cfg: DictConfig, settings, name: str, prep: Prepared, fs: 
                                    action_learned(router, table) if router is not None else None, space, fs.budgets,
                                    retrain_command(cfg))
     fr = frontier_evaluation(table, other_families(prep, fs, weights, ladder_policies, table), folds, list(fs.budgets), router,
-                             fs.n_boot, cfg.seed, reading, settings.guard_se)
+                             fs.n_boot, cfg.seed, reading, fs.guard_se)
     fr["actions"] = space.to_json()
     save_per_question(fr.pop("per_question"), prep.query_ids, report_dir / f"{name}_frontier_questions.npz")
     plot_frontier(name, fr, report_dir / f"{name}_frontier.png")
@@ -254,8 +259,7 @@ def evaluate_cross_ladder(cfg: DictConfig, settings, preps: dict[str, Prepared],
     expected = action_key(xq, xa, table.f1, space, cfg.n_folds, cfg.seed, action_fit_knobs(settings, fs),
                           float(cfg.trainer.val_fraction), "+".join(p.data_key for p in preps.values()))
     af = predict_action_folds(xq, xa, ids, ckpt / "actions", space, expected, retrain_command(cfg))
-    router = RouterFolds(af.util, af.fold, af.val, guard=settings.guard,
-                            guard_se=settings.guard_se)
+    router = RouterFolds(af.util, af.fold, af.val, guard=fs.guard, guard_se=fs.guard_se)
     own = [Family(f"{n} envelope", t.f1, t.tokens, t.configs, False, {}) for n, t in per_ladder.items()]
     fr = frontier_evaluation(table, own, af.fold, list(fs.budgets), router, fs.n_boot, cfg.seed)
     fr.pop("per_question")
