@@ -136,3 +136,19 @@ def test_an_edited_deploy_file_is_refused(final, tmp_path):
     p.write_text(json.dumps(spec))
     with pytest.raises(ArtifactError, match="deploy.json"):
         DeployedActions.load(d)
+
+
+def test_a_retrain_with_other_settings_replaces_the_directory(final, tmp_path):
+    """Before: the manifest's config held only the format and the data key, so a second fit with
+    another seed or other knobs was adopted as "already published" and the old directory stayed."""
+    import shutil
+
+    from mogg.routing.action_deploy import DeployedActions
+
+    tmp, _, _ = final
+    d = tmp_path / "dep"
+    shutil.copytree(tmp / "ckpt" / "act" / "mog" / "actions" / "final", d)
+    dep = DeployedActions.load(d)
+    dep.budgets[64] = {**dep.budgets[64], "lambda": dep.budgets[64]["lambda"] + 1.0}
+    dep.save(d)
+    assert DeployedActions.load(d).budgets[64]["lambda"] == dep.budgets[64]["lambda"]

@@ -50,6 +50,17 @@ def frontier_section(name: str, fr: dict, budgets: list[int]) -> list[str]:
         md += ["Configurations deployed: " + "; ".join(f"B={b}: envelope `{fr['budgets'][b]['envelope']['config']}`"
                                                        for b in budgets) + ".",
                f"The router policy's deciders (share of questions; envelope = the guard kept it): {own}.", ""]
+    row0 = fr["budgets"][budgets[0]]
+    if "transferred router" in row0:  # leave-one-set-out: the router trained on the other sets
+        cells = []
+        for b in budgets:
+            r = fr["budgets"][b]["transferred router"]
+            v = r.get("vs_training_envelope", {})
+            cells.append(f"B={b}: {r['config']}, {v.get('mean', float('nan')):+.3f} "
+                         f"[{v.get('lo', float('nan')):+.3f}, {v.get('hi', float('nan')):+.3f}]")
+        md += ["The transferred router (trained on the other sets, guarded on their validation questions) against the "
+               "training sets' envelope (what one deploys on a new set without its labels), paired 95% interval: "
+               + "; ".join(cells) + ". The envelope row above is this set's own, cross-fitted: it needs this set's labels.", ""]
     if "selector_cost_ms" in fr:  # wall clock: differs between runs (the only such line of a report)
         c = fr["selector_cost_ms"]
         md += [f"Reading inside the chunk costs {c['features']:.2f} ms per question to gather the candidates and their "

@@ -30,6 +30,7 @@ from mogg.routing.actions import decide
 
 GRID = 16.0 * np.sqrt(2.0) ** np.arange(13)  # 16 .. 1024 tokens, every half power of two
 TOKEN_SLACK = 0.02  # the guard's tolerance on pooled validation tokens (guarded_at)
+TRANSFERRED, TRAINING_ENVELOPE = "transferred router", "training sets' envelope"  # leave-one-set-out rows
 
 
 @dataclass
@@ -241,10 +242,13 @@ class Reading:
 
 def frontier_evaluation(fixed: Family, others: list[Family], folds: np.ndarray, budgets: list[int],
                         router: RouterFolds | None = None, n_boot: int = 1000, seed: int = 0,
-                        reading: Reading | None = None, guard_se: float = 1.0) -> dict:
+                        reading: Reading | None = None, guard_se: float = 1.0, transfer=None) -> dict:
     """Matched-cost table at ``budgets``, curves on :data:`GRID`, area share and tokens-to-reach;
     with ``reading``, the selector (guarded and not), route + trim (at ``budgets``) and the
-    sentence oracle too."""
+    sentence oracle too. ``transfer``: budget -> {name: (F1 [Q], tokens [Q], config)} of policies
+    fixed before this set was seen (a router trained on other sets, their envelope), rows at the
+    table's budgets; the transferred router also gets its paired interval against the training
+    sets' envelope (``vs_training_envelope``)."""
     keep = ~np.isnan(fixed.f1).any(axis=1)
     if not keep.any():
         raise ValueError("no question has gold evidence: the frontier needs evidence F1")
@@ -293,10 +297,18 @@ def frontier_evaluation(fixed: Family, others: list[Family], folds: np.ndarray, 
         res["oracle"] = {"f1": {"mean": fy, "se": float("nan"), "n": len(sub)}, "tokens": {"mean": tx}}
         if reading is not None:
             res.update(_reading_rows(reading, folds, fixed, b, ef, n_boot, seed, guard_se))
+        named = transfer(b) if transfer is not None and b in table_budgets else {}
+        for n, (f, t, conf) in named.items():
+            res[n] = _row(f[sub], t[sub], ef, n_boot, seed, conf)
+        if TRANSFERRED in named and TRAINING_ENVELOPE in named:
+            d, lo, hi = paired_interval(named[TRANSFERRED][0][sub], named[TRAINING_ENVELOPE][0][sub], n_boot, seed)
+            res[TRANSFERRED]["vs_training_envelope"] = {"mean": d, "lo": lo, "hi": hi}
         return res
 
+    table_budgets = {float(b) for b in budgets}
     for b in budgets:
         out["budgets"][int(b)] = policies_at(b)
+    table_budgets = set()  # the curves' grid: the table's policies only
     # every policy's per-question F1 and tokens at the table's budgets [n_budgets, n] (rows: ``rows`` of
     # the question set): what pooling seeds question by question needs (mogg.evaluation.collect)
     pols = [p for p in out["budgets"][int(budgets[0])] if "_q" in out["budgets"][int(budgets[0])][p]]

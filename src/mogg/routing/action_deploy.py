@@ -28,12 +28,15 @@ from pathlib import Path
 
 import numpy as np
 
-from mogg.core.artifacts import ArtifactError, artifact_lock, read_manifest, strict_json, write_artifact
+from mogg.core.artifacts import ArtifactError, artifact_lock, config_hash, read_manifest, strict_json, write_artifact
 from mogg.routing.actions import ActionRouter, ActionSpace, decide
 
 log = logging.getLogger(__name__)
 
 FORMAT = "mogg-action-router/1"
+# under <run>/<ladder>/actions/, beside the cross-fit's fold<k>: the final fit on this set's
+# questions (router.fit=all|both) and the one trained on train_sources (leave-one-set-out)
+FINAL_DIR, TRANSFER_DIR = "final", "transfer"
 DEPLOY, DECISIONS = "deploy.json", "decisions.json"
 
 
@@ -91,7 +94,10 @@ class DeployedActions:
             (tmp / DEPLOY).write_text(strict_json(deploy, indent=1))
             (tmp / DECISIONS).write_text(strict_json(decisions))
 
-        return write_artifact(Path(directory), write, {"format": FORMAT,
+        # the manifest's config names the content: a retrain with other settings, seed or data gives
+        # another hash and replaces the directory (the same hash would be adopted as "already published")
+        content = config_hash({"deploy": deploy, "decisions": decisions, "training": self.router.summary})
+        return write_artifact(Path(directory), write, {"format": FORMAT, "content": content,
                                                        "data_key": self.spec.get("provenance", {}).get("data_key")})
 
     @classmethod

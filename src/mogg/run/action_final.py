@@ -29,7 +29,7 @@ from omegaconf import DictConfig
 from mogg.evaluation.frontier import choose_config
 from mogg.evaluation.frontier_report import TOKEN_SLACK, RouterFolds, action_learned, best_lambda
 from mogg.prepared import Prepared
-from mogg.routing.action_deploy import DeployedActions
+from mogg.routing.action_deploy import FINAL_DIR, TRANSFER_DIR, DeployedActions
 from mogg.routing.action_fit import fit_action_routers
 from mogg.routing.action_folds import action_key, predict_action_folds
 from mogg.routing.actions import decide
@@ -39,7 +39,7 @@ from mogg.run.router_store import retrain_command, router_spec
 
 log = logging.getLogger(__name__)
 
-FINAL_ACTIONS = "final"  # <run>/<ladder>/actions/final, beside the cross-fit's fold<k>
+FINAL_ACTIONS, TRANSFER_ACTIONS = FINAL_DIR, TRANSFER_DIR
 
 
 def guard_decisions(r: RouterFolds, fixed, budgets, guard: bool, guard_se: float) -> dict[int, dict]:
@@ -101,4 +101,69 @@ def fit_final_actions(cfg: DictConfig, settings, name: str, prep: Prepared, fs: 
                                                             "val": [prep.query_ids[i] for i in val]})
     out = dep.save(Path(actions_dir) / FINAL_ACTIONS)
     log.info("deployable %s action router in %s (budgets %s)", name, out, ", ".join(map(str, fs.budgets)))
+    return {"dir": str(out), "budgets": {b: p["deploy"] for b, p in budgets.items()}}
+
+
+def fit_transfer_actions(cfg: DictConfig, settings, name: str, source_preps: dict[str, Prepared],
+                         fs: FrontierSettings, actions_dir: Path, corpus_node=None) -> dict:
+    """The action router trained on several question sets (``train_sources``) for one ladder, into
+    ``actions_dir/transfer``: one scorer over the pooled sets (each keeps its own seeded validation
+    slice), lambda per budget on the pooled validation questions, the training sets' envelope per
+    budget (the fixed (level, k, cap) with the best mean F1 within B on their training questions:
+    what a practitioner deploys on a new set without labels) and the guard's decision per budget on
+    the pooled validation questions (the router against that envelope, ``frontier.guard_se``
+    standard errors, within B + 2%). Larger sets weigh more (no reweighting: a first protocol)."""
+    parts = {s: actions_of(p, fs) for s, p in source_preps.items()}
+    space = next(iter(parts.values()))[0]
+    for s, (sp, *_) in parts.items():
+        if sp != space:
+            raise ValueError(f"train_sources.{s}: its ladder's actions {sp.to_json()} differ from "
+                             f"{space.to_json()}: one ladder builder for every training set")
+    xq = np.concatenate([p[2] for p in parts.values()])
+    xa = np.concatenate([p[3] for p in parts.values()])
+    f1 = np.concatenate([p[1].f1 for p in parts.values()])
+    tok = np.concatenate([p[1].tokens for p in parts.values()])
+    ids = [f"{s}:{q}" for s, p in source_preps.items() for q in p.query_ids]
+    val_fraction, fit = float(cfg.trainer.val_fraction), action_fit_knobs(settings, fs)
+    trains, vals, off = [], [], 0
+    for i, p in enumerate(parts.values()):
+        has = np.flatnonzero(~np.isnan(p[1].f1).all(axis=1))
+        t, v = split_train_val(has, val_fraction, cfg.seed + 3000 + i)
+        trains.append(t + off)
+        vals.append(v + off)
+        off += len(p[2])
+    train, val = np.concatenate(trains), np.concatenate(vals)
+    router = fit_action_routers(xq, xa, f1, [train], [val], [cfg.seed], **fit)[0]
+    uv, u_all = router.utilities(xq[val], xa[val]), router.utilities(xq, xa)
+    budgets, decisions = {}, {}
+    for b in fs.budgets:
+        lam = best_lambda(uv, tok[val], f1[val], b)
+        env = choose_config(f1, tok, train, b)
+        a = decide(uv, tok[val], lam)
+        d = f1[val, a] - f1[val, env]
+        ok = ~np.isnan(d)
+        gain = float(d[ok].mean()) if ok.any() else 0.0
+        se = float(d[ok].std(ddof=1) / np.sqrt(ok.sum())) if ok.sum() > 1 else 0.0
+        tokens = float(tok[val, a].mean()) if len(val) else 0.0
+        passes = tokens <= b * (1 + TOKEN_SLACK) + 1e-9 and gain > fs.guard_se * se
+        deploy = "router" if passes or not fs.guard else "envelope"
+        budgets[int(b)] = {"lambda": lam, "deploy": deploy, "envelope": int(env), "envelope_config": space.describe(env),
+                           "guard": {"gain": gain, "se": se, "n": int(ok.sum()), "tokens": tokens, "guard": fs.guard,
+                                     "on": "the training sets' pooled validation questions"}}
+        decisions[int(b)] = np.full(len(xq), env, dtype=np.int64) if deploy == "envelope" else decide(u_all, tok, lam)
+        log.info("%s transfer action router (trained on %s) at B=%d: %s deployed (validation gain %+.4f ± %.4f over %d "
+                 "questions, %.1f tokens)", name, " + ".join(parts), b, deploy, gain, se, int(ok.sum()), tokens)
+    first = next(iter(source_preps))
+    spec = router_spec(cfg, name, source_preps[first], corpus=corpus_node)
+    spec["frontier"] = {"depth": fs.depth, "caps": list(fs.caps), "budgets": list(fs.budgets),
+                        "max_context_tokens": source_preps[first].max_context_tokens}
+    spec["fit"] = {**fit, "seed": int(cfg.seed), "val_fraction": val_fraction, "n_train": int(len(train)),
+                   "n_val": int(len(val)), "sources": list(parts)}
+    # per (level, k, cap): mean F1 and tokens on the training sets' training questions, so a new set
+    # can take their best configuration among those that fit B in its own tokens (no labels needed)
+    spec["transfer"] = {"train_f1": np.nan_to_num(np.nanmean(f1[train], axis=0), nan=-1.0).tolist(),
+                        "train_tokens": tok[train].mean(axis=0).tolist()}
+    dep = DeployedActions(router, space, budgets, spec,
+                          {"ids": ids, "budgets": decisions, "val": [ids[i] for i in val]})
+    out = dep.save(Path(actions_dir) / TRANSFER_ACTIONS)
     return {"dir": str(out), "budgets": {b: p["deploy"] for b, p in budgets.items()}}

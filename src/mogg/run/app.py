@@ -24,7 +24,7 @@ from mogg.evaluation.qa_accuracy import accuracy_section, plot_accuracy, read_po
 from mogg.evaluation.report import check_report_dir, log_summaries, write_report
 from mogg.evaluation.sections import question_records, questions_key, transfer_section, verdict
 from mogg.routing.crossfit import crossfit
-from mogg.run.action_final import fit_final_actions
+from mogg.run.action_final import fit_final_actions, fit_transfer_actions
 from mogg.run.frontier_stage import (
     CROSS,
     evaluate_frontier,
@@ -118,6 +118,13 @@ def train(cfg: DictConfig) -> dict:
     if fits_final:
         for name, r in train_final(cfg, settings, trainer, preps, source_preps, tq_preps).items():
             results[name].update(r)
+        fs = frontier_settings(cfg)
+        if fs is not None and fs.actions and source_preps:  # leave-one-set-out at matched cost
+            first = next(iter(nodes))
+            for name in preps:
+                results[name]["action_transfer"] = fit_transfer_actions(
+                    cfg, settings, name, {s: p[name] for s, p in source_preps.items()}, fs,
+                    checkpoint_dir(cfg, name) / "actions", nodes[first]["corpus"])
     fs = frontier_settings(cfg)
     if fs is not None and fs.actions and len(preps) > 1:
         out = checkpoint_dir(cfg, CROSS) / "actions"

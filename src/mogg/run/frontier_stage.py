@@ -15,15 +15,22 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig
 
-from mogg.core.artifacts import atomic_path, strict_json
+from mogg.core.artifacts import ArtifactError, atomic_path, strict_json
 from mogg.evaluation import names as N
 from mogg.evaluation.families import action_table, stream_family
-from mogg.evaluation.frontier import Family, merge_families
+from mogg.evaluation.frontier import Family, calibrate_lambda, merge_families
 from mogg.evaluation.frontier_render import frontier_section, plot_cross_ladders, plot_frontier
-from mogg.evaluation.frontier_report import RouterFolds, action_learned, frontier_evaluation
+from mogg.evaluation.frontier_report import (
+    TRAINING_ENVELOPE,
+    TRANSFERRED,
+    RouterFolds,
+    action_learned,
+    frontier_evaluation,
+)
 from mogg.prepared import Prepared
+from mogg.routing.action_deploy import TRANSFER_DIR, DeployedActions
 from mogg.routing.action_folds import action_key, crossfit_actions, predict_action_folds
-from mogg.routing.actions import ActionSpace, action_features
+from mogg.routing.actions import ActionSpace, action_features, decide
 from mogg.routing.crossfit import make_folds
 from mogg.routing.profiles import ProfileSpace
 from mogg.run.reading_stage import reading_policies, selector_settings, train_selector
@@ -207,11 +214,47 @@ def evaluate_frontier(cfg: DictConfig, settings, name: str, prep: Prepared, fs: 
                                    action_learned(router, table) if router is not None else None, space, fs.budgets,
                                    retrain_command(cfg))
     fr = frontier_evaluation(table, other_families(prep, fs, weights, ladder_policies, table), folds, list(fs.budgets), router,
-                             fs.n_boot, cfg.seed, reading, fs.guard_se)
+                             fs.n_boot, cfg.seed, reading, fs.guard_se, transferred_actions(cfg, ckpt, space, table, xq, xa))
     fr["actions"] = space.to_json()
     save_per_question(fr.pop("per_question"), prep.query_ids, report_dir / f"{name}_frontier_questions.npz")
     plot_frontier(name, fr, report_dir / f"{name}_frontier.png")
     return fr, frontier_section(name, fr, list(fs.budgets))
+
+
+def transferred_actions(cfg: DictConfig, ckpt: Path, space: ActionSpace, table: Family, xq: np.ndarray,
+                        xa: np.ndarray):
+    """With ``train_sources`` and their action router (``<ckpt>/actions/transfer``,
+    :func:`mogg.run.action_final.fit_transfer_actions`): budget -> the transferred router's and the
+    training sets' envelope's F1 and tokens per question on this set (None otherwise). Both read this
+    set's token counts, which need no labels: the envelope is the training sets' best configuration
+    among those reading <= B mean tokens here, and the router's lambda is recalibrated to B on this
+    set's questions; where the training sets' guard kept the envelope, the router deploys it."""
+    d = Path(ckpt) / "actions" / TRANSFER_DIR
+    if not cfg.get("train_sources") or not cfg.get("use_router", True):
+        return None
+    if not d.is_dir():
+        raise FileNotFoundError(f"no transfer action router in {d}: run `{retrain_command(cfg)}` (train.py with "
+                                "router.fit=all or both)")
+    dep = DeployedActions.load(d)
+    if dep.space != space:
+        raise ArtifactError(f"{d}: trained on actions {dep.space.to_json()}, this set's are {space.to_json()}; retrain")
+    util, rows = dep.router.utilities(xq, xa), np.arange(len(xq))
+    train_f1 = np.asarray(dep.spec["transfer"]["train_f1"])
+    here = table.tokens.mean(axis=0)  # this set's mean tokens per configuration: known after retrieval, no labels
+
+    def at(b: float) -> dict:
+        if int(b) not in dep.budgets:
+            return {}
+        p = dep.plan(int(b))
+        # the training sets' best configuration among those reading <= B here (the cheapest if none does)
+        fits = here <= b + 1e-9
+        env = int(np.argmax(np.where(fits, train_f1, -np.inf))) if fits.any() else int(np.argmin(here))
+        # the router where the training sets' guard deployed it, lambda recalibrated to B on this set's tokens
+        a = np.full(len(xq), env) if p["deploy"] == "envelope" else \
+            decide(util, table.tokens, calibrate_lambda(util, table.tokens, b))
+        return {TRANSFERRED: (table.f1[rows, a], table.tokens[rows, a], f"{p['deploy']} deployed"),
+                TRAINING_ENVELOPE: (table.f1[:, env], table.tokens[:, env], space.names()[env])}
+    return at
 
 
 # The cross-ladder router: one action space over every ladder's (level, k, cap), so the router
