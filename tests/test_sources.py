@@ -140,3 +140,37 @@ def test_leave_one_set_out_report(tmp_path, mirage, transfer):
     final = load_router(tmp_path / "ckpt" / "loso_medmcqa" / "mog" / "final")
     assert isinstance(final, ExpertsRouter) == (transfer == "experts")
     assert ("source experts (pubmedqa + covidqa)" in md) == (transfer == "experts")
+
+
+@pytest.mark.slow  # ~25 s idle (three sets prepared, two cross-fits, the transfer fit): pytest -m slow
+def test_leave_one_set_out_at_matched_cost(tmp_path, mirage):
+    """Issue 40: experiment=loso_frontier_medmcqa shrunk: the action router trained on the two other
+    sets (actions/transfer), and the held-out frontier table with the transferred router and the
+    training sets' envelope, both within B in the held-out set's own tokens."""
+    import json
+
+    from mogg.routing.action_deploy import DeployedActions
+
+    ov = _ov(tmp_path, mirage, "experiment=loso_frontier_medmcqa", "questions.min_chars=400", "questions.limit=40",
+             "corpus.sources.1.min_chars=400", "train_sources.pubmedqa.questions.limit=50",
+             "train_sources.pubmedqa.corpus.sources.1.min_chars=400", "train_sources.covidqa.questions.limit=50",
+             "frontier.depth=3", "frontier.caps=[null,32,64]", "frontier.n_boot=50", "frontier.fit.max_epochs=8")
+    cfg = compose(ov)
+    out = train(cfg)["mog"]
+    dep = DeployedActions.load(tmp_path / "ckpt" / "loso_frontier_medmcqa" / "mog" / "actions" / "transfer")
+    assert out["action_transfer"]["budgets"] == {b: p["deploy"] for b, p in dep.budgets.items()}
+    assert dep.spec["fit"]["sources"] == ["pubmedqa", "covidqa"] and len(dep.spec["transfer"]["train_f1"]) == dep.space.n
+    fr = evaluate(cfg)["mog"]["frontier"]
+    for b, row in fr["budgets"].items():
+        t, e = row["transferred router"], row["training sets' envelope"]
+        assert e["tokens"]["mean"] <= b + 1e-9  # the training sets' best configuration that fits B here
+        assert t["config"] == f"{dep.budgets[b]['deploy']} deployed"
+        if dep.budgets[b]["deploy"] == "envelope":  # the guard kept the envelope: the same contexts
+            assert t["f1"]["mean"] == e["f1"]["mean"] and t["vs_training_envelope"]["mean"] == 0
+        else:
+            assert t["tokens"]["mean"] <= b + 1e-6  # lambda recalibrated to B on the held-out set's tokens
+    md = (tmp_path / "reports" / "loso_frontier_medmcqa" / "results.md").read_text()
+    assert "| transferred router |" in md and "| training sets' envelope |" in md
+    assert "The transferred router (trained on the other sets" in md
+    assert "transferred router" in json.loads((tmp_path / "reports" / "loso_frontier_medmcqa" / "metrics.json")
+                                              .read_text())["mog"]["frontier"]["budgets"]["64"]
