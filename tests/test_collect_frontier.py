@@ -45,6 +45,14 @@ def test_seeds_are_pooled_question_by_question(tmp_path):
     assert main(["--reports", str(tmp_path), "--frontier", "--pattern", "fr_*", "--out", str(tmp_path / "out")]) == 0
     md = (tmp_path / "out" / "frontier_summary.md").read_text()
     assert "### fr (mog; n = 40, 3 seeds)" in md and "| oracle |" in md
+    # --versus: the intervals against another policy (leave-one-set-out: the training sets' envelope)
+    rows = collect_frontier(tmp_path, "fr_*", ("envelope", "router"), versus="router")
+    e = next(x for x in rows if x["policy"] == "envelope" and x["budget"] == 128)
+    assert e["diff_mean"] == pytest.approx(-d.mean()) and "diff_mean" not in next(
+        x for x in rows if x["policy"] == "router" and x["budget"] == 128)
+    assert main(["--reports", str(tmp_path), "--frontier", "--pattern", "fr_*", "--out", str(tmp_path / "v"),
+                 "--policies", "envelope;router", "--versus", "router"]) == 0
+    assert "difference to the router" in (tmp_path / "v" / "frontier_summary.md").read_text()
 
 
 def test_seeds_over_different_questions_are_refused(tmp_path, capsys):

@@ -217,7 +217,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--frontier", action="store_true",
                     help="frontier runs over seeds: F1 at matched tokens, mean ± sd, pooled paired intervals")
     ap.add_argument("--policies", default=None,
-                    help="with --frontier: comma-separated policies to show (default: envelope, router, unguarded)")
+                    help="with --frontier: policies to show, separated by ';' (or ',' when no name holds one; "
+                         "default: envelope, router, unguarded)")
+    ap.add_argument("--versus", default="envelope",
+                    help="with --frontier: the policy the paired intervals are against (default: envelope)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
@@ -231,8 +234,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(args) -> int:
     if args.frontier:
-        pols = tuple(p.strip() for p in args.policies.split(",")) if args.policies else SHOWN
-        rows = collect_frontier(Path(args.reports), args.pattern, pols)
+        sep = ";" if args.policies and ";" in args.policies else ","
+        pols = tuple(p.strip() for p in args.policies.split(sep)) if args.policies else SHOWN
+        rows = collect_frontier(Path(args.reports), args.pattern, pols, args.versus)
         if not rows:
             raise CollectError(f"no frontier run under {args.reports}/{args.pattern}")
         out = Path(args.out) if args.out else Path(args.reports) / "collected_frontier"

@@ -68,9 +68,10 @@ def pooled_difference(diffs: list[np.ndarray], n_boot: int = N_BOOT, seed: int =
             "n": int(len(d)), "seeds": per_seed}
 
 
-def collect_frontier(reports: Path, pattern: str, policies: tuple[str, ...] = SHOWN) -> list[dict]:
+def collect_frontier(reports: Path, pattern: str, policies: tuple[str, ...] = SHOWN, versus: str = "envelope") -> list[dict]:
     """One row per (experiment, ladder, budget, policy): F1 and tokens mean ± sd over seeds, the
-    pooled paired difference to the envelope (policies), or the oracle's F1 and tokens."""
+    pooled paired difference to ``versus`` (the envelope; leave-one-set-out: the training sets'
+    envelope), or the oracle's F1 and tokens."""
     import json
 
     rows = []
@@ -98,12 +99,13 @@ def collect_frontier(reports: Path, pattern: str, policies: tuple[str, ...] = SH
                         continue
                     f1 = np.array([c["f1"]["mean"] for c in cells])
                     tok = np.array([c["tokens"]["mean"] for c in cells])
-                    row = {"experiment": exp, "ladder": ladder, "budget": b, "policy": pol, "seeds": len(runs),
+                    row = {"experiment": exp, "ladder": ladder, "budget": b, "policy": pol, "versus": versus, "seeds": len(runs),
                            "n": int(len(ids)), "f1": float(f1.mean()), "f1_sd": float(f1.std(ddof=1)) if len(f1) > 1 else float("nan"),
                            "tokens": float(tok.mean())}
                     key = f"policy:{pol}"
-                    if pol != "envelope" and pol != "oracle" and all(key in d for d in data):
-                        diffs = [d[key][i, 0][o] - d["policy:envelope"][i, 0][o] for d, o in zip(data, order)]
+                    ref = f"policy:{versus}"
+                    if pol != versus and pol != "oracle" and all(key in d and ref in d for d in data):
+                        diffs = [d[key][i, 0][o] - d[ref][i, 0][o] for d, o in zip(data, order)]
                         row.update({f"diff_{k}": v for k, v in pooled_difference(diffs).items() if k != "seeds"})
                     rows.append(row)
     return rows
@@ -133,9 +135,10 @@ def frontier_markdown(rows: list[dict]) -> str:
                 cells.append(txt)
             out.append(f"| {pol} | " + " | ".join(cells) + " |")
         out.append("")
+    versus = rows[0].get("versus", "envelope") if rows else "envelope"
     out.append("Cells: evidence F1 mean ± sd over seeds (mean tokens) [pooled paired 95% interval of the difference "
-               "to the envelope: per question averaged over seeds, questions resampled]; **bold**: above the "
-               "envelope beyond the interval.")
+               f"to the {versus}: per question averaged over seeds, questions resampled]; **bold**: above the "
+               f"{versus} beyond the interval.")
     return "\n".join(out) + "\n"
 
 
