@@ -29,7 +29,9 @@ def _run(checkout: Path, script: str, experiment: str, work: Path, side: str) ->
     cmd = [sys.executable, str(checkout / script), f"experiment={experiment}", f"paths.artifacts={work / 'artifacts'}",
            f"paths.checkpoints={work / side / 'ckpt'}", f"paths.reports={work / side / 'reports'}",
            f"paths.outputs={work / side / 'outputs'}"]
-    env = {**os.environ, "PYTHONPATH": str(checkout / "src")}
+    # both checkouts read this checkout's data (a reference worktree has no data/ of its own)
+    env = {**os.environ, "PYTHONPATH": str(checkout / "src"),
+           "MOGG_DATA_DIR": os.environ.get("MOGG_DATA_DIR") or str(ROOT / "data")}
     t0 = time.perf_counter()
     r = subprocess.run(cmd, cwd=checkout, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if r.returncode:

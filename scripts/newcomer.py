@@ -70,7 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n=== {where}\n{script.strip()}", flush=True)
         if args.list:
             continue
-        venv = "" if where == "README command 1" and not args.skip_install else ". .venv/bin/activate && "
+        # on its own line: "activate && <block>" bound the activation to the block's first command
+        # (a block starting "# comment" then "server &" activated the venv in the background job only)
+        venv = "" if where == "README command 1" and not args.skip_install else ". .venv/bin/activate\n"
         t0 = time.perf_counter()
         rc = subprocess.run(["bash", "-c", f"set -eo pipefail\n{venv}{script}"], cwd=ROOT).returncode
         rows.append((where, script.strip().splitlines()[0][:70], rc, time.perf_counter() - t0))
