@@ -16,7 +16,10 @@ def final(tmp_path_factory, mirage):
     from mogg.run.app import train
 
     tmp = tmp_path_factory.mktemp("act")
-    cfg = compose(_frontier_overrides(tmp, mirage, ["router.fit=all", "run_name=act"]))
+    # smaller than test_frontier's: 3 folds of 8 epochs, k <= 3, two caps (the default run's minutes)
+    cfg = compose(_frontier_overrides(tmp, mirage, ["router.fit=all", "run_name=act", "trainer.max_epochs=5",
+                                                    "frontier.fit.max_epochs=8", "frontier.depth=3",
+                                                    "frontier.caps=[null,32]"]))
     out = train(cfg)
     return tmp, cfg, out
 
@@ -36,7 +39,7 @@ def test_the_final_fit_writes_one_deployable_directory(final):
         assert p["envelope_config"] == dep.space.describe(p["envelope"])
         assert set(p["guard"]) >= {"gain", "se", "n", "tokens"}
     assert len(dep.decisions["ids"]) == 60 and 0 < len(dep.decisions["val"]) < 60
-    assert dep.spec["frontier"]["depth"] == 4 and dep.spec["levels"]
+    assert dep.spec["frontier"]["depth"] == 3 and dep.spec["levels"]
 
 
 def test_routing_the_training_questions_reproduces_the_final_fits_decisions(final, mirage):
