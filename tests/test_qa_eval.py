@@ -157,6 +157,7 @@ def test_reader_labels_tiny_model_mirage_reader(tmp_path, mirage):
     assert "acc_medqa" in header and "improved_vs_cot" in header
 
 
+@pytest.mark.slow  # ~15-20 s: the default run stays under 10 minutes on 2 cores (pytest -m slow runs it)
 def test_readme_reader_commands_run_end_to_end(tmp_path, mirage):
     """The README's reader commands, as written, against a loopback OpenAI-compatible server
     (MOGG_READER_URL) and a local MedRAG-format Textbooks copy, shrunk with a few overrides."""

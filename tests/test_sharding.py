@@ -40,6 +40,7 @@ def test_concat_equals_single_build():
     assert merged_r.vocab == ref.vocab and (merged_r.weights != ref.weights).nnz == 0
 
 
+@pytest.mark.slow  # ~15-20 s: the default run stays under 10 minutes on 2 cores (pytest -m slow runs it)
 def test_three_shards_through_submitit_local(tmp_path, mirage):
     common = [f"paths.data_dir={mirage.parent}", "corpus.sources.1.min_chars=300"]
     single_cfg = compose(common + [f"paths.artifacts={tmp_path / 'single'}"])
@@ -153,6 +154,7 @@ def test_dense_mog_shards_merge_through_faiss(tmp_path):
     assert np.array_equal(got.ids, ref.ids) and np.array_equal(got.scores, ref.scores)
 
 
+@pytest.mark.slow  # ~15-20 s: the default run stays under 10 minutes on 2 cores (pytest -m slow runs it)
 def test_mogg_two_stage_shards_through_build_py(tmp_path, mirage):
     """The MoGG ladder built by build.py in 3 shards x 2 stages (Hydra multirun) is the single build's."""
     common = [f"paths.data_dir={mirage.parent}", "corpus.sources.1.min_chars=300", "experiment=mogg",
