@@ -80,6 +80,43 @@ def test_routing_the_training_questions_reproduces_the_final_fits_decisions(fina
     assert max(r["tokens"] for r in records) <= 40
 
 
+def test_spending_the_budget_on_the_routed_questions_reads_within_5_percent_of_it(final, mirage):
+    """``--calibrate-here``: lambda re-chosen on the routed questions (the calibration questions are
+    the routed ones), so their mean tokens are within 5% of B (never over it) wherever B binds the
+    router, i.e. where its utility argmax alone would read more; where it does not (lambda 0) the
+    router reads its argmax. Guarded, the envelope chosen on these questions' tokens stays within B."""
+    from mogg.routing.actions import decide
+    from mogg.run.prepare_stage import prepare_all
+    from mogg.run.route_actions import ActionSession
+
+    tmp, cfg, _ = final
+    session = ActionSession.from_checkpoint(tmp / "ckpt" / "act" / "mog" / "actions" / "final",
+                                            artifacts=tmp / "artifacts", data_dir=mirage.parent)
+    prep = prepare_all(cfg)["mog"]
+    dep = session.deployed
+    _, xq, xa, tokens = session.inputs(prep.questions)
+    util = dep.router.utilities(xq, xa)
+    binding = 0
+    for b in dep.calibrated():
+        records, summary = session.route(prep.questions, prep.query_ids, budget=b, here=True, unguarded=True)
+        mean = float(np.mean([r["tokens"] for r in records]))
+        assert summary["mean_tokens"] == pytest.approx(mean) and summary["calibrated_here"]
+        assert mean <= b + 1e-9
+        argmax = decide(util, tokens, 0.0)
+        if tokens[np.arange(len(tokens)), argmax].mean() > b:  # B binds: lambda > 0 spends it
+            binding += 1
+            assert summary["lambda"] > 0 and mean >= 0.95 * b, (b, mean, summary["lambda"])
+        else:
+            assert [r["action"] for r in records] == argmax.tolist()
+        # guarded: the router or the training questions' best configuration within B on these questions
+        records, summary = session.route(prep.questions, prep.query_ids, budget=b, here=True)
+        assert summary["mean_tokens"] <= b + 1e-9
+        if summary["deployed"] == "envelope":
+            assert {r["action"] for r in records} == {summary["envelope"]}
+            assert summary["envelope"] == dep.envelope_here(tokens, b)
+    assert binding >= 2  # the small budgets bind on this toy: the 5% check ran
+
+
 def test_a_budget_it_was_not_calibrated_for_is_refused_with_the_list(final):
     from mogg.routing.action_deploy import DeployedActions
 
@@ -91,10 +128,13 @@ def test_a_budget_it_was_not_calibrated_for_is_refused_with_the_list(final):
         dep.plan(64, 0.1)
     with pytest.raises(ValueError, match=">= 0"):
         dep.plan(cost_weight=-1)
-    assert dep.plan(cost_weight=0.0) == {"lambda": 0.0, "deploy": "router", "envelope": None, "budget": None}
+    assert dep.plan(cost_weight=0.0) == {"lambda": 0.0, "deploy": "router", "envelope": None, "budget": None,
+                                         "here": False}
+    with pytest.raises(ValueError, match="needs a budget"):
+        dep.plan(cost_weight=0.1, here=True)
 
 
-def test_mogg_route_budget_through_the_cli(final, mirage, tmp_path, capsys, monkeypatch):
+def test_mogg_route_budget_through_the_cli(final, mirage, tmp_path, capsys, caplog, monkeypatch):
     from mogg.run.route import main
 
     tmp, cfg, _ = final
@@ -122,6 +162,14 @@ def test_mogg_route_budget_through_the_cli(final, mirage, tmp_path, capsys, monk
     # --budget on a level router's directory: one line saying which directory it needs
     assert main(["--checkpoint", str(tmp / "ckpt" / "act" / "mog" / "final"), "--budget", "128", str(q)]) == 2
     assert "action router" in capsys.readouterr().err
+    assert main(["--checkpoint", str(tmp / "ckpt" / "act" / "mog" / "final"), "--calibrate-here", str(q)]) == 2
+    assert "action router" in capsys.readouterr().err
+    # spending B on a new batch: lambda re-chosen on it, said in the log line
+    with caplog.at_level("INFO", logger="mogg.run.route"):
+        assert main([*base, "--budget", "64", "--calibrate-here", "--unguarded", "--out", str(out), str(q)]) == 0
+    assert "calibrated on these questions" in caplog.text
+    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    assert np.mean([r["tokens"] for r in recs]) <= 64 and {r["decided_by"] for r in recs} == {"router"}
 
 
 def test_an_edited_deploy_file_is_refused(final, tmp_path):

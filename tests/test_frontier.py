@@ -277,7 +277,7 @@ def test_cross_ladder_router_chooses_the_ladder_too(tmp_path, mirage):
 @pytest.mark.parametrize("router_knows", [True, False])
 def test_guard_pools_validation_without_the_folds_own_test_rows(router_knows):
     from mogg.evaluation.frontier import Family
-    from mogg.evaluation.frontier_report import RouterFolds, route_at
+    from mogg.evaluation.frontier_guard import RouterFolds, route_at
 
     rng = np.random.default_rng(0)
     n = 300
@@ -308,7 +308,7 @@ def test_guard_pools_validation_without_the_folds_own_test_rows(router_knows):
 
 def test_router_policy_deploys_a_routed_family_that_wins_on_validation():
     from mogg.evaluation.frontier import Family
-    from mogg.evaluation.frontier_report import RouterFolds, route_at
+    from mogg.evaluation.frontier_guard import RouterFolds, route_at
 
     rng = np.random.default_rng(1)
     n = 300

@@ -159,7 +159,7 @@ def test_leave_one_set_out_at_matched_cost(tmp_path, mirage):
     out = train(cfg)["mog"]
     dep = DeployedActions.load(tmp_path / "ckpt" / "loso_frontier_medmcqa" / "mog" / "actions" / "transfer")
     assert out["action_transfer"]["budgets"] == {b: p["deploy"] for b, p in dep.budgets.items()}
-    assert dep.spec["fit"]["sources"] == ["pubmedqa", "covidqa"] and len(dep.spec["transfer"]["train_f1"]) == dep.space.n
+    assert dep.spec["fit"]["sources"] == ["pubmedqa", "covidqa"] and len(dep.spec["configs"]["train_f1"]) == dep.space.n
     fr = evaluate(cfg)["mog"]["frontier"]
     for b, row in fr["budgets"].items():
         t, e = row["transferred router"], row["training sets' envelope"]

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mogg.routing.actions import lagrangian_choice
+from mogg.routing.actions import calibrate_lambda, lagrangian_choice  # noqa: F401 (calibrate_lambda: re-exported)
 
 
 @dataclass
@@ -160,26 +160,6 @@ def paired_interval(a: np.ndarray, b: np.ndarray, n_boot: int = 1000, seed: int 
     idx = np.random.default_rng(seed).integers(0, len(d), size=(n_boot, len(d)))
     boots = d[idx].mean(axis=1)
     return float(d.mean()), float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975))
-
-
-def calibrate_lambda(util: np.ndarray, tokens: np.ndarray, target: float, iters: int = 60) -> float:
-    """The smallest cost weight lambda >= 0 whose decisions argmax u - lambda * tokens read at most
-    ``target`` mean tokens on these rows (validation). Mean tokens fall with lambda, so bisection
-    (in log lambda) finds the boundary; lambda = 0 when even the utility argmax fits."""
-    rows = np.arange(len(util))
-
-    def spend(lam: float) -> float:
-        return float(tokens[rows, lagrangian_choice(util, tokens, lam)].mean())
-
-    if spend(0.0) <= target:
-        return 0.0
-    lo, hi = -12.0, 1.0  # log10 lambda; at 10 per token every row takes its cheapest action
-    if spend(10**hi) > target:
-        return 10**hi
-    for _ in range(iters):
-        mid = (lo + hi) / 2
-        lo, hi = (lo, mid) if spend(10**mid) <= target else (mid, hi)
-    return 10**hi
 
 
 def area_share(budgets: np.ndarray, policy: np.ndarray, envelope: np.ndarray, oracle: np.ndarray) -> float:

@@ -12,7 +12,7 @@ depend on the order, and a deployed context is read in document order). Its **es
 with p_i the predicted density clipped to [0, 1], t_i the unit's tokens and E the median evidence
 length of the fold's training questions; the selector deploys argmax_k F1_hat(k) - lambda * T(k),
 lambda chosen on the fold's validation questions for each budget (free to spend less than B), as
-the action router's is (:class:`mogg.evaluation.frontier_report.Learned`). Every question keeps
+the action router's is (:class:`mogg.evaluation.frontier_guard.Learned`). Every question keeps
 at least its best unit.
 
 **Route + trim**: the action router's chosen (level, k, cap) at a budget B' in {B, 2B, 4B}
@@ -31,7 +31,7 @@ import numpy as np
 
 from mogg.core.segments import segment_rank
 from mogg.evaluation.frontier import Family
-from mogg.evaluation.frontier_report import Learned
+from mogg.evaluation.frontier_guard import Learned
 from mogg.evaluation.prefix import prefix_table
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from mogg.core.artifacts import ArtifactError, artifact_lock, config_hash, read_manifest, strict_json, write_artifact
-from mogg.routing.actions import ActionRouter, ActionSpace, decide
+from mogg.routing.actions import ActionRouter, ActionSpace, calibrate_lambda, decide
 
 log = logging.getLogger(__name__)
 
@@ -53,34 +53,71 @@ class DeployedActions:
     def calibrated(self) -> list[int]:
         return sorted(self.budgets)
 
-    def plan(self, budget: float | None = None, cost_weight: float | None = None) -> dict:
+    def plan(self, budget: float | None = None, cost_weight: float | None = None, here: bool = False,
+             unguarded: bool = False) -> dict:
         """What deploying at ``budget`` (a calibrated one) or at cost weight ``cost_weight`` means:
-        ``{"lambda", "deploy", "envelope", "budget"}``; exactly one of the two is given."""
+        ``{"lambda", "deploy", "envelope", "budget", "here"}``; exactly one of the two is given.
+        ``here``: lambda (and the envelope) are re-chosen on the routed questions so that their mean
+        tokens are B (:meth:`decide`); ``unguarded``: the router even where the guard kept the envelope."""
         if (budget is None) == (cost_weight is None):
             raise ValueError("give a budget (mean context tokens) or a cost weight, not both and not neither")
         if cost_weight is not None:
+            if here:
+                raise ValueError("calibrating on the routed questions needs a budget (mean tokens), not a cost weight")
             lam = float(cost_weight)
             if not (np.isfinite(lam) and lam >= 0):
                 raise ValueError(f"cost weight must be a finite number >= 0 (F1 per token), got {cost_weight!r}")
-            return {"lambda": lam, "deploy": "router", "envelope": None, "budget": None}
+            return {"lambda": lam, "deploy": "router", "envelope": None, "budget": None, "here": False}
         b = float(budget)
         if b != int(b) or int(b) not in self.budgets:
             raise ValueError(f"budget {budget!r} was not calibrated for this router; it holds "
                              f"{', '.join(map(str, self.calibrated()))} (retrain with frontier.budgets=[...] to add one, "
                              "or give --cost-weight)")
         p = self.budgets[int(b)]
-        return {"lambda": float(p["lambda"]), "deploy": p["deploy"], "envelope": int(p["envelope"]), "budget": int(b)}
+        return {"lambda": float(p["lambda"]), "deploy": "router" if unguarded else p["deploy"],
+                "envelope": int(p["envelope"]), "budget": int(b), "here": bool(here)}
 
     def choose(self, xq: np.ndarray, xa: np.ndarray, tokens: np.ndarray, plan: dict,
                max_tokens: float | None = None) -> np.ndarray:
-        """The action per question (int64 [Q]) under ``plan`` (:meth:`plan`): the envelope's fixed
-        action where the guard kept it, else argmax u - lambda * tokens (among actions within
-        ``max_tokens``; the cheapest where none is). ``xq`` [Q, Dq], ``xa`` [Q, A, Da], ``tokens`` [Q, A]."""
+        """The action per question (int64 [Q]) under ``plan``: :meth:`decide`'s actions."""
+        return self.decide(xq, xa, tokens, plan, max_tokens)[0]
+
+    def decide(self, xq: np.ndarray, xa: np.ndarray, tokens: np.ndarray, plan: dict,
+               max_tokens: float | None = None) -> tuple[np.ndarray, dict]:
+        """The action per question (int64 [Q]) under ``plan`` (:meth:`plan`) and the plan as applied:
+        the envelope's fixed action where the guard kept it, else argmax u - lambda * tokens (among
+        actions within ``max_tokens``; the cheapest where none is). ``xq`` [Q, Dq], ``xa`` [Q, A, Da],
+        ``tokens`` [Q, A].
+
+        With ``plan["here"]`` (a new set, or any batch that should spend B): lambda is the smallest
+        whose decisions read at most B mean tokens on these questions, and the envelope is the
+        training questions' best configuration among those reading at most B here. Both need only
+        the token counts, which are known after retrieval: no labels."""
         if tokens.shape != (len(xq), self.space.n):
             raise ValueError(f"tokens have shape {tokens.shape}; this router's action space has {self.space.n} actions")
+        applied = dict(plan)
         if plan["deploy"] == "envelope":
-            return np.full(len(xq), plan["envelope"], dtype=np.int64)
-        return decide(self.router.utilities(xq, xa), tokens, plan["lambda"], max_tokens).astype(np.int64)
+            env = self.envelope_here(tokens, plan["budget"]) if plan.get("here") else plan["envelope"]
+            applied["envelope"] = int(env)
+            return np.full(len(xq), env, dtype=np.int64), applied
+        util = self.router.utilities(xq, xa)
+        if plan.get("here"):
+            # actions over the hard cap can never be chosen (decide's rule), so calibrate without them
+            u = util if max_tokens is None else np.where(tokens > max_tokens, -1e30, util)
+            applied["lambda"] = calibrate_lambda(u, tokens, plan["budget"])
+        return decide(util, tokens, applied["lambda"], max_tokens).astype(np.int64), applied
+
+    def envelope_here(self, tokens: np.ndarray, budget: float) -> int:
+        """The training questions' best fixed (level, k, cap) among those whose mean tokens on these
+        questions (``tokens`` [Q, A]) are at most ``budget`` (the cheapest if none is); the stored
+        envelope for a directory written before its training statistics were kept."""
+        stats = self.spec.get("configs") or self.spec.get("transfer")  # "transfer": written before 2026-11-26
+        if not stats:
+            return int(self.budgets[int(budget)]["envelope"])
+        here = tokens.mean(axis=0)
+        fits = here <= budget + 1e-9
+        return int(np.argmax(np.where(fits, np.asarray(stats["train_f1"]), -np.inf))) if fits.any() \
+            else int(np.argmin(here))
 
     # -- persistence ------------------------------------------------------------------------
     def save(self, directory: Path) -> Path:

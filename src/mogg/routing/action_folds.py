@@ -20,6 +20,7 @@ from mogg.core.artifacts import ArtifactError, atomic_path, config_hash, strict_
 from mogg.routing.action_fit import FIT_CODE, fit_action_routers
 from mogg.routing.actions import ActionRouter, ActionSpace
 from mogg.routing.crossfit import RouterTrainingError, _digest, make_folds, split_train_val
+from mogg.routing.folds import finished_run
 
 log = logging.getLogger(__name__)
 
@@ -48,11 +49,10 @@ def crossfit_actions(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, space: Actio
     fold = make_folds(len(xq), n_folds, seed)
     key = action_key(xq, xa, y, space, n_folds, seed, fit_kwargs, val_fraction, data_key)
     run_id = config_hash(key)
+    done = finished_run(out_dir, run_id, "action router")
+    if done is not None:
+        return done
     path = out_dir / "folds.json"
-    if path.is_file() and json.loads(path.read_text()).get("run_id") == run_id:
-        log.info("action router folds already trained for this run (%s): skipped", out_dir)
-        return json.loads(path.read_text())
-    path.unlink(missing_ok=True)
     splits = [split_train_val(np.flatnonzero(fold != k), val_fraction, seed + 1000 + k) for k in range(n_folds)]
     try:  # every fold in one stacked fit, each equal to the fold fitted alone
         routers = fit_action_routers(xq, xa, y, [t for t, _ in splits], [v for _, v in splits],

@@ -229,6 +229,26 @@ def lagrangian_choice(score: np.ndarray, tokens: np.ndarray, lam: float) -> np.n
     return np.argmax(score - (lam + 1e-9) * tokens, axis=1)
 
 
+def calibrate_lambda(util: np.ndarray, tokens: np.ndarray, target: float, iters: int = 60) -> float:
+    """The smallest cost weight lambda >= 0 whose decisions argmax u - lambda * tokens read at most
+    ``target`` mean tokens on these rows (validation). Mean tokens fall with lambda, so bisection
+    (in log lambda) finds the boundary; lambda = 0 when even the utility argmax fits."""
+    rows = np.arange(len(util))
+
+    def spend(lam: float) -> float:
+        return float(tokens[rows, lagrangian_choice(util, tokens, lam)].mean())
+
+    if spend(0.0) <= target:
+        return 0.0
+    lo, hi = -12.0, 1.0  # log10 lambda; at 10 per token every row takes its cheapest action
+    if spend(10**hi) > target:
+        return 10**hi
+    for _ in range(iters):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if spend(10**mid) <= target else (mid, hi)
+    return 10**hi
+
+
 def decide(util: np.ndarray, tokens: np.ndarray, lam: float, max_tokens: float | None = None) -> np.ndarray:
     """The chosen action per question: argmax u - lam * tokens, among actions within
     ``max_tokens`` (the cheapest action where none is)."""

@@ -11,12 +11,16 @@ settings they were not trained with would report one run's numbers as another's.
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
 from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 
 from mogg.core.artifacts import ArtifactError, config_hash, diff_fields
+
+log = logging.getLogger(__name__)
 
 
 def make_folds(n: int, n_folds: int, seed: int) -> np.ndarray:
@@ -52,6 +56,19 @@ def crossfit_key(data_key: str | None, n: int, n_folds: int, seed: int, settings
 
 class StaleRouters(ArtifactError):
     """Routers on disk trained with other settings, folds, seed or data than the run asks for."""
+
+
+def finished_run(out_dir: Path, run_id: str, what: str) -> dict | None:
+    """``out_dir/folds.json`` when it records this ``run_id`` (the folds are done: skip them), else
+    None after removing a stale one (written last, so its absence marks an unfinished run)."""
+    path = Path(out_dir) / "folds.json"
+    if path.is_file():
+        found = json.loads(path.read_text())
+        if found.get("run_id") == run_id:
+            log.info("%s folds already trained for this run (%s): skipped", what, out_dir)
+            return found
+    path.unlink(missing_ok=True)
+    return None
 
 
 def check_run(path: Path, found: dict, expected: dict, retrain: str) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from mogg.core.artifacts import ArtifactError, atomic_path, config_hash, strict_json
-from mogg.routing.folds import check_run, make_folds, split_train_val
+from mogg.routing.folds import check_run, finished_run, make_folds, split_train_val
 
 log = logging.getLogger(__name__)
 
@@ -77,11 +77,10 @@ def crossfit_selector(x: np.ndarray, y: np.ndarray, tokens: np.ndarray, cand_q: 
     n_q = len(query_ids)
     key = selector_key(x, y, cand_q, n_q, n_folds, seed, params, val_fraction, data_key)
     run_id = config_hash(key)
+    done = finished_run(out_dir, run_id, "selector")
+    if done is not None:
+        return done
     path = out_dir / "folds.json"
-    if path.is_file() and json.loads(path.read_text()).get("run_id") == run_id:
-        log.info("selector folds already trained for this run (%s): skipped", out_dir)
-        return json.loads(path.read_text())
-    path.unlink(missing_ok=True)
     fold = make_folds(n_q, n_folds, seed)
     has = ~np.isnan(y)
     w = _weights(cand_q, tokens.astype(float))

@@ -4,7 +4,7 @@ every question, a cost weight per budget, the guard's decision per budget, one d
 
 Per budget B:
 
-* **lambda** is :func:`mogg.evaluation.frontier_report.best_lambda` on the final fit's own
+* **lambda** is :func:`mogg.evaluation.frontier_guard.best_lambda` on the final fit's own
   validation slice (seeded, ``trainer.val_fraction`` of the questions; the cross-fit's folds do
   the same per fold);
 * **the guard** compares, on every question out of fold, the cross-fitted action router (lambda
@@ -27,7 +27,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from mogg.evaluation.frontier import choose_config
-from mogg.evaluation.frontier_report import TOKEN_SLACK, RouterFolds, action_learned, best_lambda
+from mogg.evaluation.frontier_guard import RouterFolds, action_learned, best_lambda, guard_check
 from mogg.prepared import Prepared
 from mogg.routing.action_deploy import FINAL_DIR, TRANSFER_DIR, DeployedActions
 from mogg.routing.action_fit import fit_action_routers
@@ -40,6 +40,14 @@ from mogg.run.router_store import retrain_command, router_spec
 log = logging.getLogger(__name__)
 
 FINAL_ACTIONS, TRANSFER_ACTIONS = FINAL_DIR, TRANSFER_DIR
+
+
+def config_stats(f1: np.ndarray, tokens: np.ndarray) -> dict:
+    """Per (level, k, cap): mean F1 and tokens on the training questions ([Q, A] each), so routing
+    a new set can take their best configuration among those that fit B in its own tokens (no labels
+    needed: :meth:`DeployedActions.envelope_here`). A configuration without any F1: -1."""
+    return {"train_f1": np.nan_to_num(np.nanmean(f1, axis=0), nan=-1.0).tolist(),
+            "train_tokens": tokens.mean(axis=0).tolist()}
 
 
 def guard_decisions(r: RouterFolds, fixed, budgets, guard: bool, guard_se: float) -> dict[int, dict]:
@@ -55,12 +63,9 @@ def guard_decisions(r: RouterFolds, fixed, budgets, guard: bool, guard_se: float
             env = choose_config(fixed.f1, fixed.tokens, np.flatnonzero(r.fold != j), b)
             d[test], tok[test] = f - fixed.f1[test, env], t
         ok = ~np.isnan(d)
-        gain = float(d[ok].mean()) if ok.any() else 0.0
-        se = float(d[ok].std(ddof=1) / np.sqrt(ok.sum())) if ok.sum() > 1 else 0.0
-        tokens = float(tok[ok].mean()) if ok.any() else 0.0
-        passes = tokens <= b * (1 + TOKEN_SLACK) + 1e-9 and gain > guard_se * se
-        out[int(b)] = {"deploy": "router" if passes or not guard else "envelope", "gain": gain, "se": se,
-                       "n": int(ok.sum()), "tokens": tokens, "guard": bool(guard)}
+        g = guard_check(d, float(tok[ok].mean()) if ok.any() else 0.0, b, guard_se)
+        out[int(b)] = {"deploy": "router" if g["passes"] or not guard else "envelope", "gain": g["gain"], "se": g["se"],
+                       "n": g["n"], "tokens": g["tokens"], "guard": bool(guard)}
     return out
 
 
@@ -97,6 +102,7 @@ def fit_final_actions(cfg: DictConfig, settings, name: str, prep: Prepared, fs: 
                         "max_context_tokens": prep.max_context_tokens}
     spec["fit"] = {**fit, "seed": int(cfg.seed), "val_fraction": val_fraction, "n_train": int(len(train)),
                    "n_val": int(len(val)), "cross_fit_run_id": af.info["run_id"]}
+    spec["configs"] = config_stats(table.f1[train], table.tokens[train])
     dep = DeployedActions(router, space, budgets, spec, {"ids": list(prep.query_ids), "budgets": decisions,
                                                             "val": [prep.query_ids[i] for i in val]})
     out = dep.save(Path(actions_dir) / FINAL_ACTIONS)
@@ -141,28 +147,22 @@ def fit_transfer_actions(cfg: DictConfig, settings, name: str, source_preps: dic
         env = choose_config(f1, tok, train, b)
         a = decide(uv, tok[val], lam)
         d = f1[val, a] - f1[val, env]
-        ok = ~np.isnan(d)
-        gain = float(d[ok].mean()) if ok.any() else 0.0
-        se = float(d[ok].std(ddof=1) / np.sqrt(ok.sum())) if ok.sum() > 1 else 0.0
-        tokens = float(tok[val, a].mean()) if len(val) else 0.0
-        passes = tokens <= b * (1 + TOKEN_SLACK) + 1e-9 and gain > fs.guard_se * se
-        deploy = "router" if passes or not fs.guard else "envelope"
+        g = guard_check(d, float(tok[val, a].mean()) if len(val) else 0.0, b, fs.guard_se)
+        gain, se, tokens = g["gain"], g["se"], g["tokens"]
+        deploy = "router" if g["passes"] or not fs.guard else "envelope"
         budgets[int(b)] = {"lambda": lam, "deploy": deploy, "envelope": int(env), "envelope_config": space.describe(env),
-                           "guard": {"gain": gain, "se": se, "n": int(ok.sum()), "tokens": tokens, "guard": fs.guard,
+                           "guard": {"gain": gain, "se": se, "n": g["n"], "tokens": tokens, "guard": fs.guard,
                                      "on": "the training sets' pooled validation questions"}}
         decisions[int(b)] = np.full(len(xq), env, dtype=np.int64) if deploy == "envelope" else decide(u_all, tok, lam)
         log.info("%s transfer action router (trained on %s) at B=%d: %s deployed (validation gain %+.4f ± %.4f over %d "
-                 "questions, %.1f tokens)", name, " + ".join(parts), b, deploy, gain, se, int(ok.sum()), tokens)
+                 "questions, %.1f tokens)", name, " + ".join(parts), b, deploy, gain, se, g["n"], tokens)
     first = next(iter(source_preps))
     spec = router_spec(cfg, name, source_preps[first], corpus=corpus_node)
     spec["frontier"] = {"depth": fs.depth, "caps": list(fs.caps), "budgets": list(fs.budgets),
                         "max_context_tokens": source_preps[first].max_context_tokens}
     spec["fit"] = {**fit, "seed": int(cfg.seed), "val_fraction": val_fraction, "n_train": int(len(train)),
                    "n_val": int(len(val)), "sources": list(parts)}
-    # per (level, k, cap): mean F1 and tokens on the training sets' training questions, so a new set
-    # can take their best configuration among those that fit B in its own tokens (no labels needed)
-    spec["transfer"] = {"train_f1": np.nan_to_num(np.nanmean(f1[train], axis=0), nan=-1.0).tolist(),
-                        "train_tokens": tok[train].mean(axis=0).tolist()}
+    spec["configs"] = config_stats(f1[train], tok[train])
     dep = DeployedActions(router, space, budgets, spec,
                           {"ids": ids, "budgets": decisions, "val": [ids[i] for i in val]})
     out = dep.save(Path(actions_dir) / TRANSFER_ACTIONS)

@@ -18,19 +18,14 @@ from omegaconf import DictConfig
 from mogg.core.artifacts import ArtifactError, atomic_path, strict_json
 from mogg.evaluation import names as N
 from mogg.evaluation.families import action_table, stream_family
-from mogg.evaluation.frontier import Family, calibrate_lambda, merge_families
+from mogg.evaluation.frontier import Family, merge_families
+from mogg.evaluation.frontier_guard import RouterFolds, action_learned
 from mogg.evaluation.frontier_render import frontier_section, plot_cross_ladders, plot_frontier
-from mogg.evaluation.frontier_report import (
-    TRAINING_ENVELOPE,
-    TRANSFERRED,
-    RouterFolds,
-    action_learned,
-    frontier_evaluation,
-)
+from mogg.evaluation.frontier_report import TRAINING_ENVELOPE, TRANSFERRED, frontier_evaluation
 from mogg.prepared import Prepared
 from mogg.routing.action_deploy import TRANSFER_DIR, DeployedActions
 from mogg.routing.action_folds import action_key, crossfit_actions, predict_action_folds
-from mogg.routing.actions import ActionSpace, action_features, decide
+from mogg.routing.actions import ActionSpace, action_features
 from mogg.routing.crossfit import make_folds
 from mogg.routing.profiles import ProfileSpace
 from mogg.run.reading_stage import reading_policies, selector_settings, train_selector
@@ -238,20 +233,17 @@ def transferred_actions(cfg: DictConfig, ckpt: Path, space: ActionSpace, table: 
     dep = DeployedActions.load(d)
     if dep.space != space:
         raise ArtifactError(f"{d}: trained on actions {dep.space.to_json()}, this set's are {space.to_json()}; retrain")
-    util, rows = dep.router.utilities(xq, xa), np.arange(len(xq))
-    train_f1 = np.asarray(dep.spec["transfer"]["train_f1"])
-    here = table.tokens.mean(axis=0)  # this set's mean tokens per configuration: known after retrieval, no labels
+    rows = np.arange(len(xq))
 
     def at(b: float) -> dict:
         if int(b) not in dep.budgets:
             return {}
-        p = dep.plan(int(b))
-        # the training sets' best configuration among those reading <= B here (the cheapest if none does)
-        fits = here <= b + 1e-9
-        env = int(np.argmax(np.where(fits, train_f1, -np.inf))) if fits.any() else int(np.argmin(here))
-        # the router where the training sets' guard deployed it, lambda recalibrated to B on this set's tokens
-        a = np.full(len(xq), env) if p["deploy"] == "envelope" else \
-            decide(util, table.tokens, calibrate_lambda(util, table.tokens, b))
+        # label-free on this set (DeployedActions.decide with here=True): the training sets' best
+        # configuration among those reading <= B here where their guard kept the envelope, else the
+        # router with lambda recalibrated to B on this set's tokens
+        p = dep.plan(int(b), here=True)
+        a, _ = dep.decide(xq, xa, table.tokens, p)
+        env = dep.envelope_here(table.tokens, b)
         return {TRANSFERRED: (table.f1[rows, a], table.tokens[rows, a], f"{p['deploy']} deployed"),
                 TRAINING_ENVELOPE: (table.f1[:, env], table.tokens[:, env], space.names()[env])}
     return at

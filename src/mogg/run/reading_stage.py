@@ -17,7 +17,8 @@ import numpy as np
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from mogg.evaluation.frontier_report import Learned, Reading
+from mogg.evaluation.frontier_guard import Learned
+from mogg.evaluation.frontier_report import Reading
 from mogg.evaluation.sentence_frontier import context_units, selector_learned, sentence_oracle
 from mogg.prepared import Prepared
 from mogg.routing.selector import crossfit_selector, predict_selector_folds, selector_key

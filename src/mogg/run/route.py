@@ -229,6 +229,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cost-weight", type=float, default=None,
                     help="action router: lambda in argmax u - lambda * tokens, instead of --budget")
     ap.add_argument("--max-tokens", type=int, default=None, help="action router: a hard cap on every context's tokens")
+    ap.add_argument("--calibrate-here", action="store_true",
+                    help="action router with --budget: spend B on these questions (lambda, and the envelope where the "
+                         "guard keeps it, re-chosen so their mean tokens are at most B; label-free: for a new set)")
+    ap.add_argument("--unguarded", action="store_true",
+                    help="action router: deploy the router even at budgets where its guard kept the fixed envelope")
     ap.add_argument("--out", default="-", help="jsonl output path; '-' = stdout")
     ap.add_argument("--artifacts", default="auto",
                     help="artifact store for the ladder and retriever state (default: $MOGG_ARTIFACTS, else ./artifacts)")
@@ -257,15 +262,18 @@ def main(argv: list[str] | None = None) -> int:
         if args.out != "-":
             check_writable(Path(args.out))  # before any routing: a bad --out fails in a second
         acting = is_action_dir(Path(args.checkpoint))
-        if not acting and (args.budget, args.cost_weight, args.max_tokens) != (None, None, None):
-            raise ValueError(f"--budget, --cost-weight and --max-tokens apply to a deployed action router; "
+        if not acting and ((args.budget, args.cost_weight, args.max_tokens) != (None, None, None)
+                           or args.calibrate_here or args.unguarded):
+            raise ValueError(f"--budget, --cost-weight, --max-tokens, --calibrate-here and --unguarded apply to a "
+                             f"deployed action router; "
                              f"{args.checkpoint} is a level router (train one with `python train.py "
                              "experiment=frontier_<set> router.fit=all`: checkpoints/<run>/<ladder>/actions/final)")
         if acting:
             if args.k is not None:
                 raise ValueError("--k does not apply to an action router: it chooses k per question (give --budget)")
             session = ActionSession.from_checkpoint(args.checkpoint, args.artifacts, args.set, args.data_dir)
-            records, summary = session.route(questions, ids, args.budget, args.cost_weight, args.max_tokens)
+            records, summary = session.route(questions, ids, args.budget, args.cost_weight, args.max_tokens,
+                                             args.calibrate_here, args.unguarded)
         else:
             session = RoutingSession.from_checkpoint(args.checkpoint, args.artifacts, args.set, args.k, args.data_dir)
             records = session.route(questions, ids)
@@ -281,6 +289,8 @@ def main(argv: list[str] | None = None) -> int:
     if acting:
         if summary["n"]:
             at = f"B={summary['budget']}" if summary["budget"] is not None else f"lambda={summary['lambda']:g}"
+            if summary.get("calibrated_here"):
+                at += f", calibrated on these questions (lambda={summary['lambda']:g})"
             log.info("routed %d questions at %s (%s deployed): mean tokens %.1f%s", summary["n"], at, summary["deployed"],
                      summary["mean_tokens"], f" ({summary['n_empty']} empty left out)" if summary.get("n_empty") else "")
         return 0

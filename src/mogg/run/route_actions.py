@@ -76,10 +76,13 @@ class ActionSession:
         return deep, xq, xa, table.tokens
 
     def route(self, questions: Sequence[str], ids: Sequence[str] | None = None, budget: float | None = None,
-              cost_weight: float | None = None, max_tokens: int | None = None) -> tuple[list[dict], dict]:
+              cost_weight: float | None = None, max_tokens: int | None = None, here: bool = False,
+              unguarded: bool = False) -> tuple[list[dict], dict]:
         """One record per question (level, k, cap, tokens, context, who decided) and a summary
         (the plan, mean tokens). ``max_tokens``: a hard cap on every context (the router chooses
-        among actions within it; a context over it, the envelope's, is cut there)."""
+        among actions within it; a context over it, the envelope's, is cut there). ``here``: spend
+        ``budget`` on these questions (lambda and the envelope re-chosen on their token counts, no
+        labels: a new set); ``unguarded``: the router even where the guard kept the envelope."""
         questions = [str(q) for q in questions]
         if not questions:
             return [], {"n": 0}
@@ -88,20 +91,20 @@ class ActionSession:
         if max_tokens is not None and not (isinstance(max_tokens, int) and max_tokens >= 1):
             raise ValueError(f"max tokens must be an integer >= 1, got {max_tokens!r}")
         ids = list(ids) if ids is not None else [str(i) for i in range(len(questions))]
-        plan = self.deployed.plan(budget, cost_weight)
+        plan = self.deployed.plan(budget, cost_weight, here, unguarded)
         empty = [i for i, q in enumerate(questions) if count_tokens(q) == 0]
         if empty:  # nothing to retrieve with: an explicit empty record, never a silently empty context
             log.warning("%d question(s) have no indexable word (e.g. id %s): empty records", len(empty), ids[empty[0]])
             keep = [i for i in range(len(questions)) if i not in set(empty)]
             routed, summary = self.route([questions[i] for i in keep], [ids[i] for i in keep], budget, cost_weight,
-                                         max_tokens) if keep else ([], {"n": 0})
+                                         max_tokens, here, unguarded) if keep else ([], {"n": 0})
             it = iter(routed)
             records = [{"id": ids[i], "question": questions[i], "context": [], "empty": True,
                         "reason": "no indexable word: the retrievers have nothing to search with"}
                        if i in set(empty) else next(it) for i in range(len(questions))]
             return records, {**summary, "n_empty": len(empty)}
         deep, xq, xa, tokens = self.inputs(questions)
-        act = self.deployed.choose(xq, xa, tokens, plan, max_tokens)
+        act, plan = self.deployed.decide(xq, xa, tokens, plan, max_tokens)
         lad, space = self.index.ladder, self.deployed.space
         lv, kk, cp = (g[act] for g in space.grid())
         out = []
@@ -126,5 +129,5 @@ class ActionSession:
         records = [r for _, r in sorted(out, key=lambda p: p[0])]
         summary = {"n": len(records), "n_empty": 0, "mean_tokens": float(np.mean([r["tokens"] for r in records])),
                    "budget": plan["budget"], "lambda": plan["lambda"], "deployed": plan["deploy"],
-                   "max_tokens": max_tokens}
+                   "envelope": plan["envelope"], "calibrated_here": plan["here"], "max_tokens": max_tokens}
         return records, summary

@@ -1,0 +1,190 @@
+"""The learned policies on the frontier and the guard that deploys them at a budget.
+
+A learned policy (:class:`Learned`: the action router's (level, k, cap) per question, the evidence
+selector's prefixes of its sentence ranking) has out-of-fold utilities per plan; at a budget B each
+fold's cost weight lambda is chosen on that fold's validation questions (:func:`best_lambda`). The
+guard (:func:`guarded_at`, one test: :func:`guard_check`) deploys a candidate in fold k only where
+its paired gain over the envelope on pooled validation questions beats ``guard_se`` standard errors
+within B, else the fixed envelope chosen on the training folds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mogg.evaluation.frontier import Family, calibrate_lambda, choose_config
+from mogg.routing.actions import decide
+
+TOKEN_SLACK = 0.02  # the guard's tolerance on pooled validation tokens (guarded_at)
+@dataclass
+class RouterFolds:
+    """What the frontier needs of a cross-fitted action router (rows index the questions)."""
+
+    util: np.ndarray  # [Q, A] out-of-fold predicted utilities (columns = the fixed family's)
+    fold: np.ndarray  # [Q]
+    val: list[tuple[np.ndarray, np.ndarray]]  # per fold: (validation rows, that fold's utilities on them)
+    guard: bool = True  # per fold and budget: keep the envelope's configuration unless the router beats it on validation
+    max_tokens: float | None = None
+    # ... by guard_se standard errors of the paired difference: lambda is chosen on the same
+    # validation rows (optimistic), and a fold's validation slice is small, so a point-estimate
+    # win there often does not hold on the fold's test questions (the one-SE rule)
+    guard_se: float = 1.0
+
+
+def best_lambda(util: np.ndarray, tokens: np.ndarray, f1: np.ndarray, budget: float,
+                max_tokens: float | None = None) -> float:
+    """The cost weight for ``budget``, chosen on validation rows: among lambda >= the calibrated one
+    (so mean tokens stay <= budget there), the one with the best validation F1, as the envelope
+    takes the best configuration under the budget rather than the one that spends it all (reading
+    more can lower F1). Ties: the smallest lambda."""
+    lam0 = calibrate_lambda(util, tokens, budget)
+    cands = np.r_[lam0, lam0 * np.geomspace(1.25, 1e4, 40) if lam0 > 0 else np.geomspace(1e-6, 1.0, 40)]
+    rows = np.arange(len(util))
+    scores = [np.nanmean(f1[rows, decide(util, tokens, lam, max_tokens)]) for lam in cands]
+    return float(cands[int(np.argmax(scores))])
+
+
+@dataclass
+class Learned:
+    """A learned policy over its own per-question plans (the action router's (level, k, cap); the
+    evidence selector's prefixes of its sentence ranking): out-of-fold predicted utilities and each
+    plan's true F1 and tokens [Q, A]; per fold its validation questions with that fold's utilities
+    and the plans' F1 and tokens there (where lambda is calibrated). Rows index the questions."""
+
+    name: str
+    util: np.ndarray
+    f1: np.ndarray
+    tokens: np.ndarray
+    val: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]  # per fold: (rows, util, f1, tokens)
+    max_tokens: float | None = None
+
+    def cut(self, sub: np.ndarray, new: np.ndarray) -> "Learned":
+        """The same policy on questions ``sub`` (``new``: old row -> new row, -1 dropped)."""
+        val = []
+        for v, u, f, t in self.val:
+            ok = new[v] >= 0
+            val.append((new[v][ok], u[ok], f[ok], t[ok]))
+        return Learned(self.name, self.util[sub], self.f1[sub], self.tokens[sub], val, self.max_tokens)
+
+    def choices(self, j: int, test: np.ndarray, budget: float) -> tuple[float, np.ndarray, np.ndarray]:
+        """Fold j at ``budget``: lambda (chosen on its validation questions) and the plans it picks
+        for the ``test`` rows and for its validation rows."""
+        vrows, vutil, vf, vt = self.val[j]
+        lam = best_lambda(vutil, vt, vf, budget, self.max_tokens) if len(vrows) else 0.0
+        ch = decide(self.util[test], self.tokens[test], lam, self.max_tokens)
+        va = decide(vutil, vt, lam, self.max_tokens) if len(vrows) else np.zeros(0, dtype=np.int64)
+        return lam, ch, va
+
+    def at_fold(self, j: int, test: np.ndarray, budget: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
+        """Fold j at ``budget``: test F1 and tokens, validation F1 and tokens (lambda from validation)."""
+        vrows, _, vf, vt = self.val[j]
+        lam, ch, va = self.choices(j, test, budget)
+        rt, rv = np.arange(len(test)), np.arange(len(vrows))
+        return (self.f1[test][rt, ch], self.tokens[test][rt, ch], vf[rv, va], vt[rv, va],
+                {"lambda": lam, "n_val": int(len(vrows))})
+
+
+def action_learned(r: RouterFolds, fixed: Family) -> Learned:
+    """The action router as a :class:`Learned` policy: its plans are the fixed family's columns."""
+    return Learned("action router", r.util, fixed.f1, fixed.tokens,
+                   [(v, u, fixed.f1[v], fixed.tokens[v]) for v, u in r.val], r.max_tokens)
+
+
+def route_at(r: RouterFolds, fixed: Family, budget: float, routed: list[Family] | None = None
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], list[dict]]:
+    """The router policy at ``budget`` (:func:`guarded_at` over the action router and every
+    ``routed`` family: eq. 1-2 under the level router's weights), guarded as ``r`` says."""
+    return guarded_at(r.fold, fixed, budget, [action_learned(r, fixed), *(routed or [])], r.guard, r.guard_se)
+
+
+def guard_check(d: np.ndarray, tokens: float, budget: float, guard_se: float, cheaper: bool = False) -> dict:
+    """The guard's test of one candidate: its paired F1 gains over the envelope ``d`` (per question;
+    NaN rows dropped) beat ``guard_se`` standard errors and its mean ``tokens`` stay within the
+    budget (+ ``TOKEN_SLACK``; ``cheaper``: or no dearer than the envelope where nothing fits).
+    ``{"n", "gain", "se", "tokens", "passes"}``."""
+    d = d[~np.isnan(d)]
+    gain = float(d.mean()) if len(d) else 0.0
+    se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else 0.0
+    fits = tokens <= budget * (1 + TOKEN_SLACK) + 1e-9 or cheaper
+    return {"n": int(len(d)), "gain": gain, "se": se, "tokens": tokens, "passes": bool(fits and gain > guard_se * se)}
+
+
+def guarded_at(fold: np.ndarray, fixed: Family, budget: float, candidates: list, guard: bool = True,
+               guard_se: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], list[dict]]:
+    """A guarded policy at ``budget``: per question its F1 and tokens, which candidate decided (int
+    [Q] into the returned names; -1: the guard kept the envelope's configuration), and per-fold facts.
+
+    Candidates: :class:`Learned` policies (lambda calibrated on their fold's validation questions)
+    and families (each deployed at the configuration chosen on its training folds). The guard for
+    fold k pools every fold j's validation rows that are not fold k's test rows (fold j's candidate
+    against fold j's envelope on them): no test row of fold k enters its decision, and the pooled
+    slice is ~4x a single fold's. Fold k deploys the candidate with the best pooled gain among those
+    beating the envelope by ``guard_se`` standard errors (the one-SE rule), else the envelope.
+    Without ``guard`` the first candidate decides everywhere.
+    """
+    f, t = fixed.f1, fixed.tokens
+    names = [c.name for c in candidates]
+    n_q, n_c = len(fold), len(candidates)
+    qf, qt = np.empty((n_c, n_q)), np.empty((n_c, n_q))  # every candidate's test-fold outcome
+    env_f, env_t = np.empty(n_q), np.empty(n_q)
+    facts, diffs = [], []  # diffs[j][c]: fold j's validation rows, candidate c minus fold j's envelope
+    folds = np.unique(fold)
+    for j in folds:
+        test = np.flatnonzero(fold == j)
+        train = np.flatnonzero(fold != j)
+        env = choose_config(f, t, train, budget)
+        env_f[test], env_t[test] = f[test, env], t[test, env]
+        vrows = next((c.val[j][0] for c in candidates if isinstance(c, Learned)), np.zeros(0, dtype=np.int64))
+        fact: dict = {"fold": int(j)}
+        d, dt = [np.zeros(0)] * n_c, [np.zeros(0)] * n_c  # F1 and token differences to the envelope
+        for c, cand in enumerate(candidates):
+            if isinstance(cand, Learned):
+                qf[c, test], qt[c, test], vf, vt, info = cand.at_fold(j, test, budget)
+                vrows = cand.val[j][0]
+                if c == 0:  # the first candidate's calibration is the policy's fact
+                    fact.update(info, envelope=fixed.configs[env])
+                    if len(vrows):
+                        fact.update(val_tokens=float(vt.mean()), val_f1=float(np.nanmean(vf)),
+                                    val_envelope_f1=float(np.nanmean(f[vrows, env])))
+                if len(vrows):
+                    d[c], dt[c] = vf - f[vrows, env], vt - t[vrows, env]
+            else:
+                cc = choose_config(cand.f1, cand.tokens, train, budget)
+                qf[c, test], qt[c, test] = cand.f1[test, cc], cand.tokens[test, cc]
+                if len(vrows):
+                    d[c], dt[c] = cand.f1[vrows, cc] - f[vrows, env], cand.tokens[vrows, cc] - t[vrows, env]
+        fact.setdefault("envelope", fixed.configs[env])
+        diffs.append((vrows, d, dt, t[vrows, env]))
+        facts.append(fact)
+    source = np.zeros(n_q, dtype=np.int64)
+    out_f, out_t = qf[0].copy(), qt[0].copy()
+    if guard:
+        rows_all = np.arange(n_q)
+        for k, fact in zip(folds, facts):
+            test = fold == k
+            gains = []
+            env_tok = np.concatenate([et[~test[vj]] for vj, _, _, et in diffs])
+            for c in range(n_c):
+                dd = np.concatenate([dj[c][~test[vj]] for vj, dj, _, _ in diffs])
+                extra = np.concatenate([tj[c][~test[vj]] for vj, _, tj, _ in diffs])
+                ok = ~np.isnan(dd)
+                # within the budget on validation, or no dearer than the envelope where nothing fits;
+                # TOKEN_SLACK: each fold's lambda holds its own validation slice to <= B, the pool here
+                # drops the rows in fold k's test set, and a subset's mean may pass B by a token
+                tokens = float((env_tok[ok] + extra[ok]).mean()) if ok.any() else 0.0
+                g = guard_check(dd, tokens, budget, guard_se, bool(ok.any() and extra[ok].mean() <= 1e-9))
+                gains.append({"candidate": names[c], "n": g["n"], "gain": g["gain"], "se": g["se"], "tokens": tokens,
+                              "passes": g["passes"]})
+            fact["guard"] = gains
+            ok = [c for c in range(n_c) if gains[c]["passes"]]
+            rows = rows_all[test]
+            if ok:
+                best = max(ok, key=lambda c: gains[c]["gain"])
+                source[rows], out_f[rows], out_t[rows] = best, qf[best, rows], qt[best, rows]
+                fact["deployed"] = names[best]
+            else:
+                source[rows], out_f[rows], out_t[rows] = -1, env_f[rows], env_t[rows]
+                fact["deployed"] = "envelope"
+    return out_f, out_t, source, names, facts
