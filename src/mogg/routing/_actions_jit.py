@@ -70,49 +70,57 @@ def dropout_rows_(x: np.ndarray, key, rows: np.ndarray, keep53, scale) -> None:
 
 
 @nb.njit(parallel=True, cache=True)
-def layer1_(z1, qp, cp, v, wv_t):
-    """First-layer pre-activations in one pass: ``z1[b, a] = qp[b] + cp[a] + v[b, a] @ wv_t``
-    (``z1`` float32 [B, A, W] out, ``qp`` [B, W], ``cp`` [A, W], ``v`` [B, A, Dv], ``wv_t`` [Dv, W])."""
-    n_b, n_a, width = z1.shape
+def layer1_(h1, qp, cp, v, wv_t, key, rows, keep53, scale, use_mask):
+    """The first layer in one pass: ``h1[b, a] = drop(relu(qp[b] + cp[a] + v[b, a] @ wv_t))``
+    (``h1`` float32 [B, A, W] out, ``qp`` [B, W], ``cp`` [A, W], ``v`` [B, A, Dv], ``wv_t`` [Dv, W]);
+    ``use_mask``: unit ``a * W + u`` of question ``rows[b]`` kept under ``key`` (the hash of
+    :func:`dropout_rows_`) and scaled by ``scale``, else 0. The pre-activations are not kept: the
+    backward pass needs only where ``h1 > 0`` (unit active and kept)."""
+    n_b, n_a, width = h1.shape
     n_v = v.shape[2]
+    key = np.uint64(key)
+    w = np.uint64(n_a * width)
     for b in nb.prange(n_b):
+        base = np.uint64(rows[b]) * w + np.uint64(1)
         for a in range(n_a):
-            out = z1[b, a]
+            out = h1[b, a]
             for u in range(width):  # innermost loops over units: vectorised
                 out[u] = qp[b, u] + cp[a, u]
             for j in range(n_v):
                 x = v[b, a, j]
                 for u in range(width):
                     out[u] += x * wv_t[j, u]
+            for u in range(width):  # relu, then the mask: relu(z) * scale, as torch's relu then dropout_rows_
+                r = out[u] if out[u] > np.float32(0.0) else np.float32(0.0)
+                out[u] = r
+            if use_mask:
+                c0 = base + np.uint64(a * width)
+                for u in range(width):
+                    z = _mix(key + (c0 + np.uint64(u)) * GOLDEN)
+                    out[u] = out[u] * scale if (z >> np.uint64(11)) < keep53 else np.float32(0.0)
 
 
 @nb.njit(parallel=True, cache=True)
-def layer1_grads(g, v, key, rows, keep53, scale, use_mask, n_parts):
-    """The first layer's gradients from ``g`` = dL/dz1 before the dropout mask, [B, A, W] float32,
-    in one read: the mask (``use_mask``: the forward pass's, recomputed) times ``g`` summed over
-    the actions per question ([B, W]), over the questions per action ([A, W]) and against the
-    varying features ``v`` [B, A, Dv] ([Dv, W]). Questions are split into ``n_parts`` fixed parts
-    summed in order, so the sums do not depend on the thread count."""
+def layer1_grads(g, h1, v, scale, n_parts):
+    """The first layer's gradients from ``g`` = dL/dh1 [B, A, W] float32 in one read: relu's and the
+    dropout mask's derivative is ``scale`` where ``h1 > 0`` (the unit active and kept; ``scale`` 1
+    without dropout), else 0; the result summed over the actions per question ([B, W]), over the
+    questions per action ([A, W]) and against the varying features ``v`` [B, A, Dv] ([Dv, W]).
+    Questions are split into ``n_parts`` fixed parts summed in order, so the sums do not depend on
+    the thread count."""
     n_b, n_a, width = g.shape
     n_v = v.shape[2]
     g_q = np.zeros((n_b, width), dtype=np.float32)
     part_a = np.zeros((n_parts, n_a, width), dtype=np.float32)
     part_v = np.zeros((n_parts, n_v, width), dtype=np.float32)
-    key = np.uint64(key)
-    w = np.uint64(n_a * width)
+    zero = np.float32(0.0)
     for p in nb.prange(n_parts):
         x = np.empty(width, dtype=np.float32)
         for b in range(p * n_b // n_parts, (p + 1) * n_b // n_parts):
-            base = np.uint64(rows[b]) * w + np.uint64(1)
             for a in range(n_a):
-                gb = g[b, a]
-                if use_mask:
-                    c0 = base + np.uint64(a * width)
-                    for u in range(width):
-                        z = _mix(key + (c0 + np.uint64(u)) * GOLDEN)
-                        x[u] = gb[u] * scale if (z >> np.uint64(11)) < keep53 else np.float32(0.0)
-                else:
-                    x[:] = gb
+                gb, hb = g[b, a], h1[b, a]
+                for u in range(width):
+                    x[u] = gb[u] * scale if hb[u] > zero else zero
                 for u in range(width):
                     g_q[b, u] += x[u]
                     part_a[p, a, u] += x[u]
