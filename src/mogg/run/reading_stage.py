@@ -17,6 +17,7 @@ import numpy as np
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from mogg.core.threads import check_threads
 from mogg.evaluation.frontier_guard import Learned
 from mogg.evaluation.frontier_report import Reading
 from mogg.evaluation.sentence_frontier import context_units, selector_learned, sentence_oracle
@@ -100,7 +101,7 @@ def train_selector(cfg: DictConfig, prep: Prepared, sel: dict, out_dir: Path) ->
     t0 = time.perf_counter()
     info = crossfit_selector(data.x, data.density, data.tokens, data.cand.q, data.evidence_len, prep.query_ids,
                              cfg.n_folds, cfg.seed, sel["params"], float(cfg.trainer.val_fraction), out_dir,
-                             prep.data_key, threads=cfg.get("threads"))
+                             prep.data_key, threads=check_threads(cfg.get("threads")))
     log.info("selector: %d candidates (%.1f per question), features %.1f s, fit %.1f s", len(data.cand),
              len(data.cand) / max(len(prep.items), 1), data.seconds, time.perf_counter() - t0)
     return info
