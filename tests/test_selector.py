@@ -30,6 +30,8 @@ def _ladder() -> Ladder:
 
 
 def test_candidates_and_labels_by_hand():
+    from mogg.selection.sentences import feature_names
+
     lad = _ladder()
     q = ["What reverses warfarin?"]
     # level 0: sentence 4 then 0 retrieved; level 1: document 1 (units 3-5)
@@ -54,8 +56,33 @@ def test_candidates_and_labels_by_hand():
     assert o.tolist() == [clipped(lad.units.text[u], ev[0]) for u in c.unit]
     assert o[2] == len(tokenize(lad.units.text[4]))  # the evidence sentence itself: every token is gold
     x = features(lad, c, lex)
-    assert x.shape == (4, 4 + 20) and np.isfinite(x).all()
+    assert x.shape == (4, 4 + 24) and np.isfinite(x).all()
     assert np.isnan(evidence_overlap(c, lex, [""])).all()  # no evidence: no label
+    names = feature_names(lad.level_names)
+    assert (x[:, names.index("option_match")] == 0).all()  # no options: the option columns are 0
+
+
+def test_the_option_features_by_hand():
+    """A unit's share of the IDF mass of its question's answer-option words, and its document's best."""
+    from mogg.selection.sentences import feature_names
+
+    lad = _ladder()
+    q = ["What reverses warfarin?"]
+    hits = Hits(np.array([[[4, 0], [1, -1]]]), np.array([[[2.0, 1.0], [3.0, -np.inf]]], dtype=np.float32))
+    lex = Lexicon(lad, q, ["Vitamin K Aspirin Heparin"])
+    c = candidates(lad, hits, lex, depth=2)
+    x = features(lad, c, lex)
+    names = feature_names(lad.level_names)
+    from mogg.core.text import tokenize
+
+    opt = set(tokenize("Vitamin K Aspirin Heparin", stopwords=True))
+    idf = {w: lex.idf[lex.vocab[w]] for w in opt}
+    mass = sum(idf.values())
+    want = [sum(idf[w] for w in opt & set(tokenize(lad.units.text[u], stopwords=True))) / mass for u in c.unit]
+    np.testing.assert_allclose(x[:, names.index("option_match")], want, rtol=1e-6)
+    # units 3-5 are one document: each carries the document's best option match
+    np.testing.assert_allclose(x[1:, names.index("doc_option_match")], max(want[1:]), rtol=1e-6)
+    assert want[2] > 0 and want[1] == 0  # "Vitamin K reverses warfarin." names an option; unit 3 none
 
 
 def test_a_long_chunk_contributes_its_units_closest_to_the_question():

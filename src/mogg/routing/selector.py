@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,7 +103,9 @@ def crossfit_selector(x: np.ndarray, y: np.ndarray, tokens: np.ndarray, cand_q: 
 
             fit_kw = {"eval_set": [(x[rva], y[rva])], "eval_sample_weight": [w[rva]],
                       "callbacks": [lgb.early_stopping(EARLY_STOP, verbose=False)]}
-        m.fit(x[rtr], y[rtr], sample_weight=w[rtr], **fit_kw)
+        with warnings.catch_warnings():  # eval_set: deprecated in LightGBM 4.6+, the only form 4.0-4.5 know
+            warnings.filterwarnings("ignore", message=".*'eval_set' is deprecated")
+            m.fit(x[rtr], y[rtr], sample_weight=w[rtr], **fit_kw)
         e_len = float(np.median(evidence_len[train][~np.isnan(evidence_len[train])])) if len(train) else 0.0
         d = out_dir / f"fold{k}"
         d.mkdir(parents=True, exist_ok=True)

@@ -65,7 +65,7 @@ class ReadingData:
 def reading_data(cfg: DictConfig, prep: Prepared, sel: dict) -> ReadingData:
     """Candidates (the deep hits), features, labels (module doc of :mod:`mogg.selection.sentences`)."""
     t0 = time.perf_counter()
-    lex = Lexicon(prep.ladder, prep.questions)
+    lex = Lexicon(prep.ladder, prep.questions, [" ".join(it.options.values()) for it in prep.items])
     cand = candidates(prep.ladder, prep.deep, lex, sel["depth"], sel["per_chunk"])
     unit_emb = q_emb = None
     if sel["cosine"]:

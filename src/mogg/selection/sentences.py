@@ -15,7 +15,8 @@ candidate), its neighbours' lexical match, its position in its document, its len
 question-unit cosine of the bundled encoder when given unit and question embeddings, and its
 document as a whole among the question's candidates (best vote, lexical match and cosine of the
 document's candidate units, their number: where the evidence is a whole document, the document
-decides).
+decides), and for multiple-choice questions the share of the answer options' IDF-weighted words
+the unit and its document hold (an explanation names the right option; 0 without options).
 
 **Labels**: the unit's gold-evidence tokens (its multiset overlap with the question's evidence,
 clipped per unit) and its tokens; the selector regresses their ratio, the unit's evidence density.
@@ -62,10 +63,11 @@ class Candidates:
 
 
 class Lexicon:
-    """IDF over the ladder's units and sparse term matrices: units x terms (binary, counts) and
-    questions x terms; unit token counts. Built once per ladder and question set."""
+    """IDF over the ladder's units and sparse term matrices: units x terms (binary, counts),
+    questions x terms and the questions' answer options x terms (all options of a question as one
+    row; empty without options); unit token counts. Built once per ladder and question set."""
 
-    def __init__(self, ladder: Ladder, questions: list[str]):
+    def __init__(self, ladder: Ladder, questions: list[str], options: list[str] | None = None):
         vocab: dict[str, int] = {}
         get = vocab.setdefault
 
@@ -77,7 +79,11 @@ class Lexicon:
             return ind, ptr
 
         units = list(ladder.units.text)
-        parts = [ids(units, False), ids(units, True), ids(list(questions), True)]  # all tokens; content words
+        opts = list(options) if options is not None else [""] * len(questions)
+        if len(opts) != len(questions):
+            raise ValueError(f"{len(opts)} option texts for {len(questions)} questions")
+        # all tokens; content words of units, questions, options
+        parts = [ids(units, False), ids(units, True), ids(list(questions), True), ids(opts, True)]
         n_v = max(len(vocab), 1)
 
         def csr(ind: list[int], ptr: list[int]) -> sp.csr_matrix:
@@ -86,7 +92,7 @@ class Lexicon:
             m.sum_duplicates()  # counts per (row, word)
             return m
 
-        u_all, content, qm = (csr(*p) for p in parts)
+        u_all, content, qm, om = (csr(*p) for p in parts)
         self.vocab = vocab
         self.unit_counts = u_all  # [U, V] token counts
         self.unit_tokens = np.asarray(u_all.sum(axis=1)).ravel()  # [U]
@@ -95,6 +101,17 @@ class Lexicon:
         self.unit_terms = (content > 0).astype(np.float32)  # [U, V] binary
         self.question_terms = (qm > 0).astype(np.float32).multiply(self.idf[None, :]).tocsr()  # [Q, V] idf
         self.question_mass = np.asarray(self.question_terms.sum(axis=1)).ravel()  # [Q]
+        self.option_terms = (om > 0).astype(np.float32).multiply(self.idf[None, :]).tocsr()  # [Q, V] idf
+        self.option_mass = np.asarray(self.option_terms.sum(axis=1)).ravel()  # [Q]; 0: no options
+
+    def option_match(self, q: np.ndarray, unit: np.ndarray, block: int = 200_000) -> np.ndarray:
+        """Per (question, unit) row: the share of the IDF mass of the question's option words the
+        unit holds (float64 [N]; 0 for a question without options); in blocks of rows."""
+        out = np.zeros(len(q))
+        for a in range(0, len(q), block):
+            qi, ui = q[a:a + block], unit[a:a + block]
+            out[a:a + block] = np.asarray(self.option_terms[qi].multiply(self.unit_terms[ui]).sum(axis=1)).ravel()
+        return out / np.maximum(self.option_mass[q], 1e-9)
 
     def match(self, q: np.ndarray, unit: np.ndarray, block: int = 200_000) -> tuple[np.ndarray, np.ndarray]:
         """Per (question, unit) row: the IDF mass of the question's words the unit holds, and a
@@ -157,7 +174,8 @@ def candidates(ladder: Ladder, hits: Hits, lex: Lexicon, depth: int, per_chunk: 
 FEATURES_PER_LEVEL = ("score", "inv_rank")
 FEATURES = ("vote", "match", "match_rel", "bm25", "bm25_rel", "prev_match", "next_match", "doc_position",
             "doc_first", "log_doc_units", "log_tokens", "question_log_tokens", "cosine", "cosine_rel",
-            "doc_vote", "doc_match", "doc_candidates", "doc_vote_rel", "doc_cosine", "doc_cosine_rel")
+            "doc_vote", "doc_match", "doc_candidates", "doc_vote_rel", "doc_cosine", "doc_cosine_rel",
+            "option_match", "option_match_rel", "doc_option_match", "doc_option_match_rel")
 
 
 def feature_names(level_names: list[str]) -> list[str]:
@@ -202,15 +220,18 @@ def features(ladder: Ladder, cand: Candidates, lex: Lexicon, unit_emb: np.ndarra
     # candidates, how many candidates it holds (whole-document evidence: the document decides)
     vote = cand.score.sum(axis=1)
     _, dg = np.unique(q * (int(doc.max()) + 1) + doc[u], return_inverse=True)
-    dvote, dmatch, dcos = (np.full(dg.max() + 1, -np.inf) for _ in range(3))
+    opt = lex.option_match(q, u)  # the answer options' words (an explanation names the right one)
+    dvote, dmatch, dcos, dopt = (np.full(dg.max() + 1, -np.inf) for _ in range(4))
     np.maximum.at(dvote, dg, vote)
     np.maximum.at(dmatch, dg, match)
     np.maximum.at(dcos, dg, cos)
+    np.maximum.at(dopt, dg, opt)
     dcount = np.bincount(dg)
     cols = [vote, match, rel(match), bm25, rel(bm25), np.where(prev_ok, pm, 0.0) / mass,
             np.where(next_ok, nm, 0.0) / mass, (u - start) / np.maximum(size - 1, 1), (u == start).astype(float),
             np.log1p(size), np.log1p(tokens), np.log1p(qtok), cos, rel(cos),
-            dvote[dg], dmatch[dg], np.log1p(dcount[dg]), rel(dvote[dg]), dcos[dg], rel(dcos[dg])]
+            dvote[dg], dmatch[dg], np.log1p(dcount[dg]), rel(dvote[dg]), dcos[dg], rel(dcos[dg]),
+            opt, rel(opt), dopt[dg], rel(dopt[dg])]
     return np.concatenate([per_level, np.stack(cols, axis=1)], axis=1).astype(np.float32)
 
 
