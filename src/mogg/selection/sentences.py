@@ -108,14 +108,18 @@ class Lexicon:
         """Per (question, unit) row: the share of the IDF mass of the question's option words the
         unit holds (float64 [N]; 0 for a question without options); in blocks of rows."""
         out = np.zeros(len(q))
+        if not self.option_mass.any():  # no question has options (PubMedQA-style or open questions)
+            return out
         for a in range(0, len(q), block):
             qi, ui = q[a:a + block], unit[a:a + block]
             out[a:a + block] = np.asarray(self.option_terms[qi].multiply(self.unit_terms[ui]).sum(axis=1)).ravel()
         return out / np.maximum(self.option_mass[q], 1e-9)
 
-    def match(self, q: np.ndarray, unit: np.ndarray, block: int = 200_000) -> tuple[np.ndarray, np.ndarray]:
+    def match(self, q: np.ndarray, unit: np.ndarray, block: int = 200_000,
+              bm25: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Per (question, unit) row: the IDF mass of the question's words the unit holds, and a
-        BM25-style score (k1 = 1.2, b = 0.75 over unit lengths), float64 [N] each; in blocks of rows."""
+        BM25-style score (k1 = 1.2, b = 0.75 over unit lengths; zeros with ``bm25=False``), float64
+        [N] each; in blocks of rows."""
         out = np.zeros(len(q)), np.zeros(len(q))
         if not len(q):
             return out
@@ -124,6 +128,8 @@ class Lexicon:
             qi, ui = q[a:a + block], unit[a:a + block]
             both = self.question_terms[qi].multiply(self.unit_terms[ui]).tocsr()  # idf where shared
             out[0][a:a + block] = np.asarray(both.sum(axis=1)).ravel()
+            if not bm25:
+                continue
             tf = self.unit_counts[ui].multiply(both > 0).tocsr()  # term frequency of the shared words
             norm = 1.2 * (0.25 + 0.75 * self.unit_tokens[ui] / avg)
             sat = tf.copy()
@@ -154,7 +160,7 @@ def candidates(ladder: Ladder, hits: Hits, lex: Lexicon, depth: int, per_chunk: 
         u = lv.coverage.indices[offs].astype(np.int64)
         qq = q[g]
         if (n > per_chunk).any():  # long chunks: their units closest to the question
-            m, _ = lex.match(qq, u)
+            m, _ = lex.match(qq, u, bm25=False)
             order = np.lexsort((u, -m, g))
             keep = np.zeros(len(g), dtype=bool)
             keep[order[segment_rank(g[order]) < per_chunk]] = True
@@ -196,8 +202,8 @@ def features(ladder: Ladder, cand: Candidates, lex: Lexicon, unit_emb: np.ndarra
     n_units = len(doc)
     prev_u, next_u = np.maximum(u - 1, 0), np.minimum(u + 1, n_units - 1)
     prev_ok, next_ok = (u > 0) & (doc[prev_u] == doc[u]), (u < n_units - 1) & (doc[next_u] == doc[u])
-    pm, _ = lex.match(q, prev_u)
-    nm, _ = lex.match(q, next_u)
+    pm, _ = lex.match(q, prev_u, bm25=False)  # the neighbours' coverage only
+    nm, _ = lex.match(q, next_u, bm25=False)
     mass = np.maximum(lex.question_mass[q], 1e-9)
     # position of the unit in its document: units of one document are contiguous, in order
     first = np.r_[0, np.flatnonzero(doc[1:] != doc[:-1]) + 1]
