@@ -346,3 +346,18 @@ def test_action_router_dropout_is_the_fits_seeded_hash_not_a_torch_module():
     torch.testing.assert_close(s(q, a), s.eval()(q, a), rtol=0, atol=0)
     with pytest.raises(ValueError, match="dropout must be in"):
         ActionScorer(3, 2, dropout=1.0)
+
+
+def test_the_action_routers_objective_is_set_in_frontier_fit_only():
+    """All of the action router's knobs live in ``frontier.fit``: ``router.objective`` (the level
+    router's) used to set its objective from another node."""
+    from conftest import compose
+
+    from mogg.run.frontier_stage import action_fit_knobs, frontier_settings
+
+    assert action_fit_knobs(frontier_settings(compose(["experiment=frontier_pubmedqa", "router.objective=bce"])))[
+        "objective"] == "utility"
+    fs = frontier_settings(compose(["experiment=frontier_pubmedqa", "frontier.fit.objective=listwise"]))
+    assert action_fit_knobs(fs)["objective"] == "listwise"
+    with pytest.raises(ValueError, match="frontier.fit.objective"):
+        frontier_settings(compose(["experiment=frontier_pubmedqa", "frontier.fit.objective=nope"]))

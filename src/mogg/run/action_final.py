@@ -74,7 +74,7 @@ def fit_final_actions(cfg: DictConfig, settings, name: str, prep: Prepared, fs: 
     """Fit the deployable action router for one ladder into ``actions_dir/final`` (after the
     cross-fit in ``actions_dir``, whose out-of-fold predictions decide the guard)."""
     space, table, xq, xa = actions_of(prep, fs)
-    fit = action_fit_knobs(settings, fs)
+    fit = action_fit_knobs(fs)
     val_fraction = float(cfg.trainer.val_fraction)
     expected = action_key(xq, xa, table.f1, space, cfg.n_folds, cfg.seed, fit, val_fraction, prep.data_key)
     af = predict_action_folds(xq, xa, prep.query_ids, actions_dir, space, expected, retrain_command(cfg))
@@ -130,7 +130,7 @@ def fit_transfer_actions(cfg: DictConfig, settings, name: str, source_preps: dic
     f1 = np.concatenate([p[1].f1 for p in parts.values()])
     tok = np.concatenate([p[1].tokens for p in parts.values()])
     ids = [f"{s}:{q}" for s, p in source_preps.items() for q in p.query_ids]
-    val_fraction, fit = float(cfg.trainer.val_fraction), action_fit_knobs(settings, fs)
+    val_fraction, fit = float(cfg.trainer.val_fraction), action_fit_knobs(fs)
     trains, vals, off = [], [], 0
     for i, p in enumerate(parts.values()):
         has = np.flatnonzero(~np.isnan(p[1].f1).all(axis=1))

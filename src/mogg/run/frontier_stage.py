@@ -143,16 +143,17 @@ def train_actions(cfg: DictConfig, settings, prep: Prepared, out_dir: Path, fs: 
     """Cross-fit the action router for one ladder into ``out_dir`` (``settings``: the router's)."""
     space, table, xq, xa = actions_of(prep, fs)
     val_fraction = float(cfg.trainer.val_fraction)
-    info = crossfit_actions(xq, xa, table.f1, space, prep.query_ids, cfg.n_folds, cfg.seed, action_fit_knobs(settings, fs),
+    info = crossfit_actions(xq, xa, table.f1, space, prep.query_ids, cfg.n_folds, cfg.seed, action_fit_knobs(fs),
                             val_fraction, out_dir, prep.data_key)
     if fs.selector is not None:  # the evidence selector beside the action router: <checkpoint>/<ladder>/selector
         train_selector(cfg, prep, fs.selector, Path(out_dir).parent / "selector")
     return info
 
 
-def action_fit_knobs(settings, fs: FrontierSettings) -> dict:
-    """The action router's fit knobs: the router's objective and ``frontier.fit``."""
-    return {"objective": settings.objective, **fs.fit}
+def action_fit_knobs(fs: FrontierSettings) -> dict:
+    """The action router's fit knobs, all of them in ``frontier.fit`` (its objective too: utility
+    unless set there; the level router's ``router.objective`` does not reach it)."""
+    return {"objective": "utility", **fs.fit}
 
 
 def vote_envelope(prep: Prepared, fs: FrontierSettings, fixed: Family) -> Family:
@@ -196,7 +197,7 @@ def evaluate_frontier(cfg: DictConfig, settings, name: str, prep: Prepared, fs: 
     space, table, xq, xa = actions_of(prep, fs)
     router = None
     if fs.actions and cfg.get("use_router", True):
-        expected = action_key(xq, xa, table.f1, space, cfg.n_folds, cfg.seed, action_fit_knobs(settings, fs),
+        expected = action_key(xq, xa, table.f1, space, cfg.n_folds, cfg.seed, action_fit_knobs(fs),
                               float(cfg.trainer.val_fraction), prep.data_key)
         af = predict_action_folds(xq, xa, prep.query_ids, ckpt / "actions", space, expected, retrain_command(cfg))
         router = RouterFolds(af.util, af.fold, af.val, guard=fs.guard, guard_se=fs.guard_se)
@@ -282,7 +283,7 @@ def train_cross_ladder(cfg: DictConfig, settings, preps: dict[str, Prepared], ou
     space, table, xq, xa, _ = cross_ladder_actions(preps, fs)
     key = "+".join(p.data_key for p in preps.values())
     return crossfit_actions(xq, xa, table.f1, space, next(iter(preps.values())).query_ids, cfg.n_folds, cfg.seed,
-                            action_fit_knobs(settings, fs), float(cfg.trainer.val_fraction), out_dir, key)
+                            action_fit_knobs(fs), float(cfg.trainer.val_fraction), out_dir, key)
 
 
 def evaluate_cross_ladder(cfg: DictConfig, settings, preps: dict[str, Prepared], fs: FrontierSettings, ckpt: Path,
@@ -291,7 +292,7 @@ def evaluate_cross_ladder(cfg: DictConfig, settings, preps: dict[str, Prepared],
     ladder's own envelope as a family, the cross-ladder router, the oracle over all actions."""
     space, table, xq, xa, per_ladder = cross_ladder_actions(preps, fs)
     ids = next(iter(preps.values())).query_ids
-    expected = action_key(xq, xa, table.f1, space, cfg.n_folds, cfg.seed, action_fit_knobs(settings, fs),
+    expected = action_key(xq, xa, table.f1, space, cfg.n_folds, cfg.seed, action_fit_knobs(fs),
                           float(cfg.trainer.val_fraction), "+".join(p.data_key for p in preps.values()))
     af = predict_action_folds(xq, xa, ids, ckpt / "actions", space, expected, retrain_command(cfg))
     router = RouterFolds(af.util, af.fold, af.val, guard=fs.guard, guard_se=fs.guard_se)
