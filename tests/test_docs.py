@@ -92,6 +92,8 @@ def documented_overrides() -> list[tuple[str, list[str]]]:
             if span.startswith(("python ", "pytest", "mogg-", "pip ", "MOGG_", ".", "-")):  # "-": a CLI flag
                 continue  # commands, handled above or not Hydra
             toks = span.split()
+            if toks and all(re.fullmatch(r"[A-Z][A-Z0-9_]*=\S*", t) for t in toks):
+                continue  # environment variables (OMP_WAIT_POLICY=PASSIVE), not Hydra overrides
             if toks and all(re.fullmatch(r"[+~]?[\w@/.\-]+=\S+", t) for t in toks):
                 out.append((f"{doc.name}: `{span}`", toks))
     return out
