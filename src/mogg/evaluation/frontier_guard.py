@@ -188,3 +188,24 @@ def guarded_at(fold: np.ndarray, fixed: Family, budget: float, candidates: list,
                 source[rows], out_f[rows], out_t[rows] = -1, env_f[rows], env_t[rows]
                 fact["deployed"] = "envelope"
     return out_f, out_t, source, names, facts
+
+
+def out_of_fold_guard(learned: Learned, fold: np.ndarray, fixed: Family, budgets, guard: bool,
+                      guard_se: float) -> dict[int, dict]:
+    """Per budget, what a final fit deploys: the cross-fitted policy ``learned`` (lambda calibrated
+    per fold on its validation questions) against the envelope each fold chose on its training
+    folds, on every question out of fold (``fold`` [Q]): ``{"deploy": "router" | "envelope", "gain",
+    "se", "n", "tokens", "guard"}`` (:func:`guard_check`; without ``guard`` the policy always)."""
+    out = {}
+    for b in budgets:
+        d, tok = np.full(len(fold), np.nan), np.full(len(fold), np.nan)
+        for j in np.unique(fold):
+            test = np.flatnonzero(fold == j)
+            f, t, *_ = learned.at_fold(j, test, b)
+            env = choose_config(fixed.f1, fixed.tokens, np.flatnonzero(fold != j), b)
+            d[test], tok[test] = f - fixed.f1[test, env], t
+        ok = ~np.isnan(d)
+        g = guard_check(d, float(tok[ok].mean()) if ok.any() else 0.0, b, guard_se)
+        out[int(b)] = {"deploy": "router" if g["passes"] or not guard else "envelope", "gain": g["gain"], "se": g["se"],
+                       "n": g["n"], "tokens": g["tokens"], "guard": bool(guard)}
+    return out

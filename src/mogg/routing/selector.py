@@ -59,6 +59,23 @@ def _model(params: dict, seed: int, threads: int | None):
                              n_jobs=threads or 1, verbose=-1)
 
 
+def fit_scorer(x: np.ndarray, y: np.ndarray, w: np.ndarray, rtr: np.ndarray, rva: np.ndarray, params: dict, seed: int,
+               threads: int | None = None):
+    """One scorer (LightGBM regressor) on candidate rows ``rtr`` of ``x`` [N, F] with targets ``y``
+    and weights ``w`` [N], early stopping on rows ``rva`` (none: every tree of ``n_estimators``)."""
+    m = _model(params, seed, threads)
+    fit_kw = {}
+    if len(rva):
+        import lightgbm as lgb
+
+        fit_kw = {"eval_set": [(x[rva], y[rva])], "eval_sample_weight": [w[rva]],
+                  "callbacks": [lgb.early_stopping(EARLY_STOP, verbose=False)]}
+    with warnings.catch_warnings():  # eval_set: deprecated in LightGBM 4.6+, the only form 4.0-4.5 know
+        warnings.filterwarnings("ignore", message=".*'eval_set' is deprecated")
+        m.fit(x[rtr], y[rtr], sample_weight=w[rtr], **fit_kw)
+    return m
+
+
 def selector_key(x: np.ndarray, y: np.ndarray, cand_q: np.ndarray, n_questions: int, n_folds: int, seed: int,
                  params: dict, val_fraction: float, data_key: str) -> dict:
     """What a selector cross-fit depends on (its run id hashes it)."""
@@ -96,16 +113,7 @@ def crossfit_selector(x: np.ndarray, y: np.ndarray, tokens: np.ndarray, cand_q: 
         rva = np.flatnonzero(np.isin(cand_q, val) & has)
         if not len(rtr):
             raise ValueError("no training question with gold evidence: the selector needs evidence labels")
-        m = _model(params, seed + k, threads)
-        fit_kw = {}
-        if len(rva):
-            import lightgbm as lgb
-
-            fit_kw = {"eval_set": [(x[rva], y[rva])], "eval_sample_weight": [w[rva]],
-                      "callbacks": [lgb.early_stopping(EARLY_STOP, verbose=False)]}
-        with warnings.catch_warnings():  # eval_set: deprecated in LightGBM 4.6+, the only form 4.0-4.5 know
-            warnings.filterwarnings("ignore", message=".*'eval_set' is deprecated")
-            m.fit(x[rtr], y[rtr], sample_weight=w[rtr], **fit_kw)
+        m = fit_scorer(x, y, w, rtr, rva, params, seed + k, threads)
         e_len = float(np.median(evidence_len[train][~np.isnan(evidence_len[train])])) if len(train) else 0.0
         d = out_dir / f"fold{k}"
         d.mkdir(parents=True, exist_ok=True)

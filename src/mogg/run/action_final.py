@@ -27,7 +27,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from mogg.evaluation.frontier import choose_config
-from mogg.evaluation.frontier_guard import RouterFolds, action_learned, best_lambda, guard_check
+from mogg.evaluation.frontier_guard import RouterFolds, action_learned, best_lambda, guard_check, out_of_fold_guard
 from mogg.prepared import Prepared
 from mogg.routing.action_deploy import FINAL_DIR, TRANSFER_DIR, DeployedActions
 from mogg.routing.action_fit import fit_action_routers
@@ -51,22 +51,9 @@ def config_stats(f1: np.ndarray, tokens: np.ndarray) -> dict:
 
 
 def guard_decisions(r: RouterFolds, fixed, budgets, guard: bool, guard_se: float) -> dict[int, dict]:
-    """Per budget: the cross-fitted router against the training-fold envelope on every question out
-    of fold (see the module doc): ``{"deploy", "gain", "se", "n", "tokens"}``."""
-    learned = action_learned(r, fixed)
-    out = {}
-    for b in budgets:
-        d, tok = np.full(len(r.fold), np.nan), np.full(len(r.fold), np.nan)
-        for j in np.unique(r.fold):
-            test = np.flatnonzero(r.fold == j)
-            f, t, *_ = learned.at_fold(j, test, b)
-            env = choose_config(fixed.f1, fixed.tokens, np.flatnonzero(r.fold != j), b)
-            d[test], tok[test] = f - fixed.f1[test, env], t
-        ok = ~np.isnan(d)
-        g = guard_check(d, float(tok[ok].mean()) if ok.any() else 0.0, b, guard_se)
-        out[int(b)] = {"deploy": "router" if g["passes"] or not guard else "envelope", "gain": g["gain"], "se": g["se"],
-                       "n": g["n"], "tokens": g["tokens"], "guard": bool(guard)}
-    return out
+    """Per budget: the cross-fitted action router against the training-fold envelope on every
+    question out of fold (see the module doc; :func:`mogg.evaluation.frontier_guard.out_of_fold_guard`)."""
+    return out_of_fold_guard(action_learned(r, fixed), r.fold, fixed, budgets, guard, guard_se)
 
 
 def fit_final_actions(cfg: DictConfig, settings, name: str, prep: Prepared, fs: FrontierSettings,

@@ -43,6 +43,7 @@ from mogg.run.router_store import (
     router_weights,
     source_nodes,
 )
+from mogg.run.selector_final import fit_final_selector
 from mogg.run.transfer_stage import train_final
 from mogg.search import LadderIndex
 
@@ -115,6 +116,8 @@ def train(cfg: DictConfig) -> dict:
             log.info("cross-fitted %s action routers in %s", name, out / "actions")
             if fits_final and not nodes and cfg.get("train_questions") is None:  # in-set: the deployable one
                 results[name]["action_final"] = fit_final_actions(cfg, settings, name, prep, fs, out / "actions")
+                if fs.selector is not None:  # the evidence selector beside it: <ladder>/selector/final
+                    results[name]["selector_final"] = fit_final_selector(cfg, name, prep, fs, out / "selector")
     if fits_final:
         for name, r in train_final(cfg, settings, trainer, preps, source_preps, tq_preps).items():
             results[name].update(r)

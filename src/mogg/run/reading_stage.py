@@ -65,17 +65,10 @@ class ReadingData:
 def reading_data(cfg: DictConfig, prep: Prepared, sel: dict) -> ReadingData:
     """Candidates (the deep hits), features, labels (module doc of :mod:`mogg.selection.sentences`)."""
     t0 = time.perf_counter()
-    lex = Lexicon(prep.ladder, prep.questions, [" ".join(it.options.values()) for it in prep.items])
-    cand = candidates(prep.ladder, prep.deep, lex, sel["depth"], sel["per_chunk"])
-    unit_emb = q_emb = None
-    if sel["cosine"]:
-        from mogg.encoders import embed_queries
-
-        enc = instantiate(cfg.encoder)
-        art = Path(cfg.paths.artifacts) if cfg.paths.get("artifacts") else None
-        unit_emb = _normed(enc.encode(list(prep.ladder.units.text), show_progress=True))  # cached by the encoder
-        q_emb = _normed(embed_queries(enc, prep.questions, art))
-    x = features(prep.ladder, cand, lex, unit_emb, q_emb)
+    encoder = instantiate(cfg.encoder) if sel["cosine"] else None
+    art = Path(cfg.paths.artifacts) if cfg.paths.get("artifacts") else None
+    lex, cand, x = candidate_features(prep.ladder, prep.deep, prep.questions,
+                                      [" ".join(it.options.values()) for it in prep.items], sel, encoder, art)
     evidence = [it.evidence_text for it in prep.items]
     overlap = evidence_overlap(cand, lex, evidence)
     tokens = lex.unit_tokens[cand.unit].astype(float)
@@ -84,6 +77,22 @@ def reading_data(cfg: DictConfig, prep: Prepared, sel: dict) -> ReadingData:
     ev_len = np.array([count_tokens(e) if e.strip() else np.nan for e in evidence], dtype=float)
     return ReadingData(cand, x, overlap / np.maximum(tokens, 1.0), tokens, ev_len, lex.unit_tokens.astype(float),
                        time.perf_counter() - t0)
+
+
+def candidate_features(ladder, deep, questions: list[str], options: list[str], sel: dict, encoder=None,
+                       artifacts: Path | None = None) -> tuple[Lexicon, Candidates, np.ndarray]:
+    """The lexicon, the candidates in the deep hits and their features [N, F] for ``questions``
+    (``options``: each question's answer options as one text, "" for none); no labels needed, so
+    training and ``mogg-route`` build them alike. ``encoder``: for the cosine columns (``sel["cosine"]``)."""
+    lex = Lexicon(ladder, list(questions), list(options))
+    cand = candidates(ladder, deep, lex, sel["depth"], sel["per_chunk"])
+    unit_emb = q_emb = None
+    if sel["cosine"]:
+        from mogg.encoders import embed_queries
+
+        unit_emb = _normed(encoder.encode(list(ladder.units.text), show_progress=True))  # cached by the encoder
+        q_emb = _normed(embed_queries(encoder, list(questions), artifacts))
+    return lex, cand, features(ladder, cand, lex, unit_emb, q_emb)
 
 
 def _normed(e: np.ndarray) -> np.ndarray:

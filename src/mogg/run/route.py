@@ -3,6 +3,7 @@
     mogg-route --checkpoint checkpoints/pubmedqa/mog/final --questions q.jsonl [--out routed.jsonl]
     echo "Does aspirin prevent preeclampsia?" | mogg-route --checkpoint DIR
     mogg-route --checkpoint checkpoints/<run>/mog/actions/final --budget 128 q.jsonl   # the action router
+    mogg-route --checkpoint checkpoints/<run>/mog/selector/final --budget 128 q.jsonl  # the evidence selector
 
 The router directory names the corpus, ladder builder, retriever and encoder it was trained with;
 they are rebuilt from there (loaded from the artifact store when already built), checked against
@@ -39,6 +40,8 @@ from mogg.routing.features import compute_features
 from mogg.routing.model import TrainedRouter, question_hash
 from mogg.run.route_actions import ActionSession
 from mogg.run.route_paths import apply_overrides, check_corpus_paths, default_artifacts
+from mogg.run.route_selector import SelectorSession
+from mogg.run.selector_final import is_selector_dir
 from mogg.search import LadderIndex
 from mogg.selection import mog_select
 
@@ -156,9 +159,11 @@ def decode_lines(data: bytes, source: str) -> list[str]:
     return lines
 
 
-def read_questions(lines: Sequence[str], source: str = "<stdin>") -> tuple[list[str], list[str]]:
+def read_questions(lines: Sequence[str], source: str = "<stdin>", options: list | None = None
+                   ) -> tuple[list[str], list[str]]:
     """Questions and ids from jsonl lines (``{"question": ..., "id": ...}``) or plain text lines;
-    errors name ``source`` and the line (a duplicate id too)."""
+    errors name ``source`` and the line (a duplicate id too). ``options``: a list that receives
+    each question's answer options as one text (a jsonl line's ``options`` values; "" without)."""
     questions, ids = [], []
     first: dict[str, int] = {}
     for n, line in enumerate(lines, 1):
@@ -185,11 +190,18 @@ def read_questions(lines: Sequence[str], source: str = "<stdin>") -> tuple[list[
             except UnicodeEncodeError as e:
                 raise ValueError(f"{source}:{n}: the question holds a lone surrogate ({q[e.start]!a}); "
                                  "not valid Unicode text") from None
+            opts = obj.get("options") or {}
+            if not isinstance(opts, dict) or not all(isinstance(v, str) for v in opts.values()):
+                raise ValueError(f"{source}:{n}: 'options' must be an object of letter -> text")
             questions.append(q)
             ids.append(str(qid))
+            if options is not None:
+                options.append(" ".join(opts.values()))
         else:
             questions.append(line)
             ids.append(str(n))
+            if options is not None:
+                options.append("")
         if ids[-1] in first:
             raise ValueError(f"{source}:{n}: duplicate id {ids[-1]!r} (first on line {first[ids[-1]]})")
         first[ids[-1]] = n
@@ -256,12 +268,14 @@ def main(argv: list[str] | None = None) -> int:
             data, source = sys.stdin.buffer.read(), "<stdin>"
         else:
             data, source = Path(args.questions).read_bytes(), args.questions
-        questions, ids = read_questions(decode_lines(data, source), source)
+        options: list[str] = []
+        questions, ids = read_questions(decode_lines(data, source), source, options)
         if not questions:
             raise ValueError(f"{source}: no questions")
         if args.out != "-":
             check_writable(Path(args.out))  # before any routing: a bad --out fails in a second
-        acting = is_action_dir(Path(args.checkpoint))
+        selecting = is_selector_dir(Path(args.checkpoint))
+        acting = selecting or is_action_dir(Path(args.checkpoint))
         if not acting and ((args.budget, args.cost_weight, args.max_tokens) != (None, None, None)
                            or args.calibrate_here or args.unguarded):
             raise ValueError(f"--budget, --cost-weight, --max-tokens, --calibrate-here and --unguarded apply to a "
@@ -271,9 +285,16 @@ def main(argv: list[str] | None = None) -> int:
         if acting:
             if args.k is not None:
                 raise ValueError("--k does not apply to an action router: it chooses k per question (give --budget)")
-            session = ActionSession.from_checkpoint(args.checkpoint, args.artifacts, args.set, args.data_dir)
-            records, summary = session.route(questions, ids, args.budget, args.cost_weight, args.max_tokens,
-                                             args.calibrate_here, args.unguarded)
+            if selecting:
+                if args.max_tokens is not None or args.calibrate_here:
+                    raise ValueError("--max-tokens and --calibrate-here apply to the action router; the evidence "
+                                     "selector takes --budget or --cost-weight (and --unguarded)")
+                session = SelectorSession.from_checkpoint(args.checkpoint, args.artifacts, args.set, args.data_dir)
+                records, summary = session.route(questions, ids, args.budget, args.cost_weight, options, args.unguarded)
+            else:
+                session = ActionSession.from_checkpoint(args.checkpoint, args.artifacts, args.set, args.data_dir)
+                records, summary = session.route(questions, ids, args.budget, args.cost_weight, args.max_tokens,
+                                                 args.calibrate_here, args.unguarded)
         else:
             session = RoutingSession.from_checkpoint(args.checkpoint, args.artifacts, args.set, args.k, args.data_dir)
             records = session.route(questions, ids)

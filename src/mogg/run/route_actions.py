@@ -32,6 +32,33 @@ from mogg.selection.mog import cap_contexts
 log = logging.getLogger(__name__)
 
 
+def action_contexts(lad, deep, space, act: np.ndarray, depth: int, max_context_tokens: int | None = None,
+                    max_tokens: int | None = None) -> list[dict]:
+    """Per question (in order) what its (level, k, cap) action reads: ``level``, ``level_index``,
+    ``k``, ``cap``, ``action``, ``tokens`` and ``context`` (level, chunk, document id, text per
+    snippet), each level's top-k chunks from its own ranking in ``deep``, cut at the tightest of
+    the cap, ``max_context_tokens`` and ``max_tokens``."""
+    lv, kk, cp = (g[act] for g in space.grid())
+    out: list[dict] = [{} for _ in range(len(act))]
+    for j in np.unique(lv):  # one selection per chosen level: its own ranking, k <= depth
+        rows = np.flatnonzero(lv == j)
+        sel = fixed_level_select(lad, deep, int(j), depth)
+        texts = sel.contexts(lad)
+        for q in rows:
+            cap = space.caps[cp[q]]
+            lims = [x for x in (cap, max_context_tokens, max_tokens) if x is not None]
+            snippets = texts[q][: kk[q] + 1]
+            chunks = [int(c) for c in sel.chunk[q][: kk[q] + 1] if c >= 0]
+            if lims:
+                snippets = cap_contexts([snippets], min(lims))[0][0]
+            ctx = [{"level": lad.level_names[int(j)], "chunk": c,
+                    "doc_id": lad.units.doc_ids[int(lad.chunk_doc(int(j))[c])], "text": t}
+                   for c, t in zip(chunks, snippets)]
+            out[q] = {"level": lad.level_names[int(j)], "level_index": int(j), "k": int(kk[q]) + 1, "cap": cap,
+                      "action": int(act[q]), "tokens": int(sum(count_tokens(c["text"]) for c in ctx)), "context": ctx}
+    return out
+
+
 class ActionSession:
     """A deployed action router with the ladder and retrievers it routes over."""
 
@@ -105,27 +132,10 @@ class ActionSession:
             return records, {**summary, "n_empty": len(empty)}
         deep, xq, xa, tokens = self.inputs(questions)
         act, plan = self.deployed.decide(xq, xa, tokens, plan, max_tokens)
-        lad, space = self.index.ladder, self.deployed.space
-        lv, kk, cp = (g[act] for g in space.grid())
-        out = []
-        for j in np.unique(lv):  # one selection per chosen level: its own ranking, k <= depth
-            rows = np.flatnonzero(lv == j)
-            sel = fixed_level_select(lad, deep, int(j), self.depth)
-            texts = sel.contexts(lad)
-            for q in rows:
-                cap = space.caps[cp[q]]
-                lims = [x for x in (cap, self.max_context_tokens, max_tokens) if x is not None]
-                snippets = texts[q][: kk[q] + 1]
-                chunks = [int(c) for c in sel.chunk[q][: kk[q] + 1] if c >= 0]
-                if lims:
-                    snippets = cap_contexts([snippets], min(lims))[0][0]
-                ctx = [{"level": lad.level_names[int(j)], "chunk": c,
-                        "doc_id": lad.units.doc_ids[int(lad.chunk_doc(int(j))[c])], "text": t}
-                       for c, t in zip(chunks, snippets)]
-                out.append((int(q), {"id": ids[q], "question": questions[q], "level": lad.level_names[int(j)],
-                                     "level_index": int(j), "k": int(kk[q]) + 1, "cap": cap, "action": int(act[q]),
-                                     "tokens": int(sum(count_tokens(c["text"]) for c in ctx)),
-                                     "decided_by": plan["deploy"], "context": ctx}))
+        fields = action_contexts(self.index.ladder, deep, self.deployed.space, act, self.depth, self.max_context_tokens,
+                                 max_tokens)
+        out = [(q, {"id": ids[q], "question": questions[q], **{k: v for k, v in f.items() if k != "context"},
+                    "decided_by": plan["deploy"], "context": f["context"]}) for q, f in enumerate(fields)]
         records = [r for _, r in sorted(out, key=lambda p: p[0])]
         summary = {"n": len(records), "n_empty": 0, "mean_tokens": float(np.mean([r["tokens"] for r in records])),
                    "budget": plan["budget"], "lambda": plan["lambda"], "deployed": plan["deploy"],

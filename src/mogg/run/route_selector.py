@@ -1,0 +1,112 @@
+"""Route new questions with the deployed evidence selector: per question the units (sentences) it
+reads inside the retrieved chunks, their tokens, at a calibrated budget or a cost weight
+(``mogg-route --checkpoint <run>/<ladder>/selector/final --budget 128``).
+
+    from mogg.run.route_selector import SelectorSession
+    s = SelectorSession.from_checkpoint("checkpoints/sel_final/mog/selector/final")
+    records, summary = s.route(["Is X associated with Y?"], budget=128)
+
+The inputs are built as training built them (:func:`mogg.run.reading_stage.candidate_features`
+over the ladder's deep hits, no labels), the plans and their F1_hat by the function the final fit
+used (:func:`mogg.run.selector_final.plans_of`): routing the training questions reproduces the
+decisions the fit recorded (a test does). Where the guard kept the envelope at B, each question
+reads the envelope's (level, k, cap) instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from mogg.core.text import count_tokens
+from mogg.run.reading_stage import candidate_features
+from mogg.run.route_actions import action_contexts
+from mogg.run.route_paths import apply_overrides, check_corpus_paths, default_artifacts
+from mogg.run.selector_final import DeployedSelector, plans_of
+from mogg.search import LadderIndex
+
+log = logging.getLogger(__name__)
+
+
+class SelectorSession:
+    """A deployed evidence selector with the ladder, retriever and encoder it reads with."""
+
+    def __init__(self, deployed: DeployedSelector, index: LadderIndex, encoder=None, artifacts: Path | None = None):
+        self.deployed, self.index, self.encoder, self.artifacts = deployed, index, encoder, artifacts
+        spec = deployed.deploy["spec"]
+        self.k_r, self.depth = int(spec["compat"]["k_r"]), int(spec["frontier"]["depth"])
+        self.max_context_tokens = spec["frontier"].get("max_context_tokens")
+        if list(index.ladder.level_names) != list(spec["levels"]):
+            raise ValueError(f"{spec.get('_dir')}: trained for levels {spec['levels']}; the ladder rebuilt from its "
+                             f"components has {index.ladder.level_names}")
+
+    @classmethod
+    def from_checkpoint(cls, directory: str | Path, artifacts: str | Path | None = "auto",
+                        overrides: Sequence[str] = (), data_dir: str | Path | None = None) -> "SelectorSession":
+        """Load the directory and rebuild (or load from the artifact store) its ladder, retriever
+        and encoder, as :meth:`mogg.run.route_actions.ActionSession.from_checkpoint` does."""
+        from hydra.utils import instantiate
+        from omegaconf import OmegaConf
+
+        dep = DeployedSelector.load(Path(directory))
+        comps = apply_overrides(OmegaConf.create(dep.deploy["spec"]["components"]), overrides)
+        comps = check_corpus_paths(comps, data_dir)
+        art = default_artifacts() if artifacts == "auto" else Path(artifacts) if artifacts else None
+        index = LadderIndex.build(instantiate(comps.corpus), instantiate(comps.ladder), instantiate(comps.retriever), art)
+        encoder = None
+        if dep.deploy["settings"]["cosine"]:  # the unit embeddings cached in this machine's artifact store
+            encoder = instantiate(comps.encoder, **({"cache_dir": str(art)} if art is not None else {}))
+        return cls(dep, index, encoder, art)
+
+    def inputs(self, questions: Sequence[str], options: Sequence[str] | None = None):
+        """(candidates, their features [N, F], their tokens [N]) for ``questions``."""
+        _, deep = self.index.search_deep(list(questions), self.k_r, self.depth)
+        opts = list(options) if options is not None else [""] * len(questions)
+        lex, cand, x = candidate_features(self.index.ladder, deep, list(questions), opts, self.deployed.deploy["settings"],
+                                          self.encoder, self.artifacts)
+        return deep, cand, x, lex.unit_tokens[cand.unit].astype(float)
+
+    def route(self, questions: Sequence[str], ids: Sequence[str] | None = None, budget: float | None = None,
+              cost_weight: float | None = None, options: Sequence[str] | None = None,
+              unguarded: bool = False) -> tuple[list[dict], dict]:
+        """One record per question (the units read in rank order, their tokens, who decided) and a
+        summary (the plan, mean tokens). ``options``: each question's answer options as one text;
+        ``unguarded``: the selector even where the guard kept the envelope."""
+        questions = [str(q) for q in questions]
+        if not questions:
+            return [], {"n": 0}
+        if any(not q.strip() or count_tokens(q) == 0 for q in questions):
+            raise ValueError("a question has no indexable word: the retrievers have nothing to search with")
+        ids = list(ids) if ids is not None else [str(i) for i in range(len(questions))]
+        dep = self.deployed
+        plan = dep.plan(budget, cost_weight, unguarded)
+        if dep.deploy.get("with_options", 0) > 0.5 and not any(o.strip() for o in (options or [])):
+            log.warning("this selector was trained on questions with answer options (%.0f%%) and these have none: its "
+                        "option features read 0 here (give each jsonl line its 'options')", 100 * dep.deploy["with_options"])
+        deep, cand, x, tokens = self.inputs(questions, options)
+        lad, sel = self.index.ladder, dep.deploy["settings"]
+        pred = dep.booster.predict(x) if len(x) else np.zeros(0)
+        ranked, util, plan_tok = plans_of(pred, cand.q, cand.unit, tokens, lad.units.text, len(questions), sel["plans"],
+                                          float(dep.deploy["evidence_len"]))
+        choice = dep.choose(util, plan_tok, plan)
+        env = action_contexts(lad, deep, dep.space, np.full(len(questions), plan["envelope"]), self.depth,
+                              self.max_context_tokens) if plan["deploy"] == "envelope" else None
+        records = []
+        for i, q in enumerate(questions):
+            if env is not None:
+                f = env[i]
+                records.append({"id": ids[i], "question": q, "plan": -1, "tokens": f["tokens"], "decided_by": "envelope",
+                                "envelope": {k: f[k] for k in ("level", "k", "cap")}, "context": f["context"]})
+                continue
+            rows = [int(r) for r in ranked.rows[i, : choice[i] + 1] if r >= 0]
+            ctx = [{"rank": n, "unit": int(cand.unit[r]), "doc_id": lad.units.doc_ids[int(lad.units.doc[cand.unit[r]])],
+                    "text": lad.units.text[int(cand.unit[r])]} for n, r in enumerate(rows)]
+            records.append({"id": ids[i], "question": q, "plan": int(choice[i]),
+                            "tokens": int(sum(count_tokens(c["text"]) for c in ctx)), "decided_by": "selector",
+                            "context": ctx})
+        summary = {"n": len(records), "mean_tokens": float(np.mean([r["tokens"] for r in records])),
+                   "budget": plan["budget"], "lambda": plan["lambda"], "deployed": plan["deploy"]}
+        return records, summary

@@ -1,0 +1,208 @@
+"""The evidence selector as a directory you deploy (``router.fit=all`` or ``both`` with
+``frontier.selector``): one scorer on every question's candidates, a cost weight per budget, the
+guard's decision per budget, applied to new questions by ``mogg-route --budget``
+(:mod:`mogg.run.route_selector`).
+
+``<run>/<ladder>/selector/final`` (an artifact: written atomically, sha256 of every file in
+``manifest.json``) holds
+
+* ``model.txt``: the LightGBM scorer (text format, no pickle) fitted on the candidates of every
+  question with gold evidence but a seeded validation slice (its early stopping);
+* ``deploy.json``: the selector's settings (candidates: depth, units per chunk, plans, cosine),
+  E (the training questions' median evidence tokens, in F1_hat), per budget B lambda chosen on
+  the validation slice (:func:`mogg.evaluation.frontier_guard.best_lambda` over the plans' F1_hat
+  and true F1), **the guard's decision** (the cross-fitted selector against the envelope each fold
+  chose on its training folds, on every question out of fold:
+  :func:`mogg.evaluation.frontier_guard.out_of_fold_guard`) and the envelope's (level, k, cap)
+  on all questions, deployed where the guard keeps it; the action space and the level router's
+  spec part (ladder, retriever, corpus and encoder configs, so ``mogg-route`` rebuilds them);
+* ``decisions.json``: per budget the plan each training question gets (units read - 1; -1: the
+  envelope), the selector's own plan where the guard kept the envelope too, and the validation
+  slice's ids; routing the same questions must reproduce them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from omegaconf import DictConfig
+
+from mogg.core.artifacts import ArtifactError, artifact_lock, config_hash, read_manifest, strict_json, write_artifact
+from mogg.core.threads import check_threads
+from mogg.evaluation.frontier import choose_config
+from mogg.evaluation.frontier_guard import best_lambda, out_of_fold_guard
+from mogg.evaluation.sentence_frontier import Ranked, estimated_f1, plan_table, rank_candidates, selector_learned
+from mogg.prepared import Prepared
+from mogg.routing.actions import ActionSpace, decide
+from mogg.routing.folds import split_train_val
+from mogg.routing.selector import _weights, fit_scorer, predict_selector_folds
+from mogg.run.reading_stage import _key, reading_data
+from mogg.run.router_store import retrain_command, router_spec
+
+log = logging.getLogger(__name__)
+
+FORMAT = "mogg-evidence-selector/1"
+FINAL_SELECTOR = "final"  # under <run>/<ladder>/selector/, beside the cross-fit's fold<k>
+DEPLOY, DECISIONS, MODEL = "deploy.json", "decisions.json", "model.txt"
+
+
+def plans_of(pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray, texts, n_questions: int,
+             depth: int, evidence_len: float) -> tuple[Ranked, np.ndarray, np.ndarray]:
+    """Every question's ranking by ``pred`` [N] and its plans' F1_hat and tokens [Q, depth] (the
+    one computation training and routing share: the same inputs give the same decisions)."""
+    ranked = rank_candidates(cand_q, pred, tokens, unit, n_questions, depth)
+    rows = np.arange(n_questions)
+    _, plan_tokens = plan_table(ranked, texts, unit, [""] * n_questions, rows)
+    return ranked, estimated_f1(ranked, pred, tokens, rows, evidence_len), plan_tokens
+
+
+@dataclass
+class DeployedSelector:
+    """A final evidence selector (see the module doc); ``booster`` is LightGBM's."""
+
+    booster: object
+    deploy: dict  # settings, evidence_len, budgets, space, spec
+    decisions: dict  # ids, val, budgets: {B: [Q] plan index (-1: envelope)}
+
+    @property
+    def space(self) -> ActionSpace:
+        return ActionSpace.from_json(self.deploy["space"])
+
+    def calibrated(self) -> list[int]:
+        return sorted(int(b) for b in self.deploy["budgets"])
+
+    def plan(self, budget: float | None = None, cost_weight: float | None = None, unguarded: bool = False) -> dict:
+        """``{"lambda", "deploy", "envelope", "budget"}`` at a calibrated budget or a cost weight
+        (``unguarded``: the selector even where the guard kept the envelope)."""
+        if (budget is None) == (cost_weight is None):
+            raise ValueError("give a budget (mean context tokens) or a cost weight, not both and not neither")
+        if cost_weight is not None:
+            lam = float(cost_weight)
+            if not (np.isfinite(lam) and lam >= 0):
+                raise ValueError(f"cost weight must be a finite number >= 0 (F1 per token), got {cost_weight!r}")
+            return {"lambda": lam, "deploy": "router", "envelope": None, "budget": None}
+        b = float(budget)
+        if b != int(b) or str(int(b)) not in self.deploy["budgets"]:
+            raise ValueError(f"budget {budget!r} was not calibrated for this selector; it holds "
+                             f"{', '.join(map(str, self.calibrated()))} (retrain with frontier.budgets=[...] to add one, "
+                             "or give --cost-weight)")
+        p = self.deploy["budgets"][str(int(b))]
+        return {"lambda": float(p["lambda"]), "deploy": "router" if unguarded else p["deploy"],
+                "envelope": int(p["envelope"]), "budget": int(b)}
+
+    def choose(self, util: np.ndarray, plan_tokens: np.ndarray, plan: dict) -> np.ndarray:
+        """The plan per question (units read - 1; -1 where the guard deploys the envelope)."""
+        if plan["deploy"] == "envelope":
+            return np.full(len(util), -1, dtype=np.int64)
+        return decide(util, plan_tokens, plan["lambda"]).astype(np.int64)
+
+    def save(self, directory: Path) -> Path:
+        def write(tmp: Path) -> None:
+            self.booster.save_model(str(tmp / MODEL))
+            (tmp / DEPLOY).write_text(strict_json(self.deploy, indent=1))
+            (tmp / DECISIONS).write_text(strict_json(self.decisions))
+
+        content = config_hash({"deploy": self.deploy, "decisions": self.decisions, "trees": self.booster.num_trees()})
+        return write_artifact(Path(directory), write, {"format": FORMAT, "content": content,
+                                                       "data_key": self.deploy["spec"]["provenance"]["data_key"]})
+
+    @classmethod
+    def load(cls, directory: Path) -> "DeployedSelector":
+        import lightgbm as lgb
+
+        d = Path(directory)
+        if not (d / DEPLOY).is_file() or not (d / MODEL).is_file():
+            raise ArtifactError(f"{d}: not a deployed evidence selector (no {DEPLOY} / {MODEL}); train one with "
+                                "`python train.py experiment=selector_<set> router.fit=all`")
+        with artifact_lock(d, shared=True):
+            read_manifest(d)  # every file against its sha256
+            try:
+                deploy = json.loads((d / DEPLOY).read_text())
+                decisions = json.loads((d / DECISIONS).read_text())
+                booster = lgb.Booster(model_file=str(d / MODEL))
+            except (OSError, ValueError, lgb.basic.LightGBMError) as e:
+                raise ArtifactError(f"{d}: unreadable selector ({e}); retrain it") from None
+        if deploy.get("format") != FORMAT:
+            raise ArtifactError(f"{d / DEPLOY}: format {deploy.get('format')!r} is not {FORMAT!r}; retrain the selector")
+        if booster.num_feature() != int(deploy["n_features"]):
+            raise ArtifactError(f"{d}: the scorer reads {booster.num_feature()} features, deploy.json says "
+                                f"{deploy['n_features']}; retrain the selector")
+        deploy["spec"]["_dir"] = str(d)
+        return cls(booster, deploy, decisions)
+
+
+def is_selector_dir(directory: Path) -> bool:
+    """Whether ``directory`` holds a deployed evidence selector."""
+    p = Path(directory) / DEPLOY
+    if not p.is_file() or not (Path(directory) / MODEL).is_file():
+        return False
+    try:
+        return json.loads(p.read_text()).get("format") == FORMAT
+    except (OSError, ValueError):
+        return False
+
+
+def fit_final_selector(cfg: DictConfig, name: str, prep: Prepared, fs, selector_dir: Path) -> dict:
+    """Fit the deployable selector for one ladder into ``selector_dir/final`` (after its cross-fit
+    in ``selector_dir``, whose out-of-fold predictions decide the guard). ``fs``: the frontier
+    settings (budgets, the guard, the envelope's action space)."""
+    from mogg.run.frontier_stage import actions_of
+
+    sel = fs.selector
+    data = reading_data(cfg, prep, sel)
+    n_q, q, unit, tokens = len(prep.items), data.cand.q, data.cand.unit, data.tokens
+    texts, evidence = prep.ladder.units.text, [it.evidence_text for it in prep.items]
+    has = np.flatnonzero(~np.isnan(data.evidence_len))
+    val_fraction = float(cfg.trainer.val_fraction)
+    train, val = split_train_val(has, val_fraction, cfg.seed + 2000)
+    labelled = ~np.isnan(data.density)
+    rtr = np.flatnonzero(np.isin(q, train) & labelled)
+    rva = np.flatnonzero(np.isin(q, val) & labelled)
+    model = fit_scorer(data.x, data.density, _weights(q, tokens), rtr, rva, sel["params"], cfg.seed,
+                       check_threads(cfg.get("threads")))
+    import lightgbm as lgb
+
+    # the trees up to the best validation round, as the directory keeps them: predictions here and
+    # from the loaded file are the same numbers
+    booster = lgb.Booster(model_str=model.booster_.model_to_string(num_iteration=model.best_iteration_ or None))
+    e_len = float(np.median(data.evidence_len[train])) if len(train) else 0.0
+    pred = booster.predict(data.x)
+    ranked, util, plan_tok = plans_of(pred, q, unit, tokens, texts, n_q, sel["plans"], e_len)
+    vf, vt = plan_table(ranked, texts, unit, evidence, val)
+    # the guard: the cross-fitted selector out of fold against each fold's training-fold envelope
+    sf = predict_selector_folds(data.x, q, prep.query_ids, selector_dir, _key(cfg, prep, data, sel), retrain_command(cfg))
+    learned = selector_learned("selector", q, unit, tokens, sf.pred, sf.val, sf.evidence_len, sf.fold, texts, evidence,
+                               sel["plans"])
+    space, fixed, _, _ = actions_of(prep, fs)
+    guards = out_of_fold_guard(learned, sf.fold, fixed, fs.budgets, fs.guard, fs.guard_se)
+    budgets, decisions, selector_own = {}, {}, {}
+    for b in fs.budgets:
+        lam = best_lambda(util[val], vt, vf, b)
+        env = choose_config(fixed.f1, fixed.tokens, has, b)
+        g = guards[int(b)]
+        budgets[str(int(b))] = {"lambda": lam, "deploy": g["deploy"], "envelope": int(env),
+                                "envelope_config": space.describe(env), "guard": g}
+        plan = {"lambda": lam, "deploy": g["deploy"]}
+        own = decide(util, plan_tok, lam).astype(np.int64)
+        decisions[str(int(b))] = (np.full(n_q, -1, dtype=np.int64) if g["deploy"] == "envelope" else own).tolist()
+        selector_own[str(int(b))] = own.tolist()
+        log.info("%s evidence selector at B=%d: %s deployed (out-of-fold gain %+.4f ± %.4f over %d questions); lambda %.3g",
+                 name, b, plan["deploy"], g["gain"], g["se"], g["n"], lam)
+    spec = router_spec(cfg, name, prep)
+    spec["frontier"] = {"depth": fs.depth, "caps": list(fs.caps), "budgets": list(fs.budgets),
+                        "max_context_tokens": prep.max_context_tokens}
+    with_options = float(np.mean([bool(it.options) for it in prep.items])) if prep.items else 0.0
+    deploy = {"format": FORMAT, "settings": sel, "evidence_len": e_len, "n_features": int(data.x.shape[1]),
+              "with_options": with_options,  # the share of training questions with answer options
+              "budgets": budgets, "space": space.to_json(), "spec": spec,
+              "fit": {"seed": int(cfg.seed), "val_fraction": val_fraction, "n_train": int(len(train)), "n_val": int(len(val)),
+                      "trees": int(booster.num_trees()), "cross_fit_run_id": sf.info["run_id"]}}
+    dep = DeployedSelector(booster, deploy, {"ids": list(prep.query_ids), "val": [prep.query_ids[i] for i in val],
+                                             "budgets": decisions, "selector": selector_own})
+    out = dep.save(Path(selector_dir) / FINAL_SELECTOR)
+    log.info("deployable %s evidence selector in %s (budgets %s)", name, out, ", ".join(map(str, fs.budgets)))
+    return {"dir": str(out), "budgets": {b: p["deploy"] for b, p in budgets.items()}}
