@@ -136,6 +136,7 @@ def test_multi_corpus_merges_per_corpus_topk(tmp_path, mirage):
     assert s["policies"]["oracle"]["gold_hit"]["mean"] > 0.9
 
 
+@pytest.mark.slow  # 45 s: every ladder builder through one report (the default run stays under 10 minutes)
 def test_all_ladders_one_report(tmp_path, mirage):
     """MoG, MoGG and RAPTOR (offline extractive summaries) in one evaluate.py report, with the
     tree policies next to the fixed levels."""

@@ -234,6 +234,7 @@ def test_truncate_tokens_is_an_exact_token_prefix():
     assert truncate_tokens("short text", 5) == "short text" and truncate_tokens("x y", 0) == ""
 
 
+@pytest.mark.slow  # 15 s: two ladders prepared and fitted (the default run stays under 10 minutes)
 def test_cross_ladder_router_chooses_the_ladder_too(tmp_path, mirage):
     import json
 

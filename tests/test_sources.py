@@ -117,7 +117,7 @@ def test_train_sources_refused_clearly(tmp_path, mirage):
         train(cfg)
 
 
-@pytest.mark.parametrize("transfer", ["experts", "pooled"])
+@pytest.mark.parametrize("transfer", ["experts", pytest.param("pooled", marks=pytest.mark.slow)])  # pooled: slow, 10 s
 def test_leave_one_set_out_report(tmp_path, mirage, transfer):
     """experiment=loso_medmcqa shrunk: two sources over two corpora, one router on both (source
     experts, the experiment's default, or pooled), one per source, the held-out set cross-fitted
