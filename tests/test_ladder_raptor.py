@@ -453,6 +453,7 @@ print([len(lv) for lv in lad.levels], h.hexdigest())
 """
 
 
+@pytest.mark.slow  # 10 s: two fresh processes (the default run stays under 10 minutes)
 def test_same_seed_same_tree_across_processes():
     """Two processes running at the same time build the same tree, bit for bit (UMAP and GMM seeded)."""
     import subprocess

@@ -64,7 +64,10 @@ def test_the_docs_have_sweeps():
     assert len(SWEEPS) >= 10
 
 
-@pytest.mark.parametrize("where,args", SWEEPS, ids=[w for w, _ in SWEEPS])
+# committee sweeps (router.members=...) train 10-20 routers a job: 11-13 s each, with the slow suite
+@pytest.mark.parametrize("where,args", [pytest.param(w, a, marks=pytest.mark.slow)
+                                        if any(x.startswith("router.members=") for x in a) else (w, a)
+                                        for w, a in SWEEPS], ids=[w for w, _ in SWEEPS])
 def test_every_documented_sweep_gives_each_job_its_own_run(where, args):
     """The sweep as documented, and with debug=tiny (which names every job `debug`): one run per job."""
     from hydra import initialize_config_dir
