@@ -56,7 +56,7 @@ def guard_decisions(r: RouterFolds, fixed, budgets, guard: bool, guard_se: float
     return out_of_fold_guard(action_learned(r, fixed), r.fold, fixed, budgets, guard, guard_se)
 
 
-def fit_final_actions(cfg: DictConfig, settings, name: str, prep: Prepared, fs: FrontierSettings,
+def fit_final_actions(cfg: DictConfig, name: str, prep: Prepared, fs: FrontierSettings,
                       actions_dir: Path) -> dict:
     """Fit the deployable action router for one ladder into ``actions_dir/final`` (after the
     cross-fit in ``actions_dir``, whose out-of-fold predictions decide the guard)."""
@@ -97,7 +97,7 @@ def fit_final_actions(cfg: DictConfig, settings, name: str, prep: Prepared, fs: 
     return {"dir": str(out), "budgets": {b: p["deploy"] for b, p in budgets.items()}}
 
 
-def fit_transfer_actions(cfg: DictConfig, settings, name: str, source_preps: dict[str, Prepared],
+def fit_transfer_actions(cfg: DictConfig, name: str, source_preps: dict[str, Prepared],
                          fs: FrontierSettings, actions_dir: Path, corpus_node=None) -> dict:
     """The action router trained on several question sets (``train_sources``) for one ladder, into
     ``actions_dir/transfer``: one scorer over the pooled sets (each keeps its own seeded validation

@@ -115,7 +115,7 @@ def train(cfg: DictConfig) -> dict:
             results[name]["action_folds"] = len(info["folds"])
             log.info("cross-fitted %s action routers in %s", name, out / "actions")
             if fits_final and not nodes and cfg.get("train_questions") is None:  # in-set: the deployable one
-                results[name]["action_final"] = fit_final_actions(cfg, settings, name, prep, fs, out / "actions")
+                results[name]["action_final"] = fit_final_actions(cfg, name, prep, fs, out / "actions")
                 if fs.selector is not None:  # the evidence selector beside it: <ladder>/selector/final
                     results[name]["selector_final"] = fit_final_selector(cfg, name, prep, fs, out / "selector")
     if fits_final:
@@ -126,7 +126,7 @@ def train(cfg: DictConfig) -> dict:
             first = next(iter(nodes))
             for name in preps:
                 results[name]["action_transfer"] = fit_transfer_actions(
-                    cfg, settings, name, {s: p[name] for s, p in source_preps.items()}, fs,
+                    cfg, name, {s: p[name] for s, p in source_preps.items()}, fs,
                     checkpoint_dir(cfg, name) / "actions", nodes[first]["corpus"])
     fs = frontier_settings(cfg)
     if fs is not None and fs.actions and len(preps) > 1:

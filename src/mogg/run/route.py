@@ -39,7 +39,12 @@ from mogg.routing.experts import load_router
 from mogg.routing.features import compute_features
 from mogg.routing.model import TrainedRouter, question_hash
 from mogg.run.route_actions import ActionSession
-from mogg.run.route_paths import apply_overrides, check_corpus_paths, default_artifacts
+from mogg.run.route_paths import (  # noqa: F401 (apply_overrides, check_corpus_paths, default_artifacts: public here)
+    apply_overrides,
+    check_corpus_paths,
+    default_artifacts,
+    rebuild_index,
+)
 from mogg.run.route_selector import SelectorSession
 from mogg.run.selector_final import is_selector_dir
 from mogg.search import LadderIndex
@@ -75,13 +80,9 @@ class RoutingSession:
         ``$MOGG_ARTIFACTS``, else ``./artifacts``; None: no cache.
         """
         from hydra.utils import instantiate
-        from omegaconf import OmegaConf
 
         router = load_router(Path(router_dir))
-        comps = apply_overrides(OmegaConf.create(router.spec["components"]), overrides)
-        comps = check_corpus_paths(comps, data_dir)
-        art = default_artifacts() if artifacts == "auto" else Path(artifacts) if artifacts else None
-        index = LadderIndex.build(instantiate(comps.corpus), instantiate(comps.ladder), instantiate(comps.retriever), art)
+        comps, art, index = rebuild_index(router.spec["components"], overrides, data_dir, artifacts)
         recipe = router.recipe
         encoder = instantiate(recipe.encoder) if recipe.needs_embeddings else None
         return cls(router, index, k if k is not None else comps.get("k", 2), encoder, art, comps.get("max_context_tokens"))

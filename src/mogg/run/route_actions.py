@@ -24,7 +24,7 @@ from mogg.core.text import count_tokens
 from mogg.routing.action_deploy import DeployedActions
 from mogg.routing.features import FeatureRecipe, compute_features
 from mogg.run.frontier_stage import action_inputs
-from mogg.run.route_paths import apply_overrides, check_corpus_paths, default_artifacts
+from mogg.run.route_paths import rebuild_index
 from mogg.search import LadderIndex
 from mogg.selection import fixed_level_select
 from mogg.selection.mog import cap_contexts
@@ -79,13 +79,9 @@ class ActionSession:
         """Load the directory and rebuild (or load from the artifact store) its ladder, retriever
         and encoder, as :meth:`mogg.run.route.RoutingSession.from_checkpoint` does."""
         from hydra.utils import instantiate
-        from omegaconf import OmegaConf
 
         dep = DeployedActions.load(Path(directory))
-        comps = apply_overrides(OmegaConf.create(dep.spec["components"]), overrides)
-        comps = check_corpus_paths(comps, data_dir)
-        art = default_artifacts() if artifacts == "auto" else Path(artifacts) if artifacts else None
-        index = LadderIndex.build(instantiate(comps.corpus), instantiate(comps.ladder), instantiate(comps.retriever), art)
+        _, art, index = rebuild_index(dep.spec["components"], overrides, data_dir, artifacts)
         recipe = FeatureRecipe.from_json(dep.spec["recipe"])
         encoder = instantiate(recipe.encoder) if recipe.needs_embeddings else None
         return cls(dep, index, encoder, art)

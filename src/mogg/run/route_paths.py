@@ -112,3 +112,20 @@ def _rerooted(path: str, saved: str | None, data_dir: str | Path | None) -> str 
         return None
     moved = Path(data_dir) / rel
     return str(moved) if moved.exists() else None
+
+
+def rebuild_index(components: dict, overrides: Sequence[str] = (), data_dir: str | Path | None = None,
+                  artifacts: str | Path | None = "auto"):
+    """A saved directory's components (``spec["components"]``) with ``overrides`` applied and the
+    corpus files looked up under ``data_dir``, the artifact store (``"auto"``:
+    :func:`default_artifacts`; None: no cache) and the ladder index rebuilt (or loaded) from them:
+    ``(components, artifacts, index)``. Every router session starts here."""
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    from mogg.search import LadderIndex
+
+    comps = check_corpus_paths(apply_overrides(OmegaConf.create(components), overrides), data_dir)
+    art = default_artifacts() if artifacts == "auto" else Path(artifacts) if artifacts else None
+    index = LadderIndex.build(instantiate(comps.corpus), instantiate(comps.ladder), instantiate(comps.retriever), art)
+    return comps, art, index

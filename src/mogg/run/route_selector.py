@@ -24,7 +24,7 @@ import numpy as np
 from mogg.core.text import count_tokens
 from mogg.run.reading_stage import candidate_features
 from mogg.run.route_actions import action_contexts
-from mogg.run.route_paths import apply_overrides, check_corpus_paths, default_artifacts
+from mogg.run.route_paths import rebuild_index
 from mogg.run.selector_final import DeployedSelector, plans_of
 from mogg.search import LadderIndex
 
@@ -49,13 +49,9 @@ class SelectorSession:
         """Load the directory and rebuild (or load from the artifact store) its ladder, retriever
         and encoder, as :meth:`mogg.run.route_actions.ActionSession.from_checkpoint` does."""
         from hydra.utils import instantiate
-        from omegaconf import OmegaConf
 
         dep = DeployedSelector.load(Path(directory))
-        comps = apply_overrides(OmegaConf.create(dep.deploy["spec"]["components"]), overrides)
-        comps = check_corpus_paths(comps, data_dir)
-        art = default_artifacts() if artifacts == "auto" else Path(artifacts) if artifacts else None
-        index = LadderIndex.build(instantiate(comps.corpus), instantiate(comps.ladder), instantiate(comps.retriever), art)
+        comps, art, index = rebuild_index(dep.deploy["spec"]["components"], overrides, data_dir, artifacts)
         encoder = None
         if dep.deploy["settings"]["cosine"]:  # the unit embeddings cached in this machine's artifact store
             encoder = instantiate(comps.encoder, **({"cache_dir": str(art)} if art is not None else {}))
