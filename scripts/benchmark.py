@@ -47,7 +47,7 @@ def main() -> None:
     from mogg.data.records import Document
     from mogg.ladders import MoGLadderBuilder
     from mogg.retrieval import BM25Retriever
-    from mogg.routing.training import TrainerConfig, fit_router, fit_routers
+    from mogg.routing.networks.training import TrainerConfig, fit_router, fit_routers
 
     m = Path(args.data_dir) / "mirage"
     corpus = Corpus([PubMedQAContexts(str(m / "rawdata/pubmedqa/data/test_set.json")),

@@ -156,7 +156,7 @@ def _router_dir_cases() -> list[Case]:
     import torch
 
     from mogg.core.artifacts import ArtifactError, read_manifest, write_artifact
-    from mogg.routing.model import TrainedRouter
+    from mogg.routing.router_dir import TrainedRouter
 
     cache: dict[str, Path] = {}
 
@@ -165,7 +165,7 @@ def _router_dir_cases() -> list[Case]:
             sys.path.insert(0, str(ROOT / "tests"))
             from test_router_model import SETTINGS, TC, _spec, _toy
 
-            from mogg.routing.crossfit import train_router
+            from mogg.routing.fitting.kfold import train_router
 
             x, labels, u, qs = _toy()
             r = train_router(x, labels, u, qs, np.arange(120), np.arange(120, 140), SETTINGS, TC, 3, _spec())

@@ -187,7 +187,7 @@ def _stale(override: str) -> Callable:
 
 def _stale_cases() -> dict[str, tuple[Callable, str, str]]:
     out = {f"evaluate with {o}": (_stale(o), "error", o.split("=")[0]) for o in
-           ("router.objective=bce", "router.hidden=8", "router.members=2", "router.dropout=0.5", "seed=1")}
+           ("router.objective=bce", "router.hidden=8", "router=committee", "router.dropout=0.5", "seed=1")}
     out["evaluate with n_folds=3"] = (_stale("n_folds=3"), "error", "n_folds")
     out["evaluate with the trained settings"] = (_stale("router.objective=utility"), "ok", "")
     return out

@@ -26,7 +26,7 @@ def final(tmp_path_factory, mirage):
 
 def test_the_final_fit_writes_one_deployable_directory(final):
     from mogg.core.artifacts import read_manifest
-    from mogg.routing.action_deploy import DeployedActions
+    from mogg.routing.actions.deploy import DeployedActions
 
     tmp, cfg, out = final
     d = tmp / "ckpt" / "act" / "mog" / "actions" / "final"
@@ -43,7 +43,7 @@ def test_the_final_fit_writes_one_deployable_directory(final):
 
 
 def test_routing_the_training_questions_reproduces_the_final_fits_decisions(final, mirage):
-    from mogg.routing.action_deploy import DeployedActions
+    from mogg.routing.actions.deploy import DeployedActions
     from mogg.run.frontier_stage import actions_of, frontier_settings
     from mogg.run.prepare_stage import prepare_all
     from mogg.run.route_actions import ActionSession
@@ -85,7 +85,7 @@ def test_spending_the_budget_on_the_routed_questions_reads_within_5_percent_of_i
     the routed ones), so their mean tokens are within 5% of B (never over it) wherever B binds the
     router, i.e. where its utility argmax alone would read more; where it does not (lambda 0) the
     router reads its argmax. Guarded, the envelope chosen on these questions' tokens stays within B."""
-    from mogg.routing.actions import decide
+    from mogg.routing.actions.space import decide
     from mogg.run.prepare_stage import prepare_all
     from mogg.run.route_actions import ActionSession
 
@@ -118,7 +118,7 @@ def test_spending_the_budget_on_the_routed_questions_reads_within_5_percent_of_i
 
 
 def test_a_budget_it_was_not_calibrated_for_is_refused_with_the_list(final):
-    from mogg.routing.action_deploy import DeployedActions
+    from mogg.routing.actions.deploy import DeployedActions
 
     tmp, _, _ = final
     dep = DeployedActions.load(tmp / "ckpt" / "act" / "mog" / "actions" / "final")
@@ -176,7 +176,7 @@ def test_an_edited_deploy_file_is_refused(final, tmp_path):
     import shutil
 
     from mogg.core.artifacts import ArtifactError
-    from mogg.routing.action_deploy import DeployedActions
+    from mogg.routing.actions.deploy import DeployedActions
 
     tmp, _, _ = final
     d = tmp_path / "copy"
@@ -194,7 +194,7 @@ def test_a_retrain_with_other_settings_replaces_the_directory(final, tmp_path):
     another seed or other knobs was adopted as "already published" and the old directory stayed."""
     import shutil
 
-    from mogg.routing.action_deploy import DeployedActions
+    from mogg.routing.actions.deploy import DeployedActions
 
     tmp, _, _ = final
     d = tmp_path / "dep"

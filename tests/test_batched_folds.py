@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from mogg.routing.router import RouterMLP
-from mogg.routing.stacked import StackedAdam, StackedMLP
-from mogg.routing.training import TrainerConfig, fit_router, fit_routers
+from mogg.routing.networks.mlp import RouterMLP
+from mogg.routing.networks.stacked import StackedAdam, StackedMLP
+from mogg.routing.networks.training import TrainerConfig, fit_router, fit_routers
 
 
 def _toy(n=230, d=6, seed=0):

@@ -9,13 +9,14 @@ import pytest
 import torch
 
 from mogg.core.artifacts import ArtifactError
-from mogg.routing import objectives
-from mogg.routing.committee import member_fits, out_of_bag
-from mogg.routing.crossfit import Fit, crossfit, predict_crossfit, train_routers
-from mogg.routing.model import TrainedRouter
-from mogg.routing.router import RouterCommittee, RouterMLP
-from mogg.routing.settings import RouterSettings
-from mogg.routing.training import TrainerConfig, fit_routers
+from mogg.routing.inputs import objectives
+from mogg.routing.experimental.committee import member_fits, out_of_bag
+from mogg.routing.fitting.kfold import Fit, crossfit, predict_crossfit, train_routers
+from mogg.routing.router_dir import TrainedRouter
+from mogg.routing.networks.mlp import RouterMLP
+from mogg.routing.experimental.committee import CommitteeRouter, RouterCommittee
+from mogg.routing.kinds.mlp import MLPRouter
+from mogg.routing.networks.training import TrainerConfig, fit_routers
 
 
 def _toy(n=240, seed=0):
@@ -40,7 +41,7 @@ def test_member_fits_partition_the_fits_rows():
 
 def test_committee_is_the_mean_of_members_trained_alone():
     x, y, u = _toy()
-    s = RouterSettings(members=3, hidden=8)
+    s = CommitteeRouter(members=3, hidden=8)
     tc = TrainerConfig(max_epochs=30, patience=5)
     f = Fit(np.arange(200), np.arange(200, 240), 1, {})
     (router,) = train_routers(x, y, u, [f"q{i}" for i in range(240)], [f], s, tc)
@@ -75,7 +76,7 @@ def test_out_of_bag_outputs_against_a_loop():
 def test_committee_crossfit_saves_loads_and_refuses_damage(tmp_path):
     x, y, u = _toy()
     qs = [f"q{i}" for i in range(240)]
-    s = RouterSettings(members=2, hidden=8)
+    s = CommitteeRouter(members=2, hidden=8)
     crossfit(x, y, u, qs, qs, 3, 0, s, TrainerConfig(max_epochs=20, patience=5), tmp_path, {"levels": ["a", "b", "c"]})
     r = predict_crossfit(x, qs, tmp_path)
     loaded = TrainedRouter.load(tmp_path / "fold0")
@@ -96,26 +97,26 @@ def test_committee_crossfit_saves_loads_and_refuses_damage(tmp_path):
 
 
 def test_one_member_is_the_plain_router_and_keys_do_not_move():
-    assert "members" not in RouterSettings().key()  # run ids and saved routers of one network unchanged
-    assert RouterSettings(members=4).key()["members"] == 4
+    assert "members" not in MLPRouter().key() and "members" not in CommitteeRouter(members=1).key()  # run ids and saved routers of one network unchanged
+    assert CommitteeRouter(members=4).key()["members"] == 4
     x, y, u = _toy()
     (r,) = train_routers(x, y, u, [f"q{i}" for i in range(240)], [Fit(np.arange(200), np.arange(200, 240), 2, {})],
-                         RouterSettings(hidden=8), TrainerConfig(max_epochs=20, patience=5))
+                         MLPRouter(hidden=8), TrainerConfig(max_epochs=20, patience=5))
     assert type(r.module) is RouterMLP and "members" not in r.spec["network"]
 
 
-@pytest.mark.parametrize("bad", [{"members": 0}, {"members": 2, "model": "cross"}])
+@pytest.mark.parametrize("bad", [{"members": 0}, {"members": 2.5}])
 def test_bad_committees_are_refused(bad):
     with pytest.raises(ValueError, match="members"):
-        RouterSettings(**bad)
+        CommitteeRouter(**bad)
 
 
 def test_a_constant_column_is_reported_once_per_fit_not_per_member(caplog):
     x, y, u = _toy()
     x[:, 4] = 1.0
     fits = [Fit(np.arange(100), np.arange(100, 120), 0, {}), Fit(np.arange(120, 220), np.arange(220, 240), 1, {})]
-    with caplog.at_level(logging.WARNING, logger="mogg.routing.router"):
-        train_routers(x, y, u, [f"q{i}" for i in range(240)], fits, RouterSettings(members=3, hidden=8),
+    with caplog.at_level(logging.WARNING, logger="mogg.routing.networks.mlp"):
+        train_routers(x, y, u, [f"q{i}" for i in range(240)], fits, CommitteeRouter(members=3, hidden=8),
                       TrainerConfig(max_epochs=2))
     msgs = [r.getMessage() for r in caplog.records if "constant" in r.getMessage()]
     assert len(msgs) == 1 and "of 6 of 6 routers: 4;" in msgs[0]

@@ -46,9 +46,9 @@ def _toy(n: int = 150, n_levels: int = 3, seed: int = 0):
 
 
 def _settings(**kw):
-    from mogg.routing.settings import RouterSettings
+    from mogg.routing.experimental.cross import CrossRouterKind
 
-    return RouterSettings(**{"hidden": 16, "dropout": 0.0, **kw})
+    return CrossRouterKind(**{"hidden": 16, "dropout": 0.0, **kw})
 
 
 def _encoder(path):
@@ -59,8 +59,8 @@ def _encoder(path):
 
 def test_the_frozen_split_gives_the_whole_encoders_output(tiny_bert):
     """Frozen blocks then the router's copies of the top blocks == the encoder run whole."""
-    from mogg.routing.cross import top_blocks
-    from mogg.routing.pairs import encode_pairs
+    from mogg.routing.experimental.cross import top_blocks
+    from mogg.routing.experimental.pairs import encode_pairs
 
     enc = _encoder(tiny_bert)
     q, c, _, _ = _toy(6)
@@ -83,21 +83,22 @@ def test_the_frozen_split_gives_the_whole_encoders_output(tiny_bert):
 
 
 def test_a_cross_router_reads_the_level_the_mlp_cannot_see(tiny_bert):
-    from mogg.routing.crossfit import Fit, train_routers
-    from mogg.routing.pairs import encode_pairs
-    from mogg.routing.training import TrainerConfig
+    from mogg.routing.experimental.pairs import encode_pairs
+    from mogg.routing.fitting.kfold import Fit, train_routers
+    from mogg.routing.kinds.mlp import MLPRouter
+    from mogg.routing.networks.training import TrainerConfig
 
     q, c, util, right = _toy(150)
     labels = 0.8 * util + 0.2 * (1 - util) / 2
     train, val, test = np.arange(0, 90), np.arange(90, 110), np.arange(110, 150)
     trainer = TrainerConfig(max_epochs=300, patience=30)
     noise = np.random.default_rng(1).normal(size=(150, 6)).astype(np.float32)  # scores uninformative
-    mlp = train_routers(noise, labels, util, q, [Fit(train, val, 0, {})], _settings(), trainer)[0]
+    mlp = train_routers(noise, labels, util, q, [Fit(train, val, 0, {})], MLPRouter(hidden=16, dropout=0.0), trainer)[0]
     mlp_acc = (mlp.route(noise[test]).level == right[test]).mean()
 
-    settings = _settings(model="cross", base=str(tiny_bert), max_length=32, train_layers=2, epochs=40, patience=8,
+    settings = _settings(base=str(tiny_bert), max_length=32, train_layers=2, epochs=40, patience=8,
                          batch_size=16, lr=3e-3, encoder_lr=3e-3)
-    states = encode_pairs(settings.cross_encoder(), q, c, train_layers=2)
+    states = encode_pairs(settings.encoder(), q, c, train_layers=2)
     states.key = "toy"
     cross = train_routers(states, labels, util, q, [Fit(train, val, 0, {})], settings, trainer)[0]
     cross_acc = (cross.route(states[test]).level == right[test]).mean()
@@ -106,21 +107,21 @@ def test_a_cross_router_reads_the_level_the_mlp_cannot_see(tiny_bert):
 
 
 def test_a_saved_cross_router_loads_with_the_same_outputs(tiny_bert, tmp_path):
-    from mogg.routing.crossfit import Fit, train_routers
-    from mogg.routing.model import RouterMismatch, TrainedRouter
-    from mogg.routing.pairs import pair_states
-    from mogg.routing.training import TrainerConfig
+    from mogg.routing.fitting.kfold import Fit, train_routers
+    from mogg.routing.router_dir import RouterMismatch, TrainedRouter
+    from mogg.routing.experimental.pairs import pair_states
+    from mogg.routing.networks.training import TrainerConfig
 
     q, c, util, _ = _toy(40)
-    settings = _settings(model="cross", base=str(tiny_bert), max_length=32, train_layers=1, epochs=2, patience=0)
-    states = pair_states(settings.cross_encoder(), q, c, 1, tmp_path / "art")
-    again = pair_states(settings.cross_encoder(), q, c, 1, tmp_path / "art")  # the cached artifact
+    settings = _settings(base=str(tiny_bert), max_length=32, train_layers=1, epochs=2, patience=0)
+    states = pair_states(settings.encoder(), q, c, 1, tmp_path / "art")
+    again = pair_states(settings.encoder(), q, c, 1, tmp_path / "art")  # the cached artifact
     assert again.key == states.key and torch.equal(again.hidden, states.hidden) and again.encode_s == states.encode_s
     r = train_routers(states, util, util, q, [Fit(np.arange(30), np.arange(30, 40), 3, {})], settings,
                       TrainerConfig())[0]
     r.save(tmp_path / "router")
     back = TrainedRouter.load(tmp_path / "router")
-    assert back.is_cross and np.array_equal(back.logits(states), r.logits(states))
+    assert type(back.module).__name__ == "CrossRouter" and np.array_equal(back.logits(states), r.logits(states))
     with pytest.raises(RouterMismatch, match="pair states"):
         back.route(np.zeros((3, 5)))
 
@@ -130,14 +131,14 @@ def test_the_cross_config_composes_and_bad_knobs_are_refused():
     from hydra.utils import instantiate
 
     s = instantiate(compose(["router=cross"]).router)
-    assert s.model == "cross" and s.train_layers == 0 and s.key()["model"] == "cross"
+    assert type(s).__name__ == "CrossRouterKind" and s.train_layers == 0 and s.key()["model"] == "cross"
     ft = instantiate(compose(["router=cross_ft"]).router)
-    assert ft.model == "cross" and ft.train_layers == 1 and ft.key() != s.key()
+    assert type(ft).__name__ == "CrossRouterKind" and ft.train_layers == 1 and ft.key() != s.key()
     assert "model" not in instantiate(compose([]).router).key()  # MLP run ids unchanged
-    with pytest.raises(ValueError, match="router.model"):
-        _settings(model="tree")
+    with pytest.raises(ValueError, match="router.transfer=experts"):
+        _settings(transfer="experts")
     with pytest.raises(ValueError, match="train_layers >= 0"):
-        _settings(model="cross", train_layers=-1)
+        _settings(train_layers=-1)
 
 
 def test_router_cross_trains_evaluates_and_applies_through_the_real_configs(tmp_path, mirage, tiny_bert, caplog):
@@ -157,7 +158,7 @@ def test_router_cross_trains_evaluates_and_applies_through_the_real_configs(tmp_
     with caplog.at_level("INFO", logger="mogg.run.router_store"):
         pols = evaluate(cfg)["mog"]["policies"]
     assert "mog_router" in pols and np.isfinite(pols["mog_router"]["f1"]["mean"])
-    assert "mog_router routing cost" in caplog.text and "(question, level context) pairs" in caplog.text
+    assert "mog_router routing cost" in caplog.text and "ms reading its inputs (pairs)" in caplog.text
     applied = compose([*base, "run_name=applied", f"router.checkpoint={tmp_path / 'ckpt' / 'cross'}",
                        "router.allow_overlap=true", "router.fit=all"])
     assert "mog_transfer" in evaluate(applied)["mog"]["policies"]
@@ -171,26 +172,26 @@ def test_router_cross_trains_evaluates_and_applies_through_the_real_configs(tmp_
 
 def test_a_cross_fit_resumed_from_its_checkpoint_reaches_the_same_weights(tiny_bert, tmp_path, caplog):
     """Two epochs, stop, two more from Lightning's last.ckpt == four epochs in one go."""
-    from mogg.routing.cross import fit_cross_routers
-    from mogg.routing.pairs import encode_pairs
-    from mogg.routing.training import TrainerConfig
+    from mogg.routing.experimental.cross import fit_cross_routers
+    from mogg.routing.experimental.pairs import encode_pairs
+    from mogg.routing.networks.training import TrainerConfig
 
     q, c, util, _ = _toy(48)
-    settings = _settings(model="cross", base=str(tiny_bert), max_length=32, train_layers=1, patience=0, dropout=0.1,
+    settings = _settings(base=str(tiny_bert), max_length=32, train_layers=1, patience=0, dropout=0.1,
                          lr=3e-3, encoder_lr=3e-3)
-    states = encode_pairs(settings.cross_encoder(), q, c, train_layers=1)
+    states = encode_pairs(settings.encoder(), q, c, train_layers=1)
     args = (states, [util.astype(np.float32)], [np.arange(48)], [np.arange(0)], [5])  # no validation: last weights
     trainer = TrainerConfig(checkpoint_every=1)
 
     def fit(epochs, ckpt):
         settings.epochs = epochs
-        return fit_cross_routers(*args, settings, trainer, settings.cross_encoder(), ckpt)[0]
+        return fit_cross_routers(*args, settings, trainer, settings.encoder(), ckpt)[0]
 
     whole, _ = fit(4, tmp_path / "whole")
     cut, _ = fit(2, tmp_path / "cut")  # killed after epoch 2: its last.ckpt stays
     assert (tmp_path / "cut" / "router0" / "last.ckpt").is_file()
     assert not torch.equal(cut.head[0].weight, whole.head[0].weight)
-    with caplog.at_level("INFO", logger="mogg.routing.cross"):
+    with caplog.at_level("INFO", logger="mogg.routing.experimental.cross"):
         resumed, summary = fit(4, tmp_path / "cut")
     assert "resuming cross router 0 from" in caplog.text and summary["epochs"] == 4
     for (k, a), b in zip(whole.state_dict().items(), resumed.state_dict().values()):
@@ -199,12 +200,12 @@ def test_a_cross_fit_resumed_from_its_checkpoint_reaches_the_same_weights(tiny_b
 
 def test_many_sources_one_cross_router(tiny_bert, tmp_path):
     """Two question sets whose pairs have different lengths stack (padded) into one cross router."""
-    from mogg.routing.pairs import encode_pairs
-    from mogg.routing.sources import Source, fit_sources, stack_sources
-    from mogg.routing.training import TrainerConfig
+    from mogg.routing.experimental.pairs import encode_pairs
+    from mogg.routing.fitting.sources import Source, fit_sources, stack_sources
+    from mogg.routing.networks.training import TrainerConfig
 
-    settings = _settings(model="cross", base=str(tiny_bert), max_length=32, train_layers=1, epochs=2, patience=0)
-    enc = settings.cross_encoder()
+    settings = _settings(base=str(tiny_bert), max_length=32, train_layers=1, epochs=2, patience=0)
+    enc = settings.encoder()
     qa, ca, ua, _ = _toy(30, seed=1)
     qb, cb, ub, _ = _toy(20, seed=2)
     cb = [[f"{t} w1 w2 w3 w4 w5" for t in row] for row in cb]  # longer contexts: a longer T
@@ -216,4 +217,4 @@ def test_many_sources_one_cross_router(tiny_bert, tmp_path):
     assert len(st["x"]) == 50 and st["x"].hidden.shape[2] == sb.hidden.shape[2]
     assert not st["x"].mask[:30, :, sa.hidden.shape[2]:].any()  # padding is masked out
     r = fit_sources(srcs, 0, settings, TrainerConfig(), tmp_path / "multi", {})
-    assert r.is_cross and r.route(sb).level.shape == (20,)
+    assert type(r.module).__name__ == "CrossRouter" and r.route(sb).level.shape == (20,)

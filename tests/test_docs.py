@@ -203,14 +203,20 @@ def test_every_knob_the_readme_names_exists():
 
 
 def test_the_readme_names_every_field_of_the_router_and_frontier_settings():
-    """The rows cannot fall behind the dataclasses the configs build (issue 39: 21 of 30 named)."""
+    """The rows cannot fall behind the dataclasses the configs build (issue 39: 21 of 30 named):
+    every router kind a conf/router file names (its ``_target_``), and the frontier's settings."""
     import dataclasses
 
-    from mogg.routing.settings import RouterSettings
+    import yaml
+    from hydra.utils import get_class
+
     from mogg.run.frontier_stage import FrontierSettings
 
+    kinds = {get_class(n["_target_"]) for f in sorted((ROOT / "conf" / "router").glob("*.yaml"))
+             if "_target_" in (n := yaml.safe_load(f.read_text()) or {})}
+    assert len(kinds) >= 3, kinds  # the MLP, the committee, the cross router
     rows = _config_rows()
-    for group, cls in (("router", RouterSettings), ("frontier", FrontierSettings)):
+    for group, cls in [*(("router", k) for k in sorted(kinds, key=str)), ("frontier", FrontierSettings)]:
         missing = [f.name for f in dataclasses.fields(cls) if f.name not in rows[group][1]]
         assert not missing, f"README's `{group}` row leaves out {cls.__name__} fields {missing}"
 
@@ -241,7 +247,7 @@ def _report_names() -> list[str]:
 def test_every_report_file_the_readme_names_is_written_by_the_code():
     src = "\n".join(p.read_text() for p in (ROOT / "src" / "mogg").rglob("*.py"))
     for name in _report_names():
-        # per ladder (f"{name}_frontier.png") or across ladders (f"{CROSS}_frontier.png"): the suffix
+        # per ladder (f"{name}_frontier.png") or across ladders (f"{ALL_LADDERS}_frontier.png"): the suffix
         suffix = re.sub(r"^(<ladder>|all_ladders)", "", name)
         assert suffix in src, f"no code writes {name}"
     assert len(_report_names()) >= 12

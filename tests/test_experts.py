@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from mogg.core.artifacts import ArtifactError
-from mogg.routing.experts import ExpertsRouter, SourceGate, Support, load_router
-from mogg.routing.model import TrainedRouter
-from mogg.routing.settings import RouterSettings
-from mogg.routing.sources import Source, fit_experts, fit_sources
-from mogg.routing.training import TrainerConfig
+from mogg.routing.fitting.experts import ExpertsRouter, SourceGate, Support, load_router
+from mogg.routing.router_dir import TrainedRouter
+from mogg.routing.kinds.mlp import MLPRouter
+from mogg.routing.fitting.sources import Source, fit_experts, fit_sources
+from mogg.routing.networks.training import TrainerConfig
 
 TRAINER = TrainerConfig(max_epochs=150, patience=20, batch_size=64, val_fraction=0.2)
 
@@ -58,7 +58,7 @@ def _toy(name, n, seed, shift, flip):
 @pytest.fixture(scope="module")
 def experts(tmp_path_factory):
     d = tmp_path_factory.mktemp("experts")
-    settings = RouterSettings(transfer="experts", support=0.99, decline=0.5)
+    settings = MLPRouter(transfer="experts", support=0.99, decline=0.5)
     srcs = [_toy("a", 300, 0, -3.0, False), _toy("b", 300, 1, 3.0, True)]
     spec = {"levels": ["l0", "l1"]}
     members = {s.name: fit_sources([s], 0, settings, TRAINER, d / f"final@{s.name}", spec) for s in srcs}
@@ -107,7 +107,7 @@ def test_experts_directory_round_trip_and_damage(experts):
     np.testing.assert_allclose(a.logits, b.logits, rtol=1e-6)
     assert loaded.overlap(["a question 3?", "b question 299?", "unseen?"]) == 2
     assert loaded.decision == router.decision
-    with pytest.raises(ArtifactError, match="source-experts router: load it with mogg.routing.experts.load_router"):
+    with pytest.raises(ArtifactError, match="source-experts router: load it with mogg.routing.fitting.experts.load_router"):
         TrainedRouter.load(d / "final")
     assert type(load_router(d / "final@a")) is TrainedRouter  # one network loads as before
     (d / "final" / "experts.safetensors").write_bytes(b"broken")
@@ -117,9 +117,7 @@ def test_experts_directory_round_trip_and_damage(experts):
 
 def test_transfer_settings_refused_clearly():
     with pytest.raises(ValueError, match="router.transfer must be one of"):
-        RouterSettings(transfer="mixture")
-    with pytest.raises(ValueError, match="router.transfer=experts needs router.model=mlp"):
-        RouterSettings(transfer="experts", model="cross")
+        MLPRouter(transfer="mixture")
     with pytest.raises(ValueError, match="router.support"):
-        RouterSettings(support=0.0)
-    assert "transfer" not in RouterSettings(transfer="experts").key()  # members' fits are shared with pooled runs
+        MLPRouter(support=0.0)
+    assert "transfer" not in MLPRouter(transfer="experts").key()  # members' fits are shared with pooled runs

@@ -1,8 +1,11 @@
-"""docs/extending.md, done: a new ladder and a new router objective, each written only in the
-files that page lists (here: this test module stands in for the new module; the config node is
-what conf/ladder/<name>.yaml would hold), then trained and evaluated by the unchanged spine."""
+"""docs/extending.md, done: a new ladder, a new router objective and a new router kind, each
+written only in the files that page lists (here: this test module stands in for the new module;
+the config node is what conf/ladder/<name>.yaml or conf/router/<name>.yaml would hold), then
+trained, evaluated, saved, loaded and routed by the unchanged spine."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -12,7 +15,8 @@ from omegaconf import OmegaConf, open_dict
 from mogg.core.text import split_sentences
 from mogg.ladders.base import Ladder, Units, partition_level
 from mogg.ladders.builder import LadderBuilder
-from mogg.routing.objectives import Objective
+from mogg.routing.inputs.objectives import Objective
+from mogg.routing.kinds.base import RouterKind, RouterNetwork
 from mogg.run.app import evaluate, train
 
 GENERIC = ROOT / "examples" / "generic"
@@ -50,6 +54,55 @@ class SquaredHinge(Objective):
         return torch.relu(1.0 - torch.sign(target) * logits).pow(2).mean(-1)
 
 
+class RidgeNet(torch.nn.Module, RouterNetwork):
+    """A new kind's network: standardise, then one linear map [D] -> [L] (its weights in buffers,
+    so the router directory's safetensors carries them)."""
+
+    REQUIRED = ("in_dim", "n_levels", "alpha")
+
+    def __init__(self, in_dim: int, n_levels: int, alpha: float):
+        super().__init__()
+        for name, shape in (("mean", in_dim), ("std", in_dim), ("w", (in_dim, n_levels)), ("b", n_levels)):
+            self.register_buffer(name, torch.zeros(shape, dtype=torch.float64))
+        self.hparams = {"kind": self.kind_path(), "in_dim": in_dim, "n_levels": n_levels, "alpha": alpha}
+
+    @classmethod
+    def from_hparams(cls, net: dict) -> "RidgeNet":
+        return cls(int(net["in_dim"]), int(net["n_levels"]), float(net["alpha"]))
+
+    def logits(self, x) -> np.ndarray:
+        x = torch.as_tensor(np.asarray(x), dtype=torch.float64)
+        return (((x - self.mean) / self.std) @ self.w + self.b).numpy()
+
+
+@dataclass
+class RidgeRouter(RouterKind):
+    """A new router kind in one class: ridge regression of the objective's targets on the
+    standardised feature matrix, in closed form (no epochs)."""
+
+    alpha: float = 1.0
+
+    def kind_key(self) -> dict:
+        return {"kind": "ridge", "alpha": self.alpha}
+
+    def fit_networks(self, x, targets, fits, trainer, ckpt_dir, logger=False, names=None):
+        out = []
+        for f, t in zip(fits, targets):
+            xt = np.asarray(x[f.train], dtype=np.float64)
+            net = RidgeNet(xt.shape[1], t.shape[1], self.alpha)
+            mean, std = xt.mean(0), xt.std(0)
+            std[std <= 1e-9] = 1.0
+            z = (xt - mean) / std
+            w = np.linalg.solve(z.T @ z + self.alpha * np.eye(z.shape[1]), z.T @ (t[f.train] - t[f.train].mean(0)))
+            for name, v in (("mean", mean), ("std", std), ("w", w), ("b", t[f.train].mean(0))):
+                getattr(net, name).copy_(torch.from_numpy(np.ascontiguousarray(v)))
+            summary = {"epochs": 0}
+            if len(f.val):
+                summary["best_val_loss"] = float(((net.logits(x[f.val]) - t[f.val]) ** 2).mean())
+            out.append((net, summary, None))
+        return out
+
+
 def _cfg(tmp_path, *extra):
     return compose(["experiment=generic_example", f"paths.artifacts={tmp_path / 'a'}", f"paths.checkpoints={tmp_path / 'c'}",
                     f"paths.reports={tmp_path / 'r'}", f"questions.path={GENERIC / 'questions.jsonl'}",
@@ -79,3 +132,30 @@ def test_a_new_objective_is_one_class(tmp_path):
     finally:
         Objective.registry.pop(SquaredHinge.name, None)  # leave the registry as the package defines it
     assert s is not None
+
+
+def test_a_new_router_kind_trains_saves_loads_and_routes(tmp_path):
+    """One class and one config file (here the node conf/router/ridge.yaml would hold): the
+    cross-fit, the final fit, the report, the router directory and mogg-route's session take it."""
+    from mogg.routing.router_dir import TrainedRouter
+    from mogg.run.route import RoutingSession
+
+    cfg = _cfg(tmp_path, "router.fit=both", "train_questions=null")
+    with open_dict(cfg):  # conf/router/ridge.yaml: `defaults: [mlp, _self_]`, this _target_ and alpha
+        cfg.router._target_ = f"{__name__}.RidgeRouter"
+        cfg.router.alpha = 2.0
+    train(cfg)
+    s = evaluate(cfg)["mog"]
+    assert s["policies"]["mog_router"]["f1"]["n"] == 12 and np.isfinite(s["policies"]["mog_router"]["f1"]["mean"])
+    run = tmp_path / "c" / "generic_example" / "mog"
+    fold = TrainedRouter.load(run / "fold0")
+    assert isinstance(fold.module, RidgeNet) and fold.spec["network"]["alpha"] == 2.0
+    final = TrainedRouter.load(run / "final")  # a fresh network from router.json, the weights from safetensors
+    assert isinstance(final.module, RidgeNet) and final.spec["provenance"]["run"]["settings"]["kind"] == "ridge"
+    session = RoutingSession.from_checkpoint(run / "final", artifacts=tmp_path / "a", data_dir=GENERIC)
+    import json
+
+    questions = [json.loads(line)["question"] for line in (GENERIC / "questions.jsonl").read_text().splitlines()[:3]]
+    recs = session.route(questions)
+    assert len(recs) == 3 and any(r["context"] for r in recs), recs
+    assert all(abs(sum(r["weights"].values()) - 1) < 1e-4 for r in recs), recs

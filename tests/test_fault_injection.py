@@ -92,8 +92,8 @@ def reference(tmp_path_factory):
     ("build.py", ("mogg.core.artifacts", "write_artifact", 2, "before")),    # the ladder saved, a retriever not
     # the second kill point per script runs with the slow suite: same code paths, ~20 s each
     pytest.param("build.py", ("mogg.core.artifacts", "sha256_file", 3, "after"), marks=pytest.mark.slow),  # inside a manifest
-    ("train.py", ("mogg.routing.crossfit", "train_routers", 1, "after")),  # every fold trained (as one model), none saved
-    pytest.param("train.py", ("mogg.routing.model", "write_artifact", 3, "before"), marks=pytest.mark.slow),  # folds.json not
+    ("train.py", ("mogg.routing.fitting.kfold", "train_routers", 1, "after")),  # every fold trained (as one model), none saved
+    pytest.param("train.py", ("mogg.routing.router_dir", "write_artifact", 3, "before"), marks=pytest.mark.slow),  # folds.json not
 ])
 def test_killed_and_rerun_equals_uninterrupted(tmp_path, reference, script, kill):
     if script == "train.py":  # the uninterrupted build's artifacts (not a second build: ~10 s a process)

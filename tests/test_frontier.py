@@ -235,29 +235,29 @@ def test_truncate_tokens_is_an_exact_token_prefix():
 
 
 @pytest.mark.slow  # 15 s: two ladders prepared and fitted (the default run stays under 10 minutes)
-def test_cross_ladder_router_chooses_the_ladder_too(tmp_path, mirage):
+def test_all_ladders_router_chooses_the_ladder_too(tmp_path, mirage):
     import json
 
     from conftest import compose
 
     from mogg.run.app import evaluate, train
-    from mogg.run.frontier_stage import CROSS, actions_of, cross_ladder_actions, frontier_settings
+    from mogg.run.frontier_stage import ALL_LADDERS, actions_of, all_ladders_actions, frontier_settings
     from mogg.run.prepare_stage import prepare_all
 
     cfg = compose(_frontier_overrides(tmp_path, mirage, ["+ladder@ladders.mogg=mogg"]))
     out = train(cfg)
-    assert out[CROSS]["action_folds"] == 3
+    assert out[ALL_LADDERS]["action_folds"] == 3
     # the cross-ladder action table is the ladders' tables side by side, in the space's order
     fs = frontier_settings(cfg)
     preps = prepare_all(cfg)
-    space, table, xq, xa, per = cross_ladder_actions(preps, fs)
+    space, table, xq, xa, per = all_ladders_actions(preps, fs)
     own = {n: actions_of(p, fs)[1] for n, p in preps.items()}
     np.testing.assert_array_equal(table.f1, np.concatenate([own["mog"].f1, own["mogg"].f1], 1))
     assert space.n == table.f1.shape[1] == xa.shape[1] and space.names()[0].startswith("mog/")
     assert xq.shape[1] == sum(actions_of(p, fs)[2].shape[1] for p in preps.values())
     evaluate(cfg)
     rep = tmp_path / "reports" / "fr"
-    cross = json.loads((rep / f"{CROSS}_frontier.json").read_text())
+    cross = json.loads((rep / f"{ALL_LADDERS}_frontier.json").read_text())
     for b, row in cross["budgets"].items():
         assert "router" in row and "mog envelope" in row and "mogg envelope" in row
         # choosing among both ladders in hindsight is never worse than either ladder's hindsight choice
@@ -267,7 +267,7 @@ def test_cross_ladder_router_chooses_the_ladder_too(tmp_path, mirage):
             # the oracle over a superset of actions: within one question's move (1/Q) of above
             assert row["oracle"]["f1"]["mean"] >= ladder["oracle"]["f1"]["mean"] - 1.0 / cross["n"]
     md = (rep / "results.md").read_text()
-    assert f"{CROSS}" in md and (rep / f"{CROSS}_frontier.png").stat().st_size > 0
+    assert f"{ALL_LADDERS}" in md and (rep / f"{ALL_LADDERS}_frontier.png").stat().st_size > 0
     assert (rep / "ladders_frontier.png").stat().st_size > 0  # one plot across ladders
     # frontier.actions=false: the same run evaluates the families only (no action router needed)
     s = evaluate(compose(_frontier_overrides(tmp_path, mirage, ["+ladder@ladders.mogg=mogg", "frontier.actions=false"])))
@@ -339,7 +339,7 @@ def test_action_router_dropout_is_the_fits_seeded_hash_not_a_torch_module():
     import torch
     from torch import nn
 
-    from mogg.routing.actions import ActionScorer
+    from mogg.routing.actions.space import ActionScorer
 
     s = ActionScorer(3, 2, hidden=4, dropout=0.5).train()
     assert not any(isinstance(m, nn.Dropout) for m in s.modules())

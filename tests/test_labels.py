@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from mogg.data.records import QAItem
-from mogg.routing.labels import SoftLabeler, soft_labels, target_texts
+from mogg.routing.inputs.labels import SoftLabeler, soft_labels, target_texts
 
 
 def test_soft_labels_hand_example():
@@ -43,7 +43,7 @@ def test_reader_labels_from_a_fake_reader_with_known_answers(tmp_path):
     """labels=reader: a level scores 1 where the reader answers right with that level's context.
     The fake reader answers right exactly when its prompt holds the word 'clue'."""
     from mogg.data.records import QAItem
-    from mogg.routing.labels import SoftLabeler
+    from mogg.routing.inputs.labels import SoftLabeler
 
     class ClueReader:
         def __init__(self):

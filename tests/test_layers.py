@@ -182,10 +182,10 @@ def test_lazy_packages_load_nothing_until_a_name_is_used():
     """A lazy package imports none of its modules (nor torch) until one of its names is read."""
     code = ("import sys, mogg.routing as r; before = sorted(m for m in sys.modules if m.startswith('mogg.routing.'));"
             "assert 'torch' not in sys.modules; assert 'fit_routers' in dir(r);"
-            "f = r.fit_routers; assert 'mogg.routing.training' in sys.modules;"
+            "f = r.fit_routers; assert 'mogg.routing.networks.training' in sys.modules;"
             "print(before, f.__module__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["[]", "mogg.routing.training"]
+    assert out.split() == ["[]", "mogg.routing.networks.training"]
     import mogg.run
 
     with pytest.raises(AttributeError, match="mogg.run.*no_such_name"):

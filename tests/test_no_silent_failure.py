@@ -18,14 +18,14 @@ from conftest import ROOT
 from test_router_model import SETTINGS, TC, _spec, _toy
 
 from mogg.core.artifacts import ArtifactError
-from mogg.routing.crossfit import RouterTrainingError, train_router
-from mogg.routing.model import TrainedRouter
-from mogg.routing.router import RouterMLP
+from mogg.routing.fitting.kfold import RouterTrainingError, train_router
+from mogg.routing.router_dir import TrainedRouter
+from mogg.routing.networks.mlp import RouterMLP
 
 # Runs train.py with the router's loss turned to NaN (a model that diverged): fault injection.
 DIVERGE = textwrap.dedent("""
     import runpy, sys
-    from mogg.routing import objectives
+    from mogg.routing.inputs import objectives
     real = objectives.row_loss
     objectives.row_loss = lambda *a, **k: real(*a, **k) * float("nan")
     sys.argv = sys.argv[1:]
@@ -62,7 +62,7 @@ def test_non_finite_training_is_an_error():
 def test_constant_feature_gets_unit_spread_not_a_millionfold_scale(caplog):
     m = RouterMLP(3, 2, hidden=4, dropout=0.0)
     x = torch.tensor([[1.0, 5.0, 0.0], [2.0, 5.0, 1.0], [3.0, 5.0, 0.0]])
-    with caplog.at_level(logging.WARNING, logger="mogg.routing.router"):
+    with caplog.at_level(logging.WARNING, logger="mogg.routing.networks.mlp"):
         m.set_normalization(x)
     assert m.std[1].item() == 1.0 and "1 column(s) constant" in caplog.text and ": 1;" in caplog.text
     # a new question whose constant column moved by 1 is one unit away, not a million
@@ -89,8 +89,8 @@ def test_zero_spread_and_overflowing_outputs_are_refused(tmp_path):
 
 
 def test_action_router_refuses_non_finite(tmp_path):
-    from mogg.routing.action_fit import fit_action_router
-    from mogg.routing.actions import ActionRouter
+    from mogg.routing.actions.fit import fit_action_router
+    from mogg.routing.actions.space import ActionRouter
 
     rng = np.random.default_rng(0)
     xq, xa, y = rng.normal(size=(40, 3)), rng.normal(size=(40, 4, 2)), rng.random((40, 4))

@@ -1,4 +1,4 @@
-"""Eq. 1 profiles (mogg.routing.profiles): action weights, action utilities against brute force,
+"""Eq. 1 profiles (mogg.routing.actions.profiles): action weights, action utilities against brute force,
 routing over actions, and train -> evaluate through the real configs."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mogg.routing.profiles import PROFILES, ProfileSpace, check_profiles, profile_vector
+from mogg.routing.actions.profiles import PROFILES, ProfileSpace, check_profiles, profile_vector
 
 
 def test_each_profile_lets_the_right_levels_vote_and_injects_at_its_level():
@@ -29,7 +29,7 @@ def test_each_profile_lets_the_right_levels_vote_and_injects_at_its_level():
 
 
 def test_bad_profiles_are_refused_and_the_setting_parses():
-    from mogg.routing.settings import RouterSettings
+    from mogg.routing.kinds.mlp import MLPRouter
 
     assert check_profiles("own+all") == ("own", "all") and check_profiles(None) == ()
     for bad in (["own", "own"], ["widest"]):
@@ -37,25 +37,29 @@ def test_bad_profiles_are_refused_and_the_setting_parses():
             check_profiles(bad)
     with pytest.raises(ValueError, match="unknown eq. 1 profile"):
         profile_vector("widest", 0, 3)
-    s = RouterSettings(profiles=["own", "all"])
+    s = MLPRouter(profiles=["own", "all"])
     assert s.profiles == ("own", "all") and s.key()["profiles"] == ["own", "all"]
-    assert "profiles" not in RouterSettings().key()  # level routers keep their run ids
-    with pytest.raises(ValueError, match="router.model=mlp"):
-        RouterSettings(profiles=["own"], model="cross")
+    assert "profiles" not in MLPRouter().key()  # level routers keep their run ids
+    from mogg.routing.kinds.base import RouterKind
+
+    class OnePerLevel(RouterKind):  # a kind that reads one input per level cannot score eq. 1 actions
+        profiles_ok = False
+
+    with pytest.raises(ValueError, match="router.profiles needs a router that scores one output per action"):
+        OnePerLevel(profiles=["own"])
 
 
 def test_a_router_over_actions_gives_its_actions_weights_and_falls_back_to_an_action():
     import torch
 
-    from mogg.routing.model import TrainedRouter
-    from mogg.routing.router import RouterMLP
+    from mogg.routing.router_dir import TrainedRouter
+    from mogg.routing.networks.mlp import RouterMLP
 
     space = ProfileSpace(("own", "all"), 3)
     z = np.array([[0.0, 0, 0, 0, 3, 0], [2.0, 0, 0, 0, 0, 0.5]])
-    net = RouterMLP(2, space.n, 0, 0.0)
-
-    class Fixed(torch.nn.Module):  # the network's outputs set by hand
-        hparams = net.hparams
+    class Fixed(RouterMLP):  # the network's outputs set by hand
+        def __init__(self):
+            super().__init__(2, space.n, 0, 0.0)
 
         def forward(self, x):
             return torch.as_tensor(z[: len(x)])
@@ -164,9 +168,9 @@ def test_a_router_over_actions_learns_when_the_vote_pays(tmp_path):
     """Toy: one input says whether every level's vote (``all@1``) or the level alone (``own@2``)
     gives the better context; the utilities of the other actions are noise. Cross-fitted, the
     router over actions picks the right one on >= 95% of held-out questions."""
-    from mogg.routing.crossfit import crossfit, predict_crossfit
-    from mogg.routing.settings import RouterSettings
-    from mogg.routing.training import TrainerConfig
+    from mogg.routing.fitting.kfold import crossfit, predict_crossfit
+    from mogg.routing.kinds.mlp import MLPRouter
+    from mogg.routing.networks.training import TrainerConfig
 
     rng = np.random.default_rng(0)
     n, space = 400, ProfileSpace(("own", "all"), 3)
@@ -178,7 +182,7 @@ def test_a_router_over_actions_learns_when_the_vote_pays(tmp_path):
     u[~vote, 2] = 0.9  # own@2
     ids = [str(i) for i in range(n)]
     labels = np.eye(space.n)[u.argmax(1)]
-    s = RouterSettings(profiles=["own", "all"], hidden=16)
+    s = MLPRouter(profiles=["own", "all"], hidden=16)
     crossfit(x, labels, u, ids, ids, 4, 0, s, TrainerConfig(max_epochs=200, patience=20), tmp_path,
              {"levels": ["a", "b", "c"]})
     r = predict_crossfit(x, ids, tmp_path)

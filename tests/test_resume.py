@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mogg.routing.training import TrainerConfig, fit_routers
+from mogg.routing.networks.training import TrainerConfig, fit_routers
 
 SCRIPT = textwrap.dedent("""
     import sys, time, numpy as np, lightning as L
     from pathlib import Path
-    from mogg.routing import training as T
-    from mogg.routing import lightning_module as LM
+    from mogg.routing.networks import training as T
+    from mogg.routing.networks import lightning_module as LM
     epoch_end = LM.StackedRouterModule.on_train_epoch_end
     def stall(self):  # at the end of epoch 37, signal the test and wait to be killed
         epoch_end(self)

@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from mogg.core.artifacts import ArtifactError, write_artifact
-from mogg.routing import objectives as obj
-from mogg.routing.crossfit import train_router
-from mogg.routing.model import RouterMismatch, TrainedRouter
-from mogg.routing.settings import RouterSettings
-from mogg.routing.training import TrainerConfig
+from mogg.routing.inputs import objectives as obj
+from mogg.routing.fitting.kfold import train_router
+from mogg.routing.router_dir import RouterMismatch, TrainedRouter
+from mogg.routing.kinds.mlp import MLPRouter
+from mogg.routing.networks.training import TrainerConfig
 
 
 def test_expected_utility_loss_hand_example():
@@ -91,7 +91,7 @@ def _spec(levels=("a", "b", "c")):
             "provenance": {"questions_name": "toy", "n_questions": 160}}
 
 
-SETTINGS = RouterSettings(objective="utility", hidden=8, dropout=0.0, lr=1e-2, weight_decay=0.0)
+SETTINGS = MLPRouter(objective="utility", hidden=8, dropout=0.0, lr=1e-2, weight_decay=0.0)
 TC = TrainerConfig(max_epochs=200, batch_size=64, patience=0)
 
 
@@ -121,7 +121,7 @@ def test_router_reloads_identically_in_a_fresh_process(saved_router):
     here = TrainedRouter.load(d).route(new)
     code = textwrap.dedent(f"""
         import json, sys, numpy as np
-        from mogg.routing.model import TrainedRouter
+        from mogg.routing.router_dir import TrainedRouter
         x = np.array(json.loads(sys.stdin.read()), dtype=np.float32)
         r = TrainedRouter.load({str(d)!r}).route(x)
         print(json.dumps({{"w": r.weights.tolist(), "f": r.fallback_weights.tolist(), "l": r.level.tolist()}}))
@@ -189,11 +189,11 @@ def test_overlap_with_training_questions(saved_router):
 
 def test_settings_validate():
     with pytest.raises(ValueError, match="router.fit"):
-        RouterSettings(fit="some")
+        MLPRouter(fit="some")
     with pytest.raises(ValueError, match="router.decision"):
-        RouterSettings(decision="max")
+        MLPRouter(decision="max")
     with pytest.raises(ValueError, match="temperature"):
-        RouterSettings(temperature=0)
+        MLPRouter(temperature=0)
 
 
 def test_foreign_format_refused(tmp_path):

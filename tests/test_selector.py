@@ -14,7 +14,7 @@ from mogg.core.metrics import token_prf
 from mogg.evaluation.frontier import calibrate_lambda, oracle_at
 from mogg.evaluation.sentence_frontier import estimated_f1, plan_table, rank_candidates
 from mogg.ladders.base import Ladder, Units, partition_level
-from mogg.routing.actions import decide
+from mogg.routing.actions.space import decide
 from mogg.search import Hits
 from mogg.selection.sentences import Lexicon, candidates, evidence_overlap, features
 
@@ -168,7 +168,7 @@ def test_the_sentence_oracle_against_brute_force():
 
 
 def test_selector_folds_save_load_and_predict_out_of_fold(tmp_path):
-    from mogg.routing.selector import crossfit_selector, predict_selector_folds
+    from mogg.routing.actions.selector import crossfit_selector, predict_selector_folds
 
     rng = np.random.default_rng(0)
     n_q, per = 60, 8

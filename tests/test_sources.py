@@ -6,9 +6,9 @@ import pytest
 from conftest import compose
 from fakes import BagOfWordsEncoder
 
-from mogg.routing.experts import ExpertsRouter, load_router
-from mogg.routing.features import FeatureRecipe, candidate_similarity, score_features
-from mogg.routing.sources import Source, repeats, stack_sources
+from mogg.routing.fitting.experts import ExpertsRouter, load_router
+from mogg.routing.inputs.features import FeatureRecipe, candidate_similarity, score_features
+from mogg.routing.fitting.sources import Source, repeats, stack_sources
 from mogg.run.app import evaluate, train
 from mogg.search import Hits
 
@@ -149,7 +149,7 @@ def test_leave_one_set_out_at_matched_cost(tmp_path, mirage):
     training sets' envelope, both within B in the held-out set's own tokens."""
     import json
 
-    from mogg.routing.action_deploy import DeployedActions
+    from mogg.routing.actions.deploy import DeployedActions
 
     ov = _ov(tmp_path, mirage, "experiment=loso_frontier_medmcqa", "questions.min_chars=400", "questions.limit=40",
              "corpus.sources.1.min_chars=400", "train_sources.pubmedqa.questions.limit=50",

@@ -64,7 +64,7 @@ def test_the_docs_have_sweeps():
     assert len(SWEEPS) >= 10
 
 
-# committee sweeps (router.members=...) train 10-20 routers a job: 11-13 s each, with the slow suite
+# committee sweeps (router=committee router.members=...) train 10-20 routers a job: 11-13 s each, with the slow suite
 @pytest.mark.parametrize("where,args", [pytest.param(w, a, marks=pytest.mark.slow)
                                         if any(x.startswith("router.members=") for x in a) else (w, a)
                                         for w, a in SWEEPS], ids=[w for w, _ in SWEEPS])

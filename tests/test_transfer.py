@@ -12,7 +12,7 @@ import pytest
 from conftest import compose
 
 from mogg.core.artifacts import ArtifactError
-from mogg.routing.model import RouterMismatch
+from mogg.routing.router_dir import RouterMismatch
 from mogg.run.app import evaluate, train
 
 

@@ -23,10 +23,10 @@ from mogg.core.text import split_sentences
 from mogg.data.corpus import MedRAGJsonl, PlainText
 from mogg.data.errors import DataError
 from mogg.data.files import iter_jsonl, load_json
-from mogg.routing import crossfit as cf
-from mogg.routing.crossfit import crossfit, predict_crossfit
-from mogg.routing.settings import RouterSettings
-from mogg.routing.training import TrainerConfig
+from mogg.routing.fitting import kfold as cf
+from mogg.routing.fitting.kfold import crossfit, predict_crossfit
+from mogg.routing.kinds.mlp import MLPRouter
+from mogg.routing.networks.training import TrainerConfig
 from mogg.run.app import evaluate, train
 from mogg.selection import cap_contexts
 
@@ -45,7 +45,7 @@ def _toy(n=60):
 
 def test_interrupted_retrain_cannot_mix_with_the_old_run(tmp_path, monkeypatch):
     x, y, u, ids = _toy()
-    s, tc = RouterSettings(hidden=4), TrainerConfig(max_epochs=5, patience=0)
+    s, tc = MLPRouter(hidden=4), TrainerConfig(max_epochs=5, patience=0)
     crossfit(x, y, u, ids, ids, 3, 0, s, tc, tmp_path, {"provenance": {"data_key": "d"}})
     old_folds = (tmp_path / "folds.json").read_text()
     predict_crossfit(x, ids, tmp_path)  # the finished run routes

@@ -2,7 +2,7 @@
 
 A package ``__init__`` writes ``__all__, __getattr__, __dir__ = lazy_exports(__name__, {module: names})``;
 ``import mogg.routing`` then loads none of routing's modules (nor torch), and
-``mogg.routing.fit_routers`` imports ``mogg.routing.training`` on first use (PEP 562).
+``mogg.routing.fit_routers`` imports ``mogg.routing.networks.training`` on first use (PEP 562).
 """
 
 from __future__ import annotations

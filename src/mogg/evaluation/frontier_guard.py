@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mogg.evaluation.frontier import Family, calibrate_lambda, choose_config
-from mogg.routing.actions import decide
+from mogg.routing.actions.space import decide
 
 TOKEN_SLACK = 0.02  # the guard's tolerance on pooled validation tokens (guarded_at)
 @dataclass

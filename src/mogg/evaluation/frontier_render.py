@@ -155,7 +155,7 @@ def plot_frontier(name: str, fr: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def plot_cross_ladders(frontiers: dict[str, dict], path: Path) -> None:
+def plot_ladders_frontier(frontiers: dict[str, dict], path: Path) -> None:
     """Every ladder's envelope (dashed), router (solid) and oracle (dotted) on one axis."""
     import matplotlib
 

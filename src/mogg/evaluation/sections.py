@@ -7,7 +7,7 @@ import numpy as np
 
 from mogg.evaluation import names as N
 from mogg.prepared import Prepared
-from mogg.routing.model import Routing
+from mogg.routing.router_dir import Routing
 
 
 def transfer_section(name: str, s: dict, routing: Routing, sources: list[str] | None = None) -> list[str]:

@@ -1,12 +1,19 @@
-"""Routing: what a router reads, what it is trained on, and the router itself.
+"""Routing: what a router reads, what it is trained on, the router kinds, and how they are fitted.
 
-``features`` (router inputs, ``FeatureRecipe``), ``labels`` (soft labels, ``SoftLabeler``),
-``objectives`` (one class per objective), ``router`` (the MLP, a committee of MLPs), ``committee``
-(the committee's members' rows, ``router.members``), ``model`` (a trained router's
-directory, ``TrainedRouter``), ``training`` + ``stacked`` + ``lightning_module`` (all folds as one
-stacked model under Lightning), ``crossfit`` (folds, the final fit), ``sources`` (many question
-sets, one router), ``actions`` + ``action_folds`` (the frontier's cost-aware action router; its
-folds as one stacked fit in ``action_fit``, the scorer's arithmetic in ``action_mlp``).
+By role:
+
+* ``inputs``: the feature matrix (``features``: ``FeatureRecipe``), soft labels (``labels``:
+  ``SoftLabeler``), objectives (``objectives``: one class per objective);
+* ``kinds``: the router-kind interface (``base``: ``RouterKind``, ``RouterNetwork``), the default
+  MLP kind (``mlp``) and the registry that finds a saved router's network (``registry``);
+* ``networks``: the MLP network (``mlp``), all folds as one stacked model (``stacked``,
+  ``lightning_module``, ``training``);
+* ``fitting``: folds (``folds``), k-fold fits and the final fit (``kfold``), many question sets
+  (``sources``, ``experts``);
+* ``actions``: the frontier's cost-aware action router (``space``, ``folds``, ``fit``,
+  ``scorer``, ``deploy``), eq. 1 profiles (``profiles``), the evidence selector (``selector``);
+* ``experimental``: kinds measured as no gain (docs/routers.md), reachable by their config only;
+* ``router_dir`` (a trained router's directory, ``TrainedRouter``), ``spec_check`` (its spec's checks).
 
 Names are imported lazily (``__getattr__``), so importing this package loads none of its modules.
 """
@@ -16,19 +23,19 @@ from __future__ import annotations
 from mogg.core.exports import lazy_exports
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, {
-    "features": ("FeatureRecipe", "parse_groups", "compute_features"),
-    "labels": ("SoftLabeler", "soft_labels"),
-    "objectives": ("Objective", "get_objective"),
-    "router": ("RouterMLP", "RouterCommittee"),
-    "committee": ("member_fits",),
-    "model": ("TrainedRouter", "Routing", "RouterMismatch"),
-    "training": ("TrainerConfig", "fit_router", "fit_routers", "FitError"),
-    "stacked": ("StackedMLP", "StackedAdam"),
-    "settings": ("RouterSettings",),
-    "crossfit": ("RouterTrainingError", "crossfit", "fit_all", "predict_crossfit", "train_router", "train_routers",
-                  "make_folds"),
-    "sources": ("Source", "fit_sources"),
-    "actions": ("ActionSpace", "ActionRouter"),
-    "action_folds": ("crossfit_actions", "predict_action_folds"),
-    "action_fit": ("fit_action_routers", "fit_action_router"),
+    "inputs.features": ("FeatureRecipe", "parse_groups", "compute_features"),
+    "inputs.labels": ("SoftLabeler", "soft_labels"),
+    "inputs.objectives": ("Objective", "get_objective"),
+    "kinds.base": ("RouterKind", "RouterNetwork"),
+    "kinds.mlp": ("MLPRouter",),
+    "networks.mlp": ("RouterMLP",),
+    "router_dir": ("TrainedRouter", "Routing", "RouterMismatch"),
+    "networks.training": ("TrainerConfig", "fit_router", "fit_routers", "FitError"),
+    "networks.stacked": ("StackedMLP", "StackedAdam"),
+    "fitting.kfold": ("RouterTrainingError", "crossfit", "fit_all", "predict_crossfit", "train_router", "train_routers",
+                      "make_folds"),
+    "fitting.sources": ("Source", "fit_sources"),
+    "actions.space": ("ActionSpace", "ActionRouter"),
+    "actions.folds": ("crossfit_actions", "predict_action_folds"),
+    "actions.fit": ("fit_action_routers", "fit_action_router"),
 })

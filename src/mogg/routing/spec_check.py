@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from mogg.core.artifacts import ArtifactError, canonical_json, diff_fields
-from mogg.routing import objectives as obj
-from mogg.routing.profiles import ProfileSpace
+from mogg.routing.inputs import objectives as obj
+from mogg.routing.actions.profiles import ProfileSpace
 
 MEANING = "mogg.meaning"  # safetensors metadata key: the spec fields the outputs' meaning depends on
 
@@ -49,7 +49,7 @@ def check_spec(directory: Path, spec: dict, saved: str | None) -> None:
         if space.n != n_out:
             raise ArtifactError(f"{where}: {len(profiles)} profiles x {len(levels)} levels = {space.n} actions, but the "
                                 f"network has {n_out} outputs; retrain the router")
-    elif levels is not None and len(levels) != n_out and net.get("kind") != "cross":
+    elif levels is not None and len(levels) != n_out:
         raise ArtifactError(f"{where}: {len(levels)} levels, but the network has {n_out} outputs; retrain the router")
     d = spec.get("decision")
     ok = isinstance(d, dict) and d.get("rule") in obj.DECISIONS and isinstance(d.get("fallback_level"), int) \

@@ -1,6 +1,6 @@
 """The action router's final fit (``router.fit=all`` / ``both`` with a frontier): one scorer on
 every question, a cost weight per budget, the guard's decision per budget, one directory
-(:class:`mogg.routing.action_deploy.DeployedActions`) that ``mogg-route --budget`` applies.
+(:class:`mogg.routing.actions.deploy.DeployedActions`) that ``mogg-route --budget`` applies.
 
 Per budget B:
 
@@ -29,11 +29,11 @@ from omegaconf import DictConfig
 from mogg.evaluation.frontier import choose_config
 from mogg.evaluation.frontier_guard import RouterFolds, action_learned, best_lambda, guard_check, out_of_fold_guard
 from mogg.prepared import Prepared
-from mogg.routing.action_deploy import FINAL_DIR, TRANSFER_DIR, DeployedActions
-from mogg.routing.action_fit import fit_action_routers
-from mogg.routing.action_folds import action_key, predict_action_folds
-from mogg.routing.actions import decide
-from mogg.routing.folds import split_train_val
+from mogg.routing.actions.deploy import FINAL_DIR, TRANSFER_DIR, DeployedActions
+from mogg.routing.actions.fit import fit_action_routers
+from mogg.routing.actions.folds import action_key, predict_action_folds
+from mogg.routing.actions.space import decide
+from mogg.routing.fitting.folds import split_train_val
 from mogg.run.frontier_stage import FrontierSettings, action_fit_knobs, actions_of
 from mogg.run.router_store import retrain_command, router_spec
 

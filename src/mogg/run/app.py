@@ -23,15 +23,15 @@ from mogg.evaluation.policies import run_policies, summarize
 from mogg.evaluation.qa_accuracy import accuracy_section, plot_accuracy, read_policies, resolve_policies, versus_cot
 from mogg.evaluation.report import check_report_dir, log_summaries, write_report
 from mogg.evaluation.sections import question_records, questions_key, transfer_section, verdict
-from mogg.routing.crossfit import crossfit
+from mogg.routing.fitting.kfold import crossfit
 from mogg.run.action_final import fit_final_actions, fit_transfer_actions
 from mogg.run.frontier_stage import (
-    CROSS,
+    ALL_LADDERS,
     evaluate_frontier,
     frontier_settings,
     ladders_section,
     train_actions,
-    train_cross_ladder,
+    train_all_ladders,
 )
 from mogg.run.prepare_stage import ladder_policies, ladder_reports, make_reader, prepare_all
 from mogg.run.router_store import (
@@ -130,8 +130,8 @@ def train(cfg: DictConfig) -> dict:
                     checkpoint_dir(cfg, name) / "actions", nodes[first]["corpus"])
     fs = frontier_settings(cfg)
     if fs is not None and fs.actions and len(preps) > 1:
-        out = checkpoint_dir(cfg, CROSS) / "actions"
-        results[CROSS] = {"action_folds": len(train_cross_ladder(cfg, settings, preps, out, fs)["folds"])}
+        out = checkpoint_dir(cfg, ALL_LADDERS) / "actions"
+        results[ALL_LADDERS] = {"action_folds": len(train_all_ladders(cfg, settings, preps, out, fs)["folds"])}
         log.info("cross-fitted the cross-ladder action routers in %s", out)
     if cfg.get("evaluate_after"):
         results["evaluation"] = evaluate(cfg)
@@ -206,7 +206,7 @@ def _evaluate(cfg: DictConfig, report_dir: Path) -> tuple[dict, str]:
     if budgets and len([s for s in summaries.values() if "budgets" in s]) > 1:
         sections = budget_overview(summaries, budgets) + sections
     if len(frontiers) > 1:
-        sections = ladders_section(cfg, settings, preps, frontiers, checkpoint_dir(cfg, CROSS), report_dir) + sections
+        sections = ladders_section(cfg, settings, preps, frontiers, checkpoint_dir(cfg, ALL_LADDERS), report_dir) + sections
     notes = list(dict.fromkeys(notes))  # a note shared by every ladder (the gold-context setting) once
     report = write_report(report_dir, summaries, records, notes, sections, run_name=cfg.run_name)
     if cfg.get("logger"):

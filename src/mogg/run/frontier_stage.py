@@ -20,14 +20,14 @@ from mogg.evaluation import names as N
 from mogg.evaluation.families import action_table, stream_family
 from mogg.evaluation.frontier import Family, merge_families
 from mogg.evaluation.frontier_guard import RouterFolds, action_learned
-from mogg.evaluation.frontier_render import frontier_section, plot_cross_ladders, plot_frontier
+from mogg.evaluation.frontier_render import frontier_section, plot_ladders_frontier, plot_frontier
 from mogg.evaluation.frontier_report import TRAINING_ENVELOPE, TRANSFERRED, frontier_evaluation
 from mogg.prepared import Prepared
-from mogg.routing.action_deploy import TRANSFER_DIR, DeployedActions
-from mogg.routing.action_folds import action_key, crossfit_actions, predict_action_folds
-from mogg.routing.actions import ActionSpace, action_features
-from mogg.routing.crossfit import make_folds
-from mogg.routing.profiles import ProfileSpace
+from mogg.routing.actions.deploy import TRANSFER_DIR, DeployedActions
+from mogg.routing.actions.folds import action_key, crossfit_actions, predict_action_folds
+from mogg.routing.actions.space import ActionSpace, action_features
+from mogg.routing.fitting.kfold import make_folds
+from mogg.routing.actions.profiles import ProfileSpace
 from mogg.run.reading_stage import reading_policies, selector_settings, train_selector
 from mogg.run.router_store import retrain_command
 from mogg.selection import Selection, mog_select, topk_all_select
@@ -71,7 +71,7 @@ class FrontierSettings:
                              "e.g. frontier.budgets=[64,128]")
         self.budgets = tuple(sorted(int(b) for b in self.budgets))
         self.fit = dict(self.fit or {})
-        from mogg.routing.actions import check_fit_knobs
+        from mogg.routing.actions.space import check_fit_knobs
 
         check_fit_knobs(self.fit)
         if self.selector is not None:
@@ -159,7 +159,7 @@ def action_fit_knobs(fs: FrontierSettings) -> dict:
 def vote_envelope(prep: Prepared, fs: FrontierSettings, fixed: Family) -> Family:
     """With ``router.profiles``: the fixed configurations (profile, level, k, cap), i.e. the
     envelope's (level, k, cap) plus every other eq. 1 profile's ranking along k and the caps
-    (:mod:`mogg.routing.profiles`), as one family: its training-fold choice per budget says whether
+    (:mod:`mogg.routing.actions.profiles`), as one family: its training-fold choice per budget says whether
     a fixed vote, no router, pays at matched cost."""
     space = ProfileSpace(prep.profiles, prep.ladder.n_levels)
     names, n_q, ev = space.names(prep.ladder.level_names), len(prep.items), _evidence(prep)
@@ -251,11 +251,11 @@ def transferred_actions(cfg: DictConfig, ckpt: Path, space: ActionSpace, table: 
 
 
 # The cross-ladder router: one action space over every ladder's (level, k, cap), so the router
-# picks the ladder too. Its checkpoints live beside the ladders' as <run>/<CROSS>/actions.
-CROSS = "all_ladders"
+# picks the ladder too. Its checkpoints live beside the ladders' as <run>/<ALL_LADDERS>/actions.
+ALL_LADDERS = "all_ladders"
 
 
-def cross_ladder_actions(preps: dict[str, Prepared], fs: FrontierSettings
+def all_ladders_actions(preps: dict[str, Prepared], fs: FrontierSettings
                          ) -> tuple[ActionSpace, Family, np.ndarray, np.ndarray, dict[str, Family]]:
     """:func:`actions_of` over every ladder at once: levels named ``<ladder>/<level>`` (ladder-major,
     so the merged table keeps :class:`ActionSpace`'s order), query inputs of all ladders side by
@@ -277,20 +277,20 @@ def cross_ladder_actions(preps: dict[str, Prepared], fs: FrontierSettings
     return space, table, xq, xa, {n: t for n, (_, t, _, _) in parts.items()}
 
 
-def train_cross_ladder(cfg: DictConfig, settings, preps: dict[str, Prepared], out_dir: Path,
+def train_all_ladders(cfg: DictConfig, settings, preps: dict[str, Prepared], out_dir: Path,
                        fs: FrontierSettings) -> dict:
     """Cross-fit the cross-ladder action router into ``out_dir`` (same folds as every ladder's)."""
-    space, table, xq, xa, _ = cross_ladder_actions(preps, fs)
+    space, table, xq, xa, _ = all_ladders_actions(preps, fs)
     key = "+".join(p.data_key for p in preps.values())
     return crossfit_actions(xq, xa, table.f1, space, next(iter(preps.values())).query_ids, cfg.n_folds, cfg.seed,
                             action_fit_knobs(fs), float(cfg.trainer.val_fraction), out_dir, key)
 
 
-def evaluate_cross_ladder(cfg: DictConfig, settings, preps: dict[str, Prepared], fs: FrontierSettings, ckpt: Path,
+def evaluate_all_ladders(cfg: DictConfig, settings, preps: dict[str, Prepared], fs: FrontierSettings, ckpt: Path,
                           report_dir: Path) -> tuple[dict, list[str]]:
     """The frontier across ladders: the envelope over every ladder's fixed configurations, each
     ladder's own envelope as a family, the cross-ladder router, the oracle over all actions."""
-    space, table, xq, xa, per_ladder = cross_ladder_actions(preps, fs)
+    space, table, xq, xa, per_ladder = all_ladders_actions(preps, fs)
     ids = next(iter(preps.values())).query_ids
     expected = action_key(xq, xa, table.f1, space, cfg.n_folds, cfg.seed, action_fit_knobs(fs),
                           float(cfg.trainer.val_fraction), "+".join(p.data_key for p in preps.values()))
@@ -300,8 +300,8 @@ def evaluate_cross_ladder(cfg: DictConfig, settings, preps: dict[str, Prepared],
     fr = frontier_evaluation(table, own, af.fold, list(fs.budgets), router, fs.n_boot, cfg.seed)
     fr.pop("per_question")
     fr["actions"] = space.to_json()
-    plot_frontier(CROSS, fr, report_dir / f"{CROSS}_frontier.png")
-    return fr, frontier_section(CROSS, fr, list(fs.budgets))
+    plot_frontier(ALL_LADDERS, fr, report_dir / f"{ALL_LADDERS}_frontier.png")
+    return fr, frontier_section(ALL_LADDERS, fr, list(fs.budgets))
 
 
 def ladders_section(cfg: DictConfig, settings, preps: dict[str, Prepared], frontiers: dict[str, dict],
@@ -311,11 +311,11 @@ def ladders_section(cfg: DictConfig, settings, preps: dict[str, Prepared], front
     head = ["## Ladders at matched reading cost", "", "![ladders](ladders_frontier.png)", ""]
     fs = frontier_settings(cfg)
     if fs.actions and cfg.get("use_router", True):  # one router choosing the ladder too
-        cross, md = evaluate_cross_ladder(cfg, settings, preps, fs, ckpt, report_dir)
-        frontiers = {**frontiers, CROSS: cross}
+        cross, md = evaluate_all_ladders(cfg, settings, preps, fs, ckpt, report_dir)
+        frontiers = {**frontiers, ALL_LADDERS: cross}
         head += md
         report_dir.mkdir(parents=True, exist_ok=True)
-        with atomic_path(report_dir / f"{CROSS}_frontier.json") as tmp:
+        with atomic_path(report_dir / f"{ALL_LADDERS}_frontier.json") as tmp:
             tmp.write_text(strict_json(cross, indent=1))
-    plot_cross_ladders(frontiers, report_dir / "ladders_frontier.png")
+    plot_ladders_frontier(frontiers, report_dir / "ladders_frontier.png")
     return head

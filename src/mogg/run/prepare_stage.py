@@ -15,7 +15,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from mogg.prepared import Prepared
-from mogg.routing.features import NEEDS_ENCODER
+from mogg.routing.inputs.features import NEEDS_ENCODER
 from mogg.run.frontier_stage import frontier_settings
 from mogg.run.pipeline import prepare
 from mogg.run.router_store import portable_config, retriever_node, router_settings

@@ -2,7 +2,7 @@
 candidate units with features and labels, the evidence selector's cross-fit (train.py), and the
 selector, route + trim and sentence-oracle policies (evaluate.py).
 
-train: ``<checkpoint>/<ladder>/selector/`` (:mod:`mogg.routing.selector`); evaluate: a
+train: ``<checkpoint>/<ladder>/selector/`` (:mod:`mogg.routing.actions.selector`); evaluate: a
 :class:`mogg.evaluation.frontier_report.Reading` for :func:`frontier_evaluation`.
 """
 
@@ -22,7 +22,7 @@ from mogg.evaluation.frontier_guard import Learned
 from mogg.evaluation.frontier_report import Reading
 from mogg.evaluation.sentence_frontier import context_units, selector_learned, sentence_oracle
 from mogg.prepared import Prepared
-from mogg.routing.selector import crossfit_selector, predict_selector_folds, selector_key
+from mogg.routing.actions.selector import crossfit_selector, predict_selector_folds, selector_key
 from mogg.selection.sentences import Candidates, Lexicon, candidates, evidence_overlap, features
 
 log = logging.getLogger(__name__)

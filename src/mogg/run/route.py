@@ -34,10 +34,10 @@ import numpy as np
 from mogg.core.artifacts import ArtifactError, atomic_path, strict_json
 from mogg.core.gcpolicy import configure_gc
 from mogg.data.errors import DataError
-from mogg.routing.action_deploy import is_action_dir
-from mogg.routing.experts import load_router
-from mogg.routing.features import compute_features
-from mogg.routing.model import TrainedRouter, question_hash
+from mogg.routing.actions.deploy import is_action_dir
+from mogg.routing.fitting.experts import load_router
+from mogg.routing.inputs.features import compute_features
+from mogg.routing.router_dir import TrainedRouter, question_hash
 from mogg.run.route_actions import ActionSession
 from mogg.run.route_paths import (  # noqa: F401 (apply_overrides, check_corpus_paths, default_artifacts: public here)
     apply_overrides,
@@ -48,7 +48,7 @@ from mogg.run.route_paths import (  # noqa: F401 (apply_overrides, check_corpus_
 from mogg.run.route_selector import SelectorSession
 from mogg.run.selector_final import is_selector_dir
 from mogg.search import LadderIndex
-from mogg.selection import mog_select
+from mogg.selection import fixed_level_select, level_contexts, mog_select
 
 log = logging.getLogger(__name__)
 
@@ -110,14 +110,10 @@ class RoutingSession:
                     if i in skip else next(routed) for i in range(len(questions))]
         lad = self.index.ladder
         hits = self.index.search(questions, self.k_r)
-        x = compute_features(self.router.recipe, hits, lad, questions, self.encoder, self.artifacts)
-        if self.router.is_cross:  # it reads each level's fixed top-k context with the question
-            from mogg.routing.pairs import level_contexts, router_pair_states
-            from mogg.selection import fixed_level_select
-
-            fixed = [fixed_level_select(lad, hits, j, self.k) for j in range(lad.n_levels)]
-            states = router_pair_states(self.router.spec["network"], questions, level_contexts(lad, fixed))
-            x = states.with_extra(x) if int(self.router.spec["network"].get("extra_dim", 0)) else states
+        x = self.router.inputs(
+            lambda: compute_features(self.router.recipe, hits, lad, questions, self.encoder, self.artifacts), questions,
+            lambda: level_contexts(lad, [fixed_level_select(lad, hits, j, self.k) for j in range(lad.n_levels)]),
+            self.artifacts)
         r = self.router.route(x)
         sel = mog_select(lad, hits, r.weights, self.k)
         names = lad.level_names

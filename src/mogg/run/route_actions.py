@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from mogg.core.text import count_tokens
-from mogg.routing.action_deploy import DeployedActions
-from mogg.routing.features import FeatureRecipe, compute_features
+from mogg.routing.actions.deploy import DeployedActions
+from mogg.routing.inputs.features import FeatureRecipe, compute_features
 from mogg.run.frontier_stage import action_inputs
 from mogg.run.route_paths import rebuild_index
 from mogg.search import LadderIndex

@@ -21,38 +21,27 @@ from mogg.core.artifacts import ArtifactError, config_hash
 from mogg.core.runconfig import redact
 from mogg.evaluation import names as N
 from mogg.prepared import Prepared
-from mogg.routing.crossfit import predict_crossfit
-from mogg.routing.experts import ExpertsRouter, load_router
-from mogg.routing.features import compute_features
-from mogg.routing.folds import check_run, crossfit_key
-from mogg.routing.model import Routing, TrainedRouter
-from mogg.routing.settings import RouterSettings
-from mogg.selection import one_hot
+from mogg.routing.fitting.kfold import predict_crossfit
+from mogg.routing.fitting.experts import ExpertsRouter, load_router
+from mogg.routing.inputs.features import compute_features
+from mogg.routing.fitting.folds import check_run, crossfit_key
+from mogg.routing.router_dir import Routing, TrainedRouter
+from mogg.routing.kinds.base import RouterKind, input_cost_ms
+from mogg.selection import level_contexts, one_hot
 
 log = logging.getLogger(__name__)
 
 
-def router_settings(cfg: DictConfig) -> RouterSettings:
+def router_settings(cfg: DictConfig) -> RouterKind:
     """The router's knobs from its config group (``_target_``)."""
     return instantiate(cfg.router)
 
 def _artifacts(cfg: DictConfig) -> Path | None:
     return Path(cfg.paths.artifacts) if cfg.paths.get("artifacts") else None
 
-def cross_states(encoder, train_layers: int, prep: Prepared, artifacts: Path | None):
-    """A cross router's inputs for ``prep``: each (question, level context) pair through the frozen
-    layers (:mod:`mogg.routing.pairs`; the contexts are the levels' fixed top-k selections)."""
-    from mogg.routing.pairs import level_contexts, pair_states
-
-    return pair_states(encoder, prep.questions, level_contexts(prep.ladder, prep.fixed), train_layers, artifacts)
-
-def router_inputs(cfg: DictConfig, settings: RouterSettings, prep: Prepared):
-    """What this run's router reads for ``prep``: the feature matrix [Q, D] (MLP), or the pairs'
-    frozen states (``router.model=cross``)."""
-    if settings.model == "cross":
-        states = cross_states(settings.cross_encoder(), settings.train_layers, prep, _artifacts(cfg))
-        return states.with_extra(prep.features) if settings.features else states
-    return prep.features
+def router_inputs(cfg: DictConfig, settings: RouterKind, prep: Prepared):
+    """What this run's router reads for ``prep`` (its kind's :meth:`~RouterKind.router_inputs`)."""
+    return settings.router_inputs(prep, _artifacts(cfg))
 
 def retriever_node(cfg: DictConfig, ladder: str):
     """The retriever config of one ladder: ``retrievers.<ladder>`` when the run sets it (to compare
@@ -134,7 +123,7 @@ def source_nodes(cfg: DictConfig) -> dict[str, dict]:
         raise ValueError("set train_questions (one set over this corpus) or train_sources (several), not both")
     return out
 
-def applied_dirs(cfg: DictConfig, settings: RouterSettings, name: str) -> dict[str, Path]:
+def applied_dirs(cfg: DictConfig, settings: RouterKind, name: str) -> dict[str, Path]:
     """Policy name -> router directory of every router trained elsewhere that this run applies
     (``router.checkpoint`` is resolved by the caller): the final router when it was trained on
     ``train_questions``/``train_sources``, and each single-source router beside it."""
@@ -194,11 +183,8 @@ def retrain_command(cfg: DictConfig, script: str = "train.py") -> str:
 
 
 def routing_cost(x, network_s: float, n: int) -> dict:
-    """Routing ms per question: the network's, and (cross router) the frozen pair encoding's."""
-    out = {"network_ms": round(1000 * network_s / max(n, 1), 3)}
-    if hasattr(x, "encode_s"):
-        out["pairs_ms"] = round(1000 * x.encode_s / max(n, 1), 3)
-    return out
+    """Routing ms per question: the network's, and what reading its inputs took (by the inputs)."""
+    return {"network_ms": round(1000 * network_s / max(n, 1), 3), **input_cost_ms(x, n)}
 
 def resolve_router_dir(path: str | Path, ladder: str) -> Path:
     """A router directory from ``router.checkpoint``: the directory itself, or ``<run>/<ladder>/final``."""
@@ -211,7 +197,7 @@ def resolve_router_dir(path: str | Path, ladder: str) -> Path:
         "train one with `python train.py ... router.fit=all`"
     )
 
-def applied_routers(cfg: DictConfig, settings: RouterSettings, name: str, prep: Prepared) -> dict[str, TrainedRouter]:
+def applied_routers(cfg: DictConfig, settings: RouterKind, name: str, prep: Prepared) -> dict[str, TrainedRouter]:
     """Policy name -> router trained elsewhere that this evaluation applies: ``router.checkpoint``,
     or this run's final router(s) when trained on ``train_questions``/``train_sources``
     (:func:`mogg.run.transfer_stage.applied_dirs`)."""
@@ -227,7 +213,7 @@ def applied_routers(cfg: DictConfig, settings: RouterSettings, name: str, prep: 
             check_run(dirs[pol], found, expected, retrain_command(cfg))
     return out
 
-def load_applied(d: Path, settings: RouterSettings, prep: Prepared) -> TrainedRouter:
+def load_applied(d: Path, settings: RouterKind, prep: Prepared) -> TrainedRouter:
     """A router trained elsewhere, checked against the ladder, retriever and k_r, and refused on
     questions it was trained on (unless ``router.allow_overlap``)."""
     router = load_router(d)
@@ -244,15 +230,8 @@ def load_applied(d: Path, settings: RouterSettings, prep: Prepared) -> TrainedRo
 
 def route_prepared(cfg: DictConfig, router: TrainedRouter, prep: Prepared) -> Routing:
     """Apply a trained router to a prepared question set, with the router's own feature recipe."""
-    if router.is_cross:
-        from mogg.routing.pairs import level_contexts, router_pair_states
-
-        net = router.spec["network"]
-        x = router_pair_states(net, prep.questions, level_contexts(prep.ladder, prep.fixed), _artifacts(cfg))
-        if int(net.get("extra_dim", 0)):  # its head also reads the MLP's inputs, by its own recipe
-            x = x.with_extra(_recipe_features(cfg, router, prep))
-    else:
-        x = _recipe_features(cfg, router, prep)
+    x = router.inputs(lambda: _recipe_features(cfg, router, prep), prep.questions,
+                      lambda: level_contexts(prep.ladder, prep.fixed), _artifacts(cfg))
     t0 = time.perf_counter()
     r = router.route(x)
     r.cost_ms = routing_cost(x, time.perf_counter() - t0, len(prep.items))
@@ -328,6 +307,7 @@ def router_weights(cfg: DictConfig, name: str, prep: Prepared) -> tuple[dict[str
     for pol, r in routings.items():  # logged, not in the report: wall-clock time would make reports differ per run
         if r.cost_ms:
             c = r.cost_ms
-            extra = f" + {c['pairs_ms']:.1f} ms reading its (question, level context) pairs" if "pairs_ms" in c else ""
+            extra = "".join(f" + {v:.1f} ms reading its inputs ({k.removesuffix('_ms')})" for k, v in c.items()
+                            if k != "network_ms")
             log.info("%s: %s routing cost %.3f ms per question (router network)%s", name, pol, c["network_ms"], extra)
     return weights, routings, notes

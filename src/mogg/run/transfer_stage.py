@@ -6,10 +6,10 @@ Three ways a run gets a final router (``router.fit=all|both``), each saved in
 * neither ``train_questions`` nor ``train_sources``: the run's own questions (to apply elsewhere);
 * ``train_questions`` (one question set over the run's corpus): the transfer protocol A -> B;
 * ``train_sources`` (name -> {questions, corpus, weight}): one router over several sets, each over
-  its own corpus (:mod:`mogg.routing.sources`); with two or more, also one router per source in
+  its own corpus (:mod:`mogg.routing.fitting.sources`); with two or more, also one router per source in
   ``final@<source>`` so the report shows each single-source transfer beside the multi-source one.
   ``router.transfer=experts``: the final router is the single-source routers with a gate and a
-  support check instead (:mod:`mogg.routing.experts`).
+  support check instead (:mod:`mogg.routing.fitting.experts`).
   ``experiment=loso_<set>`` trains on the two other gold-evidence sets and routes the held-out one.
 """
 
@@ -20,14 +20,14 @@ import logging
 from omegaconf import DictConfig
 
 from mogg.prepared import Prepared
-from mogg.routing.crossfit import fit_all
-from mogg.routing.settings import RouterSettings
-from mogg.routing.sources import Source, fit_experts, fit_sources
+from mogg.routing.fitting.kfold import fit_all
+from mogg.routing.kinds.base import RouterKind
+from mogg.routing.fitting.sources import Source, fit_experts, fit_sources
 from mogg.run.router_store import FINAL, checkpoint_dir, router_inputs, router_spec, source_dir, source_nodes
 
 log = logging.getLogger(__name__)
 
-def train_final(cfg: DictConfig, settings: RouterSettings, trainer, preps: dict[str, Prepared],
+def train_final(cfg: DictConfig, settings: RouterKind, trainer, preps: dict[str, Prepared],
                 source_preps: dict[str, dict[str, Prepared]] | None, train_questions_preps: dict[str, Prepared] | None) -> dict:
     """Fit each ladder's final router(s); returns ladder -> {"final": dir, "sources": {name: dir}}."""
     nodes = source_nodes(cfg)

@@ -9,6 +9,7 @@ from mogg.selection.mog import (
     Selection,
     cap_contexts,
     fixed_level_select,
+    level_contexts,
     mog_select,
     one_hot,
     random_level_select,
@@ -16,5 +17,5 @@ from mogg.selection.mog import (
     unit_scores,
 )
 
-__all__ = ["Selection", "cap_contexts", "fixed_level_select", "mog_select", "one_hot", "random_level_select",
+__all__ = ["Selection", "cap_contexts", "fixed_level_select", "level_contexts", "mog_select", "one_hot", "random_level_select",
            "topk_all_select", "unit_scores"]

@@ -12,6 +12,7 @@ uses a constant weight vector. All policies return a :class:`Selection`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -170,3 +171,9 @@ def topk_all_select(hits: Hits, k: int) -> Selection:
         chunk = np.pad(chunk, ((0, 0), (0, pad)), constant_values=-1)
         level = np.pad(level, ((0, 0), (0, pad)), constant_values=-1)
     return Selection(level=level.astype(np.int64), chunk=chunk.astype(np.int64))
+
+
+def level_contexts(ladder, fixed: Sequence) -> list[list[str]]:
+    """Per question, per level, the context that level's fixed selection hands the reader [Q][L]."""
+    per_level = [[" ".join(c) for c in s.contexts(ladder)] for s in fixed]  # [L][Q]
+    return [list(row) for row in zip(*per_level)]

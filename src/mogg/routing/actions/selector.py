@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from mogg.core.artifacts import ArtifactError, atomic_path, config_hash, strict_json
-from mogg.routing.folds import check_run, finished_run, make_folds, split_train_val
+from mogg.routing.fitting.folds import check_run, finished_run, make_folds, split_train_val
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ def fit_scorer(x: np.ndarray, y: np.ndarray, w: np.ndarray, rtr: np.ndarray, rva
 def selector_key(x: np.ndarray, y: np.ndarray, cand_q: np.ndarray, n_questions: int, n_folds: int, seed: int,
                  params: dict, val_fraction: float, data_key: str) -> dict:
     """What a selector cross-fit depends on (its run id hashes it)."""
-    from mogg.routing.crossfit import _digest
+    from mogg.routing.fitting.kfold import _digest
 
     return {"data_key": data_key, "n_folds": n_folds, "seed": seed, "params": {**PARAMS, **params},
             "val_fraction": val_fraction, "code": "lgbm-1",

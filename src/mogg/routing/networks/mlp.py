@@ -1,8 +1,8 @@
-"""The router network: an MLP from router inputs to one logit per level.
+"""The MLP router's network: from router inputs to one logit per level.
 
-What the inputs are is a :class:`mogg.routing.features.FeatureRecipe`; how logits become eq. 1
-weights is the objective's business (:mod:`mogg.routing.objectives`); saving, loading and
-applying a trained router is :class:`mogg.routing.model.TrainedRouter`.
+What the inputs are is a :class:`mogg.routing.inputs.features.FeatureRecipe`; how logits become eq. 1
+weights is the objective's business (:mod:`mogg.routing.inputs.objectives`); saving, loading and
+applying a trained router is :class:`mogg.routing.router_dir.TrainedRouter`.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import logging
 import numpy as np
 import torch
 from torch import nn
+
+from mogg.routing.kinds.base import RouterNetwork
 
 
 def standardisation(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -34,7 +36,7 @@ def warn_flat(flat: torch.Tensor, routers: int = 1, of: int = 1, names=None) -> 
             int(flat.sum()), who, ", ".join(named), " ..." if len(cols) > 10 else "")
 
 
-class RouterMLP(nn.Module):
+class RouterMLP(nn.Module, RouterNetwork):
     """Standardise -> Linear -> ReLU -> Dropout -> Linear -> logits [B, L].
 
     ``hidden=0`` gives a linear router. Feature mean/std live in buffers so the saved weights
@@ -70,38 +72,18 @@ class RouterMLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net((x - self.mean) / self.std)
 
+    @classmethod
+    def from_hparams(cls, net: dict) -> "RouterMLP":
+        return cls(net["in_dim"], net["n_levels"], net["hidden"], net["dropout"])
+
+    @torch.inference_mode()
+    def logits(self, x) -> np.ndarray:
+        """z float64 [Q, L] for inputs [Q, D]."""
+        self.eval()
+        return self(torch.as_tensor(np.asarray(x), dtype=torch.float32)).double().numpy()
+
     @torch.inference_mode()
     def weights(self, x: np.ndarray) -> np.ndarray:
         """sigmoid(logits) float64 [N, L] for inputs [N, D] (the BCE objective's weights)."""
         self.eval()
         return torch.sigmoid(self(torch.as_tensor(x, dtype=torch.float32))).double().numpy()
-
-
-class RouterCommittee(nn.Module):
-    """``members`` :class:`RouterMLP` of one shape whose logits [B, L] are the mean of theirs.
-
-    A bagged committee (``router.members``): each member was trained on its own draw of the fit's
-    rows (:func:`mogg.routing.committee.member_fits`) and carries its own standardisation; the mean
-    of their outputs is a lower-variance estimate of each level's utility than any one of them.
-    """
-
-    def __init__(self, in_dim: int, n_levels: int, hidden: int = 64, dropout: float = 0.2, members: int = 2):
-        super().__init__()
-        if members < 2:
-            raise ValueError(f"a committee needs >= 2 members, got {members} (one network is a RouterMLP)")
-        self.members = nn.ModuleList(RouterMLP(in_dim, n_levels, hidden, dropout) for _ in range(members))
-        self.hparams = {**self.members[0].hparams, "members": members}
-
-    @classmethod
-    def of(cls, routers: list[RouterMLP]) -> "RouterCommittee":
-        """The committee of trained ``routers`` (their weights and standardisations copied)."""
-        h = routers[0].hparams
-        c = cls(h["in_dim"], h["n_levels"], h["hidden"], h["dropout"], len(routers))
-        for mine, r in zip(c.members, routers):
-            mine.load_state_dict(r.state_dict())
-        return c.eval()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.stack([m(x) for m in self.members]).mean(dim=0)  # [M, B, L] -> [B, L]; M networks, not rows
-
-    weights = RouterMLP.weights

@@ -22,11 +22,10 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from mogg.core.artifacts import ArtifactError, artifact_lock, canonical_json, diff_fields, read_manifest, write_artifact
-from mogg.routing import objectives as obj
-from mogg.routing.features import FeatureRecipe
-from mogg.routing.pairs import PairStates
-from mogg.routing.profiles import ProfileSpace
-from mogg.routing.router import RouterCommittee, RouterMLP
+from mogg.routing.inputs import objectives as obj
+from mogg.routing.inputs.features import FeatureRecipe
+from mogg.routing.actions.profiles import ProfileSpace
+from mogg.routing.kinds.registry import network_class
 from mogg.routing.spec_check import MEANING, check_spec, meaning
 
 log = logging.getLogger(__name__)
@@ -58,9 +57,9 @@ class Routing:
     routed: np.ndarray  # bool [Q]
     level: np.ndarray  # int64 [Q]
     prior: np.ndarray  # float64 [Q, L]
-    logits: np.ndarray  # float64 [Q, L] ([Q, A] for a router over eq. 1 actions: mogg.routing.profiles)
+    logits: np.ndarray  # float64 [Q, L] ([Q, A] for a router over eq. 1 actions: mogg.routing.actions.profiles)
     fold: np.ndarray | None = None  # int64 [Q] for cross-fitted predictions
-    cost_ms: dict | None = None  # routing ms per question (network; pairs: a cross router's frozen encoding)
+    cost_ms: dict | None = None  # routing ms per question (network; and what reading its inputs took, by the inputs)
 
     @classmethod
     def empty(cls, n: int, n_levels: int, n_outputs: int | None = None) -> "Routing":
@@ -77,9 +76,9 @@ class Routing:
 
 @dataclass
 class TrainedRouter:
-    """A router network (the MLP, a committee of MLPs, or the cross router) plus its spec (see module doc)."""
+    """A router network (a :class:`mogg.routing.kinds.base.RouterNetwork` of any kind) plus its spec (see module doc)."""
 
-    module: RouterMLP | RouterCommittee
+    module: object
     spec: dict
     train_question_hashes: list[str] = field(default_factory=list)
 
@@ -138,34 +137,26 @@ class TrainedRouter:
     # -- applying it --------------------------------------------------------------------------
     @property
     def profile_space(self) -> ProfileSpace | None:
-        """The eq. 1 actions its outputs score (:mod:`mogg.routing.profiles`), None for a level router."""
+        """The eq. 1 actions its outputs score (:mod:`mogg.routing.actions.profiles`), None for a level router."""
         profiles = self.spec.get("profiles")
         return ProfileSpace(tuple(profiles), len(self.levels)) if profiles else None
 
-    @property
-    def is_cross(self) -> bool:
-        return self.spec["network"].get("kind") == "cross"
-
     def logits(self, x) -> np.ndarray:
-        """z float64 [Q, L]: ``x`` router inputs [Q, D] (MLP), or :class:`PairStates` (cross router)."""
-        if self.is_cross:
-            return self.module.logits(x)
-        with torch.inference_mode():
-            self.module.eval()
-            return self.module(torch.as_tensor(np.asarray(x), dtype=torch.float32)).double().numpy()
+        """z float64 [Q, L or A] for router inputs ``x`` (what :meth:`inputs` gives)."""
+        return self.module.logits(x)
+
+    def inputs(self, features, questions, contexts, artifacts: Path | None = None):
+        """What this router reads for ``questions`` (its network's :meth:`route_inputs`):
+        ``features()`` the feature matrix by its own recipe, ``contexts()`` each level's fixed
+        top-k texts [Q][L], each computed only if the network reads it."""
+        return type(self.module).route_inputs(self.spec["network"], features, questions, contexts, artifacts)
 
     def route(self, x, decision: str | None = None) -> Routing:
-        """Decisions for router inputs ``x`` [Q, D] (from :attr:`recipe`), or a cross router's
-        :class:`mogg.routing.pairs.PairStates`."""
-        net = self.spec["network"]
-        if self.is_cross:
-            if not isinstance(x, PairStates) or x.n_levels != net["n_levels"] or x.width != net["width"]:
-                raise RouterMismatch(f"a cross router over {net['n_levels']} levels needs pair states of width "
-                                     f"{net['width']}; got {type(x).__name__}")
-        else:
-            x = np.asarray(x)
-            if x.ndim != 2 or x.shape[1] != net["in_dim"]:
-                raise RouterMismatch(f"router inputs have shape {x.shape}; the router expects [Q, {net['in_dim']}]")
+        """Decisions for router inputs ``x`` (:meth:`inputs`: a feature matrix [Q, D] by
+        :attr:`recipe` for the MLP)."""
+        err = self.module.input_error(x)
+        if err is not None:
+            raise RouterMismatch(err)
         z = self.logits(x)
         if not np.isfinite(z).all():
             rows = np.flatnonzero(~np.isfinite(z).all(axis=1))
@@ -177,7 +168,7 @@ class TrainedRouter:
     def _decide(self, z: np.ndarray, decision: str | None, keep: np.ndarray | None = None) -> Routing:
         """Routing from outputs ``z`` [Q, L or A] under ``decision`` (default: the router's rule);
         ``keep`` [Q] bool: questions the router may route at all (elsewhere its fallback, under
-        either rule: a transfer router's support check, :mod:`mogg.routing.experts`)."""
+        either rule: a transfer router's support check, :mod:`mogg.routing.fitting.experts`)."""
         d = self.decision
         rule = decision or d["rule"]
         space = self.profile_space
@@ -232,7 +223,7 @@ class TrainedRouter:
         """Load and verify a router directory (checksums, format, finite weights); a writer
         publishing it at the same moment finishes first (the artifact's shared lock). ``kinds``:
         network kind -> ``loader(directory, spec)`` for routers built of routers
-        (:func:`mogg.routing.experts.load_router`)."""
+        (:func:`mogg.routing.fitting.experts.load_router`)."""
         with artifact_lock(Path(directory), shared=True):
             return cls._load(Path(directory), kinds or {})
 
@@ -256,16 +247,18 @@ class TrainedRouter:
             return kinds[kind](directory, spec)
         if kind == "experts":
             raise ArtifactError(f"{directory} holds a source-experts router: load it with "
-                                "mogg.routing.experts.load_router (evaluate.py and mogg-route do)")
+                                "mogg.routing.fitting.experts.load_router (evaluate.py and mogg-route do)")
         # "levels" is written by the application layer (a bare cross-fit has none); when present it
         # must be a list of level names, since check_compatible compares it with the ladder
         levels = spec.get("levels")
         if levels is not None and not (isinstance(levels, list) and all(isinstance(v, str) for v in levels)):
             raise ArtifactError(f"{directory / 'router.json'}: 'levels' must be a list of level names; retrain the router")
         net = spec["network"]
-        need = ("width", "n_levels", "hidden", "dropout", "base", "max_length", "train_layers") \
-            if isinstance(net, dict) and net.get("kind") == "cross" else ("in_dim", "n_levels", "hidden", "dropout")
-        if not isinstance(net, dict) or any(k not in net for k in need):
+        if not isinstance(net, dict):
+            raise ArtifactError(f"{directory / 'router.json'}: 'network' must hold in_dim, n_levels, hidden, dropout")
+        network = network_class(net, str(directory / "router.json"))
+        need = network.REQUIRED
+        if any(k not in net for k in need):
             raise ArtifactError(f"{directory / 'router.json'}: 'network' must hold {', '.join(need)}")
         path = directory / "router.safetensors"
         try:
@@ -278,16 +271,14 @@ class TrainedRouter:
         bad = [k for k, v in state.items() if not torch.isfinite(v).all()]
         if bad:
             raise ArtifactError(f"{path}: non-finite values in {', '.join(bad)}; the router is unusable, retrain it")
-        for name, std in state.items():  # "std", or "members.<m>.std" in a committee
+        for name, std in state.items():  # "std", or "<part>.std" in a network of networks
             if (name == "std" or name.endswith(".std")) and not (std > 0).all():
                 raise ArtifactError(f"{path}: input spread '{name}' has {(std <= 0).sum().item()} value(s) <= 0; "
                                     "the router is unusable, retrain it")
-        if net.get("kind") == "cross":
-            m = _cross_network(net)
-        elif int(net.get("members", 1)) > 1:  # a committee (router.members)
-            m = RouterCommittee(net["in_dim"], net["n_levels"], net["hidden"], net["dropout"], int(net["members"]))
-        else:
-            m = RouterMLP(net["in_dim"], net["n_levels"], net["hidden"], net["dropout"])
+        try:
+            m = network.from_hparams(net)
+        except (TypeError, ValueError, KeyError) as e:
+            raise ArtifactError(f"{directory / 'router.json'}: network {net!r} cannot be built ({e}); retrain the router") from e
         try:
             m.load_state_dict(state)
         except RuntimeError as e:
@@ -296,17 +287,6 @@ class TrainedRouter:
         spec["_dir"] = str(directory)
         hashes = _json_file(directory / "train_questions.json", list)
         return cls(m, spec, hashes)
-
-
-def _cross_network(net: dict):
-    """An untrained cross router shaped as ``net`` says (its top blocks from the named encoder)."""
-    from mogg.encoders import HFEncoder
-    from mogg.routing.cross import CrossRouter, top_blocks
-
-    enc = HFEncoder(net["base"], max_length=int(net["max_length"]), normalize=False)
-    extra = {k: net[k] for k in ("base", "max_length", "train_layers", "encoder") if k in net}
-    return CrossRouter(top_blocks(enc, int(net["train_layers"])), int(net["width"]), int(net["n_levels"]),
-                       int(net["hidden"]), float(net["dropout"]), extra, int(net.get("extra_dim", 0)))
 
 
 def _json_file(path: Path, kind: type):

@@ -1,6 +1,6 @@
 """Source experts: a transfer router that routes each new question with the training set it resembles.
 
-A router trained on several question sets at once (:mod:`mogg.routing.sources`, ``transfer=pooled``)
+A router trained on several question sets at once (:mod:`mogg.routing.fitting.sources`, ``transfer=pooled``)
 must reconcile sets whose evidence has different shapes; measured on the three gold-evidence sets,
 pooling routed a held-out set worse than either source alone (docs/routers.md, "Leave-one-set-out").
 ``router.transfer=experts`` keeps one router per source instead and adds two label-free models of
@@ -16,7 +16,7 @@ the sources' router inputs, both fitted on training sources only:
   ``decline`` of a set lies outside, the router declines the whole set (every question takes the
   fallback, with a warning): its sources say nothing about such a set.
 
-The experts router is a :class:`~mogg.routing.model.TrainedRouter` (same recipe, levels, spec and
+The experts router is a :class:`~mogg.routing.router_dir.TrainedRouter` (same recipe, levels, spec and
 ``route``), so evaluation, ``mogg-route`` and the reports apply it unchanged; its directory holds
 ``experts.safetensors`` (gate and support) and one router directory per source under ``members/``.
 """
@@ -33,9 +33,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from mogg.core.artifacts import ArtifactError
-from mogg.routing import objectives
-from mogg.routing.model import RouterMismatch, Routing, TrainedRouter
-from mogg.routing.router import standardisation
+from mogg.routing.inputs import objectives
+from mogg.routing.router_dir import RouterMismatch, Routing, TrainedRouter
+from mogg.routing.networks.mlp import standardisation
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +125,10 @@ class ExpertsRouter(TrainedRouter):
         p = self.gate.proba(x)
         return sum(p[:, [i]] * self.members[n].logits(x) for i, n in enumerate(self.gate.names))
 
+    def inputs(self, features, questions, contexts, artifacts=None) -> np.ndarray:
+        """The feature matrix by the experts' shared recipe (the gate and support read it too)."""
+        return features()
+
     def inside(self, x) -> np.ndarray:
         """bool [Q]: the question lies within the training sources' support."""
         return self.support.inside(self.gate.standardise(x))
@@ -193,7 +197,7 @@ def build_experts(members: dict[str, TrainedRouter], xs: Sequence[np.ndarray], u
     """An experts router over ``members`` (name -> router trained on that source alone).
 
     ``xs`` each source's router inputs [Q_s, D]; ``utilities`` each source's scaled utilities
-    [Q_s, L] (:func:`mogg.routing.sources.stack_sources`); ``trains``/``vals`` the rows each member
+    [Q_s, L] (:func:`mogg.routing.fitting.sources.stack_sources`); ``trains``/``vals`` the rows each member
     trained on (with the per-set repeats) and validated on. The fallback is the best mean over the
     weighted rows (the pooled router's choice); the fallback margin is tuned, as for one router, on
     the members' validation rows, which no member trained on.

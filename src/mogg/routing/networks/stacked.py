@@ -5,7 +5,7 @@ another, each pays the trainer's per-step machinery for under a millisecond of a
 their weights are stacked along a leading fold axis ``F`` and one forward pass over
 ``[F, B, D]`` inputs (``torch.baddbmm``) serves them all.
 
-Every fold sees exactly what it would see trained alone (:func:`mogg.routing.training.fit_router`
+Every fold sees exactly what it would see trained alone (:func:`mogg.routing.networks.training.fit_router`
 is this code with ``F = 1``): its own initialisation (a :class:`RouterMLP` built under its
 seed), its own input standardisation, its own shuffles and dropout masks drawn from generators
 seeded by ``(seed_k, epoch)``, its own loss mean over its own rows, and its own Adam step count
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from mogg.routing.router import RouterMLP
+from mogg.routing.networks.mlp import RouterMLP
 
 _SHUFFLE = 100_003  # epoch e of seed s draws from generator seed s * _SHUFFLE + e (as a single fit always did)
 

@@ -11,15 +11,15 @@ levels, same feature recipe). :func:`fit_sources` trains the final router on sev
   as much as the largest (a loss weight would do the same in expectation; repetition keeps the
   router's objectives and batches unchanged);
 * **per-set utility scale**: each set's level utilities are divided by their own spread
-  (:func:`mogg.routing.objectives.utility_scale`) before stacking, so a set whose levels differ
+  (:func:`mogg.routing.inputs.objectives.utility_scale`) before stacking, so a set whose levels differ
   by 0.3 F1 does not drown one whose levels differ by 0.05; the fallback level (the fixed level
   "chosen on the training sets") is then the best mean over the scaled, weighted rows.
 
 ``router.transfer=experts`` (:func:`fit_experts`) keeps one router per source instead, with a
-gate and a support check (:mod:`mogg.routing.experts`); the fallback is chosen as above.
+gate and a support check (:mod:`mogg.routing.fitting.experts`); the fallback is chosen as above.
 
 Feature scales across corpora are the recipe's business (``router.normalise=question``:
-within-question score features; :mod:`mogg.routing.features`), not this module's: a router
+within-question score features; :mod:`mogg.routing.inputs.features`), not this module's: a router
 applied to a new corpus must rebuild its inputs from that corpus alone.
 """
 
@@ -32,19 +32,18 @@ from pathlib import Path
 
 import numpy as np
 
-from mogg.routing import objectives
-from mogg.routing.crossfit import fit_and_save, split_train_val
-from mogg.routing.model import TrainedRouter
-from mogg.routing.pairs import PairStates, concat_states
-from mogg.routing.settings import RouterSettings
-from mogg.routing.training import TrainerConfig
+from mogg.routing.inputs import objectives
+from mogg.routing.fitting.kfold import fit_and_save, split_train_val
+from mogg.routing.router_dir import TrainedRouter
+from mogg.routing.kinds.base import RouterKind, concat_inputs
+from mogg.routing.networks.training import TrainerConfig
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class Source:
-    """One training question set: router inputs [Q, D] (a cross router's: PairStates), soft labels and
+    """One training question set: router inputs (the kind's: a feature matrix [Q, D] by default), soft labels and
     utilities [Q, L]."""
 
     name: str
@@ -96,7 +95,7 @@ def stack_sources(sources: Sequence[Source], val_fraction: float, seed: int) -> 
         n = len(s.x)
         tr, va = split_train_val(np.arange(n), val_fraction, seed + 999 + 7919 * i)
         scale = objectives.utility_scale(np.asarray(s.utilities, dtype=np.float64))
-        xs.append(s.x if isinstance(s.x, PairStates) else np.asarray(s.x, dtype=np.float32))
+        xs.append(s.x)
         ls.append(np.asarray(s.labels, dtype=np.float32))
         us.append(np.asarray(s.utilities, dtype=np.float64) / scale)
         qs.extend(s.questions)
@@ -105,12 +104,12 @@ def stack_sources(sources: Sequence[Source], val_fraction: float, seed: int) -> 
         info.append({"name": s.name, "n_questions": n, "weight": s.weight, "repeats": rep, "utility_scale": scale,
                      "n_train": int(len(tr)), "n_val": int(len(va))})
         offset += n
-    x = concat_states(xs) if isinstance(xs[0], PairStates) else np.concatenate(xs)
+    x = concat_inputs(xs)
     return {"x": x, "labels": np.concatenate(ls), "utilities": np.concatenate(us), "questions": qs,
             "train": np.sort(np.concatenate(train)), "val": np.concatenate(val), "per_source": info}
 
 
-def fit_sources(sources: Sequence[Source], seed: int, settings: RouterSettings, trainer: TrainerConfig, out_dir: Path,
+def fit_sources(sources: Sequence[Source], seed: int, settings: RouterKind, trainer: TrainerConfig, out_dir: Path,
                 spec: dict, logger=False) -> TrainedRouter:
     """One router trained on every source (see the module docstring), saved to ``out_dir``;
     an unchanged rerun reuses it (the fit key covers every row, weight and setting)."""
@@ -128,13 +127,13 @@ def fit_sources(sources: Sequence[Source], seed: int, settings: RouterSettings, 
     return router
 
 
-def fit_experts(sources: Sequence[Source], members: dict[str, TrainedRouter], seed: int, settings: RouterSettings,
+def fit_experts(sources: Sequence[Source], members: dict[str, TrainedRouter], seed: int, settings: RouterKind,
                 trainer: TrainerConfig, out_dir: Path, spec: dict, k: int = 10) -> TrainedRouter:
-    """A source-experts router (:mod:`mogg.routing.experts`) over ``members`` (source name -> the
+    """A source-experts router (:mod:`mogg.routing.fitting.experts`) over ``members`` (source name -> the
     router :func:`fit_sources` trained on that source alone, same seed and trainer), saved to
     ``out_dir``. Each member's validation rows are its own split; the fallback weighs the sets as
     :func:`fit_sources` does."""
-    from mogg.routing.experts import build_experts
+    from mogg.routing.fitting.experts import build_experts
 
     check_sources(sources)
     if set(members) != {s.name for s in sources}:

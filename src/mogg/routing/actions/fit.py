@@ -1,12 +1,12 @@
 """The action router's folds as one stacked fit (a single fit is the case of one fold).
 
 ``F`` action scorers of one shape keep their weights along a leading fold axis
-(:class:`ScorerStack`) and step together under one :class:`mogg.routing.stacked.StackedAdam`
+(:class:`ScorerStack`) and step together under one :class:`mogg.routing.networks.stacked.StackedAdam`
 (AdamW, a step count per fold). Every fold sees exactly what it would see trained alone: its
 initialisation (an :class:`ActionScorer` built under its seed), its standardisation (its training
 rows' means and spreads), its shuffles (a generator seeded by its seed, one permutation per epoch,
 as the fit always drew them), its dropout masks (a hash of its seed, the epoch, the question and
-the unit: :mod:`mogg.routing._actions_jit`), its loss over its own rows, and its own early stopping
+the unit: :mod:`mogg.routing.actions._jit`), its loss over its own rows, and its own early stopping
 (patience on its validation loss, its best epoch's weights kept). A fold that stopped takes no
 more steps and computes nothing.
 
@@ -27,22 +27,22 @@ import numpy as np
 import torch
 from torch import nn
 
-from mogg.routing import action_mlp
-from mogg.routing._actions_jit import mix64
-from mogg.routing.action_mlp import Dropout, Weights
-from mogg.routing.actions import ACTION_OBJECTIVES, ActionRouter, ActionScorer, _loss
-from mogg.routing.stacked import StackedAdam, epoch_seed
+from mogg.routing.actions import scorer as action_mlp
+from mogg.routing.actions._jit import mix64
+from mogg.routing.actions.scorer import Dropout, Weights
+from mogg.routing.actions.space import ACTION_OBJECTIVES, ActionRouter, ActionScorer, _loss
+from mogg.routing.networks.stacked import StackedAdam, epoch_seed
 
 log = logging.getLogger(__name__)
 
-# Part of a cross-fit's run id (mogg.routing.action_folds): folds fitted by an earlier fit (other
+# Part of a cross-fit's run id (mogg.routing.actions.folds): folds fitted by an earlier fit (other
 # dropout draws, other rounding) are refitted, not reused.
 FIT_CODE = "stacked-2"  # 2: ReLU units (GELU before issue 37)
 
 
 class ScorerStack(nn.Module):
     """``F`` :class:`ActionScorer` of one shape as stacked weights, the first layer split by input part
-    (:class:`mogg.routing.action_mlp.Weights`; ``var`` / ``const``: the action-feature columns that vary
+    (:class:`mogg.routing.actions.scorer.Weights`; ``var`` / ``const``: the action-feature columns that vary
     across questions and those that do not)."""
 
     def __init__(self, scorers: Sequence[ActionScorer], var: np.ndarray, const: np.ndarray):
@@ -98,7 +98,7 @@ def fit_action_routers(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, trains: Se
     training loss where it has no validation rows). Questions without evidence (NaN labels) are left
     out. Router k equals the one fitted alone (``F = 1``) bit for bit.
 
-    Raises :class:`mogg.routing.training.FitError` (a ``FloatingPointError``, ``index`` = k) where
+    Raises :class:`mogg.routing.networks.training.FitError` (a ``FloatingPointError``, ``index`` = k) where
     router k's validation loss was never finite.
     """
     if objective not in ACTION_OBJECTIVES:
@@ -161,7 +161,7 @@ def fit_action_routers(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, trains: Se
                     stopped[k] = bool(patience) and bad[k] >= patience
     for k, r in enumerate(routers):
         if not math.isfinite(best[k]):
-            from mogg.routing.training import FitError
+            from mogg.routing.networks.training import FitError
 
             raise FitError(k, f"the validation loss was never finite; lower frontier.fit.lr (now {lr})")
         r.model = net.scorer(k, best_w)

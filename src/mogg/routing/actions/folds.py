@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from mogg.core.artifacts import ArtifactError, atomic_path, config_hash, strict_json
-from mogg.routing.action_fit import FIT_CODE, fit_action_routers
-from mogg.routing.actions import ActionRouter, ActionSpace
-from mogg.routing.crossfit import RouterTrainingError, _digest, make_folds, split_train_val
-from mogg.routing.folds import finished_run
+from mogg.routing.actions.fit import FIT_CODE, fit_action_routers
+from mogg.routing.actions.space import ActionRouter, ActionSpace
+from mogg.routing.fitting.kfold import RouterTrainingError, _digest, make_folds, split_train_val
+from mogg.routing.fitting.folds import finished_run
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +41,9 @@ def crossfit_actions(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, space: Actio
                      n_folds: int, seed: int, fit_kwargs: dict, val_fraction: float, out_dir: Path,
                      data_key: str = "") -> dict:
     """Train one action router per fold, all folds as one stacked fit
-    (:func:`mogg.routing.action_fit.fit_action_routers`), into ``out_dir/fold<k>``; ``folds.json``
+    (:func:`mogg.routing.actions.fit.fit_action_routers`), into ``out_dir/fold<k>``; ``folds.json``
     last. Folds and validation slices are drawn exactly as the level router's
-    (:mod:`mogg.routing.crossfit`)."""
+    (:mod:`mogg.routing.fitting.kfold`)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     fold = make_folds(len(xq), n_folds, seed)
@@ -94,7 +94,7 @@ def predict_action_folds(xq: np.ndarray, xa: np.ndarray, query_ids: list[str], o
         raise FileNotFoundError(f"no finished action-router cross-fit in {out_dir}: run `python train.py` with the same overrides")
     info = json.loads(path.read_text())
     if expected is not None:  # trained with the settings, folds, seed and data this evaluation asks for?
-        from mogg.routing.folds import check_run
+        from mogg.routing.fitting.folds import check_run
 
         check_run(path, info, expected, retrain or "python train.py with the same overrides")
     if ActionSpace.from_json(info["space"]) != space:

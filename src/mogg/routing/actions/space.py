@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from mogg.core.artifacts import atomic_path, strict_json
-from mogg.routing.action_mlp import Weights, scores, split_columns
+from mogg.routing.actions.scorer import Weights, scores, split_columns
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +93,8 @@ class ActionScorer(nn.Module):
     """u_hat(q, a) = MLP([query inputs, action features]) for every action at once: [B, A].
 
     The stored form of one scorer (``net``: Linear, ReLU, dropout's slot, Linear, ReLU, Linear; the
-    state dict of ``actions.safetensors``). Fitting is :mod:`mogg.routing.action_fit` (its dropout is
-    a seeded hash, :mod:`mogg.routing._actions_jit`), scoring :mod:`mogg.routing.action_mlp`'s split
+    state dict of ``actions.safetensors``). Fitting is :mod:`mogg.routing.actions.fit` (its dropout is
+    a seeded hash, :mod:`mogg.routing.actions._jit`), scoring :mod:`mogg.routing.actions.scorer`'s split
     first layer; ``forward`` scores without dropout.
     """
 
@@ -108,7 +108,7 @@ class ActionScorer(nn.Module):
 
     def weights(self, var: np.ndarray, const: np.ndarray) -> Weights:
         """The weights with the first layer split into the query's, the varying action columns' (``var``)
-        and the action-only columns' (``const``) parts (:class:`mogg.routing.action_mlp.Weights`)."""
+        and the action-only columns' (``const``) parts (:class:`mogg.routing.actions.scorer.Weights`)."""
         w1, dq = self.net[0].weight.detach(), self.d_query
         return Weights(w1[:, :dq], w1[:, dq + var], w1[:, dq + const], self.net[0].bias.detach(),
                        self.net[3].weight.detach(), self.net[3].bias.detach(), self.net[5].weight.detach()[0],
@@ -143,7 +143,7 @@ class ActionRouter:
 
     def utilities(self, xq: np.ndarray, xa: np.ndarray) -> np.ndarray:
         """Predicted F1 of every action [Q, A] (sigmoid of the output under ``bce``), by the fit's own
-        arithmetic (:func:`mogg.routing.action_mlp.scores`: action-only columns once per action)."""
+        arithmetic (:func:`mogg.routing.actions.scorer.scores`: action-only columns once per action)."""
         if not len(xq):
             return np.zeros((0, xa.shape[1]))
         var, const = split_columns(xa)
@@ -202,7 +202,7 @@ _FIT_KNOBS = {"objective": str, "hidden": int, "dropout": float, "lr": float, "w
 
 
 def check_fit_knobs(fit: dict) -> None:
-    """``frontier.fit`` (the action scorer's knobs, :func:`mogg.routing.action_fit.fit_action_router`): known names, numbers
+    """``frontier.fit`` (the action scorer's knobs, :func:`mogg.routing.actions.fit.fit_action_router`): known names, numbers
     in range; one error naming the knob."""
     for k, v in fit.items():
         if k not in _FIT_KNOBS:

@@ -1,8 +1,8 @@
 """The routers' LightningModule: ``F`` routers (the folds of a cross-fit, or one) trained as one.
 
-Imported by :func:`mogg.routing.training.fit_routers` only: Lightning's import costs seconds
+Imported by :func:`mogg.routing.networks.training.fit_routers` only: Lightning's import costs seconds
 that evaluation and mogg-route do not need to pay. The stacking itself (weights, masks, Adam)
-is :mod:`mogg.routing.stacked`; this module adds the epoch loop's bookkeeping: per-fold batches,
+is :mod:`mogg.routing.networks.stacked`; this module adds the epoch loop's bookkeeping: per-fold batches,
 per-fold early stopping with each fold's best weights, and the logged losses. Everything a
 resumed run needs (weights, Adam moments and step counts, best weights, patience counters) is
 a parameter, buffer or optimizer state, so Lightning's checkpoints carry it.
@@ -17,9 +17,9 @@ import lightning as L
 import numpy as np
 import torch
 
-from mogg.routing import objectives
-from mogg.routing.router import RouterMLP
-from mogg.routing.stacked import StackedAdam, StackedMLP, epoch_seed
+from mogg.routing.inputs import objectives
+from mogg.routing.networks.mlp import RouterMLP
+from mogg.routing.networks.stacked import StackedAdam, StackedMLP, epoch_seed
 
 
 class EpochTicks:

@@ -1,6 +1,6 @@
 """(question, level context) pairs, read by the frozen part of the cross router's transformer.
 
-The cross router (``router.model=cross``, :mod:`mogg.routing.cross`) reads, for every level, the
+The cross router (``router.model=cross``, :mod:`mogg.routing.experimental.cross`) reads, for every level, the
 question together with the context that level would hand the reader (its fixed top-k snippets),
 and regresses the level's utility. Only the top ``train_layers`` of a pretrained encoder are
 fine-tuned; the layers below are frozen, so their output for every pair is computed once per
@@ -57,6 +57,18 @@ class PairStates:
         return PairStates(self.hidden[idx], self.mask[idx], f"{self.key}[{digest}]", self.encode_s * share,
                           None if self.extra is None else self.extra[idx])
 
+    def fingerprint(self) -> str:
+        """What fit keys hash for these inputs: their key (encoder, pair texts, rows)."""
+        return self.key
+
+    def cost_ms(self, n: int) -> dict:
+        """ms per question the frozen pair encoding took (routing cost)."""
+        return {"pairs_ms": round(1000 * self.encode_s / max(n, 1), 3)}
+
+    @classmethod
+    def concat(cls, parts: Sequence["PairStates"]) -> "PairStates":
+        return concat_states(parts)
+
     @property
     def shape(self) -> tuple[int, ...]:
         """(Q, inputs per question) as a feature matrix's shape reads: the pair width plus the head's extra inputs."""
@@ -86,12 +98,6 @@ def concat_states(parts: Sequence[PairStates]) -> PairStates:
     extra = None if parts[0].extra is None else torch.cat([p.extra for p in parts])
     return PairStates(torch.cat([pad(p.hidden) for p in parts]), torch.cat([pad(p.mask) for p in parts]),
                       "+".join(p.key for p in parts), sum(p.encode_s for p in parts), extra)
-
-
-def level_contexts(ladder, fixed: Sequence) -> list[list[str]]:
-    """Per question, per level, the context that level's fixed selection hands the reader [Q][L]."""
-    per_level = [[" ".join(c) for c in s.contexts(ladder)] for s in fixed]  # [L][Q]
-    return [list(row) for row in zip(*per_level)]
 
 
 def frozen_layers(n_layers: int, train_layers: int) -> int:

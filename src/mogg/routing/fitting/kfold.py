@@ -3,7 +3,7 @@
 ``crossfit`` trains one router per fold on the other folds (minus a seeded validation slice used
 for early stopping and for tuning the fallback margin) and routes each question only with the
 router that never saw it. ``fit_all`` trains the router a user deploys or transfers to another
-question set. Both save :class:`mogg.routing.model.TrainedRouter` directories.
+question set. Both save :class:`mogg.routing.router_dir.TrainedRouter` directories.
 
 A cross-fit run is stamped with a run id (data key, folds, seed, settings, trainer); every fold's
 router carries it and :func:`predict_crossfit` refuses folds from different runs, so a retrain
@@ -23,21 +23,18 @@ from pathlib import Path
 import numpy as np
 
 from mogg.core.artifacts import ArtifactError, atomic_path, config_hash, strict_json
-from mogg.routing import objectives
-from mogg.routing.committee import committee_summary, member_fits, out_of_bag
-from mogg.routing.folds import crossfit_key, make_folds, split_train_val
-from mogg.routing.model import Routing, TrainedRouter, question_hash
-from mogg.routing.pairs import PairStates
-from mogg.routing.router import RouterCommittee
-from mogg.routing.settings import RouterSettings
-from mogg.routing.training import FitError, TrainerConfig, fit_routers
+from mogg.routing.inputs import objectives
+from mogg.routing.fitting.folds import crossfit_key, make_folds, split_train_val
+from mogg.routing.router_dir import Routing, TrainedRouter, question_hash
+from mogg.routing.kinds.base import RouterKind
+from mogg.routing.networks.training import FitError, TrainerConfig
 
 log = logging.getLogger(__name__)
 
 def _digest(*arrays) -> str:
     h = hashlib.sha256()
-    for a in arrays:  # a cross router's inputs are named by their key (encoder, pair texts, rows)
-        h.update(a.key.encode() if isinstance(a, PairStates) else np.ascontiguousarray(a).tobytes())
+    for a in arrays:  # arrays by their bytes; a kind's other inputs by their fingerprint()
+        h.update(np.ascontiguousarray(a).tobytes() if isinstance(a, (np.ndarray, list, tuple)) else a.fingerprint().encode())
     return h.hexdigest()
 
 
@@ -62,70 +59,49 @@ def train_routers(
     utilities: np.ndarray,
     questions: Sequence[str],
     fits: Sequence[Fit],
-    settings: RouterSettings,
+    settings: RouterKind,
     trainer: TrainerConfig,
     ckpt_dir: Path | None = None,
     logger=False,
 ) -> list[TrainedRouter]:
-    """Fit every router in ``fits`` at once (one stacked model, :func:`mogg.routing.training.fit_routers`).
+    """Fit every router in ``fits`` (the MLP kind: at once, as one stacked model).
 
-    ``x`` [Q, D] router inputs (a cross router's: PairStates), ``labels`` [Q, L] soft labels, ``utilities`` [Q, L] the level
-    scores the labels come from. Each router's targets are scaled on its own training rows. With
-    ``settings.members`` > 1 each router is a committee (:func:`mogg.routing.committee.member_fits`), all members of all
-    routers trained as one stacked model.
+    ``x`` router inputs (:meth:`RouterKind.router_inputs`: the feature matrix [Q, D] by default),
+    ``labels`` [Q, L] soft labels, ``utilities`` [Q, L] the level scores the labels come from. Each
+    router's targets are scaled on its own training rows; the kind trains the networks
+    (:meth:`RouterKind.fit_networks`).
     """
     scales = [objectives.utility_scale(utilities[f.train]) for f in fits]
     targets = [objectives.targets(settings.objective, labels, utilities, sc) for sc in scales]
-    if settings.model == "cross":  # x: PairStates; folds one after another, each its own transformer blocks
-        from mogg.routing.cross import fit_cross_routers
-
-        rows = [f.train for f in fits], [f.val for f in fits], [f.seed for f in fits]
-        trained = fit_cross_routers(x, targets, *rows, settings, trainer, settings.cross_encoder(), ckpt_dir, logger)
-        return [_finish(module, summary, f, sc, x, labels, utilities, questions, settings, trainer)
-                for (module, summary), f, sc in zip(trained, fits, scales)]
-    m = settings.members
-    plan = [member_fits(f, m) for f in fits]  # [F][M]
-    flat = [g for group in plan for g in group]
-    try:
-        trained = fit_routers(x, [t for t in targets for _ in range(m)], [g.train for g in flat], [g.val for g in flat],
-                              [g.seed for g in flat], settings.module_kwargs(), trainer, ckpt_dir, logger,
-                              names=_column_names(fits[0].spec, x.shape[1]))
-    except FitError as e:  # name the router (the fit), not its position among all members
-        raise FitError(e.index // m, f"{e}" + (f" (committee member {e.index % m})" if m > 1 else "")) from e
-    out = []
-    for i, (f, sc, group) in enumerate(zip(fits, scales, plan)):
-        nets = trained[i * m:(i + 1) * m]
-        if m == 1:
-            out.append(_finish(*nets[0], f, sc, x, labels, utilities, questions, settings, trainer))
-            continue
-        members = [r for r, _ in nets]
-        out.append(_finish(RouterCommittee.of(members), committee_summary([s for _, s in nets]), f, sc, x, labels,
-                           utilities, questions, settings, trainer, held_out=out_of_bag(members, group, x)))
-    return out
+    trained = settings.fit_networks(x, targets, fits, trainer, ckpt_dir, logger, names=_column_names(fits[0].spec, x))
+    return [_finish(net, summary, f, sc, x, labels, utilities, questions, settings, trainer, held_out=held)
+            for (net, summary, held), f, sc in zip(trained, fits, scales)]
 
 
-def _column_names(spec: dict, width: int) -> list[str] | None:
-    """Input column names from a router spec's recipe and levels (None when it has no recipe)."""
-    from mogg.routing.features import FeatureRecipe
+def _column_names(spec: dict, x) -> list[str] | None:
+    """Input column names of a feature matrix ``x`` from a router spec's recipe and levels (None
+    when it has no recipe, or ``x`` is another kind's inputs)."""
+    from mogg.routing.inputs.features import FeatureRecipe
 
-    if "recipe" not in spec:
+    if "recipe" not in spec or not isinstance(x, np.ndarray) or x.ndim != 2:
         return None
+    width = x.shape[1]
     names = FeatureRecipe.from_json(spec["recipe"]).column_names(spec.get("levels"), width)
     return names if len(names) == width else None
 
 
 def train_router(x: np.ndarray, labels: np.ndarray, utilities: np.ndarray, questions: Sequence[str], train: np.ndarray,
-                 val: np.ndarray, settings: RouterSettings, trainer: TrainerConfig, seed: int, spec: dict,
+                 val: np.ndarray, settings: RouterKind, trainer: TrainerConfig, seed: int, spec: dict,
                  ckpt_dir: Path | None = None, logger=False) -> TrainedRouter:
     """Fit one router on rows ``train`` (early stopping and the fallback margin on ``val``)."""
     return train_routers(x, labels, utilities, questions, [Fit(train, val, seed, spec)], settings, trainer, ckpt_dir,
                          logger)[0]
 
 
-def _finish(module, summary: dict, f: Fit, scale: float, x, labels, utilities, questions, settings: RouterSettings,
+def _finish(module, summary: dict, f: Fit, scale: float, x, labels, utilities, questions, settings: RouterKind,
             trainer: TrainerConfig, held_out: tuple[np.ndarray, np.ndarray] | None = None) -> TrainedRouter:
-    """A trained network plus its decision rule (fallback level, margin tuned on ``f.val``, or for a
-    committee on ``held_out``: rows and their out-of-bag outputs) and spec."""
+    """A trained network plus its decision rule (fallback level, margin tuned on ``f.val``, or on
+    ``held_out``: rows and their outputs, when the kind tuned on others) and spec."""
     seen = np.r_[f.train, f.val]
     fallback = objectives.best_fixed_level(utilities[seen])
     router = TrainedRouter(module, {}, [])
@@ -181,7 +157,7 @@ def crossfit(
     query_ids: list[str],
     n_folds: int,
     seed: int,
-    settings: RouterSettings,
+    settings: RouterKind,
     trainer: TrainerConfig,
     out_dir: Path,
     spec: dict,
@@ -218,7 +194,7 @@ def crossfit(
     if todo:
         # all folds left to train as one stacked model; a resumable Lightning directory per set of folds
         lightning_dir = out_dir / ".lightning" / ("folds-" + config_hash([key for *_, key in todo]))
-        log.info("training %d router fold(s)%s", len(todo), "" if settings.model == "cross" else " as one stacked model")
+        log.info("training %d router fold(s) (%s)", len(todo), settings.kind_name)
         try:
             trained = train_routers(x, labels, utilities, questions, [f for _, _, f, _ in todo], settings, trainer,
                                     lightning_dir, logger=logger)
@@ -249,7 +225,7 @@ def fit_all(
     utilities: np.ndarray,
     questions: Sequence[str],
     seed: int,
-    settings: RouterSettings,
+    settings: RouterKind,
     trainer: TrainerConfig,
     out_dir: Path,
     spec: dict,
@@ -267,7 +243,7 @@ def fit_all(
 
 
 def fit_and_save(x: np.ndarray, labels: np.ndarray, utilities: np.ndarray, questions: Sequence[str], train: np.ndarray,
-                 val: np.ndarray, settings: RouterSettings, trainer: TrainerConfig, seed: int, spec: dict, out_dir: Path,
+                 val: np.ndarray, settings: RouterKind, trainer: TrainerConfig, seed: int, spec: dict, out_dir: Path,
                  what: str, logger=False) -> tuple[TrainedRouter, bool]:
     """Train one router on rows ``train`` (early stopping on ``val``) and save it to ``out_dir``.
 

@@ -1,6 +1,6 @@
 """The cross router's LightningModule (imported by a fit only: Lightning takes seconds to import).
 
-One epoch is one Lightning step (:class:`mogg.routing.lightning_module.EpochTicks`): the module
+One epoch is one Lightning step (:class:`mogg.routing.networks.lightning_module.EpochTicks`): the module
 draws the epoch's shuffle and dropout from (seed, epoch), takes its mini-batch steps, then
 validates; so a resumed run replays exactly the epochs a fresh one would. The best weights, best
 loss and patience counter travel in Lightning's checkpoints (``on_save_checkpoint``).
@@ -14,14 +14,14 @@ import lightning as L
 import numpy as np
 import torch
 
-from mogg.routing import objectives
-from mogg.routing.lightning_module import EpochTicks
-from mogg.routing.pairs import PairStates
-from mogg.routing.stacked import epoch_seed
+from mogg.routing.inputs import objectives
+from mogg.routing.networks.lightning_module import EpochTicks
+from mogg.routing.experimental.pairs import PairStates
+from mogg.routing.networks.stacked import epoch_seed
 
 
 class CrossModule(L.LightningModule):
-    """Fit ``router`` (a :class:`mogg.routing.cross.CrossRouter`) on rows ``train`` of ``states`` to ``targets`` [N, L]; early-stop on ``val``."""
+    """Fit ``router`` (a :class:`mogg.routing.experimental.cross.CrossRouter`) on rows ``train`` of ``states`` to ``targets`` [N, L]; early-stop on ``val``."""
 
     def __init__(self, router: torch.nn.Module, states: PairStates, targets: np.ndarray, train: np.ndarray, val: np.ndarray,
                  seed: int, *, objective: str, lr: float, encoder_lr: float, weight_decay: float, batch_size: int,

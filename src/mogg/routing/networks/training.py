@@ -2,9 +2,9 @@
 
 Inputs and targets are small in-memory tensors, so an epoch is a handful of optimizer steps and
 1000 epochs take seconds; a cross-fit's folds train as one stacked model
-(:mod:`mogg.routing.stacked`), one fit being the case of one fold. The Lightning classes are in :mod:`mogg.routing.lightning_module`,
+(:mod:`mogg.routing.networks.stacked`), one fit being the case of one fold. The Lightning classes are in :mod:`mogg.routing.networks.lightning_module`,
 imported by a fit only (evaluation never pays Lightning's import). Cross-fitting and the final fit on all questions are in
-:mod:`mogg.routing.crossfit`.
+:mod:`mogg.routing.fitting.kfold`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from mogg.core.threads import single_threaded
-from mogg.routing.router import RouterMLP, warn_flat
+from mogg.routing.networks.mlp import RouterMLP, warn_flat
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def fit_routers(
     logger=False,
     names: Sequence[str] | None = None,
 ) -> list[tuple[RouterMLP, dict]]:
-    """Train ``F = len(train)`` routers as one stacked model (:mod:`mogg.routing.stacked`).
+    """Train ``F = len(train)`` routers as one stacked model (:mod:`mogg.routing.networks.stacked`).
     ``names``: a name per input column (the constant-column warning says which inputs).
 
     Router k fits rows ``train[k]`` of ``x`` [N, D] to ``targets[k]`` [N, L], early-stops on rows
@@ -71,7 +71,7 @@ def fit_routers(
     # Lightning (with torchmetrics, transformers, sympy) takes seconds to import: only a fit needs it
     import lightning as L
 
-    from mogg.routing.lightning_module import EpochTicks, StackedRouterModule
+    from mogg.routing.networks.lightning_module import EpochTicks, StackedRouterModule
 
     f = len(train)
     if not (f == len(targets) == len(val) == len(seeds)) or f < 1:

@@ -1,11 +1,13 @@
 """The cross router (``router=cross``): a transformer that reads each (question, level context)
-pair and regresses that level's utility.
+pair and regresses that level's utility. Experimental: measured in ``docs/routers.md`` ("The cross
+router"), level with the MLP router at ~200 ms a question on CPU; ``router=cross_ft`` (its top
+block fine-tuned) below it.
 
 The MLP router decides from retrieval scores and lengths; it never reads what a level would hand
-the reader. The cross router does: the pair's frozen-layer states (:mod:`mogg.routing.pairs`) go
+the reader. The cross router does: the pair's frozen-layer states (:mod:`mogg.routing.experimental.pairs`) go
 through the encoder's top ``train_layers`` blocks (fine-tuned), are mean-pooled, and a head over
 [pooled, one-hot level] gives one output per level, so ``z`` [B, L] is what every objective of
-:mod:`mogg.routing.objectives` trains and decides on (utility regression by default). Folds train
+:mod:`mogg.routing.inputs.objectives` trains and decides on (utility regression by default). Folds train
 one after another (each has its own copy of the top blocks), each with Lightning: seeded
 per-epoch shuffles, early stopping on the validation loss with the best weights kept, and
 ``trainer.checkpoint_every`` checkpoints a preempted job resumes from.
@@ -18,19 +20,75 @@ import logging
 import math
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
-from mogg.routing.pairs import PairStates, encoder_layers, frozen_layers
-from mogg.routing.router import standardisation
+from mogg.routing.experimental.pairs import PairStates, encoder_layers, frozen_layers, pair_states, router_pair_states
+from mogg.routing.kinds.base import RouterKind, RouterNetwork
+from mogg.routing.networks.mlp import standardisation
 
 log = logging.getLogger(__name__)
 
 
-class CrossRouter(nn.Module):
+@dataclass
+class CrossRouterKind(RouterKind):
+    """The cross router's knobs (``router=cross``, ``router=cross_ft``): ``base`` its encoder by
+    name or path, the top ``train_layers`` blocks fine-tuned at ``encoder_lr``, the head at ``lr``,
+    the head also reading the MLP's ``inputs`` with ``features``; ``epochs``, ``patience`` and
+    ``batch_size`` (questions, each with its L pairs) are its own (the MLP's are the trainer's)."""
+
+    base: str = "minilm"
+    max_length: int = 256
+    train_layers: int = 1
+    features: bool = True
+    encoder_lr: float = 5e-5
+    epochs: int = 20
+    patience: int = 3
+    batch_size: int = 16
+
+    experts_ok = False  # the experts' gate reads the feature matrix
+    profiles_ok = False  # one pair per level, one output per level
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if (self.train_layers < 0 or self.max_length < 8 or self.epochs < 1 or self.patience < 0 or self.batch_size < 1
+                or not 0 < self.encoder_lr <= 1):
+            raise ValueError("router=cross: train_layers >= 0, max_length >= 8, epochs >= 1, patience >= 0, "
+                             f"batch_size >= 1 and 0 < encoder_lr <= 1 required; got {self}")
+
+    def kind_key(self) -> dict:
+        return {"model": "cross", "base": self.base, "max_length": self.max_length, "train_layers": self.train_layers,
+                "features": self.features, "encoder_lr": self.encoder_lr, "epochs": self.epochs,
+                "patience": self.patience, "batch_size": self.batch_size}
+
+    def encoder(self):
+        """The pair encoder (:class:`mogg.encoders.HFEncoder`, loaded on first use)."""
+        from mogg.encoders import HFEncoder
+
+        if "_encoder" not in self.__dict__:  # one model load per run (not a dataclass field: not in key())
+            self.__dict__["_encoder"] = HFEncoder(self.base, max_length=self.max_length, normalize=False)
+        return self.__dict__["_encoder"]
+
+    def router_inputs(self, prep, artifacts: Path | None) -> PairStates:
+        """Each (question, level context) pair of ``prep`` through the frozen layers (the contexts
+        are the levels' fixed top-k selections), with the MLP's inputs when ``features``."""
+        from mogg.selection import level_contexts
+
+        states = pair_states(self.encoder(), prep.questions, level_contexts(prep.ladder, prep.fixed), self.train_layers,
+                             artifacts)
+        return states.with_extra(prep.features) if self.features else states
+
+    def fit_networks(self, x, targets, fits, trainer, ckpt_dir, logger=False, names=None) -> list[tuple]:
+        rows = [f.train for f in fits], [f.val for f in fits], [f.seed for f in fits]
+        trained = fit_cross_routers(x, targets, *rows, self, trainer, self.encoder(), ckpt_dir, logger)
+        return [(net, summary, None) for net, summary in trained]
+
+
+class CrossRouter(nn.Module, RouterNetwork):
     """Top transformer blocks + mean pooling + a head over [pooled, one-hot level, question inputs]
     -> z [B, L]. ``extra_dim`` > 0: the head also reads the MLP's inputs (standardised on the
     training rows, as the MLP does), so it starts from what the MLP sees and adds what it reads."""
@@ -75,6 +133,31 @@ class CrossRouter(nn.Module):
             parts.append(((extra.float() - self.x_mean) / self.x_std).repeat_interleave(n_l, dim=0))
         return self.head(torch.cat(parts, dim=1)).view(b, n_l)
 
+    REQUIRED = ("width", "n_levels", "hidden", "dropout", "base", "max_length", "train_layers")
+
+    @classmethod
+    def from_hparams(cls, net: dict) -> "CrossRouter":
+        """An untrained cross router shaped as ``net`` says (its top blocks from the named encoder)."""
+        from mogg.encoders import HFEncoder
+
+        enc = HFEncoder(net["base"], max_length=int(net["max_length"]), normalize=False)
+        extra = {k: net[k] for k in ("base", "max_length", "train_layers", "encoder") if k in net}
+        return cls(top_blocks(enc, int(net["train_layers"])), int(net["width"]), int(net["n_levels"]),
+                   int(net["hidden"]), float(net["dropout"]), extra, int(net.get("extra_dim", 0)))
+
+    def input_error(self, x) -> str | None:
+        h = self.hparams
+        if not isinstance(x, PairStates) or x.n_levels != h["n_levels"] or x.width != h["width"]:
+            return f"a cross router over {h['n_levels']} levels needs pair states of width {h['width']}; got {type(x).__name__}"
+        return None
+
+    @classmethod
+    def route_inputs(cls, net, features, questions, contexts, artifacts) -> PairStates:
+        """The pairs of ``questions`` with each level's fixed top-k context, through the saved
+        router's encoder; with the MLP's inputs (by the router's own recipe) when its head reads them."""
+        x = router_pair_states(net, questions, contexts(), artifacts)
+        return x.with_extra(features()) if int(net.get("extra_dim", 0)) else x
+
     @torch.inference_mode()
     def logits(self, states: PairStates, batch_size: int = 64) -> np.ndarray:
         """z float64 [Q, L] for all of ``states``, in batches of questions."""
@@ -109,8 +192,8 @@ def fit_cross_routers(states: PairStates, targets: Sequence[np.ndarray], train: 
     its best validation loss (its last weights without validation rows) and a summary."""
     import lightning as L
 
-    from mogg.routing.cross_module import CrossModule
-    from mogg.routing.training import lightning_trainer
+    from mogg.routing.experimental.cross_module import CrossModule
+    from mogg.routing.networks.training import lightning_trainer
     spec = {"base": settings.base, "max_length": int(encoder.max_length), "train_layers": int(settings.train_layers),
             "encoder": encoder.config()}
     out = []
@@ -133,7 +216,7 @@ def fit_cross_routers(states: PairStates, targets: Sequence[np.ndarray], train: 
         summary = {"epochs": int(module.stop_epoch or t_.current_epoch)}
         if len(va):
             if not math.isfinite(module.best_loss):
-                from mogg.routing.training import FitError
+                from mogg.routing.networks.training import FitError
 
                 raise FitError(k, f"the cross router's validation loss was never finite; lower router.lr ({settings.lr})")
             router.load_state_dict(module.best_state)

@@ -1,0 +1,1 @@
+"""What a router reads and is trained towards: the feature matrix, soft labels, objectives."""

@@ -1,0 +1,1 @@
+"""The MLP network and its fit: every fold (and every member) as one stacked model under Lightning."""
