@@ -9,14 +9,13 @@ import pytest
 import torch
 
 from mogg.core.artifacts import ArtifactError
-from mogg.routing.inputs import objectives
-from mogg.routing.experimental.committee import member_fits, out_of_bag
+from mogg.routing.experimental.committee import CommitteeRouter, RouterCommittee, member_fits, out_of_bag
 from mogg.routing.fitting.kfold import Fit, crossfit, predict_crossfit, train_routers
-from mogg.routing.router_dir import TrainedRouter
-from mogg.routing.networks.mlp import RouterMLP
-from mogg.routing.experimental.committee import CommitteeRouter, RouterCommittee
+from mogg.routing.inputs import objectives
 from mogg.routing.kinds.mlp import MLPRouter
+from mogg.routing.networks.mlp import RouterMLP
 from mogg.routing.networks.training import TrainerConfig, fit_routers
+from mogg.routing.router_dir import TrainedRouter
 
 
 def _toy(n=240, seed=0):

@@ -107,10 +107,10 @@ def test_a_cross_router_reads_the_level_the_mlp_cannot_see(tiny_bert):
 
 
 def test_a_saved_cross_router_loads_with_the_same_outputs(tiny_bert, tmp_path):
-    from mogg.routing.fitting.kfold import Fit, train_routers
-    from mogg.routing.router_dir import RouterMismatch, TrainedRouter
     from mogg.routing.experimental.pairs import pair_states
+    from mogg.routing.fitting.kfold import Fit, train_routers
     from mogg.routing.networks.training import TrainerConfig
+    from mogg.routing.router_dir import RouterMismatch, TrainedRouter
 
     q, c, util, _ = _toy(40)
     settings = _settings(base=str(tiny_bert), max_length=32, train_layers=1, epochs=2, patience=0)

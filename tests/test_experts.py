@@ -7,10 +7,10 @@ import pytest
 
 from mogg.core.artifacts import ArtifactError
 from mogg.routing.fitting.experts import ExpertsRouter, SourceGate, Support, load_router
-from mogg.routing.router_dir import TrainedRouter
-from mogg.routing.kinds.mlp import MLPRouter
 from mogg.routing.fitting.sources import Source, fit_experts, fit_sources
+from mogg.routing.kinds.mlp import MLPRouter
 from mogg.routing.networks.training import TrainerConfig
+from mogg.routing.router_dir import TrainedRouter
 
 TRAINER = TrainerConfig(max_epochs=150, patience=20, batch_size=64, val_fraction=0.2)
 

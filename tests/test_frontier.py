@@ -247,7 +247,7 @@ def test_all_ladders_router_chooses_the_ladder_too(tmp_path, mirage):
     cfg = compose(_frontier_overrides(tmp_path, mirage, ["+ladder@ladders.mogg=mogg"]))
     out = train(cfg)
     assert out[ALL_LADDERS]["action_folds"] == 3
-    # the cross-ladder action table is the ladders' tables side by side, in the space's order
+    # the all-ladders action table is the ladders' tables side by side, in the space's order
     fs = frontier_settings(cfg)
     preps = prepare_all(cfg)
     space, table, xq, xa, per = all_ladders_actions(preps, fs)

@@ -19,8 +19,8 @@ from test_router_model import SETTINGS, TC, _spec, _toy
 
 from mogg.core.artifacts import ArtifactError
 from mogg.routing.fitting.kfold import RouterTrainingError, train_router
-from mogg.routing.router_dir import TrainedRouter
 from mogg.routing.networks.mlp import RouterMLP
+from mogg.routing.router_dir import TrainedRouter
 
 # Runs train.py with the router's loss turned to NaN (a model that diverged): fault injection.
 DIVERGE = textwrap.dedent("""

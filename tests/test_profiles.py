@@ -52,8 +52,8 @@ def test_bad_profiles_are_refused_and_the_setting_parses():
 def test_a_router_over_actions_gives_its_actions_weights_and_falls_back_to_an_action():
     import torch
 
-    from mogg.routing.router_dir import TrainedRouter
     from mogg.routing.networks.mlp import RouterMLP
+    from mogg.routing.router_dir import TrainedRouter
 
     space = ProfileSpace(("own", "all"), 3)
     z = np.array([[0.0, 0, 0, 0, 3, 0], [2.0, 0, 0, 0, 0, 0.5]])

@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from mogg.core.artifacts import ArtifactError, write_artifact
-from mogg.routing.inputs import objectives as obj
 from mogg.routing.fitting.kfold import train_router
-from mogg.routing.router_dir import RouterMismatch, TrainedRouter
+from mogg.routing.inputs import objectives as obj
 from mogg.routing.kinds.mlp import MLPRouter
 from mogg.routing.networks.training import TrainerConfig
+from mogg.routing.router_dir import RouterMismatch, TrainedRouter
 
 
 def test_expected_utility_loss_hand_example():

@@ -7,8 +7,8 @@ from conftest import compose
 from fakes import BagOfWordsEncoder
 
 from mogg.routing.fitting.experts import ExpertsRouter, load_router
-from mogg.routing.inputs.features import FeatureRecipe, candidate_similarity, score_features
 from mogg.routing.fitting.sources import Source, repeats, stack_sources
+from mogg.routing.inputs.features import FeatureRecipe, candidate_similarity, score_features
 from mogg.run.app import evaluate, train
 from mogg.search import Hits
 

@@ -21,8 +21,8 @@ from mogg.core.metrics import aggregate, gold_hit, tfidf_cosine, token_prf
 from mogg.core.text import count_tokens
 from mogg.evaluation import names as N
 from mogg.prepared import Prepared
-from mogg.routing.inputs.objectives import best_fixed_level
 from mogg.routing.actions.profiles import ProfileSpace
+from mogg.routing.inputs.objectives import best_fixed_level
 from mogg.selection import (
     Selection,
     cap_contexts,

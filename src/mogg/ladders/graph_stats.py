@@ -31,7 +31,7 @@ def graph_statistics(ladder: Ladder) -> dict:
     g.add_edges_from(edges.tolist())
     degree = np.fromiter((d for _, d in g.degree()), dtype=np.int64, count=n)
     docs = ladder.units.doc
-    cross = docs[edges[:, 0]] != docs[edges[:, 1]] if len(edges) else np.zeros(0, dtype=bool)
+    between = docs[edges[:, 0]] != docs[edges[:, 1]] if len(edges) else np.zeros(0, dtype=bool)
     sizes = sorted((len(c) for c in nx.connected_components(g)), reverse=True)
     largest = sizes[0] if sizes else 0
     stats = {
@@ -41,7 +41,7 @@ def graph_statistics(ladder: Ladder) -> dict:
         "max_degree": int(degree.max()) if n else 0,
         "isolated_nodes": int((degree == 0).sum()),
         "degree_histogram": [int(c) for c in nx.degree_histogram(g)],
-        "cross_document_edge_share": float(cross.mean()) if len(cross) else 0.0,
+        "cross_document_edge_share": float(between.mean()) if len(between) else 0.0,
         "components": len(sizes),
         "largest_component": int(largest),
         "largest_component_share": float(largest / n) if n else 0.0,

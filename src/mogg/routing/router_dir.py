@@ -22,9 +22,9 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from mogg.core.artifacts import ArtifactError, artifact_lock, canonical_json, diff_fields, read_manifest, write_artifact
+from mogg.routing.actions.profiles import ProfileSpace
 from mogg.routing.inputs import objectives as obj
 from mogg.routing.inputs.features import FeatureRecipe
-from mogg.routing.actions.profiles import ProfileSpace
 from mogg.routing.kinds.registry import network_class
 from mogg.routing.spec_check import MEANING, check_spec, meaning
 
@@ -150,6 +150,10 @@ class TrainedRouter:
         ``features()`` the feature matrix by its own recipe, ``contexts()`` each level's fixed
         top-k texts [Q][L], each computed only if the network reads it."""
         return type(self.module).route_inputs(self.spec["network"], features, questions, contexts, artifacts)
+
+    def route_notes(self) -> list[str]:
+        """Report lines on the last :meth:`route` (none for a plain router)."""
+        return []
 
     def route(self, x, decision: str | None = None) -> Routing:
         """Decisions for router inputs ``x`` (:meth:`inputs`: a feature matrix [Q, D] by

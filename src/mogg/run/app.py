@@ -132,7 +132,7 @@ def train(cfg: DictConfig) -> dict:
     if fs is not None and fs.actions and len(preps) > 1:
         out = checkpoint_dir(cfg, ALL_LADDERS) / "actions"
         results[ALL_LADDERS] = {"action_folds": len(train_all_ladders(cfg, settings, preps, out, fs)["folds"])}
-        log.info("cross-fitted the cross-ladder action routers in %s", out)
+        log.info("cross-fitted the all-ladders action routers in %s", out)
     if cfg.get("evaluate_after"):
         results["evaluation"] = evaluate(cfg)
     return results

@@ -20,14 +20,14 @@ from mogg.evaluation import names as N
 from mogg.evaluation.families import action_table, stream_family
 from mogg.evaluation.frontier import Family, merge_families
 from mogg.evaluation.frontier_guard import RouterFolds, action_learned
-from mogg.evaluation.frontier_render import frontier_section, plot_ladders_frontier, plot_frontier
+from mogg.evaluation.frontier_render import frontier_section, plot_frontier, plot_ladders_frontier
 from mogg.evaluation.frontier_report import TRAINING_ENVELOPE, TRANSFERRED, frontier_evaluation
 from mogg.prepared import Prepared
 from mogg.routing.actions.deploy import TRANSFER_DIR, DeployedActions
 from mogg.routing.actions.folds import action_key, crossfit_actions, predict_action_folds
+from mogg.routing.actions.profiles import ProfileSpace
 from mogg.routing.actions.space import ActionSpace, action_features
 from mogg.routing.fitting.kfold import make_folds
-from mogg.routing.actions.profiles import ProfileSpace
 from mogg.run.reading_stage import reading_policies, selector_settings, train_selector
 from mogg.run.router_store import retrain_command
 from mogg.selection import Selection, mog_select, topk_all_select
@@ -250,7 +250,7 @@ def transferred_actions(cfg: DictConfig, ckpt: Path, space: ActionSpace, table: 
     return at
 
 
-# The cross-ladder router: one action space over every ladder's (level, k, cap), so the router
+# The all-ladders router: one action space over every ladder's (level, k, cap), so the router
 # picks the ladder too. Its checkpoints live beside the ladders' as <run>/<ALL_LADDERS>/actions.
 ALL_LADDERS = "all_ladders"
 
@@ -263,7 +263,7 @@ def all_ladders_actions(preps: dict[str, Prepared], fs: FrontierSettings
     ladder's own action table (its fixed envelope's candidates)."""
     ids = next(iter(preps.values())).query_ids
     if any(p.query_ids != ids for p in preps.values()):
-        raise ValueError("the cross-ladder router needs every ladder prepared on the same questions")
+        raise ValueError("the all-ladders router needs every ladder prepared on the same questions")
     parts = {name: actions_of(p, fs) for name, p in preps.items()}
     names = [f"{n}/{lv}" for n, p in preps.items() for lv in p.ladder.level_names]
     space = ActionSpace(names, fs.depth, list(fs.caps))
@@ -279,7 +279,7 @@ def all_ladders_actions(preps: dict[str, Prepared], fs: FrontierSettings
 
 def train_all_ladders(cfg: DictConfig, settings, preps: dict[str, Prepared], out_dir: Path,
                        fs: FrontierSettings) -> dict:
-    """Cross-fit the cross-ladder action router into ``out_dir`` (same folds as every ladder's)."""
+    """Cross-fit the all-ladders action router into ``out_dir`` (same folds as every ladder's)."""
     space, table, xq, xa, _ = all_ladders_actions(preps, fs)
     key = "+".join(p.data_key for p in preps.values())
     return crossfit_actions(xq, xa, table.f1, space, next(iter(preps.values())).query_ids, cfg.n_folds, cfg.seed,
@@ -289,7 +289,7 @@ def train_all_ladders(cfg: DictConfig, settings, preps: dict[str, Prepared], out
 def evaluate_all_ladders(cfg: DictConfig, settings, preps: dict[str, Prepared], fs: FrontierSettings, ckpt: Path,
                           report_dir: Path) -> tuple[dict, list[str]]:
     """The frontier across ladders: the envelope over every ladder's fixed configurations, each
-    ladder's own envelope as a family, the cross-ladder router, the oracle over all actions."""
+    ladder's own envelope as a family, the all-ladders router, the oracle over all actions."""
     space, table, xq, xa, per_ladder = all_ladders_actions(preps, fs)
     ids = next(iter(preps.values())).query_ids
     expected = action_key(xq, xa, table.f1, space, cfg.n_folds, cfg.seed, action_fit_knobs(fs),
@@ -307,15 +307,15 @@ def evaluate_all_ladders(cfg: DictConfig, settings, preps: dict[str, Prepared], 
 def ladders_section(cfg: DictConfig, settings, preps: dict[str, Prepared], frontiers: dict[str, dict],
                     ckpt: Path, report_dir: Path) -> list[str]:
     """The report's "ladders at matched reading cost" head: every ladder's frontier in one plot and,
-    with action routers, the cross-ladder router (its frontier also written as json)."""
+    with action routers, the all-ladders router (its frontier also written as json)."""
     head = ["## Ladders at matched reading cost", "", "![ladders](ladders_frontier.png)", ""]
     fs = frontier_settings(cfg)
     if fs.actions and cfg.get("use_router", True):  # one router choosing the ladder too
-        cross, md = evaluate_all_ladders(cfg, settings, preps, fs, ckpt, report_dir)
-        frontiers = {**frontiers, ALL_LADDERS: cross}
+        joint, md = evaluate_all_ladders(cfg, settings, preps, fs, ckpt, report_dir)
+        frontiers = {**frontiers, ALL_LADDERS: joint}
         head += md
         report_dir.mkdir(parents=True, exist_ok=True)
         with atomic_path(report_dir / f"{ALL_LADDERS}_frontier.json") as tmp:
-            tmp.write_text(strict_json(cross, indent=1))
+            tmp.write_text(strict_json(joint, indent=1))
     plot_ladders_frontier(frontiers, report_dir / "ladders_frontier.png")
     return head

@@ -21,9 +21,9 @@ from mogg.data.leakage import LeakReport, find_leaks, guard
 from mogg.data.records import QAItem
 from mogg.ladders.base import Ladder
 from mogg.prepared import Prepared
+from mogg.routing.actions.profiles import ProfileSpace
 from mogg.routing.inputs.features import FeatureRecipe, compute_features
 from mogg.routing.inputs.labels import METRIC_SOURCES, SoftLabeler
-from mogg.routing.actions.profiles import ProfileSpace
 from mogg.search import Hits, LadderIndex
 from mogg.selection import cap_contexts, fixed_level_select, mog_select
 

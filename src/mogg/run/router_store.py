@@ -21,12 +21,12 @@ from mogg.core.artifacts import ArtifactError, config_hash
 from mogg.core.runconfig import redact
 from mogg.evaluation import names as N
 from mogg.prepared import Prepared
-from mogg.routing.fitting.kfold import predict_crossfit
-from mogg.routing.fitting.experts import ExpertsRouter, load_router
-from mogg.routing.inputs.features import compute_features
+from mogg.routing.fitting.experts import load_router
 from mogg.routing.fitting.folds import check_run, crossfit_key
-from mogg.routing.router_dir import Routing, TrainedRouter
+from mogg.routing.fitting.kfold import predict_crossfit
+from mogg.routing.inputs.features import compute_features
 from mogg.routing.kinds.base import RouterKind, input_cost_ms
+from mogg.routing.router_dir import Routing, TrainedRouter
 from mogg.selection import level_contexts, one_hot
 
 log = logging.getLogger(__name__)
@@ -296,8 +296,7 @@ def router_weights(cfg: DictConfig, name: str, prep: Prepared) -> tuple[dict[str
                 routings[pol] = rt
                 weights[pol] = rt.fallback_weights if settings.decision == "fallback" else rt.argmax_weights
         notes += transfer.spec.get("_notes", [])
-        if isinstance(transfer, ExpertsRouter):  # source experts (router.transfer=experts)
-            notes.append(f"{name}: {transfer.support_note()}")
+        notes += [f"{name}: {n}" for n in transfer.route_notes()]  # e.g. source experts' support check
         notes.append(
             f"{name}: mog_transfer is the router in {transfer.spec['_dir']} trained on {transfer.source_name} "
             f"({transfer.spec['provenance']['n_questions']} questions, objective {transfer.objective}); "

@@ -37,9 +37,9 @@ from mogg.evaluation.frontier import choose_config
 from mogg.evaluation.frontier_guard import best_lambda, out_of_fold_guard
 from mogg.evaluation.sentence_frontier import Ranked, estimated_f1, plan_table, rank_candidates, selector_learned
 from mogg.prepared import Prepared
+from mogg.routing.actions.selector import _weights, fit_scorer, predict_selector_folds
 from mogg.routing.actions.space import ActionSpace, decide
 from mogg.routing.fitting.folds import split_train_val
-from mogg.routing.actions.selector import _weights, fit_scorer, predict_selector_folds
 from mogg.run.reading_stage import _key, reading_data
 from mogg.run.router_store import retrain_command, router_spec
 

@@ -21,8 +21,8 @@ from omegaconf import DictConfig
 
 from mogg.prepared import Prepared
 from mogg.routing.fitting.kfold import fit_all
-from mogg.routing.kinds.base import RouterKind
 from mogg.routing.fitting.sources import Source, fit_experts, fit_sources
+from mogg.routing.kinds.base import RouterKind
 from mogg.run.router_store import FINAL, checkpoint_dir, router_inputs, router_spec, source_dir, source_nodes
 
 log = logging.getLogger(__name__)

@@ -19,8 +19,8 @@ import numpy as np
 from mogg.core.artifacts import ArtifactError, atomic_path, config_hash, strict_json
 from mogg.routing.actions.fit import FIT_CODE, fit_action_routers
 from mogg.routing.actions.space import ActionRouter, ActionSpace
-from mogg.routing.fitting.kfold import RouterTrainingError, _digest, make_folds, split_train_val
 from mogg.routing.fitting.folds import finished_run
+from mogg.routing.fitting.kfold import RouterTrainingError, _digest, make_folds, split_train_val
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ import lightning as L
 import numpy as np
 import torch
 
+from mogg.routing.experimental.pairs import PairStates
 from mogg.routing.inputs import objectives
 from mogg.routing.networks.lightning_module import EpochTicks
-from mogg.routing.experimental.pairs import PairStates
 from mogg.routing.networks.stacked import epoch_seed
 
 

@@ -1,6 +1,6 @@
 """(question, level context) pairs, read by the frozen part of the cross router's transformer.
 
-The cross router (``router.model=cross``, :mod:`mogg.routing.experimental.cross`) reads, for every level, the
+The cross router (``router=cross``, :mod:`mogg.routing.experimental.cross`) reads, for every level, the
 question together with the context that level would hand the reader (its fixed top-k snippets),
 and regresses the level's utility. Only the top ``train_layers`` of a pretrained encoder are
 fine-tuned; the layers below are frozen, so their output for every pair is computed once per

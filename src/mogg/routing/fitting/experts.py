@@ -34,8 +34,8 @@ from safetensors.torch import load_file, save_file
 
 from mogg.core.artifacts import ArtifactError
 from mogg.routing.inputs import objectives
-from mogg.routing.router_dir import RouterMismatch, Routing, TrainedRouter
 from mogg.routing.networks.mlp import standardisation
+from mogg.routing.router_dir import RouterMismatch, Routing, TrainedRouter
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +146,9 @@ class ExpertsRouter(TrainedRouter):
                         self.spec.get("_dir", "source experts"), 100 * out, len(keep), 100 * self.decline)
             keep = np.zeros_like(keep)
         return self._decide(self.logits(x), decision, keep)
+
+    def route_notes(self) -> list[str]:
+        return [self.support_note()]
 
     def support_note(self) -> str:
         """One report line on the last :meth:`route`: the share outside the support, and whether it declined."""

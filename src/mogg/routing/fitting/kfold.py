@@ -23,11 +23,11 @@ from pathlib import Path
 import numpy as np
 
 from mogg.core.artifacts import ArtifactError, atomic_path, config_hash, strict_json
-from mogg.routing.inputs import objectives
 from mogg.routing.fitting.folds import crossfit_key, make_folds, split_train_val
-from mogg.routing.router_dir import Routing, TrainedRouter, question_hash
+from mogg.routing.inputs import objectives
 from mogg.routing.kinds.base import RouterKind
 from mogg.routing.networks.training import FitError, TrainerConfig
+from mogg.routing.router_dir import Routing, TrainedRouter, question_hash
 
 log = logging.getLogger(__name__)
 

@@ -32,11 +32,11 @@ from pathlib import Path
 
 import numpy as np
 
-from mogg.routing.inputs import objectives
 from mogg.routing.fitting.kfold import fit_and_save, split_train_val
-from mogg.routing.router_dir import TrainedRouter
+from mogg.routing.inputs import objectives
 from mogg.routing.kinds.base import RouterKind, concat_inputs
 from mogg.routing.networks.training import TrainerConfig
+from mogg.routing.router_dir import TrainedRouter
 
 log = logging.getLogger(__name__)
 
