@@ -203,3 +203,28 @@ def test_foreign_format_refused(tmp_path):
     write_artifact(tmp_path / "old", w, {"x": 1})
     with pytest.raises(ArtifactError, match="format 'mogg-router/1'"):
         TrainedRouter.load(tmp_path / "old")
+
+
+@pytest.mark.parametrize("kind,why", [("no.such.module:Net", "cannot be imported"),
+                                      ("mogg.routing.kinds.base:RouterKind", "is not a router network"),
+                                      ("tree", "cannot be imported")])
+def test_a_network_kind_that_cannot_be_built_is_refused_with_how_to_retrain(saved_router, tmp_path, kind, why):
+    """router.json names its network's class (mogg.routing.kinds.registry): one that is gone or is
+    not a router network is refused naming the file, before any weight is read."""
+    d, _ = saved_router
+    r = TrainedRouter.load(d)
+    r.spec["network"] = {**r.spec["network"], "kind": kind}
+    r.save(tmp_path / "k")
+    with pytest.raises(ArtifactError, match=rf"k/router.json: network kind .*{why}.*retrain"):
+        TrainedRouter.load(tmp_path / "k")
+
+
+def test_networks_saved_before_router_kinds_are_found_by_their_old_names():
+    """The MLP (no kind), a committee (members > 1, no kind) and the cross router ("cross") saved
+    before mogg.routing.kinds existed map to their classes, wherever those classes now live."""
+    from mogg.routing.kinds.registry import network_class
+
+    mlp = {"in_dim": 3, "n_levels": 2, "hidden": 4, "dropout": 0.0}
+    assert network_class(mlp).__name__ == "RouterMLP"
+    assert network_class({**mlp, "members": 3}).__name__ == "RouterCommittee"
+    assert network_class({"kind": "cross"}).__name__ == "CrossRouter"

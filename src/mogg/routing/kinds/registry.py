@@ -39,5 +39,6 @@ def network_class(net: dict, where: str = "router.json"):
         raise ArtifactError(f"{where}: network kind {path!r} cannot be imported ({e}); install the package that "
                             "defines it, or retrain the router") from None
     if not (isinstance(cls, type) and issubclass(cls, RouterNetwork)):
-        raise ArtifactError(f"{where}: network kind {path!r} is not a router network")
+        raise ArtifactError(f"{where}: network kind {path!r} is not a router network (mogg.routing.kinds.base."
+                            "RouterNetwork); retrain the router")
     return cls
