@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from mogg.routing.actions import scorer as action_mlp
+from mogg.routing.actions import scorer as scorer_math
 from mogg.routing.actions._jit import mix64
 from mogg.routing.actions.scorer import Dropout, Weights
 from mogg.routing.actions.space import ACTION_OBJECTIVES, ActionRouter, ActionScorer, _loss
@@ -113,7 +113,7 @@ def fit_action_routers(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, trains: Se
     vals = [np.asarray(v, dtype=np.int64)[ok[v]] for v in vals]
     if any(not len(t) for t in trains):
         raise ValueError("no training question with gold evidence: the action router needs F1 labels")
-    var, const = action_mlp.split_columns(xa)
+    var, const = scorer_math.split_columns(xa)
     routers, inputs = [], []
     for k in range(n_f):  # each fold's own initialisation (under its seed) and standardisation: F folds
         torch.manual_seed(seeds[k])
@@ -194,11 +194,11 @@ def _fold_step(net: ScorerStack, k: int, inputs: tuple, rows: np.ndarray, y: tor
     q, v = q_all[idx], v_all[idx]
     drop = Dropout.of(key, rows, dropout) if dropout > 0 else None
     w = net.fold(k)
-    out, cache = action_mlp.forward(w, q, v, c, drop)
+    out, cache = scorer_math.forward(w, q, v, c, drop)
     with torch.enable_grad():
         z = out.requires_grad_()
         g_out, = torch.autograd.grad(_loss(objective, z, y[idx]), z)
-    grads = action_mlp.backward(w, cache, g_out, q, v, c, drop)
+    grads = scorer_math.backward(w, cache, g_out, q, v, c, drop)
     for name, g in zip(Weights._fields, grads):
         getattr(net, name).grad[k].copy_(g)
 
@@ -207,7 +207,7 @@ def _val_loss(w: Weights, inputs: tuple, rows: np.ndarray, y: torch.Tensor, obje
     """One fold's loss over question ``rows`` without dropout (its early stopping's criterion)."""
     q_all, v_all, c = inputs
     idx = torch.from_numpy(rows)
-    return float(_loss(objective, action_mlp.scores(w, q_all[idx], v_all[idx], c), y[idx]))
+    return float(_loss(objective, scorer_math.scores(w, q_all[idx], v_all[idx], c), y[idx]))
 
 
 def fit_action_router(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, train: np.ndarray, val: np.ndarray, *,
