@@ -24,7 +24,7 @@ from mogg.core.text import count_tokens
 from mogg.routing.actions.deploy import DeployedActions
 from mogg.routing.inputs.features import FeatureRecipe, compute_features
 from mogg.run.frontier_stage import action_inputs
-from mogg.run.route_paths import rebuild_index
+from mogg.run.route_paths import check_levels, rebuild_index
 from mogg.search import LadderIndex
 from mogg.selection import fixed_level_select
 from mogg.selection.mog import cap_contexts
@@ -69,9 +69,7 @@ class ActionSession:
         self.depth, self.caps = int(spec["frontier"]["depth"]), list(spec["frontier"]["caps"])
         self.max_context_tokens = spec["frontier"].get("max_context_tokens")
         self.recipe = FeatureRecipe.from_json(spec["recipe"])
-        if list(index.ladder.level_names) != list(spec["levels"]):
-            raise ValueError(f"{spec.get('_dir')}: trained for levels {spec['levels']}; the ladder rebuilt from its "
-                             f"components has {index.ladder.level_names}")
+        check_levels(spec, index.ladder)
 
     @classmethod
     def from_checkpoint(cls, directory: str | Path, artifacts: str | Path | None = "auto",

@@ -129,3 +129,11 @@ def rebuild_index(components: dict, overrides: Sequence[str] = (), data_dir: str
     art = default_artifacts() if artifacts == "auto" else Path(artifacts) if artifacts else None
     index = LadderIndex.build(instantiate(comps.corpus), instantiate(comps.ladder), instantiate(comps.retriever), art)
     return comps, art, index
+
+
+def check_levels(spec: dict, ladder) -> None:
+    """Refuse a ladder rebuilt from a saved directory's components whose levels are not those the
+    directory was trained for (``spec["levels"]``)."""
+    if list(ladder.level_names) != list(spec["levels"]):
+        raise ValueError(f"{spec.get('_dir')}: trained for levels {spec['levels']}; the ladder rebuilt from its "
+                         f"components has {ladder.level_names}")

@@ -24,7 +24,7 @@ import numpy as np
 from mogg.core.text import count_tokens
 from mogg.run.reading_stage import candidate_features
 from mogg.run.route_actions import action_contexts
-from mogg.run.route_paths import rebuild_index
+from mogg.run.route_paths import check_levels, rebuild_index
 from mogg.run.selector_final import DeployedSelector, plans_of
 from mogg.search import LadderIndex
 
@@ -39,9 +39,7 @@ class SelectorSession:
         spec = deployed.deploy["spec"]
         self.k_r, self.depth = int(spec["compat"]["k_r"]), int(spec["frontier"]["depth"])
         self.max_context_tokens = spec["frontier"].get("max_context_tokens")
-        if list(index.ladder.level_names) != list(spec["levels"]):
-            raise ValueError(f"{spec.get('_dir')}: trained for levels {spec['levels']}; the ladder rebuilt from its "
-                             f"components has {index.ladder.level_names}")
+        check_levels(spec, index.ladder)
 
     @classmethod
     def from_checkpoint(cls, directory: str | Path, artifacts: str | Path | None = "auto",

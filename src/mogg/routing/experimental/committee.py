@@ -84,8 +84,7 @@ class CommitteeRouter(MLPRouter):
         plan = [member_fits(f, m) for f in fits]  # [F][M]
         flat = [g for group in plan for g in group]
         try:
-            trained = MLPRouter.fit_networks(self, x, [t for t in targets for _ in range(m)], flat, trainer, ckpt_dir,
-                                             logger, names)
+            trained = super().fit_networks(x, [t for t in targets for _ in range(m)], flat, trainer, ckpt_dir, logger, names)
         except FitError as e:  # name the router (the fit), not its position among all members
             raise FitError(e.index // m, f"{e}" + (f" (committee member {e.index % m})" if m > 1 else "")) from e
         out = []

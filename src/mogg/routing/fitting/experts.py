@@ -134,9 +134,10 @@ class ExpertsRouter(TrainedRouter):
         return self.support.inside(self.gate.standardise(x))
 
     def route(self, x, decision: str | None = None) -> Routing:
+        err = next(iter(self.members.values())).module.input_error(x)  # the gate reads the members' inputs
+        if err is not None:
+            raise RouterMismatch(err)
         x = np.asarray(x)
-        if x.ndim != 2 or x.shape[1] != self.spec["network"]["in_dim"]:
-            raise RouterMismatch(f"router inputs have shape {x.shape}; the router expects [Q, {self.spec['network']['in_dim']}]")
         keep = self.inside(x)
         out = float(1.0 - keep.mean()) if len(keep) else 0.0
         self.last_outside, self.last_declined = out, bool(out > self.decline)
