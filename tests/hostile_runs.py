@@ -425,7 +425,7 @@ def _traceback_cases() -> dict[str, tuple[Callable, str, str]]:
         "a lone surrogate in a question": (_lone_surrogate, "error", "lone surrogate"),
     }
     for o in ("frontier.n_boot=0", "frontier.n_boot=-1", "frontier.depth=nan", "frontier.depth=1.5", "frontier.depth=x",
-              "frontier.budgets=128", "frontier.caps=64", "+frontier.foo=1", "frontier.fit.lr=0", "+frontier.fit.nope=1"):
+              "frontier.budgets=128", "frontier.caps=64", "+frontier.foo=1", "frontier.routers.actions.lr=0", "+frontier.routers.actions.nope=1"):
         out[o] = (_frontier_error(o), "error", o.lstrip("+").split("=")[0].split(".")[-1])
     return out
 

@@ -18,7 +18,7 @@ def final(tmp_path_factory, mirage):
     tmp = tmp_path_factory.mktemp("act")
     # smaller than test_frontier's: 3 folds of 8 epochs, k <= 3, two caps (the default run's minutes)
     cfg = compose(_frontier_overrides(tmp, mirage, ["router.fit=all", "run_name=act", "trainer.max_epochs=5",
-                                                    "frontier.fit.max_epochs=8", "frontier.depth=3",
+                                                    "frontier.routers.actions.max_epochs=8", "frontier.depth=3",
                                                     "frontier.caps=[null,32]"]))
     out = train(cfg)
     return tmp, cfg, out
@@ -30,7 +30,7 @@ def test_the_final_fit_writes_one_deployable_directory(final):
 
     tmp, cfg, out = final
     d = tmp / "ckpt" / "act" / "mog" / "actions" / "final"
-    assert out["mog"]["action_final"]["dir"] == str(d)
+    assert out["mog"]["actions"]["final"]["dir"] == str(d)
     read_manifest(d)  # every file checksummed
     dep = DeployedActions.load(d)
     assert dep.calibrated() == [64, 128, 256, 512]

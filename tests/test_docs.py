@@ -215,8 +215,13 @@ def test_the_readme_names_every_field_of_the_router_and_frontier_settings():
     kinds = {get_class(n["_target_"]) for f in sorted((ROOT / "conf" / "router").glob("*.yaml"))
              if "_target_" in (n := yaml.safe_load(f.read_text()) or {})}
     assert len(kinds) >= 3, kinds  # the MLP, the committee, the cross router
+    # the budget routers: conf/frontier/routers/<kind>.yaml holds {<kind>: {_target_: ..., knobs}}
+    budget = {get_class(n["_target_"]) for f in sorted((ROOT / "conf" / "frontier" / "routers").glob("*.yaml"))
+              for n in (yaml.safe_load(f.read_text()) or {}).values()}
+    assert len(budget) >= 2, budget  # the action router, the evidence selector
     rows = _config_rows()
-    for group, cls in [*(("router", k) for k in sorted(kinds, key=str)), ("frontier", FrontierSettings)]:
+    for group, cls in [*(("router", k) for k in sorted(kinds, key=str)), ("frontier", FrontierSettings),
+                       *(("frontier/routers", k) for k in sorted(budget, key=str))]:
         missing = [f.name for f in dataclasses.fields(cls) if f.name not in rows[group][1]]
         assert not missing, f"README's `{group}` row leaves out {cls.__name__} fields {missing}"
 
@@ -260,7 +265,7 @@ def test_every_file_of_a_real_report_is_named_in_the_readme(tmp_path):
 
     cfg = compose(["experiment=generic_example", "debug=tiny", "frontier=matched", "evaluate_after=true",
                    f"paths.artifacts={tmp_path / 'a'}", f"paths.checkpoints={tmp_path / 'c'}",
-                   f"paths.reports={tmp_path / 'r'}", "frontier.fit.max_epochs=3"])
+                   f"paths.reports={tmp_path / 'r'}", "frontier.routers.actions.max_epochs=3"])
     train(cfg)
     written = sorted(p.name for p in (tmp_path / "r" / "debug").iterdir())
     patterns = [re.escape(n).replace(re.escape("<ladder>"), r"\w+") for n in _report_names()]

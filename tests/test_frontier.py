@@ -167,7 +167,7 @@ def _frontier_overrides(tmp_path, mirage, extra=()):
         "frontier.depth=4",
         "frontier.caps=[null,32,64]",
         "frontier.n_boot=100",
-        "frontier.fit.max_epochs=15",
+        "frontier.routers.actions.max_epochs=15",
         "run_name=fr",
         *extra,
     ]
@@ -207,7 +207,7 @@ def test_frontier_train_then_evaluate(tmp_path, mirage):
 
     cfg = compose(_frontier_overrides(tmp_path, mirage))
     out = train(cfg)
-    assert out["mog"]["action_folds"] == 3
+    assert out["mog"]["actions"]["folds"] == 3
     assert (tmp_path / "ckpt" / "fr" / "mog" / "actions" / "fold0" / "actions.safetensors").exists()
     s = evaluate(cfg)["mog"]
     fr = s["frontier"]
@@ -241,16 +241,17 @@ def test_all_ladders_router_chooses_the_ladder_too(tmp_path, mirage):
     from conftest import compose
 
     from mogg.run.app import evaluate, train
-    from mogg.run.frontier_stage import ALL_LADDERS, actions_of, all_ladders_actions, frontier_settings
+    from mogg.run.budget.actions import all_ladders_actions
+    from mogg.run.frontier_stage import ALL_LADDERS, actions_of, frontier_settings, ladder_frontier
     from mogg.run.prepare_stage import prepare_all
 
     cfg = compose(_frontier_overrides(tmp_path, mirage, ["+ladder@ladders.mogg=mogg"]))
     out = train(cfg)
-    assert out[ALL_LADDERS]["action_folds"] == 3
+    assert out[ALL_LADDERS]["actions"]["folds"] == 3
     # the all-ladders action table is the ladders' tables side by side, in the space's order
     fs = frontier_settings(cfg)
     preps = prepare_all(cfg)
-    space, table, xq, xa, per = all_ladders_actions(preps, fs)
+    space, table, xq, xa, per = all_ladders_actions({n: ladder_frontier(p, fs) for n, p in preps.items()})
     own = {n: actions_of(p, fs)[1] for n, p in preps.items()}
     np.testing.assert_array_equal(table.f1, np.concatenate([own["mog"].f1, own["mogg"].f1], 1))
     assert space.n == table.f1.shape[1] == xa.shape[1] and space.names()[0].startswith("mog/")
@@ -349,16 +350,18 @@ def test_action_router_dropout_is_the_fits_seeded_hash_not_a_torch_module():
         ActionScorer(3, 2, dropout=1.0)
 
 
-def test_the_action_routers_objective_is_set_in_frontier_fit_only():
-    """All of the action router's knobs live in ``frontier.fit``: ``router.objective`` (the level
-    router's) used to set its objective from another node."""
+def test_the_action_routers_objective_is_set_in_its_own_node_only():
+    """All of the action router's knobs live in ``frontier.routers.actions``: ``router.objective``
+    (the level router's) used to set its objective from another node."""
     from conftest import compose
 
-    from mogg.run.frontier_stage import action_fit_knobs, frontier_settings
+    from mogg.run.frontier_stage import frontier_settings
 
-    assert action_fit_knobs(frontier_settings(compose(["experiment=frontier_pubmedqa", "router.objective=bce"])))[
-        "objective"] == "utility"
-    fs = frontier_settings(compose(["experiment=frontier_pubmedqa", "frontier.fit.objective=listwise"]))
-    assert action_fit_knobs(fs)["objective"] == "listwise"
-    with pytest.raises(ValueError, match="frontier.fit.objective"):
-        frontier_settings(compose(["experiment=frontier_pubmedqa", "frontier.fit.objective=nope"]))
+    def knobs(*over):
+        (kind,) = frontier_settings(compose(["experiment=frontier_pubmedqa", *over])).routers
+        return kind.knobs()
+
+    assert knobs("router.objective=bce")["objective"] == "utility"
+    assert knobs("frontier.routers.actions.objective=listwise")["objective"] == "listwise"
+    with pytest.raises(ValueError, match="frontier.routers.actions.objective"):
+        knobs("frontier.routers.actions.objective=nope")

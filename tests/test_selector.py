@@ -190,10 +190,10 @@ def test_selector_folds_save_load_and_predict_out_of_fold(tmp_path):
 def test_the_selector_experiment_runs_end_to_end(tmp_path):
     from mogg.run.app import train
 
-    cfg = compose(["experiment=selector_pubmedqa", "debug=tiny", "questions.limit=60", "frontier.selector.cosine=false",
+    cfg = compose(["experiment=selector_pubmedqa", "debug=tiny", "questions.limit=60", "frontier.routers.selector.cosine=false",
                    f"paths.artifacts={tmp_path / 'a'}", f"paths.checkpoints={tmp_path / 'c'}",
-                   f"paths.reports={tmp_path / 'r'}", "frontier.fit.max_epochs=3", "evaluate_after=true",
-                   "+frontier.selector.params.n_estimators=20"])
+                   f"paths.reports={tmp_path / 'r'}", "frontier.routers.actions.max_epochs=3", "evaluate_after=true",
+                   "+frontier.routers.selector.params.n_estimators=20"])
     train(cfg)
     md = (tmp_path / "r" / "debug" / "results.md").read_text()
     for row in ("| selector |", "| selector (unguarded) |", "| route + trim |", "| sentence oracle |"):
@@ -206,8 +206,8 @@ def test_the_selector_on_the_generic_example(tmp_path):
     """The selector stage through the real configs on the 12 generic questions (seconds)."""
     from mogg.run.app import train
 
-    cfg = compose(["experiment=generic_example", "frontier=matched", "frontier.selector={cosine: false}",
-                   "+frontier.selector.params={n_estimators: 10, min_child_samples: 2}", "frontier.fit.max_epochs=3",
+    cfg = compose(["experiment=generic_example", "frontier=matched", "frontier/routers=[actions,selector]",
+                   "frontier.routers.selector.cosine=false", "+frontier.routers.selector.params={n_estimators: 10, min_child_samples: 2}", "frontier.routers.actions.max_epochs=3",
                    f"paths.artifacts={tmp_path / 'a'}", f"paths.checkpoints={tmp_path / 'c'}",
                    f"paths.reports={tmp_path / 'r'}", "evaluate_after=true", "budgets=[]"])
     train(cfg)

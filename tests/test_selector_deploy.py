@@ -17,9 +17,10 @@ def final(tmp_path_factory, mirage):
 
     tmp = tmp_path_factory.mktemp("sel")
     cfg = compose(_frontier_overrides(tmp, mirage, ["router.fit=all", "run_name=sel", "trainer.max_epochs=3",
-                                                    "frontier.fit.max_epochs=3", "frontier.depth=3",
-                                                    "frontier.caps=[null,32]", "frontier.selector={cosine: false}",
-                                                    "+frontier.selector.params={n_estimators: 30, min_child_samples: 5}"]))
+                                                    "frontier.routers.actions.max_epochs=3", "frontier.depth=3",
+                                                    "frontier.caps=[null,32]", "frontier/routers=[actions,selector]",
+                                                    "frontier.routers.selector.cosine=false",
+                                                    "+frontier.routers.selector.params={n_estimators: 30, min_child_samples: 5}"]))
     out = train(cfg)
     return tmp, cfg, out
 
@@ -30,7 +31,7 @@ def test_the_final_fit_writes_one_deployable_selector(final):
 
     tmp, cfg, out = final
     d = tmp / "ckpt" / "sel" / "mog" / "selector" / "final"
-    assert out["mog"]["selector_final"]["dir"] == str(d) and is_selector_dir(d)
+    assert out["mog"]["selector"]["final"]["dir"] == str(d) and is_selector_dir(d)
     assert not is_selector_dir(tmp / "ckpt" / "sel" / "mog" / "actions" / "final")  # the action router's
     read_manifest(d)
     dep = DeployedSelector.load(d)
@@ -89,4 +90,4 @@ def test_mogg_route_applies_the_selector(final, mirage, tmp_path, capsys):
     assert [r["id"] for r in recs] == ["a", "b"]
     assert all({"plan", "tokens", "decided_by", "context"} <= set(r) and r["context"] for r in recs)
     assert main([*base, "--budget", "128", "--calibrate-here", str(q)]) == 2
-    assert "action router" in capsys.readouterr().err
+    assert "--calibrate-here does not apply to the evidence selector" in capsys.readouterr().err

@@ -154,11 +154,11 @@ def test_leave_one_set_out_at_matched_cost(tmp_path, mirage):
     ov = _ov(tmp_path, mirage, "experiment=loso_frontier_medmcqa", "questions.min_chars=400", "questions.limit=40",
              "corpus.sources.1.min_chars=400", "train_sources.pubmedqa.questions.limit=50",
              "train_sources.pubmedqa.corpus.sources.1.min_chars=400", "train_sources.covidqa.questions.limit=50",
-             "frontier.depth=3", "frontier.caps=[null,32,64]", "frontier.n_boot=50", "frontier.fit.max_epochs=8")
+             "frontier.depth=3", "frontier.caps=[null,32,64]", "frontier.n_boot=50", "frontier.routers.actions.max_epochs=8")
     cfg = compose(ov)
     out = train(cfg)["mog"]
     dep = DeployedActions.load(tmp_path / "ckpt" / "loso_frontier_medmcqa" / "mog" / "actions" / "transfer")
-    assert out["action_transfer"]["budgets"] == {b: p["deploy"] for b, p in dep.budgets.items()}
+    assert out["actions"]["transfer"]["budgets"] == {b: p["deploy"] for b, p in dep.budgets.items()}
     assert dep.spec["fit"]["sources"] == ["pubmedqa", "covidqa"] and len(dep.spec["configs"]["train_f1"]) == dep.space.n
     fr = evaluate(cfg)["mog"]["frontier"]
     for b, row in fr["budgets"].items():

@@ -233,7 +233,7 @@ def test_crossfit_actions_saves_every_fold_and_predicts_out_of_fold(tmp_path):
 
 def test_action_folds_trained_with_other_settings_are_refused(tmp_path):
     """Issue 35: evaluation used whatever action folds a run's folder held (a frontier report under
-    frontier.fit.hidden=8 equalled the default's, byte for byte)."""
+    frontier.routers.actions.hidden=8 equalled the default's, byte for byte)."""
     from mogg.routing.actions.folds import action_key, crossfit_actions, predict_action_folds
     from mogg.routing.actions.space import ActionSpace
     from mogg.routing.fitting.folds import StaleRouters
@@ -245,7 +245,7 @@ def test_action_folds_trained_with_other_settings_are_refused(tmp_path):
     crossfit_actions(xq, xa, y, space, ids, 3, 0, fit, 0.2, tmp_path, "data")
     same = action_key(xq, xa, y, space, 3, 0, fit, 0.2, "data")
     predict_action_folds(xq, xa, ids, tmp_path, space, same, "retrain")  # the trained settings: fine
-    for other, name in (({**fit, "hidden": 16}, "frontier.fit.hidden"), (fit, "seed")):
+    for other, name in (({**fit, "hidden": 16}, "frontier.routers.actions.hidden"), (fit, "seed")):
         key = action_key(xq, xa, y, space, 3, 1 if name == "seed" else 0, other, 0.2, "data")
         with pytest.raises(StaleRouters, match=name.replace(".", r"\.") + r".*Retrain: python train\.py x=1"):
             predict_action_folds(xq, xa, ids, tmp_path, space, key, "python train.py x=1")

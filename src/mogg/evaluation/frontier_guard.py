@@ -10,17 +10,84 @@ within B, else the fixed envelope chosen on the training folds.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 
-from mogg.evaluation.frontier import Family, calibrate_lambda, choose_config
+from mogg.core.metrics import aggregate
+from mogg.evaluation.frontier import Family, calibrate_lambda, choose_config, paired_interval
 from mogg.routing.actions.space import decide
 
 TOKEN_SLACK = 0.02  # the guard's tolerance on pooled validation tokens (guarded_at)
+
+
+def table_row(f1: np.ndarray, tok: np.ndarray, env_f1: np.ndarray, n_boot: int, seed: int, config: str = "") -> dict:
+    """One cell of the matched-cost table: mean F1 and tokens, the paired interval against the
+    envelope's per-question F1 ``env_f1``, and the per-question arrays (``_q``, popped by the report)."""
+    d, lo, hi = paired_interval(f1, env_f1, n_boot, seed)
+    return {"f1": aggregate(f1), "tokens": aggregate(tok), "vs_envelope": {"mean": d, "lo": lo, "hi": hi},
+            "config": config, "_q": (np.asarray(f1, float), np.asarray(tok, float))}
+
+
+def cut_family(fam: Family, sub: np.ndarray) -> Family:
+    """``fam`` on questions ``sub`` only."""
+    return Family(fam.name, fam.f1[sub], fam.tokens[sub], fam.configs, fam.fixed, fam.meta, fam.routed)
+
+
 @dataclass
-class RouterFolds:
-    """What the frontier needs of a cross-fitted action router (rows index the questions)."""
+class TableAt:
+    """What a learned policy's rows at one budget see (:meth:`BudgetPolicy.rows`): the fixed family,
+    the folds [Q], the envelope's per-question F1 at that budget [Q] (the paired intervals'
+    reference), the families a router policy may deploy instead (``routed``: eq. 1-2 under the
+    level router's weights) and the bootstrap's resamples and seed."""
+
+    fixed: Family
+    folds: np.ndarray
+    env_f1: np.ndarray
+    routed: list
+    n_boot: int
+    seed: int
+
+    def row(self, f1: np.ndarray, tok: np.ndarray, config: str = "") -> dict:
+        return table_row(f1, tok, self.env_f1, self.n_boot, self.seed, config)
+
+
+class BudgetPolicy:
+    """What a learned budget router gives the frontier table (:func:`mogg.evaluation.frontier_report.frontier_evaluation`),
+    whatever it learned: its rows at a budget, the same policy on a subset of the questions, the
+    report's extra facts and its ceilings (hindsight rows drawn on the grid, not as curves).
+
+    ``reads_units``: False for policies over whole chunks (their rows lead the table, before the
+    fixed families), True for policies that read inside the chunk (their rows follow the chunk
+    oracle, beside their own ceiling)."""
+
+    reads_units: bool = False
+    ceilings: tuple[str, ...] = ()
+
+    def cut(self, sub: np.ndarray, new: np.ndarray) -> "BudgetPolicy":
+        """The same policy on questions ``sub`` (``new``: old row -> new row, -1 dropped)."""
+        raise NotImplementedError
+
+    def rows(self, budget: float, table: TableAt) -> dict[str, dict]:
+        """Its rows of the table at ``budget`` (cells from :meth:`TableAt.row`)."""
+        raise NotImplementedError
+
+    def report(self) -> dict:
+        """Extra facts for the frontier's dictionary (e.g. a wall-clock cost)."""
+        return {}
+
+    def learned(self, fixed: Family) -> "Learned | None":
+        """Its plans as a :class:`Learned` over ``fixed``'s columns (chunk-level routers: what a
+        router reading inside the chunk trims, route + trim), or None."""
+        return None
+
+
+@dataclass
+class RouterFolds(BudgetPolicy):
+    """What the frontier needs of a cross-fitted action router (rows index the questions): the
+    router policy (the action router or eq. 1-2 under the level router's weights, guarded) and
+    the action router unguarded."""
 
     util: np.ndarray  # [Q, A] out-of-fold predicted utilities (columns = the fixed family's)
     fold: np.ndarray  # [Q]
@@ -31,6 +98,24 @@ class RouterFolds:
     # validation rows (optimistic), and a fold's validation slice is small, so a point-estimate
     # win there often does not hold on the fold's test questions (the one-SE rule)
     guard_se: float = 1.0
+
+    def cut(self, sub: np.ndarray, new: np.ndarray) -> "RouterFolds":
+        val = [(new[v][new[v] >= 0], u[new[v] >= 0]) for v, u in self.val]
+        return RouterFolds(self.util[sub], self.fold[sub], val, self.guard, self.max_tokens, self.guard_se)
+
+    def rows(self, budget: float, table: TableAt) -> dict[str, dict]:
+        rf, rt, src, names, facts = route_at(self, table.fixed, budget, table.routed)
+        used = Counter(["envelope" if s < 0 else names[s] for s in src.tolist()])
+        res = {"router": table.row(rf, rt, ", ".join(f"{n} {c / len(src):.0%}" for n, c in used.items()))}
+        res["router"].update(own=float((src >= 0).mean()), calibration=facts)
+        if self.guard:
+            raw = RouterFolds(self.util, self.fold, self.val, False, self.max_tokens)
+            rf, rt, _, _, _ = route_at(raw, table.fixed, budget)
+            res["router (action, unguarded)"] = table.row(rf, rt)
+        return res
+
+    def learned(self, fixed: Family) -> "Learned":
+        return action_learned(self, fixed)
 
 
 def best_lambda(util: np.ndarray, tokens: np.ndarray, f1: np.ndarray, budget: float,

@@ -28,14 +28,12 @@ from omegaconf import DictConfig
 
 from mogg.evaluation.frontier import choose_config
 from mogg.evaluation.frontier_guard import RouterFolds, action_learned, best_lambda, guard_check, out_of_fold_guard
-from mogg.prepared import Prepared
 from mogg.routing.actions.deploy import FINAL_DIR, TRANSFER_DIR, DeployedActions
 from mogg.routing.actions.fit import fit_action_routers
-from mogg.routing.actions.folds import action_key, predict_action_folds
 from mogg.routing.actions.space import decide
 from mogg.routing.fitting.folds import split_train_val
-from mogg.run.frontier_stage import FrontierSettings, action_fit_knobs, actions_of
-from mogg.run.router_store import retrain_command, router_spec
+from mogg.run.budget.base import LadderFrontier
+from mogg.run.router_store import router_spec
 
 log = logging.getLogger(__name__)
 
@@ -56,15 +54,15 @@ def guard_decisions(r: RouterFolds, fixed, budgets, guard: bool, guard_se: float
     return out_of_fold_guard(action_learned(r, fixed), r.fold, fixed, budgets, guard, guard_se)
 
 
-def fit_final_actions(cfg: DictConfig, name: str, prep: Prepared, fs: FrontierSettings,
-                      actions_dir: Path) -> dict:
-    """Fit the deployable action router for one ladder into ``actions_dir/final`` (after the
-    cross-fit in ``actions_dir``, whose out-of-fold predictions decide the guard)."""
-    space, table, xq, xa = actions_of(prep, fs)
-    fit = action_fit_knobs(fs)
+def fit_final_actions(cfg: DictConfig, name: str, ladder: LadderFrontier, kind, actions_dir: Path) -> dict:
+    """Fit the deployable action router ``kind`` (:class:`mogg.run.budget.actions.ActionRouterKind`)
+    for one ladder into ``actions_dir/final`` (after the cross-fit in ``actions_dir``, whose
+    out-of-fold predictions decide the guard)."""
+    prep, fs = ladder.prep, ladder.fs
+    space, table, xq, xa = ladder.actions
+    fit = kind.knobs()
     val_fraction = float(cfg.trainer.val_fraction)
-    expected = action_key(xq, xa, table.f1, space, cfg.n_folds, cfg.seed, fit, val_fraction, prep.data_key)
-    af = predict_action_folds(xq, xa, prep.query_ids, actions_dir, space, expected, retrain_command(cfg))
+    af = kind.folds(cfg, ladder, actions_dir)
     guards = guard_decisions(RouterFolds(af.util, af.fold, af.val), table, fs.budgets, fs.guard, fs.guard_se)
     has = np.flatnonzero(~np.isnan(table.f1).all(axis=1))  # questions with gold evidence
     # its own seed stream (the folds use seed + 1000 + k): the final slice is another draw
@@ -97,8 +95,8 @@ def fit_final_actions(cfg: DictConfig, name: str, prep: Prepared, fs: FrontierSe
     return {"dir": str(out), "budgets": {b: p["deploy"] for b, p in budgets.items()}}
 
 
-def fit_transfer_actions(cfg: DictConfig, name: str, source_preps: dict[str, Prepared],
-                         fs: FrontierSettings, actions_dir: Path, corpus_node=None) -> dict:
+def fit_transfer_actions(cfg: DictConfig, name: str, sources: dict[str, LadderFrontier], kind,
+                         actions_dir: Path, corpus_node=None) -> dict:
     """The action router trained on several question sets (``train_sources``) for one ladder, into
     ``actions_dir/transfer``: one scorer over the pooled sets (each keeps its own seeded validation
     slice), lambda per budget on the pooled validation questions, the training sets' envelope per
@@ -106,7 +104,9 @@ def fit_transfer_actions(cfg: DictConfig, name: str, source_preps: dict[str, Pre
     what a practitioner deploys on a new set without labels) and the guard's decision per budget on
     the pooled validation questions (the router against that envelope, ``frontier.guard_se``
     standard errors, within B + 2%). Larger sets weigh more (no reweighting: a first protocol)."""
-    parts = {s: actions_of(p, fs) for s, p in source_preps.items()}
+    source_preps = {s: lf.prep for s, lf in sources.items()}
+    fs = next(iter(sources.values())).fs
+    parts = {s: lf.actions for s, lf in sources.items()}
     space = next(iter(parts.values()))[0]
     for s, (sp, *_) in parts.items():
         if sp != space:
@@ -117,7 +117,7 @@ def fit_transfer_actions(cfg: DictConfig, name: str, source_preps: dict[str, Pre
     f1 = np.concatenate([p[1].f1 for p in parts.values()])
     tok = np.concatenate([p[1].tokens for p in parts.values()])
     ids = [f"{s}:{q}" for s, p in source_preps.items() for q in p.query_ids]
-    val_fraction, fit = float(cfg.trainer.val_fraction), action_fit_knobs(fs)
+    val_fraction, fit = float(cfg.trainer.val_fraction), kind.knobs()
     trains, vals, off = [], [], 0
     for i, p in enumerate(parts.values()):
         has = np.flatnonzero(~np.isnan(p[1].f1).all(axis=1))

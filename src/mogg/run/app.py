@@ -24,14 +24,13 @@ from mogg.evaluation.qa_accuracy import accuracy_section, plot_accuracy, read_po
 from mogg.evaluation.report import check_report_dir, log_summaries, write_report
 from mogg.evaluation.sections import question_records, questions_key, transfer_section, verdict
 from mogg.routing.fitting.kfold import crossfit
-from mogg.run.action_final import fit_final_actions, fit_transfer_actions
 from mogg.run.frontier_stage import (
     ALL_LADDERS,
     evaluate_frontier,
     frontier_settings,
+    joint_router,
+    ladder_frontier,
     ladders_section,
-    train_actions,
-    train_all_ladders,
 )
 from mogg.run.prepare_stage import ladder_policies, ladder_reports, make_reader, prepare_all
 from mogg.run.router_store import (
@@ -43,7 +42,6 @@ from mogg.run.router_store import (
     router_weights,
     source_nodes,
 )
-from mogg.run.selector_final import fit_final_selector
 from mogg.run.transfer_stage import train_final
 from mogg.search import LadderIndex
 
@@ -110,14 +108,17 @@ def train(cfg: DictConfig) -> dict:
             results[name]["epochs"] = [f["epochs"] for f in info["folds"]]
             log.info("cross-fitted %s routers in %s", name, out)
         fs = frontier_settings(cfg)
-        if fs is not None and fs.actions:
-            info = train_actions(cfg, settings, prep, out / "actions", fs)
-            results[name]["action_folds"] = len(info["folds"])
-            log.info("cross-fitted %s action routers in %s", name, out / "actions")
-            if fits_final and not nodes and cfg.get("train_questions") is None:  # in-set: the deployable one
-                results[name]["action_final"] = fit_final_actions(cfg, name, prep, fs, out / "actions")
-                if fs.selector is not None:  # the evidence selector beside it: <ladder>/selector/final
-                    results[name]["selector_final"] = fit_final_selector(cfg, name, prep, fs, out / "selector")
+        if fs is not None and fs.actions:  # the learned budget routers: <ladder>/<kind>/
+            ladder = ladder_frontier(prep, fs)
+            in_set = fits_final and not nodes and cfg.get("train_questions") is None  # the deployable ones
+            for kind in fs.routers:
+                info = kind.train(cfg, ladder, out / kind.slot)
+                results[name][kind.slot] = {"folds": len(info["folds"])}
+                log.info("cross-fitted %s's %s in %s", name, kind.TITLE, out / kind.slot)
+            for kind in fs.routers if in_set else ():
+                final = kind.fit_final(cfg, name, ladder, out / kind.slot)
+                if final is not None:
+                    results[name][kind.slot]["final"] = final
     if fits_final:
         for name, r in train_final(cfg, settings, trainer, preps, source_preps, tq_preps).items():
             results[name].update(r)
@@ -125,14 +126,19 @@ def train(cfg: DictConfig) -> dict:
         if fs is not None and fs.actions and source_preps:  # leave-one-set-out at matched cost
             first = next(iter(nodes))
             for name in preps:
-                results[name]["action_transfer"] = fit_transfer_actions(
-                    cfg, name, {s: p[name] for s, p in source_preps.items()}, fs,
-                    checkpoint_dir(cfg, name) / "actions", nodes[first]["corpus"])
+                sources = {s: ladder_frontier(p[name], fs) for s, p in source_preps.items()}
+                for kind in fs.routers:
+                    r = kind.fit_transfer(cfg, name, sources, checkpoint_dir(cfg, name) / kind.slot,
+                                          nodes[first]["corpus"])
+                    if r is not None:
+                        results[name].setdefault(kind.slot, {})["transfer"] = r
     fs = frontier_settings(cfg)
-    if fs is not None and fs.actions and len(preps) > 1:
-        out = checkpoint_dir(cfg, ALL_LADDERS) / "actions"
-        results[ALL_LADDERS] = {"action_folds": len(train_all_ladders(cfg, settings, preps, out, fs)["folds"])}
-        log.info("cross-fitted the all-ladders action routers in %s", out)
+    kind = joint_router(fs) if fs is not None and fs.actions and len(preps) > 1 else None
+    if kind is not None:  # one router choosing the ladder too: <run>/all_ladders/<kind>/
+        out = checkpoint_dir(cfg, ALL_LADDERS) / kind.slot
+        ladders = {n: ladder_frontier(p, fs) for n, p in preps.items()}
+        results[ALL_LADDERS] = {kind.slot: {"folds": len(kind.train_joint(cfg, ladders, out)["folds"])}}
+        log.info("cross-fitted the all-ladders %s in %s", kind.TITLE, out)
     if cfg.get("evaluate_after"):
         results["evaluation"] = evaluate(cfg)
     return results

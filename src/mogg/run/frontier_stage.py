@@ -1,9 +1,11 @@
 """The frontier stage of ``train.py`` and ``evaluate.py`` (``frontier`` config node set).
 
 train: the action table (every fixed (level, k, cap) with its evidence F1 and tokens) over the
-deep hits, and one cross-fitted action router per ladder in ``<checkpoint>/<ladder>/actions/``.
-evaluate: every family at matched mean tokens (the envelope chosen on training folds, the
-router's cost weight calibrated on validation), the oracle frontier, the report section and plots.
+deep hits, and each learned budget router of ``frontier.routers`` cross-fitted per ladder in
+``<checkpoint>/<ladder>/<kind>/`` (:mod:`mogg.run.budget`: the action router, the evidence
+selector). evaluate: every family at matched mean tokens (the envelope chosen on training folds,
+each router's cost weight calibrated on validation), the oracle frontier, the report section and
+plots. The stage calls the budget routers' interface only (:class:`mogg.run.budget.base.BudgetRouter`).
 """
 
 from __future__ import annotations
@@ -15,21 +17,18 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig
 
-from mogg.core.artifacts import ArtifactError, atomic_path, strict_json
+from mogg.core.artifacts import atomic_path, strict_json
 from mogg.evaluation import names as N
 from mogg.evaluation.families import action_table, stream_family
 from mogg.evaluation.frontier import Family, merge_families
-from mogg.evaluation.frontier_guard import RouterFolds, action_learned
 from mogg.evaluation.frontier_render import frontier_section, plot_frontier, plot_ladders_frontier
-from mogg.evaluation.frontier_report import TRAINING_ENVELOPE, TRANSFERRED, frontier_evaluation
+from mogg.evaluation.frontier_report import frontier_evaluation
 from mogg.prepared import Prepared
-from mogg.routing.actions.deploy import TRANSFER_DIR, DeployedActions
-from mogg.routing.actions.folds import action_key, crossfit_actions, predict_action_folds
 from mogg.routing.actions.profiles import ProfileSpace
 from mogg.routing.actions.space import ActionSpace, action_features
 from mogg.routing.fitting.kfold import make_folds
-from mogg.run.reading_stage import reading_policies, selector_settings, train_selector
-from mogg.run.router_store import retrain_command
+from mogg.run.budget.base import BudgetRouter, LadderFrontier
+from mogg.run.budget.registry import budget_routers
 from mogg.selection import Selection, mog_select, topk_all_select
 
 log = logging.getLogger(__name__)
@@ -38,17 +37,17 @@ log = logging.getLogger(__name__)
 @dataclass
 class FrontierSettings:
     """``frontier`` node: depth K (k = 1..K), token caps, reported budgets, bootstrap resamples,
-    whether train.py fits the action router, and the action scorer's fit knobs."""
+    whether train.py fits the learned budget routers, the guard, and the routers themselves
+    (``routers``: {kind: its node}, built into :class:`mogg.run.budget.base.BudgetRouter` kinds)."""
 
     depth: int = 8
     caps: tuple = (None, 32, 64, 128, 256)
     budgets: tuple = (64, 128, 256, 512)
     n_boot: int = 1000
-    actions: bool = True
+    actions: bool = True  # train.py fits (and evaluate.py reads) the learned budget routers
     guard: bool = True  # the router policy keeps the envelope unless a candidate beats it on validation ...
     guard_se: float = 1.0  # ... by this many standard errors (the one-SE rule)
-    fit: dict | None = None
-    selector: dict | None = None  # read inside the chunk (mogg.run.reading_stage): null = off
+    routers: dict | list | None = None  # conf/frontier/routers/<kind>.yaml, in the report's order
 
     def __post_init__(self) -> None:
         if not _count(self.depth):
@@ -70,12 +69,9 @@ class FrontierSettings:
             raise ValueError(f"frontier.budgets={self.budgets!r}: must be a list of token counts >= 1, "
                              "e.g. frontier.budgets=[64,128]")
         self.budgets = tuple(sorted(int(b) for b in self.budgets))
-        self.fit = dict(self.fit or {})
-        from mogg.routing.actions.space import check_fit_knobs
-
-        check_fit_knobs(self.fit)
-        if self.selector is not None:
-            self.selector = selector_settings(self.selector)
+        if not all(isinstance(r, BudgetRouter) for r in self.routers or ()):
+            self.routers = budget_routers(self.routers)
+        self.routers = list(self.routers or ())
 
 
 def _count(v) -> bool:
@@ -96,8 +92,15 @@ def frontier_settings(cfg: DictConfig) -> FrontierSettings | None:
     known = {f.name for f in dataclasses.fields(FrontierSettings)}
     extra = sorted(set(values) - known)
     if extra:
-        raise ValueError(f"frontier.{extra[0]} is not a frontier knob ({', '.join(sorted(known))})")
+        moved = {"fit": "frontier.routers.actions.<knob>", "selector": "frontier/routers=[actions,selector]"}
+        hint = f"; it moved: {moved[extra[0]]}" if extra[0] in moved else ""
+        raise ValueError(f"frontier.{extra[0]} is not a frontier knob ({', '.join(sorted(known))}){hint}")
     return FrontierSettings(**values)
+
+
+def ladder_frontier(prep: Prepared, fs: FrontierSettings) -> LadderFrontier:
+    """One ladder's questions under ``fs``, its action table computed once for every router kind."""
+    return LadderFrontier(prep, fs, actions_of)
 
 
 def _evidence(prep: Prepared) -> list[str]:
@@ -139,23 +142,6 @@ def action_inputs(ladder, deep, features: np.ndarray, evidence: list[str], depth
     return space, table, xq, xa
 
 
-def train_actions(cfg: DictConfig, settings, prep: Prepared, out_dir: Path, fs: FrontierSettings) -> dict:
-    """Cross-fit the action router for one ladder into ``out_dir`` (``settings``: the router's)."""
-    space, table, xq, xa = actions_of(prep, fs)
-    val_fraction = float(cfg.trainer.val_fraction)
-    info = crossfit_actions(xq, xa, table.f1, space, prep.query_ids, cfg.n_folds, cfg.seed, action_fit_knobs(fs),
-                            val_fraction, out_dir, prep.data_key)
-    if fs.selector is not None:  # the evidence selector beside the action router: <checkpoint>/<ladder>/selector
-        train_selector(cfg, prep, fs.selector, Path(out_dir).parent / "selector")
-    return info
-
-
-def action_fit_knobs(fs: FrontierSettings) -> dict:
-    """The action router's fit knobs, all of them in ``frontier.fit`` (its objective too: utility
-    unless set there; the level router's ``router.objective`` does not reach it)."""
-    return {"objective": "utility", **fs.fit}
-
-
 def vote_envelope(prep: Prepared, fs: FrontierSettings, fixed: Family) -> Family:
     """With ``router.profiles``: the fixed configurations (profile, level, k, cap), i.e. the
     envelope's (level, k, cap) plus every other eq. 1 profile's ranking along k and the caps
@@ -193,125 +179,52 @@ def other_families(prep: Prepared, fs: FrontierSettings, weights: dict[str, np.n
 def evaluate_frontier(cfg: DictConfig, settings, name: str, prep: Prepared, fs: FrontierSettings, weights: dict,
                       ladder_policies: dict[str, Selection], ckpt: Path, report_dir: Path) -> tuple[dict, list[str]]:
     """The frontier of one ladder: matched-cost table, plot, section (``settings``: the router's;
-    ``ladder_policies``: the ladder's own policies selected on the deep hits)."""
-    space, table, xq, xa = actions_of(prep, fs)
-    router = None
+    ``ladder_policies``: the ladder's own policies selected on the deep hits). Each learned budget
+    router adds its policy from its cross-fit in ``ckpt/<kind>``, in order; a router that reads
+    inside the chunk sees the plans of the chunk-level router before it (route + trim)."""
+    ladder = ladder_frontier(prep, fs)
+    space, table = ladder.space, ladder.table
+    folds = make_folds(len(prep.items), cfg.n_folds, cfg.seed)  # every kind's cross-fit uses these
+    policies, transfers, chunk = [], [], None
     if fs.actions and cfg.get("use_router", True):
-        expected = action_key(xq, xa, table.f1, space, cfg.n_folds, cfg.seed, action_fit_knobs(fs),
-                              float(cfg.trainer.val_fraction), prep.data_key)
-        af = predict_action_folds(xq, xa, prep.query_ids, ckpt / "actions", space, expected, retrain_command(cfg))
-        router = RouterFolds(af.util, af.fold, af.val, guard=fs.guard, guard_se=fs.guard_se)
-        folds = af.fold
-    else:
-        folds = make_folds(len(prep.items), cfg.n_folds, cfg.seed)
-    reading = None
-    if fs.selector is not None and cfg.get("use_router", True):
-        reading = reading_policies(cfg, prep, fs.selector, ckpt / "selector",
-                                   action_learned(router, table) if router is not None else None, space, fs.budgets,
-                                   retrain_command(cfg))
-    fr = frontier_evaluation(table, other_families(prep, fs, weights, ladder_policies, table), folds, list(fs.budgets), router,
-                             fs.n_boot, cfg.seed, reading, fs.guard_se, transferred_actions(cfg, ckpt, space, table, xq, xa))
+        for kind in fs.routers:
+            policy = kind.policy(cfg, ladder, ckpt / kind.slot, chunk)
+            policies.append(policy)
+            chunk = chunk if chunk is not None else policy.learned(table)
+            t = kind.transferred(cfg, ladder, ckpt / kind.slot)
+            if t is not None:
+                transfers.append(t)
+    transfer = (lambda b: {k: v for t in transfers for k, v in t(b).items()}) if transfers else None
+    fr = frontier_evaluation(table, other_families(prep, fs, weights, ladder_policies, table), folds, list(fs.budgets),
+                             policies, fs.n_boot, cfg.seed, transfer)
     fr["actions"] = space.to_json()
     save_per_question(fr.pop("per_question"), prep.query_ids, report_dir / f"{name}_frontier_questions.npz")
     plot_frontier(name, fr, report_dir / f"{name}_frontier.png")
     return fr, frontier_section(name, fr, list(fs.budgets))
 
 
-def transferred_actions(cfg: DictConfig, ckpt: Path, space: ActionSpace, table: Family, xq: np.ndarray,
-                        xa: np.ndarray):
-    """With ``train_sources`` and their action router (``<ckpt>/actions/transfer``,
-    :func:`mogg.run.action_final.fit_transfer_actions`): budget -> the transferred router's and the
-    training sets' envelope's F1 and tokens per question on this set (None otherwise). Both read this
-    set's token counts, which need no labels: the envelope is the training sets' best configuration
-    among those reading <= B mean tokens here, and the router's lambda is recalibrated to B on this
-    set's questions; where the training sets' guard kept the envelope, the router deploys it."""
-    d = Path(ckpt) / "actions" / TRANSFER_DIR
-    if not cfg.get("train_sources") or not cfg.get("use_router", True):
-        return None
-    if not d.is_dir():
-        raise FileNotFoundError(f"no transfer action router in {d}: run `{retrain_command(cfg)}` (train.py with "
-                                "router.fit=all or both)")
-    dep = DeployedActions.load(d)
-    if dep.space != space:
-        raise ArtifactError(f"{d}: trained on actions {dep.space.to_json()}, this set's are {space.to_json()}; retrain")
-    rows = np.arange(len(xq))
-
-    def at(b: float) -> dict:
-        if int(b) not in dep.budgets:
-            return {}
-        # label-free on this set (DeployedActions.decide with here=True): the training sets' best
-        # configuration among those reading <= B here where their guard kept the envelope, else the
-        # router with lambda recalibrated to B on this set's tokens
-        p = dep.plan(int(b), here=True)
-        a, _ = dep.decide(xq, xa, table.tokens, p)
-        env = dep.envelope_here(table.tokens, b)
-        return {TRANSFERRED: (table.f1[rows, a], table.tokens[rows, a], f"{p['deploy']} deployed"),
-                TRAINING_ENVELOPE: (table.f1[:, env], table.tokens[:, env], space.names()[env])}
-    return at
-
-
 # The all-ladders router: one action space over every ladder's (level, k, cap), so the router
-# picks the ladder too. Its checkpoints live beside the ladders' as <run>/<ALL_LADDERS>/actions.
+# picks the ladder too (a budget router kind that ``spans_ladders``). Its checkpoints live beside
+# the ladders' as <run>/<ALL_LADDERS>/<kind>.
 ALL_LADDERS = "all_ladders"
 
 
-def all_ladders_actions(preps: dict[str, Prepared], fs: FrontierSettings
-                         ) -> tuple[ActionSpace, Family, np.ndarray, np.ndarray, dict[str, Family]]:
-    """:func:`actions_of` over every ladder at once: levels named ``<ladder>/<level>`` (ladder-major,
-    so the merged table keeps :class:`ActionSpace`'s order), query inputs of all ladders side by
-    side, action features from the ladders' deep scores stacked along the level axis; and each
-    ladder's own action table (its fixed envelope's candidates)."""
-    ids = next(iter(preps.values())).query_ids
-    if any(p.query_ids != ids for p in preps.values()):
-        raise ValueError("the all-ladders router needs every ladder prepared on the same questions")
-    parts = {name: actions_of(p, fs) for name, p in preps.items()}
-    names = [f"{n}/{lv}" for n, p in preps.items() for lv in p.ladder.level_names]
-    space = ActionSpace(names, fs.depth, list(fs.caps))
-    tables = []
-    for n, (_, t, _, _) in parts.items():
-        tables.append(Family(t.name, t.f1, t.tokens, [f"{n}/{c}" for c in t.configs], True, {}))
-    table = merge_families("fixed envelope (all ladders)", tables)
-    xq = np.concatenate([x for _, _, x, _ in parts.values()], axis=1)
-    scores = np.concatenate([p.deep.scores[:, :, : fs.depth] for p in preps.values()], axis=1)
-    xa = action_features(space, scores, table.tokens)
-    return space, table, xq, xa, {n: t for n, (_, t, _, _) in parts.items()}
-
-
-def train_all_ladders(cfg: DictConfig, settings, preps: dict[str, Prepared], out_dir: Path,
-                       fs: FrontierSettings) -> dict:
-    """Cross-fit the all-ladders action router into ``out_dir`` (same folds as every ladder's)."""
-    space, table, xq, xa, _ = all_ladders_actions(preps, fs)
-    key = "+".join(p.data_key for p in preps.values())
-    return crossfit_actions(xq, xa, table.f1, space, next(iter(preps.values())).query_ids, cfg.n_folds, cfg.seed,
-                            action_fit_knobs(fs), float(cfg.trainer.val_fraction), out_dir, key)
-
-
-def evaluate_all_ladders(cfg: DictConfig, settings, preps: dict[str, Prepared], fs: FrontierSettings, ckpt: Path,
-                          report_dir: Path) -> tuple[dict, list[str]]:
-    """The frontier across ladders: the envelope over every ladder's fixed configurations, each
-    ladder's own envelope as a family, the all-ladders router, the oracle over all actions."""
-    space, table, xq, xa, per_ladder = all_ladders_actions(preps, fs)
-    ids = next(iter(preps.values())).query_ids
-    expected = action_key(xq, xa, table.f1, space, cfg.n_folds, cfg.seed, action_fit_knobs(fs),
-                          float(cfg.trainer.val_fraction), "+".join(p.data_key for p in preps.values()))
-    af = predict_action_folds(xq, xa, ids, ckpt / "actions", space, expected, retrain_command(cfg))
-    router = RouterFolds(af.util, af.fold, af.val, guard=fs.guard, guard_se=fs.guard_se)
-    own = [Family(f"{n} envelope", t.f1, t.tokens, t.configs, False, {}) for n, t in per_ladder.items()]
-    fr = frontier_evaluation(table, own, af.fold, list(fs.budgets), router, fs.n_boot, cfg.seed)
-    fr.pop("per_question")
-    fr["actions"] = space.to_json()
-    plot_frontier(ALL_LADDERS, fr, report_dir / f"{ALL_LADDERS}_frontier.png")
-    return fr, frontier_section(ALL_LADDERS, fr, list(fs.budgets))
+def joint_router(fs: FrontierSettings) -> BudgetRouter | None:
+    """The first budget router of ``fs`` that can span every ladder at once (None: none can)."""
+    return next((k for k in fs.routers if k.spans_ladders), None)
 
 
 def ladders_section(cfg: DictConfig, settings, preps: dict[str, Prepared], frontiers: dict[str, dict],
                     ckpt: Path, report_dir: Path) -> list[str]:
     """The report's "ladders at matched reading cost" head: every ladder's frontier in one plot and,
-    with action routers, the all-ladders router (its frontier also written as json)."""
+    with a budget router that spans ladders, the all-ladders router (its frontier also written as
+    json); ``ckpt``: ``<run>/<ALL_LADDERS>``."""
     head = ["## Ladders at matched reading cost", "", "![ladders](ladders_frontier.png)", ""]
     fs = frontier_settings(cfg)
-    if fs.actions and cfg.get("use_router", True):  # one router choosing the ladder too
-        joint, md = evaluate_all_ladders(cfg, settings, preps, fs, ckpt, report_dir)
+    kind = joint_router(fs)
+    if fs.actions and cfg.get("use_router", True) and kind is not None:  # one router choosing the ladder too
+        ladders = {n: ladder_frontier(p, fs) for n, p in preps.items()}
+        joint, md = kind.evaluate_joint(cfg, ladders, ckpt / kind.slot, report_dir)
         frontiers = {**frontiers, ALL_LADDERS: joint}
         head += md
         report_dir.mkdir(parents=True, exist_ok=True)

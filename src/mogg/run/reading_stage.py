@@ -1,4 +1,4 @@
-"""The read-inside-the-chunk stage of a frontier run (``frontier.selector`` set; issue 38):
+"""The read-inside-the-chunk stage of a frontier run (the evidence selector kind; issue 38):
 candidate units with features and labels, the evidence selector's cross-fit (train.py), and the
 selector, route + trim and sentence-oracle policies (evaluate.py).
 
@@ -31,19 +31,20 @@ DEFAULTS = {"depth": 8, "per_chunk": 24, "plans": 48, "cosine": True, "params": 
 
 
 def selector_settings(node) -> dict:
-    """``frontier.selector`` checked: known keys, sizes >= 1, ``cosine`` a boolean."""
+    """The selector's knobs (``frontier.routers.selector``) checked: known keys, sizes >= 1,
+    ``cosine`` a boolean."""
     s = {**DEFAULTS, **dict(node or {})}
     extra = sorted(set(s) - set(DEFAULTS))
     if extra:
-        raise ValueError(f"frontier.selector.{extra[0]} is not a selector knob ({', '.join(DEFAULTS)})")
+        raise ValueError(f"frontier.routers.selector.{extra[0]} is not a selector knob ({', '.join(DEFAULTS)})")
     for k in ("depth", "per_chunk", "plans"):
         v = s[k]
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"frontier.selector.{k}={v!r}: must be an integer >= 1")
+            raise ValueError(f"frontier.routers.selector.{k}={v!r}: must be an integer >= 1")
     if not isinstance(s["cosine"], bool):
-        raise ValueError(f"frontier.selector.cosine={s['cosine']!r}: must be true or false")
+        raise ValueError(f"frontier.routers.selector.cosine={s['cosine']!r}: must be true or false")
     if not isinstance(s["params"], dict):
-        raise ValueError(f"frontier.selector.params={s['params']!r}: LightGBM knobs as a mapping")
+        raise ValueError(f"frontier.routers.selector.params={s['params']!r}: LightGBM knobs as a mapping")
     s["params"] = dict(s["params"])
     return s
 
@@ -117,9 +118,10 @@ def train_selector(cfg: DictConfig, prep: Prepared, sel: dict, out_dir: Path) ->
 
 
 def reading_policies(cfg: DictConfig, prep: Prepared, sel: dict, out_dir: Path, action: Learned | None, space,
-                     budgets, retrain: str) -> Reading:
-    """The selector, route + trim at ``budgets`` (with the action router ``action``, plans =
-    ``space``'s actions) and the sentence oracle for one ladder."""
+                     budgets, retrain: str, guard_se: float = 1.0) -> Reading:
+    """The selector, route + trim at ``budgets`` (with a chunk-level router's plans ``action``:
+    ``space``'s actions) and the sentence oracle for one ladder (``guard_se``: the guard's
+    standard errors)."""
     data = reading_data(cfg, prep, sel)
     t0 = time.perf_counter()
     sf = predict_selector_folds(data.x, data.cand.q, prep.query_ids, out_dir, _key(cfg, prep, data, sel), retrain)
@@ -152,7 +154,7 @@ def reading_policies(cfg: DictConfig, prep: Prepared, sel: dict, out_dir: Path, 
                                         sf.fold, texts, evidence, sel["plans"], keep, keep_val))
         return out
 
-    return Reading(selector, trims, oracle, cost)
+    return Reading(selector, trims, oracle, cost, guard_se)
 
 
 def _scatter(n: int, rows: np.ndarray, values: np.ndarray) -> np.ndarray:

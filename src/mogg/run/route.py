@@ -34,19 +34,16 @@ import numpy as np
 from mogg.core.artifacts import ArtifactError, atomic_path, strict_json
 from mogg.core.gcpolicy import configure_gc
 from mogg.data.errors import DataError
-from mogg.routing.actions.deploy import is_action_dir
 from mogg.routing.fitting.experts import load_router
 from mogg.routing.inputs.features import compute_features
 from mogg.routing.router_dir import TrainedRouter, question_hash
-from mogg.run.route_actions import ActionSession
+from mogg.run.budget.registry import deployed_kind
 from mogg.run.route_paths import (  # noqa: F401 (apply_overrides, check_corpus_paths, default_artifacts: public here)
     apply_overrides,
     check_corpus_paths,
     default_artifacts,
     rebuild_index,
 )
-from mogg.run.route_selector import SelectorSession
-from mogg.run.selector_final import is_selector_dir
 from mogg.search import LadderIndex
 from mogg.selection import fixed_level_select, level_contexts, mog_select
 
@@ -227,6 +224,10 @@ def check_writable(out: Path) -> None:
         raise ValueError(f"--out {out}: cannot write in {out.parent} ({e.strerror or e})") from None
 
 
+_FLAG = {"budget": "--budget", "cost_weight": "--cost-weight", "max_tokens": "--max-tokens",
+         "here": "--calibrate-here", "unguarded": "--unguarded"}  # a budget router's route() keyword -> its flag
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="mogg-route", description="Route questions with a trained mogg router.")
     ap.add_argument("--checkpoint", required=True, help="a router directory (e.g. checkpoints/<run>/<ladder>/final)")
@@ -271,27 +272,26 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"{source}: no questions")
         if args.out != "-":
             check_writable(Path(args.out))  # before any routing: a bad --out fails in a second
-        selecting = is_selector_dir(Path(args.checkpoint))
-        acting = selecting or is_action_dir(Path(args.checkpoint))
-        if not acting and ((args.budget, args.cost_weight, args.max_tokens) != (None, None, None)
-                           or args.calibrate_here or args.unguarded):
-            raise ValueError(f"--budget, --cost-weight, --max-tokens, --calibrate-here and --unguarded apply to a "
-                             f"deployed action router; "
-                             f"{args.checkpoint} is a level router (train one with `python train.py "
+        kind = deployed_kind(Path(args.checkpoint))  # a deployed budget router (None: a level router)
+        acting = kind is not None
+        given = {"budget": args.budget, "cost_weight": args.cost_weight, "max_tokens": args.max_tokens,
+                 "here": args.calibrate_here, "unguarded": args.unguarded}
+        flags = [_FLAG[f] for f, v in given.items() if v not in (None, False)]
+        if not acting and flags:
+            raise ValueError(f"{', '.join(flags)} apply to a deployed budget router (the action router, the evidence "
+                             f"selector); {args.checkpoint} is a level router (train one with `python train.py "
                              "experiment=frontier_<set> router.fit=all`: checkpoints/<run>/<ladder>/actions/final)")
         if acting:
             if args.k is not None:
-                raise ValueError("--k does not apply to an action router: it chooses k per question (give --budget)")
-            if selecting:
-                if args.max_tokens is not None or args.calibrate_here:
-                    raise ValueError("--max-tokens and --calibrate-here apply to the action router; the evidence "
-                                     "selector takes --budget or --cost-weight (and --unguarded)")
-                session = SelectorSession.from_checkpoint(args.checkpoint, args.artifacts, args.set, args.data_dir)
-                records, summary = session.route(questions, ids, args.budget, args.cost_weight, options, args.unguarded)
-            else:
-                session = ActionSession.from_checkpoint(args.checkpoint, args.artifacts, args.set, args.data_dir)
-                records, summary = session.route(questions, ids, args.budget, args.cost_weight, args.max_tokens,
-                                                 args.calibrate_here, args.unguarded)
+                raise ValueError(f"--k does not apply to {kind.TITLE}: it chooses what to read per question (give --budget)")
+            wrong = [_FLAG[f] for f, v in given.items() if v not in (None, False) and f not in kind.ROUTE_FLAGS]
+            if wrong:
+                raise ValueError(f"{' and '.join(wrong)} {'does' if len(wrong) == 1 else 'do'} not apply to "
+                                 f"{kind.TITLE} ({args.checkpoint}); it takes "
+                                 f"{', '.join(_FLAG[f] for f in kind.ROUTE_FLAGS if f in _FLAG)}")
+            session = kind.session(args.checkpoint, args.artifacts, args.set, args.data_dir)
+            opts = {f: v for f, v in {**given, "options": options}.items() if f in kind.ROUTE_FLAGS}
+            records, summary = session.route(questions, ids, **opts)
         else:
             session = RoutingSession.from_checkpoint(args.checkpoint, args.artifacts, args.set, args.k, args.data_dir)
             records = session.route(questions, ids)

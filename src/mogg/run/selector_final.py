@@ -1,6 +1,7 @@
-"""The evidence selector as a directory you deploy (``router.fit=all`` or ``both`` with
-``frontier.selector``): one scorer on every question's candidates, a cost weight per budget, the
-guard's decision per budget, applied to new questions by ``mogg-route --budget``
+"""The evidence selector as a directory you deploy (``router.fit=all`` or ``both`` with the
+``selector`` budget router, ``frontier/routers=[actions,selector]``): one scorer on every
+question's candidates, a cost weight per budget, the guard's decision per budget, applied to new
+questions by ``mogg-route --budget``
 (:mod:`mogg.run.route_selector`).
 
 ``<run>/<ladder>/selector/final`` (an artifact: written atomically, sha256 of every file in
@@ -36,10 +37,10 @@ from mogg.core.threads import check_threads
 from mogg.evaluation.frontier import choose_config
 from mogg.evaluation.frontier_guard import best_lambda, out_of_fold_guard
 from mogg.evaluation.sentence_frontier import Ranked, estimated_f1, plan_table, rank_candidates, selector_learned
-from mogg.prepared import Prepared
 from mogg.routing.actions.selector import _weights, fit_scorer, predict_selector_folds
 from mogg.routing.actions.space import ActionSpace, decide
 from mogg.routing.fitting.folds import split_train_val
+from mogg.run.budget.base import LadderFrontier
 from mogg.run.reading_stage import _key, reading_data
 from mogg.run.router_store import retrain_command, router_spec
 
@@ -146,13 +147,11 @@ def is_selector_dir(directory: Path) -> bool:
         return False
 
 
-def fit_final_selector(cfg: DictConfig, name: str, prep: Prepared, fs, selector_dir: Path) -> dict:
-    """Fit the deployable selector for one ladder into ``selector_dir/final`` (after its cross-fit
-    in ``selector_dir``, whose out-of-fold predictions decide the guard). ``fs``: the frontier
-    settings (budgets, the guard, the envelope's action space)."""
-    from mogg.run.frontier_stage import actions_of
-
-    sel = fs.selector
+def fit_final_selector(cfg: DictConfig, name: str, ladder: LadderFrontier, sel: dict, selector_dir: Path) -> dict:
+    """Fit the deployable selector (knobs ``sel``) for one ladder into ``selector_dir/final`` (after
+    its cross-fit in ``selector_dir``, whose out-of-fold predictions decide the guard). ``ladder``:
+    the prepared questions under the frontier settings (budgets, the guard, the envelope's table)."""
+    prep, fs = ladder.prep, ladder.fs
     data = reading_data(cfg, prep, sel)
     n_q, q, unit, tokens = len(prep.items), data.cand.q, data.cand.unit, data.tokens
     texts, evidence = prep.ladder.units.text, [it.evidence_text for it in prep.items]
@@ -177,7 +176,7 @@ def fit_final_selector(cfg: DictConfig, name: str, prep: Prepared, fs, selector_
     sf = predict_selector_folds(data.x, q, prep.query_ids, selector_dir, _key(cfg, prep, data, sel), retrain_command(cfg))
     learned = selector_learned("selector", q, unit, tokens, sf.pred, sf.val, sf.evidence_len, sf.fold, texts, evidence,
                                sel["plans"])
-    space, fixed, _, _ = actions_of(prep, fs)
+    space, fixed = ladder.space, ladder.table
     guards = out_of_fold_guard(learned, sf.fold, fixed, fs.budgets, fs.guard, fs.guard_se)
     budgets, decisions, selector_own = {}, {}, {}
     for b in fs.budgets:

@@ -163,7 +163,7 @@ def fit_action_routers(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, trains: Se
         if not math.isfinite(best[k]):
             from mogg.routing.networks.training import FitError
 
-            raise FitError(k, f"the validation loss was never finite; lower frontier.fit.lr (now {lr})")
+            raise FitError(k, f"the validation loss was never finite; lower frontier.routers.actions.lr (now {lr})")
         r.model = net.scorer(k, best_w)
         r.summary = {"epochs": int(epochs[k]), "best_epoch": int(best_epoch[k]), "best_val_loss": float(best[k]),
                      "n_train": int(len(trains[k])), "n_val": int(len(vals[k])), "seed": int(seeds[k]), "lr": lr,

@@ -202,11 +202,11 @@ _FIT_KNOBS = {"objective": str, "hidden": int, "dropout": float, "lr": float, "w
 
 
 def check_fit_knobs(fit: dict) -> None:
-    """``frontier.fit`` (the action scorer's knobs, :func:`mogg.routing.actions.fit.fit_action_router`): known names, numbers
+    """``frontier.routers.actions`` (the action scorer's knobs, :func:`mogg.routing.actions.fit.fit_action_router`): known names, numbers
     in range; one error naming the knob."""
     for k, v in fit.items():
         if k not in _FIT_KNOBS:
-            raise ValueError(f"frontier.fit.{k} is not a knob of the action router ({', '.join(_FIT_KNOBS)})")
+            raise ValueError(f"frontier.routers.actions.{k} is not a knob of the action router ({', '.join(_FIT_KNOBS)})")
         kind = _FIT_KNOBS[k]
         ok = isinstance(v, str) if kind is str else (isinstance(v, (int, float)) and not isinstance(v, bool)
                                                      and (kind is float or isinstance(v, int)) and np.isfinite(v))
@@ -219,7 +219,7 @@ def check_fit_knobs(fit: dict) -> None:
         elif ok and k == "objective":
             ok = v in ACTION_OBJECTIVES
         if not ok:
-            raise ValueError(f"frontier.fit.{k}={v!r}: out of range (objective in {ACTION_OBJECTIVES}, hidden/batch_size/"
+            raise ValueError(f"frontier.routers.actions.{k}={v!r}: out of range (objective in {ACTION_OBJECTIVES}, hidden/batch_size/"
                              "max_epochs integers >= 1, patience >= 0, 0 <= dropout < 1, 0 < lr <= 10, weight_decay >= 0)")
 
 

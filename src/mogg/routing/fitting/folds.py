@@ -104,6 +104,6 @@ def _scalar(*values) -> bool:
 def _knob(field: str) -> str:
     """A key field as the config knob a user sets (``settings.hidden`` -> ``router.hidden``)."""
     head, _, rest = field.partition(".")
-    name = {"settings": "router", "fit": "frontier.fit"}.get(head, head) + (f".{rest}" if rest else "")
+    name = {"settings": "router", "fit": "frontier.routers.actions"}.get(head, head) + (f".{rest}" if rest else "")
     return {"data_key": "data, labels or features (data key)", "fold": "folds", "space": "actions (frontier.depth, caps)",
             "data": "inputs or labels"}.get(name, name)

@@ -1,0 +1,177 @@
+"""The cost-aware action router as a budget-router kind (``conf/frontier/routers/actions.yaml``).
+
+Per question it scores every fixed (level, k, cap) of the action table
+(:mod:`mogg.routing.actions`: one stacked fit over all folds) and reads ``argmax u - lambda *
+tokens``; the frontier's router policy guards it against the envelope (with eq. 1-2 under the
+level router's weights as the other candidate). It can span every ladder at once (the
+all-ladders router). Checkpoints: ``<checkpoint>/<ladder>/actions/`` (``fold<k>``, ``final``,
+``transfer``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+from omegaconf import DictConfig
+
+from mogg.core.artifacts import ArtifactError
+from mogg.evaluation.frontier import Family, merge_families
+from mogg.evaluation.frontier_guard import RouterFolds
+from mogg.evaluation.frontier_render import frontier_section, plot_frontier
+from mogg.evaluation.frontier_report import TRAINING_ENVELOPE, TRANSFERRED, frontier_evaluation
+from mogg.routing.actions.deploy import TRANSFER_DIR, DeployedActions
+from mogg.routing.actions.folds import action_key, crossfit_actions, predict_action_folds
+from mogg.routing.actions.space import ActionSpace, action_features, check_fit_knobs
+from mogg.run.budget.base import BudgetRouter, LadderFrontier
+from mogg.run.frontier_stage import ALL_LADDERS, actions_of
+from mogg.run.router_store import retrain_command
+
+
+@dataclass
+class ActionRouterKind(BudgetRouter):
+    """The action scorer's knobs (:func:`mogg.routing.actions.fit.fit_action_routers`): its
+    objective (utility | bce | listwise; the level router's ``router.objective`` does not reach
+    it), hidden units, dropout, Adam's lr and weight decay, batch size, epochs and early-stopping
+    patience."""
+
+    objective: str = "utility"
+    hidden: int = 32
+    dropout: float = 0.1
+    lr: float = 3.0e-3
+    weight_decay: float = 1.0e-4
+    batch_size: int = 64
+    max_epochs: int = 200
+    patience: int = 10
+
+    TITLE: ClassVar[str] = "the action router"
+    FORMAT: ClassVar[str] = "mogg-action-router/1"
+    ROUTE_FLAGS: ClassVar[tuple[str, ...]] = ("budget", "cost_weight", "max_tokens", "here", "unguarded")
+    spans_ladders: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        check_fit_knobs(asdict(self))
+
+    def _key(self, cfg: DictConfig, xq, xa, table, space, data_key: str) -> dict:
+        return action_key(xq, xa, table.f1, space, cfg.n_folds, cfg.seed, self.knobs(), float(cfg.trainer.val_fraction),
+                          data_key)
+
+    def train(self, cfg: DictConfig, ladder: LadderFrontier, out_dir: Path) -> dict:
+        space, table, xq, xa = ladder.actions
+        return crossfit_actions(xq, xa, table.f1, space, ladder.prep.query_ids, cfg.n_folds, cfg.seed, self.knobs(),
+                                float(cfg.trainer.val_fraction), out_dir, ladder.prep.data_key)
+
+    def folds(self, cfg: DictConfig, ladder: LadderFrontier, fold_dir: Path):
+        """The cross-fit's out-of-fold utilities (:class:`mogg.routing.actions.folds.ActionFolds`),
+        refused when they were trained on other data or knobs."""
+        space, table, xq, xa = ladder.actions
+        return predict_action_folds(xq, xa, ladder.prep.query_ids, fold_dir, space,
+                                    self._key(cfg, xq, xa, table, space, ladder.prep.data_key), retrain_command(cfg))
+
+    def policy(self, cfg: DictConfig, ladder: LadderFrontier, fold_dir: Path, chunk=None) -> RouterFolds:
+        af = self.folds(cfg, ladder, fold_dir)
+        return RouterFolds(af.util, af.fold, af.val, guard=ladder.fs.guard, guard_se=ladder.fs.guard_se)
+
+    def fit_final(self, cfg: DictConfig, name: str, ladder: LadderFrontier, fold_dir: Path) -> dict:
+        from mogg.run.action_final import fit_final_actions
+
+        return fit_final_actions(cfg, name, ladder, self, fold_dir)
+
+    def fit_transfer(self, cfg: DictConfig, name: str, sources: dict[str, LadderFrontier], fold_dir: Path,
+                     corpus_node=None) -> dict:
+        from mogg.run.action_final import fit_transfer_actions
+
+        return fit_transfer_actions(cfg, name, sources, self, fold_dir, corpus_node)
+
+    def transferred(self, cfg: DictConfig, ladder: LadderFrontier, fold_dir: Path):
+        """With ``train_sources`` and their action router (``<fold_dir>/transfer``,
+        :func:`mogg.run.action_final.fit_transfer_actions`): budget -> the transferred router's and
+        the training sets' envelope's F1 and tokens per question on this set (None otherwise). Both
+        read this set's token counts, which need no labels: the envelope is the training sets' best
+        configuration among those reading <= B mean tokens here, and the router's lambda is
+        recalibrated to B on this set's questions; where the training sets' guard kept the
+        envelope, the router deploys it."""
+        d = Path(fold_dir) / TRANSFER_DIR
+        if not cfg.get("train_sources"):
+            return None
+        if not d.is_dir():
+            raise FileNotFoundError(f"no transfer action router in {d}: run `{retrain_command(cfg)}` (train.py with "
+                                    "router.fit=all or both)")
+        space, table, xq, xa = ladder.actions
+        dep = DeployedActions.load(d)
+        if dep.space != space:
+            raise ArtifactError(f"{d}: trained on actions {dep.space.to_json()}, this set's are {space.to_json()}; "
+                                "retrain")
+        rows = np.arange(len(xq))
+
+        def at(b: float) -> dict:
+            if int(b) not in dep.budgets:
+                return {}
+            # label-free on this set (DeployedActions.decide with here=True): the training sets' best
+            # configuration among those reading <= B here where their guard kept the envelope, else the
+            # router with lambda recalibrated to B on this set's tokens
+            p = dep.plan(int(b), here=True)
+            a, _ = dep.decide(xq, xa, table.tokens, p)
+            env = dep.envelope_here(table.tokens, b)
+            return {TRANSFERRED: (table.f1[rows, a], table.tokens[rows, a], f"{p['deploy']} deployed"),
+                    TRAINING_ENVELOPE: (table.f1[:, env], table.tokens[:, env], space.names()[env])}
+        return at
+
+    def train_joint(self, cfg: DictConfig, ladders: dict[str, LadderFrontier], out_dir: Path) -> dict:
+        """Cross-fit the all-ladders action router into ``out_dir`` (same folds as every ladder's)."""
+        space, table, xq, xa, _ = all_ladders_actions(ladders)
+        key = "+".join(lf.prep.data_key for lf in ladders.values())
+        return crossfit_actions(xq, xa, table.f1, space, next(iter(ladders.values())).prep.query_ids, cfg.n_folds,
+                                cfg.seed, self.knobs(), float(cfg.trainer.val_fraction), out_dir, key)
+
+    def evaluate_joint(self, cfg: DictConfig, ladders: dict[str, LadderFrontier], fold_dir: Path,
+                       report_dir: Path) -> tuple[dict, list[str]]:
+        """The frontier across ladders: the envelope over every ladder's fixed configurations, each
+        ladder's own envelope as a family, the all-ladders router, the oracle over all actions."""
+        space, table, xq, xa, per_ladder = all_ladders_actions(ladders)
+        fs = next(iter(ladders.values())).fs
+        ids = next(iter(ladders.values())).prep.query_ids
+        expected = self._key(cfg, xq, xa, table, space, "+".join(lf.prep.data_key for lf in ladders.values()))
+        af = predict_action_folds(xq, xa, ids, fold_dir, space, expected, retrain_command(cfg))
+        router = RouterFolds(af.util, af.fold, af.val, guard=fs.guard, guard_se=fs.guard_se)
+        own = [Family(f"{n} envelope", t.f1, t.tokens, t.configs, False, {}) for n, t in per_ladder.items()]
+        fr = frontier_evaluation(table, own, af.fold, list(fs.budgets), [router], fs.n_boot, cfg.seed)
+        fr.pop("per_question")
+        fr["actions"] = space.to_json()
+        plot_frontier(ALL_LADDERS, fr, report_dir / f"{ALL_LADDERS}_frontier.png")
+        return fr, frontier_section(ALL_LADDERS, fr, list(fs.budgets))
+
+    @classmethod
+    def session(cls, directory: Path, artifacts="auto", overrides=(), data_dir=None):
+        from mogg.run.route_actions import ActionSession
+
+        return ActionSession.from_checkpoint(directory, artifacts, overrides, data_dir)
+
+
+def all_ladders_actions(ladders: dict[str, LadderFrontier]
+                        ) -> tuple[ActionSpace, Family, np.ndarray, np.ndarray, dict[str, Family]]:
+    """:func:`mogg.run.frontier_stage.actions_of` over every ladder at once: levels named
+    ``<ladder>/<level>`` (ladder-major, so the merged table keeps :class:`ActionSpace`'s order),
+    query inputs of all ladders side by side, action features from the ladders' deep scores
+    stacked along the level axis; and each ladder's own action table (its fixed envelope's
+    candidates)."""
+    ids = next(iter(ladders.values())).prep.query_ids
+    if any(lf.prep.query_ids != ids for lf in ladders.values()):
+        raise ValueError("the all-ladders router needs every ladder prepared on the same questions")
+    fs = next(iter(ladders.values())).fs
+    parts = {name: lf.actions for name, lf in ladders.items()}
+    names = [f"{n}/{lv}" for n, lf in ladders.items() for lv in lf.prep.ladder.level_names]
+    space = ActionSpace(names, fs.depth, list(fs.caps))
+    tables = []
+    for n, (_, t, _, _) in parts.items():
+        tables.append(Family(t.name, t.f1, t.tokens, [f"{n}/{c}" for c in t.configs], True, {}))
+    table = merge_families("fixed envelope (all ladders)", tables)
+    xq = np.concatenate([x for _, _, x, _ in parts.values()], axis=1)
+    scores = np.concatenate([lf.prep.deep.scores[:, :, : fs.depth] for lf in ladders.values()], axis=1)
+    xa = action_features(space, scores, table.tokens)
+    return space, table, xq, xa, {n: t for n, (_, t, _, _) in parts.items()}
+
+
+__all__ = ["ActionRouterKind", "actions_of", "all_ladders_actions"]

@@ -1,0 +1,107 @@
+"""The budget-router interface: what the frontier stage, ``train.py`` and ``mogg-route`` ask of a
+learned budget router, whatever it learns.
+
+A kind is one class (a dataclass of its knobs, subclassing :class:`BudgetRouter`) and one config
+file (``conf/frontier/routers/<kind>.yaml``: ``<kind>: {_target_: module.Class, knobs...}``); the
+runs's ``frontier.routers`` holds the kinds it trains, in the report's order
+(``frontier/routers=[actions,selector]``), and each keeps its checkpoints in
+``<checkpoint>/<ladder>/<kind>/``. The spine calls:
+
+* :meth:`BudgetRouter.train`: the cross-fit on one ladder's prepared questions;
+* :meth:`BudgetRouter.policy`: its out-of-fold plans as a
+  :class:`~mogg.evaluation.frontier_guard.BudgetPolicy` (the frontier table's rows);
+* :meth:`BudgetRouter.fit_final` / :meth:`BudgetRouter.fit_transfer`: the directory one deploys
+  (``router.fit=all``), on this set or on ``train_sources`` (None: the kind has none);
+* :meth:`BudgetRouter.transferred`: rows of a router fixed before this set was seen;
+* :meth:`BudgetRouter.session`: ``mogg-route`` on a deployed directory, whose ``deploy.json``
+  names the kind (:func:`mogg.run.budget.registry.deployed_kind`).
+
+How to add a kind: ``docs/extending.md``, "Add a budget router kind".
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import ClassVar
+
+from omegaconf import DictConfig
+
+ROUTE_FLAGS = ("budget", "cost_weight", "max_tokens", "here", "unguarded", "options")  # mogg-route's options
+
+
+class LadderFrontier:
+    """One ladder's prepared questions under the frontier settings, with the fixed action table
+    computed once and shared by every kind (``actions``: space, table, query inputs, action
+    features; :func:`mogg.run.frontier_stage.actions_of`)."""
+
+    def __init__(self, prep, fs, actions_of):
+        self.prep, self.fs, self._actions_of = prep, fs, actions_of
+
+    @cached_property
+    def actions(self):
+        return self._actions_of(self.prep, self.fs)
+
+    @property
+    def space(self):
+        return self.actions[0]
+
+    @property
+    def table(self):
+        return self.actions[1]
+
+
+class BudgetRouter:
+    """A learned budget router (see the module doc). Subclasses are dataclasses of their knobs;
+    ``slot`` (its key under ``frontier.routers``, also its checkpoint folder) is set when the
+    frontier settings build it."""
+
+    TITLE: ClassVar[str] = "budget router"  # how messages name it
+    FORMAT: ClassVar[str] = ""  # its deployed directory's deploy.json format
+    ROUTE_FLAGS: ClassVar[tuple[str, ...]] = ("budget", "cost_weight", "unguarded")  # what its session's route takes
+    spans_ladders: ClassVar[bool] = False  # can it choose the ladder too (train_joint / evaluate_joint)
+    slot: str = ""
+
+    def knobs(self) -> dict:
+        """Its knobs that change a trained router (hashed into its cross-fit's run id)."""
+        import dataclasses
+
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def train(self, cfg: DictConfig, ladder: LadderFrontier, out_dir: Path) -> dict:
+        """Cross-fit on one ladder into ``out_dir``: ``{"folds": [...], "run_id": ...}``."""
+        raise NotImplementedError
+
+    def policy(self, cfg: DictConfig, ladder: LadderFrontier, fold_dir: Path, chunk=None):
+        """Its out-of-fold plans from the cross-fit in ``fold_dir`` as a
+        :class:`~mogg.evaluation.frontier_guard.BudgetPolicy`; ``chunk``: the plans of a chunk-level
+        router evaluated before it (a :class:`~mogg.evaluation.frontier_guard.Learned`), or None."""
+        raise NotImplementedError
+
+    def fit_final(self, cfg: DictConfig, name: str, ladder: LadderFrontier, fold_dir: Path) -> dict | None:
+        """The deployable directory on this set (``fold_dir/final``); None: the kind deploys none."""
+        return None
+
+    def fit_transfer(self, cfg: DictConfig, name: str, sources: dict[str, LadderFrontier], fold_dir: Path,
+                     corpus_node=None) -> dict | None:
+        """The deployable directory trained on ``train_sources``; None: the kind has no transfer fit."""
+        return None
+
+    def transferred(self, cfg: DictConfig, ladder: LadderFrontier, fold_dir: Path):
+        """budget -> {row: (F1 [Q], tokens [Q], config)} of its transfer fit on this set, or None."""
+        return None
+
+    def train_joint(self, cfg: DictConfig, ladders: dict[str, LadderFrontier], out_dir: Path) -> dict:
+        """Cross-fit over every ladder at once (``spans_ladders``)."""
+        raise NotImplementedError(f"{self.TITLE} does not choose the ladder")
+
+    def evaluate_joint(self, cfg: DictConfig, ladders: dict[str, LadderFrontier], fold_dir: Path,
+                       report_dir: Path) -> tuple[dict, list[str]]:
+        """The frontier across ladders (``spans_ladders``): its dictionary and report section."""
+        raise NotImplementedError(f"{self.TITLE} does not choose the ladder")
+
+    @classmethod
+    def session(cls, directory: Path, artifacts="auto", overrides=(), data_dir=None):
+        """A routing session over its deployed ``directory`` (``route(questions, ids, **flags)``
+        with the flags of :attr:`ROUTE_FLAGS`)."""
+        raise NotImplementedError(f"{cls.TITLE} has no deployed form")

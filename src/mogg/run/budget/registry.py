@@ -1,0 +1,77 @@
+"""Budget-router kinds by name: built from ``frontier.routers`` (``_target_``), and found again from a
+deployed directory's ``deploy.json``.
+
+A deployed directory names its kind as ``"kind": "package.module:Class"``; the two kinds deployed
+before that field existed are known by their ``format`` (:data:`FORMATS`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+
+from mogg.core.artifacts import ArtifactError
+from mogg.run.budget.base import BudgetRouter
+
+DEPLOY = "deploy.json"
+FORMATS = {  # deploy.json formats written before deployed directories named their kind
+    "mogg-action-router/1": "mogg.run.budget.actions:ActionRouterKind",
+    "mogg-evidence-selector/1": "mogg.run.budget.selector:EvidenceSelectorKind",
+}
+
+
+def budget_routers(node) -> list[BudgetRouter]:
+    """``frontier.routers`` ({slot: {_target_, knobs}}) as kinds, in order; each learns its ``slot``."""
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    out = []
+    for slot, sub in (node or {}).items():
+        if not isinstance(sub, dict) and not OmegaConf.is_dict(sub):
+            raise ValueError(f"frontier.routers.{slot}={sub!r}: a budget router node ({{_target_: ..., knobs}}); "
+                             "choose kinds with frontier/routers=[actions,selector]")
+        if "_target_" not in sub:
+            raise ValueError(f"frontier.routers.{slot} has no _target_ (the kind's class): choose kinds with "
+                             "frontier/routers=[actions,selector] and set their knobs as frontier.routers.<kind>.<knob>=...")
+        try:
+            kind = instantiate(OmegaConf.create(dict(sub)) if isinstance(sub, dict) else sub, _convert_="all")
+        except InstantiationException as e:
+            cause = e.__cause__ or e
+            raise ValueError(f"frontier.routers.{slot}: {cause}") from None
+        if not isinstance(kind, BudgetRouter):
+            raise ValueError(f"frontier.routers.{slot}: {sub['_target_']} is not a budget router kind "
+                             "(mogg.run.budget.base.BudgetRouter)")
+        kind.slot = str(slot)
+        out.append(kind)
+    return out
+
+
+def kind_class(path: str) -> type[BudgetRouter]:
+    """The class named ``"package.module:Class"``."""
+    module, _, name = path.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        raise ArtifactError(f"budget router kind {path!r} cannot be imported; retrain the router") from None
+    if not (isinstance(cls, type) and issubclass(cls, BudgetRouter)):
+        raise ArtifactError(f"{path!r} is not a budget router kind; retrain the router")
+    return cls
+
+
+def deployed_kind(directory: Path) -> type[BudgetRouter] | None:
+    """The kind of a deployed budget router's ``directory`` (None: not one, e.g. a level router)."""
+    p = Path(directory) / DEPLOY
+    if not p.is_file():
+        return None
+    try:
+        deploy = json.loads(p.read_text())
+    except (OSError, ValueError):
+        deploy = {}
+    if not isinstance(deploy, dict):
+        deploy = {}
+    path = deploy.get("kind") or FORMATS.get(deploy.get("format"))
+    if path is None:  # an unreadable deploy.json: the action router's loader says what is wrong with it
+        path = FORMATS["mogg-action-router/1"]
+    return kind_class(str(path))
