@@ -36,6 +36,11 @@ STAGES = {  # (module, function): stage name
     ("mogg.run.frontier_stage", "plot_frontier"): "frontier plot",
     ("mogg.run.frontier_stage", "train_selector"): "evidence selector: candidates, features, folds (train)",
     ("mogg.run.frontier_stage", "reading_policies"): "evidence selector: candidates, features, plans (evaluate)",
+    # since the budget-router kinds (issue 39) the kinds' modules call them
+    ("mogg.run.budget.actions", "crossfit_actions"): "action router: 5 folds",
+    ("mogg.run.budget.actions", "predict_action_folds"): "action router: predictions",
+    ("mogg.run.budget.selector", "train_selector"): "evidence selector: candidates, features, folds (train)",
+    ("mogg.run.budget.selector", "reading_policies"): "evidence selector: candidates, features, plans (evaluate)",
 }
 
 
@@ -67,7 +72,10 @@ def main() -> None:
 
     seconds: dict[str, float] = {}
     for (mod, fn), name in STAGES.items():
-        m = importlib.import_module(mod)
+        try:
+            m = importlib.import_module(mod)
+        except ModuleNotFoundError:  # a checkout from before that module
+            continue
         if hasattr(m, fn):
             setattr(m, fn, _wrap(seconds, name, getattr(m, fn)))
 

@@ -1,6 +1,7 @@
 """The frontier evaluation: prefix F1 engine, envelope, oracle frontier, matched cost, actions."""
 
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -365,3 +366,50 @@ def test_the_action_routers_objective_is_set_in_its_own_node_only():
     assert knobs("frontier.routers.actions.objective=listwise")["objective"] == "listwise"
     with pytest.raises(ValueError, match="frontier.routers.actions.objective"):
         knobs("frontier.routers.actions.objective=nope")
+
+
+@pytest.mark.parametrize("override, message", [
+    ("frontier.routers.actions.lr=0", "frontier.routers.actions.lr=0: out of range"),
+    ("+frontier.routers.actions.nope=1", "frontier.routers.actions.nope is not a knob of ActionRouterKind"),
+    ("frontier.routers.actions._target_=nope.Kind", "cannot be imported"),
+    ("frontier.routers.actions._target_=mogg.run.budget.base.LadderFrontier", "is not a budget router kind"),
+    ("frontier.routers.actions=5", "a budget router node"),
+    ("+frontier.fit.lr=1", "it moved: frontier.routers.actions"),  # the node before budget router kinds
+    ("+frontier.selector.depth=2", "it moved: frontier/routers=[actions,selector]"),
+])
+def test_a_bad_budget_router_node_is_refused_naming_it(override, message):
+    from conftest import compose
+
+    from mogg.run.frontier_stage import frontier_settings
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        frontier_settings(compose(["experiment=frontier_pubmedqa", override]))
+
+
+def test_the_budget_routers_are_built_in_the_reports_order():
+    from conftest import compose
+
+    from mogg.run.budget.actions import ActionRouterKind
+    from mogg.run.budget.selector import EvidenceSelectorKind
+    from mogg.run.frontier_stage import frontier_settings
+
+    fs = frontier_settings(compose(["experiment=selector_pubmedqa", "frontier.routers.selector.plans=7"]))
+    assert [type(k) for k in fs.routers] == [ActionRouterKind, EvidenceSelectorKind]
+    assert [k.slot for k in fs.routers] == ["actions", "selector"] and fs.routers[1].plans == 7
+    only = frontier_settings(compose(["experiment=frontier_pubmedqa", "frontier/routers=[selector]"]))
+    assert [k.slot for k in only.routers] == ["selector"]
+
+
+def test_mogg_route_refuses_a_deployed_directory_whose_kind_is_gone(tmp_path, capsys):
+    import json
+
+    from mogg.run.route import main
+
+    d = tmp_path / "final"
+    d.mkdir()
+    (d / "deploy.json").write_text(json.dumps({"kind": "gone.module:OldKind", "budgets": {}}))
+    q = tmp_path / "q.txt"
+    q.write_text("Is aspirin useful?\n")
+    assert main(["--checkpoint", str(d), "--budget", "64", str(q)]) == 2
+    err = capsys.readouterr().err
+    assert "'gone.module:OldKind' cannot be imported; retrain the router" in err

@@ -114,7 +114,7 @@ def train(cfg: DictConfig) -> dict:
             for kind in fs.routers:
                 info = kind.train(cfg, ladder, out / kind.slot)
                 results[name][kind.slot] = {"folds": len(info["folds"])}
-                log.info("cross-fitted %s's %s in %s", name, kind.TITLE, out / kind.slot)
+                log.info("cross-fitted %s (%s) in %s", kind.TITLE, name, out / kind.slot)
             for kind in fs.routers if in_set else ():
                 final = kind.fit_final(cfg, name, ladder, out / kind.slot)
                 if final is not None:
@@ -138,7 +138,7 @@ def train(cfg: DictConfig) -> dict:
         out = checkpoint_dir(cfg, ALL_LADDERS) / kind.slot
         ladders = {n: ladder_frontier(p, fs) for n, p in preps.items()}
         results[ALL_LADDERS] = {kind.slot: {"folds": len(kind.train_joint(cfg, ladders, out)["folds"])}}
-        log.info("cross-fitted the all-ladders %s in %s", kind.TITLE, out)
+        log.info("cross-fitted %s across all ladders in %s", kind.TITLE, out)
     if cfg.get("evaluate_after"):
         results["evaluation"] = evaluate(cfg)
     return results

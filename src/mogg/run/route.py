@@ -234,16 +234,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--questions", default=None, help="jsonl with 'question' (and 'id'), or plain text lines; '-' = stdin")
     ap.add_argument("questions_file", nargs="?", default=None, help="the same as --questions")
     ap.add_argument("--budget", type=float, default=None,
-                    help="action router (<run>/<ladder>/actions/final): the mean context tokens to deploy at, one of "
+                    help="a deployed budget router (<run>/<ladder>/<kind>/final: the action router, the evidence selector): "
+                         "the mean context tokens to deploy at, one of "
                          "the budgets it was calibrated for")
     ap.add_argument("--cost-weight", type=float, default=None,
-                    help="action router: lambda in argmax u - lambda * tokens, instead of --budget")
+                    help="budget router: lambda in argmax u - lambda * tokens, instead of --budget")
     ap.add_argument("--max-tokens", type=int, default=None, help="action router: a hard cap on every context's tokens")
     ap.add_argument("--calibrate-here", action="store_true",
                     help="action router with --budget: spend B on these questions (lambda, and the envelope where the "
                          "guard keeps it, re-chosen so their mean tokens are at most B; label-free: for a new set)")
     ap.add_argument("--unguarded", action="store_true",
-                    help="action router: deploy the router even at budgets where its guard kept the fixed envelope")
+                    help="budget router: deploy it even at budgets where its guard kept the fixed envelope")
     ap.add_argument("--out", default="-", help="jsonl output path; '-' = stdout")
     ap.add_argument("--artifacts", default="auto",
                     help="artifact store for the ladder and retriever state (default: $MOGG_ARTIFACTS, else ./artifacts)")

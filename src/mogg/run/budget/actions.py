@@ -26,7 +26,7 @@ from mogg.routing.actions.deploy import TRANSFER_DIR, DeployedActions
 from mogg.routing.actions.folds import action_key, crossfit_actions, predict_action_folds
 from mogg.routing.actions.space import ActionSpace, action_features, check_fit_knobs
 from mogg.run.budget.base import BudgetRouter, LadderFrontier
-from mogg.run.frontier_stage import ALL_LADDERS, actions_of
+from mogg.run.frontier_stage import ALL_LADDERS
 from mogg.run.router_store import retrain_command
 
 
@@ -174,4 +174,4 @@ def all_ladders_actions(ladders: dict[str, LadderFrontier]
     return space, table, xq, xa, {n: t for n, (_, t, _, _) in parts.items()}
 
 
-__all__ = ["ActionRouterKind", "actions_of", "all_ladders_actions"]
+__all__ = ["ActionRouterKind", "all_ladders_actions"]

@@ -23,10 +23,15 @@ FORMATS = {  # deploy.json formats written before deployed directories named the
 
 def budget_routers(node) -> list[BudgetRouter]:
     """``frontier.routers`` ({slot: {_target_, knobs}}) as kinds, in order; each learns its ``slot``."""
+    import dataclasses
+
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
+    if node is not None and not isinstance(node, dict) and not OmegaConf.is_dict(node):
+        raise ValueError(f"frontier.routers={node!r}: a mapping {{kind: its node}}; choose kinds with "
+                         "frontier/routers=[actions,selector]")
     out = []
     for slot, sub in (node or {}).items():
         if not isinstance(sub, dict) and not OmegaConf.is_dict(sub):
@@ -35,14 +40,27 @@ def budget_routers(node) -> list[BudgetRouter]:
         if "_target_" not in sub:
             raise ValueError(f"frontier.routers.{slot} has no _target_ (the kind's class): choose kinds with "
                              "frontier/routers=[actions,selector] and set their knobs as frontier.routers.<kind>.<knob>=...")
+        module, _, name = str(sub["_target_"]).rpartition(".")
+        try:
+            cls = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError, ValueError):
+            raise ValueError(f"frontier.routers.{slot}._target_={sub['_target_']!r} cannot be imported "
+                             "(a budget router kind's class, e.g. mogg.run.budget.actions.ActionRouterKind)") from None
+        if not (isinstance(cls, type) and issubclass(cls, BudgetRouter)):
+            raise ValueError(f"frontier.routers.{slot}: {sub['_target_']} is not a budget router kind "
+                             "(a subclass of mogg.run.budget.base.BudgetRouter)")
+        if dataclasses.is_dataclass(cls):
+            known = [f.name for f in dataclasses.fields(cls)]
+            extra = sorted(set(sub) - set(known) - {"_target_"})
+            if extra:
+                raise ValueError(f"frontier.routers.{slot}.{extra[0]} is not a knob of {cls.__name__} "
+                                 f"({', '.join(known) or 'it has none'})")
         try:
             kind = instantiate(OmegaConf.create(dict(sub)) if isinstance(sub, dict) else sub, _convert_="all")
         except InstantiationException as e:
-            cause = e.__cause__ or e
-            raise ValueError(f"frontier.routers.{slot}: {cause}") from None
-        if not isinstance(kind, BudgetRouter):
-            raise ValueError(f"frontier.routers.{slot}: {sub['_target_']} is not a budget router kind "
-                             "(mogg.run.budget.base.BudgetRouter)")
+            cause = str(e.__cause__ or e)
+            raise ValueError(cause if cause.startswith(f"frontier.routers.{slot}") else
+                             f"frontier.routers.{slot}: {cause}") from None
         kind.slot = str(slot)
         out.append(kind)
     return out
