@@ -3,7 +3,7 @@ learned budget router, whatever it learns.
 
 A kind is one class (a dataclass of its knobs, subclassing :class:`BudgetRouter`) and one config
 file (``conf/frontier/routers/<kind>.yaml``: ``<kind>: {_target_: module.Class, knobs...}``); the
-runs's ``frontier.routers`` holds the kinds it trains, in the report's order
+run's ``frontier.routers`` holds the kinds it trains, in the report's order
 (``frontier/routers=[actions,selector]``), and each keeps its checkpoints in
 ``<checkpoint>/<ladder>/<kind>/``. The spine calls:
 
