@@ -15,12 +15,14 @@ from mogg.core.artifacts import atomic_path
 
 def frontier_section(name: str, fr: dict, budgets: list[int]) -> list[str]:
     """Markdown: F1 at matched mean tokens with paired 95% intervals against the envelope."""
+    # the router policy's rule, where the table has its row (a run without the action router has none)
+    rule = (" (the router: the action router, lambda calibrated on its fold's validation questions, or eq. 1-2 under the "
+            "level router's weights, whichever beats the envelope on pooled validation questions by one standard error, "
+            "else the envelope); ") if "router" in fr["budgets"][budgets[0]] else "; "
     md = [f"## F1 at matched reading cost: `{name}`", "",
           f"n = {fr['n']} questions with gold evidence" + (f" ({fr['n_dropped']} without are left out)" if fr["n_dropped"] else "")
-          + ". Each policy deploys, per fold, the configuration chosen on the training folds to read <= B mean tokens "
-          "(the router: the action router, lambda calibrated on its fold's validation questions, or eq. 1-2 under the "
-          "level router's weights, whichever beats the envelope on pooled validation questions by one standard error, "
-          "else the envelope); cells are evidence F1 ± se "
+          + ". Each policy deploys, per fold, the configuration chosen on the training folds to read <= B mean tokens"
+          + rule + "cells are evidence F1 ± se "
           "(mean tokens read) and [paired 95% interval of the difference to the envelope]. The envelope is the best "
           "fixed (level, k, cap) chosen on the training folds; the hindsight envelope is chosen on the test questions "
           "themselves and the oracle frontier picks per question (ceilings, not deployable).", "",
