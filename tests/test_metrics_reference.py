@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 import numpy as np
+from conftest import ROOT
 from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 
 from mogg.core.metrics import hit_rate, tfidf_cosine, token_prf
@@ -46,3 +47,40 @@ def test_tfidf_cosine_equals_sklearn():
 
 def test_hit_rate_counts_distinct_content_tokens():
     assert hit_rate(["the cancer risk was high"], ["Cancer risk of the trial"]).tolist() == [2 / 3]
+
+
+def test_tfidf_cosine_does_not_depend_on_the_order_tokens_were_first_seen():
+    """Token ids are numbered in the order the process first sees each token; label_sim once
+    changed in its last bits between ``evaluate.py`` alone and ``train.py evaluate_after=true``
+    (a column-order sum). The same texts must give the same bits whatever ran before: two fresh
+    processes, the token ids numbered in two orders."""
+    import subprocess
+    import sys
+
+    code = """
+import sys, numpy as np
+from mogg.core import metrics as M
+rng = np.random.default_rng(0)
+words = [f"w{i}x" for i in range(3000)]
+a = [" ".join(rng.choice(words, 200)) for _ in range(50)]
+b = [" ".join(rng.choice(words, 150)) for _ in range(50)]
+M._count_matrix(a if sys.argv[1] == "f" else b[::-1], True)  # ids numbered text by text: another order
+sys.stdout.write(M.tfidf_cosine(a, b).tobytes().hex())
+"""
+    runs = [subprocess.run([sys.executable, "-c", code, order], capture_output=True, text=True, check=True,
+                           cwd=ROOT).stdout for order in ("f", "r")]
+    assert runs[0] and runs[0] == runs[1]
+
+
+def test_row_sums_do_not_depend_on_the_column_order():
+    import scipy.sparse as sp
+
+    from mogg.core.metrics import _row_sums
+
+    rng = np.random.default_rng(1)
+    m = sp.random(40, 500, density=0.3, format="csr", random_state=2) * 1e3 + sp.random(40, 500, density=0.3,
+                                                                                         format="csr", random_state=3)
+    perm = rng.permutation(500)
+    np.testing.assert_array_equal(_row_sums(m), _row_sums(m[:, perm]))
+    np.testing.assert_allclose(_row_sums(m), np.asarray(m.sum(axis=1)).ravel(), rtol=1e-12)
+    np.testing.assert_array_equal(_row_sums(sp.csr_matrix(np.array([[0.0, 1.5, 2.0], [0, 0, 0]]))), [3.5, 0.0])
