@@ -170,8 +170,3 @@ class DeployedActions:
                                                     for b, v in decisions["budgets"].items()}}
         spec = {**deploy["spec"], "_dir": str(d)}
         return cls(router, space, budgets, spec, dec)
-
-
-def is_action_dir(directory: Path) -> bool:
-    """Whether ``directory`` holds a deployed action router (rather than a level router)."""
-    return (Path(directory) / DEPLOY).is_file()

@@ -27,8 +27,6 @@ from typing import ClassVar
 
 from omegaconf import DictConfig
 
-ROUTE_FLAGS = ("budget", "cost_weight", "max_tokens", "here", "unguarded", "options")  # mogg-route's options
-
 
 class LadderFrontier:
     """One ladder's prepared questions under the frontier settings, with the fixed action table
@@ -103,5 +101,6 @@ class BudgetRouter:
     @classmethod
     def session(cls, directory: Path, artifacts="auto", overrides=(), data_dir=None):
         """A routing session over its deployed ``directory`` (``route(questions, ids, **flags)``
-        with the flags of :attr:`ROUTE_FLAGS`)."""
+        with the flags of :attr:`ROUTE_FLAGS`: budget, cost_weight, max_tokens, here, unguarded,
+        options)."""
         raise NotImplementedError(f"{cls.TITLE} has no deployed form")

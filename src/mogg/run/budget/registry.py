@@ -56,7 +56,7 @@ def budget_routers(node) -> list[BudgetRouter]:
                 raise ValueError(f"frontier.routers.{slot}.{extra[0]} is not a knob of {cls.__name__} "
                                  f"({', '.join(known) or 'it has none'})")
         try:
-            kind = instantiate(OmegaConf.create(dict(sub)) if isinstance(sub, dict) else sub, _convert_="all")
+            kind = instantiate(sub, _convert_="all")
         except InstantiationException as e:
             cause = str(e.__cause__ or e)
             raise ValueError(cause if cause.startswith(f"frontier.routers.{slot}") else
