@@ -30,7 +30,9 @@ def main(cfg: DictConfig) -> None:
 if __name__ == "__main__":
     import sys
 
-    from mogg.core.runconfig import scrub_argv
+    from mogg.core.runconfig import prepare_argv
 
-    sys.argv = scrub_argv(sys.argv)  # a secret on the command line goes to the environment, not to .hydra/
+    # a secret on the command line goes to the environment, not to .hydra/; a bad run_name is refused
+    # before Hydra creates its output folder
+    sys.argv = prepare_argv(sys.argv, "train.py")
     main()

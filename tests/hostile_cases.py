@@ -1,9 +1,11 @@
-"""Hostile-input replay (issues 24, 35): bad inputs and faults over every input surface, each
+"""Hostile-input replay (issues 24, 35, 46): bad inputs and faults over every input surface, each
 classified as a clear error (the expected error type, naming the file or the knob), a correct
-result, a traceback (any other exception: a bug), a silent wrong result (no error where one is
-due) or a lost result (a run's outputs replaced, mixed or missing). ``tests/test_hostile_replay.py``
-runs it; ``python tests/hostile_cases.py`` prints the table. The cases through the real entry
-points (sweeps, stale routers, secrets, collect, one-line errors) are in ``tests/hostile_runs.py``.
+result, a traceback (any other exception: a bug), a crash (a process killed by a signal), a silent
+wrong result (no error where one is due), a lost result (a run's outputs replaced, mixed or
+missing) or a leak (a secret in a file a run wrote). ``tests/test_hostile_replay.py`` runs it;
+``python tests/hostile_cases.py`` prints the table and the counts. The cases through the real entry
+points (sweeps, stale routers, secrets, collect, one-line errors) are in ``tests/hostile_runs.py``;
+shared router directories and secrets of every shape (issue 46) in ``tests/hostile_shared.py``.
 
 Surfaces: question files (generic jsonl, SQuAD), corpus files (MedRAG jsonl), router
 directories, run knobs (composed with the real Hydra config and checked as the entry points
@@ -297,7 +299,7 @@ def _knob_cases() -> list[Case]:
 
 
 def _guard_cases() -> list[Case]:
-    from mogg.core.runconfig import scrub_argv
+    from mogg.core.secrets import scrub_argv
     from mogg.data.leakage import LeakageError
 
     def leak(tmp):
@@ -382,16 +384,18 @@ def _route_cases() -> list[Case]:
 def all_cases() -> list[Case]:
     sys.path.insert(0, str(ROOT / "tests"))
     from hostile_runs import run_cases
+    from hostile_shared import shared_cases
 
     return (_qa_cases() + _squad_cases() + _corpus_cases() + _router_dir_cases() + _knob_cases() + _guard_cases()
-            + _route_cases() + run_cases())
+            + _route_cases() + run_cases() + shared_cases())
 
 
 def replay(cases: list[Case] | None = None) -> list[dict]:
     """Run every case in a fresh temporary folder; one result row per case."""
     sys.path.insert(0, str(ROOT / "tests"))
-    from hostile_runs import LostResult, SilentWrong
+    from hostile_runs import Crashed, Leaked, LostResult, SilentWrong
 
+    found = {LostResult: "lost", SilentWrong: "silent", Leaked: "leaked", Crashed: "crash"}
     rows = []
     for c in cases or all_cases():
         tmp = Path(tempfile.mkdtemp(prefix="hostile_"))
@@ -399,9 +403,8 @@ def replay(cases: list[Case] | None = None) -> list[dict]:
         try:
             c.run(tmp)
             outcome = "correct" if c.expect == "ok" else "silent"
-        except (LostResult, SilentWrong) as e:  # the case itself found results lost or wrong
-            rows.append({"surface": c.surface, "case": c.name, "outcome": "lost" if isinstance(e, LostResult) else "silent",
-                         "detail": str(e)[:200]})
+        except tuple(found) as e:  # the case itself found results lost or wrong, a secret on disk, a crash
+            rows.append({"surface": c.surface, "case": c.name, "outcome": found[type(e)], "detail": str(e)[:200]})
             shutil.rmtree(tmp, ignore_errors=True)
             continue
         except Exception as e:
@@ -437,4 +440,6 @@ if __name__ == "__main__":
     for r in res:
         if r["outcome"] not in ("clear error", "correct"):
             print(f"{r['surface']:18} {r['case']:40} {r['outcome']:14} {r['detail']}")
-    print(len(res), "cases:", dict(collections.Counter(r["outcome"] for r in res)))
+    counts = collections.Counter(r["outcome"] for r in res)
+    print(len(res), "cases:", dict(counts))
+    print(", ".join(f"{counts.get(k, 0)} {k}" for k in ("traceback", "crash", "silent", "lost", "leaked")))

@@ -35,6 +35,14 @@ class SilentWrong(Exception):
     """A result is wrong (or a secret is on disk) and nothing said so."""
 
 
+class Leaked(Exception):
+    """A secret was found in a file a run wrote."""
+
+
+class Crashed(Exception):
+    """A process died (a signal, e.g. SIGSEGV) instead of refusing its input."""
+
+
 class CLIFailed(ValueError):
     """An entry point exited with a one-line error (status 2, or Hydra's own composition error)."""
 
@@ -44,6 +52,10 @@ _STORE: dict[str, Path] = {}
 
 def _shared(name: str) -> Path:
     if name not in _STORE:
+        if not _STORE:
+            import atexit
+
+            atexit.register(lambda: [shutil.rmtree(p, ignore_errors=True) for p in _STORE.values()])
         _STORE[name] = Path(tempfile.mkdtemp(prefix=f"hostile_{name}_"))
     return _STORE[name]
 
@@ -52,7 +64,9 @@ def cli(script: str, args: list[str], tmp: Path) -> tuple[int, str]:
     """Run ``python <script> <args>`` in this process with every output under ``tmp``: (exit status, output)."""
     paths = [f"paths.reports={tmp / 'reports'}", f"paths.checkpoints={tmp / 'ckpt'}", f"paths.outputs={tmp / 'outputs'}",
              f"paths.answers={tmp / 'answers'}", f"paths.artifacts={_shared('artifacts')}",
-             f"hydra.sweep.dir={tmp / 'multirun'}"] + ([] if any(a.startswith("slots=") for a in args) else ["slots=null"])
+             f"hydra.sweep.dir={tmp / 'multirun'}", "slots=null"]
+    given = {a.split("=", 1)[0] for a in args}
+    paths = [p for p in paths if p.split("=", 1)[0] not in given]  # a case's own value wins
     out = io.StringIO()
     argv, env = sys.argv, dict(os.environ)
     sys.argv = [str(ROOT / script), *args, *paths]
@@ -209,7 +223,7 @@ def _site_secret(tmp: Path) -> None:
     shutil.rmtree(tmp / "siteconf")  # the user's own file: everything else under tmp was written by the runs
     hits = _files_holding(tmp, ["sk-SITESECRET-31337", "URLPASS-4242"])
     if hits:
-        raise SilentWrong("; ".join(hits[:4]))
+        raise Leaked("; ".join(hits[:4]))
 
 
 def _url_secret_on_command_line(tmp: Path) -> None:
@@ -217,7 +231,7 @@ def _url_secret_on_command_line(tmp: Path) -> None:
                         "use_router=false", "reader.base_url=http://ann:CLIPASS-777@127.0.0.1:9/v1"], tmp)
     hits = _files_holding(tmp, ["CLIPASS-777"])
     if hits:
-        raise SilentWrong("; ".join(hits[:4]))
+        raise Leaked("; ".join(hits[:4]))
 
 
 def _generic(tmp: Path, rows: list[dict], docs: list[dict]) -> list[str]:

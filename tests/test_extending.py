@@ -220,9 +220,7 @@ class FixedChoiceKind(BudgetRouter):
         t = ladder.table
         rows = np.flatnonzero(~np.isnan(t.f1).any(axis=1))
         budgets = {str(b): t.configs[choose_config(t.f1, t.tokens, rows, b * self.share)] for b in ladder.fs.budgets}
-        d = Path(fold_dir) / "final"
-        d.mkdir(parents=True, exist_ok=True)
-        (d / "deploy.json").write_text(json.dumps({"kind": f"{__name__}:FixedChoiceKind", "budgets": budgets}))
+        d = self.save_deployed(Path(fold_dir) / "final", {"budgets": budgets})  # sealed, with a manifest
         return {"dir": str(d)}
 
     @classmethod

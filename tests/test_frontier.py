@@ -2,6 +2,7 @@
 
 import itertools
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -405,11 +406,16 @@ def test_mogg_route_refuses_a_deployed_directory_whose_kind_is_gone(tmp_path, ca
 
     from mogg.run.route import main
 
-    d = tmp_path / "final"
-    d.mkdir()
-    (d / "deploy.json").write_text(json.dumps({"kind": "gone.module:OldKind", "budgets": {}}))
+    from mogg.core.artifacts import write_artifact
+    from mogg.core.seal import seal_holder
+
+    def write(tmp):
+        (tmp / "deploy.json").write_text(json.dumps({"kind": "gone.module:OldKind", "budgets": {}}))
+        seal_holder(tmp, "deploy.json")
+
+    d = write_artifact(tmp_path / "final", write, {"kind": "gone"})  # intact and sealed: only the kind is gone
     q = tmp_path / "q.txt"
     q.write_text("Is aspirin useful?\n")
     assert main(["--checkpoint", str(d), "--budget", "64", str(q)]) == 2
     err = capsys.readouterr().err
-    assert "'gone.module:OldKind' cannot be imported; retrain the router" in err
+    assert "kind='gone.module:OldKind' is not a known kind" in err and "gone" not in sys.modules

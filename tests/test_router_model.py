@@ -205,18 +205,20 @@ def test_foreign_format_refused(tmp_path):
         TrainedRouter.load(tmp_path / "old")
 
 
-@pytest.mark.parametrize("kind,why", [("no.such.module:Net", "cannot be imported"),
-                                      ("mogg.routing.kinds.base:RouterKind", "is not a router network"),
-                                      ("tree", "cannot be imported")])
+@pytest.mark.parametrize("kind,why", [("no.such.module:Net", "is not a known kind"),
+                                      ("mogg.routing.kinds.base:RouterKind", "is not a RouterNetwork; retrain"),
+                                      ("tree", r"is not a kind \(\"package.module:Class\"\); retrain")])
 def test_a_network_kind_that_cannot_be_built_is_refused_with_how_to_retrain(saved_router, tmp_path, kind, why):
     """router.json names its network's class (mogg.routing.kinds.registry): one that is gone or is
-    not a router network is refused naming the file, before any weight is read."""
+    not a router network is refused naming the file, before any weight is read, and nothing the
+    directory names is imported (mogg.core.trusted.resolve_kind)."""
     d, _ = saved_router
     r = TrainedRouter.load(d)
     r.spec["network"] = {**r.spec["network"], "kind": kind}
     r.save(tmp_path / "k")
-    with pytest.raises(ArtifactError, match=rf"k/router.json: network kind .*{why}.*retrain"):
+    with pytest.raises(ArtifactError, match=rf"k/router.json: network.kind='{kind}' {why}"):
         TrainedRouter.load(tmp_path / "k")
+    assert "no" not in sys.modules
 
 
 def test_networks_saved_before_router_kinds_are_found_by_their_old_names():

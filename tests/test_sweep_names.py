@@ -15,7 +15,7 @@ from conftest import ROOT
 from omegaconf import OmegaConf
 from test_docs import DOCS
 
-from mogg.core.runconfig import REDACTED, redact_config, redact_in_place, scrub_argv, secret_values
+from mogg.core.secrets import REDACTED, redact_config, redact_in_place, scrub_argv, secret_values
 from mogg.run.sweep import SweepError, derive_run_names, sweep_run_names
 
 

@@ -18,7 +18,7 @@ import pytest
 from conftest import ROOT, compose
 
 from mogg.core.artifacts import _HOST, ArtifactError, clean_stale_temps, write_artifact
-from mogg.core.runconfig import REDACTED, redact, scrub_argv
+from mogg.core.secrets import REDACTED, redact, scrub_argv
 from mogg.core.text import split_sentences
 from mogg.data.corpus import MedRAGJsonl, PlainText
 from mogg.data.errors import DataError

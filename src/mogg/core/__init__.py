@@ -4,7 +4,9 @@
 (tokens, sentences), ``segments`` (segment sums and ranks), ``metrics`` (token F1, TF-IDF,
 aggregates), ``vectors`` (normalisation), ``runconfig`` (run-config checks, secrets out of argv),
 ``threads`` (one thread knob for torch, numba, faiss and BLAS), ``exports`` (lazy package exports),
-``gcpolicy`` (collector settings for a job), ``slots`` (at most N jobs computing at once on a machine).
+``gcpolicy`` (collector settings for a job), ``slots`` (at most N jobs computing at once on a machine),
+``seal`` (a router directory's decisions bound to its weights), ``trusted`` (what a router
+directory may name: mogg components with plain arguments, kinds looked up without an import).
 
 Names are imported lazily (``__getattr__``), so importing this package loads none of its modules.
 """

@@ -323,13 +323,20 @@ def read_manifest(directory: Path, config: Mapping[str, Any] | None = None, veri
         raise ArtifactError(f"{directory}: no {MANIFEST}; partial or foreign artifact, delete it to rebuild")
     try:
         manifest = json.loads(mpath.read_text())
-    except json.JSONDecodeError as e:
+    except (ValueError, OSError) as e:
         raise ArtifactError(f"{mpath}: corrupt manifest ({e})") from e
+    if not isinstance(manifest, dict):
+        raise ArtifactError(f"{mpath}: corrupt manifest (not a JSON object)")
     if config is not None and manifest.get("config_hash") != config_hash(config):
         fields = diff_fields(config, manifest.get("config", {}))
         raise ArtifactError(f"{directory}: built from a different config; differing fields: {', '.join(fields)}")
     if verify:
-        for name, digest in manifest.get("files", {}).items():
+        files = manifest.get("files", {})
+        if not isinstance(files, dict):
+            raise ArtifactError(f"{mpath}: corrupt manifest (files is not a map)")
+        for name, digest in files.items():
+            if Path(name).is_absolute() or ".." in Path(name).parts:
+                raise ArtifactError(f"{mpath}: lists {name!r}, a file outside the artifact; refused")
             p = directory / name
             if not p.is_file():
                 raise ArtifactError(f"{directory}: file {name} listed in the manifest is missing")

@@ -5,11 +5,9 @@
   (component knobs are validated by their own constructors).
 * :func:`cli_errors` turns a user-facing error (bad knob, bad file, refused artifact, a router
   that diverged) into one line on stderr and exit status 2, instead of a traceback.
-* Secrets (``api_key``, ``token``, ``password``, ... anywhere in the config) never reach Hydra's
-  saved configs, manifests or logs: :func:`scrub_argv` moves a secret given on the command line
-  into an environment variable and leaves an ``${oc.env:...}`` interpolation in its place (Hydra
-  saves configs unresolved), and :func:`redact` blanks secret values in anything mogg writes.
-  The recommended way is the environment variable itself (``MOGG_READER_API_KEY``).
+* :func:`prepare_argv` readies an entry point's command line before Hydra sees it: secrets moved
+  into the environment (:mod:`mogg.core.secrets`, which keeps them off disk everywhere) and every
+  ``run_name`` checked before Hydra creates its output folder.
 """
 
 from __future__ import annotations
@@ -18,131 +16,31 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
-# the whole key name (after its last dot): api_key, hf_token, secret_key, password - not max_tokens
-_SECRET_KEY = re.compile(r"^(?:.*[_-])?(?:api[_-]?key|apikey|token|access[_-]?token|secret|secret[_-]?key|password|passwd|credentials?)$",
-                         re.IGNORECASE)
-REDACTED = "<redacted>"
+from mogg.core.secrets import _top_level_split, redact, scrub_argv, scrub_logs, scrub_text
 
 
-def is_secret_key(name: str) -> bool:
-    """Whether a config key (its last dotted part) names a secret."""
-    return bool(_SECRET_KEY.match(str(name).rsplit(".", 1)[-1]))
-
-
-# user-info in a URL: scheme://user:password@host (or a token alone: scheme://token@host)
-_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<info>[^/\s@]+)@")
-
-
-def scrub_url(text: str) -> str:
-    """``text`` with the user-info of every URL in it replaced by ``<redacted>``."""
-    return _USERINFO.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", text) if "@" in text else text
-
-
-def has_userinfo(text: str) -> bool:
-    return bool(_USERINFO.search(text))
-
-
-def redact(obj: Any) -> Any:
-    """A copy of a JSON-like structure with every secret's value replaced by ``<redacted>`` and
-    every URL's user-info scrubbed (:func:`scrub_url`)."""
-    if isinstance(obj, Mapping):
-        return {k: (REDACTED if is_secret_key(k) and v not in (None, "") else redact(v)) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [redact(v) for v in obj]
-    return scrub_url(obj) if isinstance(obj, str) else obj
-
-
-def _is_interpolation(v: Any) -> bool:
-    return isinstance(v, str) and v.strip().startswith("${") and v.strip().endswith("}")
-
-
-def redact_config(obj: Any) -> Any:
-    """:func:`redact` for an *unresolved* config (``OmegaConf.to_container(resolve=False)``): an
-    interpolation under a secret key (``${oc.env:MOGG_SECRET_...}``) is kept, it holds no secret;
-    override strings ``key=value`` with a secret key have their value redacted."""
-    if isinstance(obj, Mapping):
-        return {k: (REDACTED if is_secret_key(k) and v not in (None, "") and not _is_interpolation(v)
-                    else redact_config(v)) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [redact_config(v) for v in obj]
-    if isinstance(obj, str):
-        m = re.fullmatch(r"([+~]{0,2})([\w.\-@/]+)=(.*)", obj, re.DOTALL)
-        if m and is_secret_key(m.group(2)) and m.group(3) not in ("", "null") and not _is_interpolation(m.group(3)):
-            return f"{m.group(1)}{m.group(2)}={REDACTED}"
-        return scrub_url(obj)
-    return obj
-
-
-def secret_values(cfg: DictConfig) -> list[str]:
-    """The resolved values of every secret-shaped key and every URL's user-info in ``cfg`` (to
-    scrub them from text that holds them under other names); unresolvable values are skipped."""
-    out: set[str] = set()
-
-    def walk(node) -> None:
-        for k in (list(node.keys()) if isinstance(node, DictConfig) else range(len(node))):
-            try:
-                v = node[k]
-            except Exception:  # an interpolation that cannot resolve here (${now:...} outside Hydra)
-                continue
-            if isinstance(v, (DictConfig, ListConfig)):
-                walk(v)
-            elif isinstance(v, str) and v:
-                if is_secret_key(str(k)):
-                    out.add(v)
-                for m in _USERINFO.finditer(v):
-                    out.add(m.group("info"))
-    walk(cfg)
-    return sorted((s for s in out if len(s) >= 4), key=len, reverse=True)
-
-
-def redact_in_place(cfg: DictConfig) -> None:
-    """Blank every secret in ``cfg`` outside its ``hydra`` node (a sweep's master config, before
-    Hydra saves it as ``multirun.yaml``; the jobs compose their own from the files)."""
-    from omegaconf import read_write
-
-    def walk(node, top: bool = False) -> None:
-        for k in (list(node.keys()) if isinstance(node, DictConfig) else range(len(node))):
-            if top and k == "hydra":
-                continue
-            child = node._get_node(k)
-            if isinstance(child, (DictConfig, ListConfig)):
-                walk(child)
-                continue
-            raw = child._value()
-            if not isinstance(raw, str) or _is_interpolation(raw):
-                continue
-            new = REDACTED if is_secret_key(str(k)) and raw else scrub_url(raw)
-            if new != raw:
-                with read_write(node):
-                    node[k] = new
-    walk(cfg, top=True)
-
-
-def scrub_argv(argv: Sequence[str], environ: MutableMapping[str, str] | None = None) -> list[str]:
-    """Command-line overrides with secrets moved into the environment.
-
-    ``reader.api_key=sk-...`` becomes ``reader.api_key=${oc.env:MOGG_SECRET_READER_API_KEY}`` with
-    the value in ``environ`` (default ``os.environ``), so the job still sees the key while Hydra's
-    ``.hydra/`` files, ``multirun.yaml`` and its logs only hold the interpolation; so does any
-    value holding a URL with user-info (``reader.base_url=http://user:KEY@host/v1``).
-    """
-    env = os.environ if environ is None else environ
-    out = []
-    for arg in argv:
-        m = re.fullmatch(r"([+~]{0,2})([\w.\-@/]+)=(.*)", arg, re.DOTALL)
-        secret = m and m.group(3) not in ("", "null") and not m.group(3).startswith("${") and (
-            is_secret_key(m.group(2)) or has_userinfo(m.group(3)))  # a URL's user-info: http://user:KEY@host
-        if secret:
-            var = "MOGG_SECRET_" + re.sub(r"\W", "_", m.group(2)).upper()
-            env[var] = m.group(3)
-            arg = f"{m.group(1)}{m.group(2)}=${{oc.env:{var}}}"
-        out.append(arg)
+def prepare_argv(argv: Sequence[str], script: str) -> list[str]:
+    """An entry point's command line before Hydra sees it: secrets moved to the environment
+    (:func:`scrub_argv`) and every ``run_name`` given checked (:func:`check_run_name`), since Hydra
+    creates ``<outputs>/<run_name>/`` before the job runs (``run_name=../../x`` would write outside).
+    A bad one is one line on stderr and exit status 2."""
+    try:
+        out = scrub_argv(argv)
+        for arg in out[1:]:
+            key, eq, value = arg.partition("=")
+            if eq and key.lstrip("+~") == "run_name":
+                for part in _top_level_split(value) if "-m" in out or "--multirun" in out else [value]:
+                    if "${" not in part:  # an interpolation (x_s${seed}) is checked once resolved
+                        check_run_name(part.strip().strip("'\""))
+    except ValueError as e:
+        sys.stderr.write(f"{script}: ValueError: {scrub_text(str(e))}\n")
+        raise SystemExit(2) from None
     return out
 
 
@@ -279,6 +177,7 @@ def cli_errors(script: str) -> Iterator[None]:
     written above the bars, not through them)."""
     from tqdm.contrib.logging import logging_redirect_tqdm
 
+    scrub_logs()  # a secret's shape (a bearer token, an sk-... key) never reaches a log line
     # the first line before the slow imports and loads (torch, the ladder): a run is never silent
     logging.getLogger("mogg").info("%s: starting", script)
     try:
@@ -288,7 +187,7 @@ def cli_errors(script: str) -> Iterator[None]:
         cause = user_error(e)
         if cause is None or isinstance(e, SystemExit) or os.environ.get("MOGG_TRACEBACK"):
             raise
-        line = scrub_url(f"{script}: {type(cause).__name__}: {cause}")  # a URL's user-info never reaches a log
+        line = scrub_text(f"{script}: {type(cause).__name__}: {cause}")  # a URL's user-info never reaches a log
         logging.getLogger("mogg").debug("%s", line)  # the job's log file
         sys.stderr.write(line + "\n")  # the user's terminal, where errors go (Hydra logs to stdout)
         raise SystemExit(130 if isinstance(e, KeyboardInterrupt) else 2) from None

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import re
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +51,7 @@ def _load(run: Path, ladder: str) -> dict[str, np.ndarray]:
     try:
         with np.load(path, allow_pickle=False) as d:
             return {k: d[k] for k in d.files}
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as e:  # a truncated or foreign file
         raise FrontierCollectError(f"{path}: not readable ({e}); rerun `python evaluate.py` for {run.name}") from None
 
 
@@ -68,16 +69,34 @@ def pooled_difference(diffs: list[np.ndarray], n_boot: int = N_BOOT, seed: int =
             "n": int(len(d)), "seeds": per_seed}
 
 
+def _policies_in(metrics: list[dict], ladders: list[str]) -> set[str]:
+    """Every policy a frontier table of these runs has a row for."""
+    return {pol for m in metrics for lad in ladders
+            for row in ((m.get(lad) or {}).get("frontier") or {}).get("budgets", {}).values()
+            if isinstance(row, dict) for pol in row}
+
+
 def collect_frontier(reports: Path, pattern: str, policies: tuple[str, ...] = SHOWN, versus: str = "envelope") -> list[dict]:
     """One row per (experiment, ladder, budget, policy): F1 and tokens mean ± sd over seeds, the
     pooled paired difference to ``versus`` (the envelope; leave-one-set-out: the training sets'
-    envelope), or the oracle's F1 and tokens."""
+    envelope), or the oracle's F1 and tokens. ``policies`` other than the default rows, and ``versus``,
+    must name rows the runs' tables hold (refused otherwise, with the rows there are)."""
     import json
 
     rows = []
     for exp, runs in sorted(_groups(reports, pattern).items()):
-        metrics = [json.loads((r / "metrics.json").read_text()) for _, r in runs]
+        metrics = []
+        for _, r in runs:
+            try:
+                metrics.append(json.loads((r / "metrics.json").read_text()))
+            except (OSError, ValueError) as e:
+                raise FrontierCollectError(f"{r / 'metrics.json'}: not readable ({e})") from None
         ladders = [lad for lad, s in metrics[0].items() if isinstance(s, dict) and "frontier" in s]
+        have = _policies_in(metrics, ladders)
+        asked = [p for p in (*([] if policies == SHOWN else policies), versus) if p not in have]
+        if ladders and asked:
+            raise FrontierCollectError(f"{exp}: no policy {asked[0]!r} in its frontier tables (--policies / --versus); "
+                                       f"they hold: {'; '.join(sorted(have))}")
         for ladder in ladders:
             if any("frontier" not in m.get(ladder, {}) for m in metrics):
                 raise FrontierCollectError(f"{exp}: not every run has a frontier for {ladder}")

@@ -188,7 +188,7 @@ class OpenAISummarizer:
         return int(budget * 1.5) + 16
 
     def config(self) -> dict:  # never the API key, nor a password in the URL
-        from mogg.core.runconfig import scrub_url
+        from mogg.core.secrets import scrub_url
 
         r = self.reader
         return {"kind": "openai", "base_url": scrub_url(r.base_url), "model": r.model, "max_tokens": self.max_tokens,

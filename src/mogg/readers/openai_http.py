@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
-from mogg.core.runconfig import scrub_url
+from mogg.core.secrets import scrub_url
 from mogg.readers.base import ReaderError
 
 logger = logging.getLogger(__name__)

@@ -22,6 +22,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from mogg.core.artifacts import ArtifactError, artifact_lock, canonical_json, diff_fields, read_manifest, write_artifact
+from mogg.core.seal import check_seal, seal_holder
 from mogg.routing.actions.profiles import ProfileSpace
 from mogg.routing.inputs import objectives as obj
 from mogg.routing.inputs.features import FeatureRecipe
@@ -206,8 +207,11 @@ class TrainedRouter:
         spec = {k: v for k, v in self.spec.items() if not k.startswith("_")}
         spec["format"] = FORMAT
 
-        return write_artifact(Path(directory), lambda tmp: self._write(tmp, spec),
-                              {"format": FORMAT, "fit_key": spec.get("training", {}).get("fit_key")})
+        def write(tmp: Path) -> None:
+            self._write(tmp, spec)
+            seal_holder(tmp, "router.json")  # last: the seal covers every other file
+
+        return write_artifact(Path(directory), write, {"format": FORMAT, "fit_key": spec.get("training", {}).get("fit_key")})
 
     def _write(self, tmp: Path, spec: dict) -> None:
         """The router's files into ``tmp`` (no manifest: :meth:`save`, or a directory holding it).
@@ -240,8 +244,12 @@ class TrainedRouter:
 
     @classmethod
     def _from_files(cls, directory: Path, kinds: dict | None = None) -> "TrainedRouter":
-        """A router from its files (checksums already verified by the caller)."""
+        """A router from its files (checksums already verified by the caller). Before anything is
+        imported or built: the seal (:mod:`mogg.core.seal`); the network kind is looked up without
+        importing what the spec names (:func:`mogg.routing.kinds.registry.network_class`). The
+        components it names are checked where they are built (:func:`mogg.core.trusted.build`)."""
         spec = _json_file(directory / "router.json", dict)
+        check_seal(directory, "router.json", spec)
         if spec.get("format") != FORMAT:
             raise ArtifactError(f"{directory / 'router.json'}: format {spec.get('format')!r} is not {FORMAT!r}; retrain the router")
         if "network" not in spec:
@@ -269,7 +277,7 @@ class TrainedRouter:
             state = load_file(path)
             with safe_open(path, framework="pt") as f:
                 meta = f.metadata() or {}
-        except Exception as e:  # a foreign or truncated file that somehow passed the manifest
+        except Exception as e:  # a foreign or truncated file that somehow passed the manifest (SafetensorError)
             raise ArtifactError(f"{path}: cannot be read ({e})") from e
         check_spec(directory, spec, meta.get(MEANING))
         bad = [k for k, v in state.items() if not torch.isfinite(v).all()]

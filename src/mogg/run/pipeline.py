@@ -182,21 +182,32 @@ def duplicate_questions(items: Sequence[QAItem], name: str = "") -> list[str]:
     under another id (the same question twice): cross-fitting
     can then train on a copy of a test question, and every copy counts in the means."""
     first: dict[str, str] = {}
-    dups = []
+    first_text: dict[str, str] = {}
+    dups, same_text = [], []
     for it in items:
-        key = json.dumps([" ".join(it.question.lower().split()), sorted(it.options.items()), it.answer, it.gold_evidence])
+        text = " ".join(it.question.lower().split())
+        key = json.dumps([text, sorted(it.options.items()), it.answer, it.gold_evidence])
         if key in first:
             dups.append((it.id, first[key]))
         else:
             first[key] = it.id
-    if not dups:
-        return []
-    note = (f"{name}: {len(dups)} of {len(items)} questions repeat another question (text, options, answer and "
-            f"evidence) under another id "
-            f"(e.g. {', '.join(f'{a} = {b}' for a, b in dups[:3])}): cross-fitting can train on a copy of a test "
-            "question and every copy counts in the means; deduplicate the question set")
-    log.warning(note)
-    return [note]
+            if text in first_text:  # the same words, another answer or evidence: one input, two labels
+                same_text.append((it.id, first_text[text]))
+        first_text.setdefault(text, it.id)
+    notes = []
+    if dups:
+        notes.append(f"{name}: {len(dups)} of {len(items)} questions repeat another question (text, options, answer and "
+                     f"evidence) under another id "
+                     f"(e.g. {', '.join(f'{a} = {b}' for a, b in dups[:3])}): cross-fitting can train on a copy of a test "
+                     "question and every copy counts in the means; deduplicate the question set")
+    if same_text:
+        notes.append(f"{name}: {len(same_text)} of {len(items)} questions share their text with another question "
+                     f"whose options, answer or evidence differ (e.g. {', '.join(f'{a} ~ {b}' for a, b in same_text[:3])}):"
+                     " a router sees the same input with different labels, and a copy of a test question's text may "
+                     "sit in its training folds; check the question set")
+    for n in notes:
+        log.warning(n)
+    return notes
 
 
 def check_leakage(corpus, questions, items: Sequence[QAItem], ladder: Ladder, ladder_key: dict,

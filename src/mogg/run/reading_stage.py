@@ -22,7 +22,7 @@ from mogg.evaluation.frontier_guard import Learned
 from mogg.evaluation.frontier_report import Reading
 from mogg.evaluation.sentence_frontier import context_units, selector_learned, sentence_oracle
 from mogg.prepared import Prepared
-from mogg.routing.actions.selector import crossfit_selector, predict_selector_folds, selector_key
+from mogg.routing.actions.selector import check_params, crossfit_selector, predict_selector_folds, selector_key
 from mogg.selection.sentences import Candidates, Lexicon, candidates, evidence_overlap, features
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ def selector_settings(node) -> dict:
         raise ValueError(f"frontier.routers.selector.cosine={s['cosine']!r}: must be true or false")
     if not isinstance(s["params"], dict):
         raise ValueError(f"frontier.routers.selector.params={s['params']!r}: LightGBM knobs as a mapping")
-    s["params"] = dict(s["params"])
+    s["params"] = check_params(dict(s["params"]))
     return s
 
 

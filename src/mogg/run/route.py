@@ -40,9 +40,11 @@ from mogg.routing.router_dir import TrainedRouter, question_hash
 from mogg.run.budget.registry import deployed_kind
 from mogg.run.route_paths import (  # noqa: F401 (apply_overrides, check_corpus_paths, default_artifacts: public here)
     apply_overrides,
+    build_encoder,
     check_corpus_paths,
     default_artifacts,
     rebuild_index,
+    route_with_empty,
 )
 from mogg.search import LadderIndex
 from mogg.selection import fixed_level_select, level_contexts, mog_select
@@ -76,12 +78,12 @@ class RoutingSession:
         cache for the ladder and retriever state; ``"auto"`` (:func:`default_artifacts`):
         ``$MOGG_ARTIFACTS``, else ``./artifacts``; None: no cache.
         """
-        from hydra.utils import instantiate
-
         router = load_router(Path(router_dir))
-        comps, art, index = rebuild_index(router.spec["components"], overrides, data_dir, artifacts)
+        where = str(Path(router_dir) / "router.json")
         recipe = router.recipe
-        encoder = instantiate(recipe.encoder) if recipe.needs_embeddings else None
+        comps, art, index = rebuild_index(router.spec.get("components"), overrides, data_dir, artifacts, where,
+                                          {"recipe.encoder": recipe.encoder})
+        encoder = build_encoder(recipe.encoder, where, "recipe.encoder", art) if recipe.needs_embeddings else None
         return cls(router, index, k if k is not None else comps.get("k", 2), encoder, art, comps.get("max_context_tokens"))
 
     def route(self, questions: Sequence[str], ids: Sequence[str] | None = None) -> list[dict]:
@@ -93,18 +95,10 @@ class RoutingSession:
         if any(not q.strip() for q in questions):
             raise ValueError("empty question text")
         ids = list(ids) if ids is not None else [str(i) for i in range(len(questions))]
-        from mogg.core.text import count_tokens
-
-        empty = [i for i, q in enumerate(questions) if count_tokens(q) == 0]
-        if empty:
-            # nothing to retrieve with: an explicit empty record, never a silently empty context
-            log.warning("%d question(s) have no indexable word (e.g. id %s): empty records", len(empty), ids[empty[0]])
-            skip = set(empty)
-            keep = [i for i in range(len(questions)) if i not in skip]
-            routed = iter(self.route([questions[i] for i in keep], [ids[i] for i in keep]) if keep else [])
-            return [{"id": ids[i], "question": questions[i], "context": [], "empty": True,
-                     "reason": "no indexable word: the retrievers have nothing to search with"}
-                    if i in skip else next(routed) for i in range(len(questions))]
+        split = route_with_empty(questions, ids, lambda keep: (self.route([questions[i] for i in keep],
+                                                                          [ids[i] for i in keep]), None))
+        if split is not None:
+            return split[0]
         lad = self.index.ladder
         hits = self.index.search(questions, self.k_r)
         x = self.router.inputs(
@@ -224,6 +218,20 @@ def check_writable(out: Path) -> None:
         raise ValueError(f"--out {out}: cannot write in {out.parent} ({e.strerror or e})") from None
 
 
+def _tokens(text: str) -> float:
+    """``--budget``: a finite number of tokens > 0 (``inf``, ``nan`` and ``-5`` are refused before
+    anything loads)."""
+    import math
+
+    try:
+        b = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of tokens") from None
+    if not (math.isfinite(b) and b > 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: a budget is a finite number of tokens > 0")
+    return b
+
+
 _FLAG = {"budget": "--budget", "cost_weight": "--cost-weight", "max_tokens": "--max-tokens",
          "here": "--calibrate-here", "unguarded": "--unguarded"}  # a budget router's route() keyword -> its flag
 
@@ -233,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--checkpoint", required=True, help="a router directory (e.g. checkpoints/<run>/<ladder>/final)")
     ap.add_argument("--questions", default=None, help="jsonl with 'question' (and 'id'), or plain text lines; '-' = stdin")
     ap.add_argument("questions_file", nargs="?", default=None, help="the same as --questions")
-    ap.add_argument("--budget", type=float, default=None,
+    ap.add_argument("--budget", type=_tokens, default=None,
                     help="a deployed budget router (<run>/<ladder>/<kind>/final: the action router, the evidence selector): "
                          "the mean context tokens to deploy at, one of "
                          "the budgets it was calibrated for")

@@ -24,7 +24,7 @@ from mogg.core.text import count_tokens
 from mogg.routing.actions.deploy import DeployedActions
 from mogg.routing.inputs.features import FeatureRecipe, compute_features
 from mogg.run.frontier_stage import action_inputs
-from mogg.run.route_paths import check_levels, rebuild_index
+from mogg.run.route_paths import build_encoder, check_levels, rebuild_index, route_with_empty
 from mogg.search import LadderIndex
 from mogg.selection import fixed_level_select
 from mogg.selection.mog import cap_contexts
@@ -76,12 +76,12 @@ class ActionSession:
                         overrides: Sequence[str] = (), data_dir: str | Path | None = None) -> "ActionSession":
         """Load the directory and rebuild (or load from the artifact store) its ladder, retriever
         and encoder, as :meth:`mogg.run.route.RoutingSession.from_checkpoint` does."""
-        from hydra.utils import instantiate
-
         dep = DeployedActions.load(Path(directory))
-        _, art, index = rebuild_index(dep.spec["components"], overrides, data_dir, artifacts)
+        where = str(Path(directory) / "deploy.json")
         recipe = FeatureRecipe.from_json(dep.spec["recipe"])
-        encoder = instantiate(recipe.encoder) if recipe.needs_embeddings else None
+        _, art, index = rebuild_index(dep.spec.get("components"), overrides, data_dir, artifacts, where,
+                                      {"spec.recipe.encoder": recipe.encoder})
+        encoder = build_encoder(recipe.encoder, where, "spec.recipe.encoder", art) if recipe.needs_embeddings else None
         return cls(dep, index, encoder, art)
 
     def inputs(self, questions: Sequence[str]):
@@ -113,17 +113,10 @@ class ActionSession:
             raise ValueError(f"max tokens must be an integer >= 1, got {max_tokens!r}")
         ids = list(ids) if ids is not None else [str(i) for i in range(len(questions))]
         plan = self.deployed.plan(budget, cost_weight, here, unguarded)
-        empty = [i for i, q in enumerate(questions) if count_tokens(q) == 0]
-        if empty:  # nothing to retrieve with: an explicit empty record, never a silently empty context
-            log.warning("%d question(s) have no indexable word (e.g. id %s): empty records", len(empty), ids[empty[0]])
-            keep = [i for i in range(len(questions)) if i not in set(empty)]
-            routed, summary = self.route([questions[i] for i in keep], [ids[i] for i in keep], budget, cost_weight,
-                                         max_tokens, here, unguarded) if keep else ([], {"n": 0})
-            it = iter(routed)
-            records = [{"id": ids[i], "question": questions[i], "context": [], "empty": True,
-                        "reason": "no indexable word: the retrievers have nothing to search with"}
-                       if i in set(empty) else next(it) for i in range(len(questions))]
-            return records, {**summary, "n_empty": len(empty)}
+        split = route_with_empty(questions, ids, lambda keep: self.route(
+            [questions[i] for i in keep], [ids[i] for i in keep], budget, cost_weight, max_tokens, here, unguarded))
+        if split is not None:
+            return split
         deep, xq, xa, tokens = self.inputs(questions)
         act, plan = self.deployed.decide(xq, xa, tokens, plan, max_tokens)
         fields = action_contexts(self.index.ladder, deep, self.deployed.space, act, self.depth, self.max_context_tokens,

@@ -13,6 +13,9 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from mogg.core.artifacts import ArtifactError
+from mogg.core.trusted import build, check_components, check_node
+
 log = logging.getLogger(__name__)
 
 
@@ -115,20 +118,34 @@ def _rerooted(path: str, saved: str | None, data_dir: str | Path | None) -> str 
 
 
 def rebuild_index(components: dict, overrides: Sequence[str] = (), data_dir: str | Path | None = None,
-                  artifacts: str | Path | None = "auto"):
+                  artifacts: str | Path | None = "auto", where: str = "the router directory", also: dict | None = None):
     """A saved directory's components (``spec["components"]``) with ``overrides`` applied and the
     corpus files looked up under ``data_dir``, the artifact store (``"auto"``:
     :func:`default_artifacts`; None: no cache) and the ladder index rebuilt (or loaded) from them:
-    ``(components, artifacts, index)``. Every router session starts here."""
-    from hydra.utils import instantiate
+    ``(components, artifacts, index)``. Every router session starts here. A directory is data:
+    before anything is built, every component node (and ``also``: {field: node} the session builds
+    later, a recipe's encoder) must name allowed components with plain arguments
+    (:mod:`mogg.core.trusted`; ``where`` names the file in errors)."""
     from omegaconf import OmegaConf
 
     from mogg.search import LadderIndex
 
+    if not isinstance(components, dict):
+        raise ArtifactError(f"{where}: components are missing; retrain the router")
+    check_components(components, where, "components" if where.endswith("router.json") else "spec.components")
+    for field, node in (also or {}).items():
+        check_node(node, where, field)
     comps = check_corpus_paths(apply_overrides(OmegaConf.create(components), overrides), data_dir)
     art = default_artifacts() if artifacts == "auto" else Path(artifacts) if artifacts else None
-    index = LadderIndex.build(instantiate(comps.corpus), instantiate(comps.ladder), instantiate(comps.retriever), art)
+    parts = [build(comps.get(k), where, f"components.{k}", art) for k in ("corpus", "ladder", "retriever")]
+    index = LadderIndex.build(*parts, art)
     return comps, art, index
+
+
+def build_encoder(node, where: str, field: str, artifacts: Path | None = None, **kwargs):
+    """A saved encoder config (a recipe's, or the components'), built only if it names a mogg
+    encoder with plain arguments (:func:`mogg.core.trusted.build`)."""
+    return build(node, where, field, artifacts, **kwargs)
 
 
 def check_levels(spec: dict, ladder) -> None:
@@ -137,3 +154,26 @@ def check_levels(spec: dict, ladder) -> None:
     if list(ladder.level_names) != list(spec["levels"]):
         raise ValueError(f"{spec.get('_dir')}: trained for levels {spec['levels']}; the ladder rebuilt from its "
                          f"components has {ladder.level_names}")
+
+
+EMPTY_REASON = "no indexable word: the retrievers have nothing to search with"
+
+
+def route_with_empty(questions: Sequence[str], ids: Sequence[str], route):
+    """Questions without an indexable word (emoji only, punctuation) get an explicit empty record,
+    never a silently empty context: ``route(keep)`` routes the others (their positions ``keep``) and
+    returns ``(records, summary)`` (summary None for a level router). Returns None when every
+    question has a word (the caller routes them all), else ``(records in order, summary with n_empty)``."""
+    from mogg.core.text import count_tokens
+
+    empty = {i for i, q in enumerate(questions) if count_tokens(q) == 0}
+    if not empty:
+        return None
+    first = ids[min(empty)]
+    log.warning("%d question(s) have no indexable word (e.g. id %s): empty records", len(empty), first)
+    keep = [i for i in range(len(questions)) if i not in empty]
+    routed, summary = route(keep) if keep else ([], {"n": 0})
+    it = iter(routed)
+    records = [{"id": ids[i], "question": questions[i], "context": [], "empty": True, "reason": EMPTY_REASON}
+               if i in empty else next(it) for i in range(len(questions))]
+    return records, (None if summary is None else {**summary, "n_empty": len(empty)})

@@ -24,7 +24,7 @@ import numpy as np
 from mogg.core.text import count_tokens
 from mogg.run.reading_stage import candidate_features
 from mogg.run.route_actions import action_contexts
-from mogg.run.route_paths import check_levels, rebuild_index
+from mogg.run.route_paths import build_encoder, check_levels, rebuild_index, route_with_empty
 from mogg.run.selector_final import DeployedSelector, plans_of
 from mogg.search import LadderIndex
 
@@ -46,13 +46,13 @@ class SelectorSession:
                         overrides: Sequence[str] = (), data_dir: str | Path | None = None) -> "SelectorSession":
         """Load the directory and rebuild (or load from the artifact store) its ladder, retriever
         and encoder, as :meth:`mogg.run.route_actions.ActionSession.from_checkpoint` does."""
-        from hydra.utils import instantiate
-
         dep = DeployedSelector.load(Path(directory))
-        comps, art, index = rebuild_index(dep.deploy["spec"]["components"], overrides, data_dir, artifacts)
+        where = str(Path(directory) / "deploy.json")
+        comps, art, index = rebuild_index(dep.deploy["spec"].get("components"), overrides, data_dir, artifacts, where)
         encoder = None
         if dep.deploy["settings"]["cosine"]:  # the unit embeddings cached in this machine's artifact store
-            encoder = instantiate(comps.encoder, **({"cache_dir": str(art)} if art is not None else {}))
+            encoder = build_encoder(comps.encoder, where, "spec.components.encoder", art,
+                                    **({"cache_dir": str(art)} if art is not None else {}))
         return cls(dep, index, encoder, art)
 
     def inputs(self, questions: Sequence[str], options: Sequence[str] | None = None):
@@ -72,11 +72,16 @@ class SelectorSession:
         questions = [str(q) for q in questions]
         if not questions:
             return [], {"n": 0}
-        if any(not q.strip() or count_tokens(q) == 0 for q in questions):
-            raise ValueError("a question has no indexable word: the retrievers have nothing to search with")
+        if any(not q.strip() for q in questions):
+            raise ValueError("empty question text")
         ids = list(ids) if ids is not None else [str(i) for i in range(len(questions))]
         dep = self.deployed
         plan = dep.plan(budget, cost_weight, unguarded)
+        split = route_with_empty(questions, ids, lambda keep: self.route(
+            [questions[i] for i in keep], [ids[i] for i in keep], budget, cost_weight,
+            None if options is None else [options[i] for i in keep], unguarded))
+        if split is not None:
+            return split
         if dep.deploy.get("with_options", 0) > 0.5 and not any(o.strip() for o in (options or [])):
             log.warning("this selector was trained on questions with answer options (%.0f%%) and these have none: its "
                         "option features read 0 here (give each jsonl line its 'options')", 100 * dep.deploy["with_options"])

@@ -18,7 +18,8 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from mogg.core.artifacts import ArtifactError, config_hash
-from mogg.core.runconfig import redact
+from mogg.core.secrets import redact
+from mogg.core.trusted import build
 from mogg.evaluation import names as N
 from mogg.prepared import Prepared
 from mogg.routing.fitting.experts import load_router
@@ -109,6 +110,7 @@ def source_nodes(cfg: DictConfig) -> dict[str, dict]:
     """``train_sources`` as name -> {questions, corpus (None: the run's), weight}; checked here,
     before anything is prepared, so a typo fails in a second."""
     raw = cfg.get("train_sources") or {}
+    _check_sources_override(raw)
     out = {}
     for name, node in raw.items():
         if not isinstance(node, DictConfig) or node.get("questions") is None:
@@ -121,7 +123,40 @@ def source_nodes(cfg: DictConfig) -> dict[str, dict]:
         out[str(name)] = {"questions": node.questions, "corpus": node.get("corpus"), "weight": float(weight)}
     if out and cfg.get("train_questions") is not None:
         raise ValueError("set train_questions (one set over this corpus) or train_sources (several), not both")
+    seen: dict[str, str] = {}
+    for name, n in out.items():  # one question set under two names would be trained on twice
+        same = config_hash([OmegaConf.to_container(n["questions"], resolve=True),
+                            OmegaConf.to_container(n["corpus"], resolve=True) if n["corpus"] is not None else None])
+        if same in seen:
+            raise ValueError(f"train_sources.{seen[same]} and train_sources.{name} are the same question set over the same "
+                             "corpus: it would be trained on twice; give it once (its weight sets how much it counts)")
+        seen[same] = name
     return out
+
+
+def _check_sources_override(composed) -> None:
+    """``train_sources={...}`` on the command line merges into an experiment's map (Hydra merges maps):
+    ``train_sources={}`` would keep every source silently. Refused where the composed map holds
+    sources the override did not name, with the override that does what was meant."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return
+    import yaml
+
+    for o in HydraConfig.get().overrides.task:
+        key, eq, value = str(o).partition("=")
+        if not eq or key.lstrip("+~") != "train_sources" or key.startswith("~"):
+            continue
+        try:
+            given = yaml.safe_load(value)
+        except yaml.YAMLError:
+            continue
+        extra = sorted(set(composed or {}) - set(given or {})) if isinstance(given, dict) or given is None else []
+        if extra:
+            raise ValueError(f"{o}: Hydra merges it into the experiment's train_sources, which still holds "
+                             f"{', '.join(extra)}; to drop them give ~train_sources (no sources: this set's own "
+                             "questions) and add yours as +questions@train_sources.<name>.questions=...")
 
 def applied_dirs(cfg: DictConfig, settings: RouterKind, name: str) -> dict[str, Path]:
     """Policy name -> router directory of every router trained elsewhere that this run applies
@@ -170,7 +205,7 @@ def retrain_command(cfg: DictConfig, script: str = "train.py") -> str:
     (secrets redacted; the run name as resolved, so a sweep's job names its own run)."""
     import shlex
 
-    from mogg.core.runconfig import redact_config
+    from mogg.core.secrets import redact_config
 
     try:
         from hydra.core.hydra_config import HydraConfig
@@ -239,7 +274,9 @@ def route_prepared(cfg: DictConfig, router: TrainedRouter, prep: Prepared) -> Ro
 
 def _recipe_features(cfg: DictConfig, router: TrainedRouter, prep: Prepared):
     recipe = router.recipe
-    encoder = instantiate(recipe.encoder) if recipe.needs_embeddings else None
+    # a router directory is data (router.checkpoint may be anyone's): only a mogg encoder is built from it
+    where = f"{router.spec.get('_dir', 'the router')}/router.json"
+    encoder = build(recipe.encoder, where, "recipe.encoder", _artifacts(cfg)) if recipe.needs_embeddings else None
     return compute_features(recipe, prep.hits, prep.ladder, prep.questions, encoder, _artifacts(cfg))
 
 def router_weights(cfg: DictConfig, name: str, prep: Prepared) -> tuple[dict[str, np.ndarray], dict[str, Routing], list[str]]:

@@ -33,10 +33,12 @@ import numpy as np
 from omegaconf import DictConfig
 
 from mogg.core.artifacts import ArtifactError, artifact_lock, config_hash, read_manifest, strict_json, write_artifact
+from mogg.core.seal import check_seal, seal_holder
 from mogg.core.threads import check_threads
 from mogg.evaluation.frontier import choose_config
 from mogg.evaluation.frontier_guard import best_lambda, out_of_fold_guard
 from mogg.evaluation.sentence_frontier import Ranked, estimated_f1, plan_table, rank_candidates, selector_learned
+from mogg.routing.actions.deploy import check_budget_value, check_budgets
 from mogg.routing.actions.selector import _weights, fit_scorer, predict_selector_folds
 from mogg.routing.actions.space import ActionSpace, decide
 from mogg.routing.fitting.folds import split_train_val
@@ -86,9 +88,9 @@ class DeployedSelector:
             if not (np.isfinite(lam) and lam >= 0):
                 raise ValueError(f"cost weight must be a finite number >= 0 (F1 per token), got {cost_weight!r}")
             return {"lambda": lam, "deploy": "router", "envelope": None, "budget": None}
-        b = float(budget)
+        b = check_budget_value(budget)
         if b != int(b) or str(int(b)) not in self.deploy["budgets"]:
-            raise ValueError(f"budget {budget!r} was not calibrated for this selector; it holds "
+            raise ValueError(f"budget {b:g} was not calibrated for this selector; it holds "
                              f"{', '.join(map(str, self.calibrated()))} (retrain with frontier.budgets=[...] to add one, "
                              "or give --cost-weight)")
         p = self.deploy["budgets"][str(int(b))]
@@ -106,6 +108,7 @@ class DeployedSelector:
             self.booster.save_model(str(tmp / MODEL))
             (tmp / DEPLOY).write_text(strict_json(self.deploy, indent=1))
             (tmp / DECISIONS).write_text(strict_json(self.decisions))
+            seal_holder(tmp, DEPLOY)  # last: the seal covers every other file
 
         content = config_hash({"deploy": self.deploy, "decisions": self.decisions, "trees": self.booster.num_trees()})
         return write_artifact(Path(directory), write, {"format": FORMAT, "content": content,
@@ -124,16 +127,50 @@ class DeployedSelector:
             try:
                 deploy = json.loads((d / DEPLOY).read_text())
                 decisions = json.loads((d / DECISIONS).read_text())
+            except (OSError, ValueError) as e:
+                raise ArtifactError(f"{d}: unreadable {DEPLOY} or {DECISIONS} ({e}); retrain the selector") from None
+            # before anything is read for meaning: the decisions bound to the trees
+            check_seal(d, DEPLOY, deploy)
+            if deploy.get("format") != FORMAT:
+                raise ArtifactError(f"{d / DEPLOY}: format {deploy.get('format')!r} is not {FORMAT!r}; retrain the selector")
+            if not isinstance(deploy.get("spec"), dict):
+                raise ArtifactError(f"{d / DEPLOY}: spec is missing; retrain the selector")
+            check_model_text(d / MODEL)  # LightGBM aborts the process on a truncated file: checked first
+            try:
                 booster = lgb.Booster(model_file=str(d / MODEL))
             except (OSError, ValueError, lgb.basic.LightGBMError) as e:
-                raise ArtifactError(f"{d}: unreadable selector ({e}); retrain it") from None
-        if deploy.get("format") != FORMAT:
-            raise ArtifactError(f"{d / DEPLOY}: format {deploy.get('format')!r} is not {FORMAT!r}; retrain the selector")
-        if booster.num_feature() != int(deploy["n_features"]):
+                raise ArtifactError(f"{d / MODEL}: unreadable selector ({e}); retrain it") from None
+        try:
+            n_actions = ActionSpace.from_json(deploy["space"]).n
+            n_features = int(deploy["n_features"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise ArtifactError(f"{d / DEPLOY}: damaged ({e!r}); retrain the selector") from None
+        check_budgets(d / DEPLOY, deploy.get("budgets"), n_actions)
+        if booster.num_feature() != n_features:
             raise ArtifactError(f"{d}: the scorer reads {booster.num_feature()} features, deploy.json says "
                                 f"{deploy['n_features']}; retrain the selector")
         deploy["spec"]["_dir"] = str(d)
         return cls(booster, deploy, decisions)
+
+
+def check_model_text(path: Path) -> None:
+    """A LightGBM text model that is whole: its header's ``tree_sizes`` add up to the trees section,
+    each block where the header puts it (LightGBM itself aborts the process on a truncated file)."""
+    import re
+
+    try:
+        b = path.read_bytes()
+    except OSError as e:
+        raise ArtifactError(f"{path}: unreadable ({e}); retrain the selector") from None
+    start, end = b.find(b"\nTree=0\n"), b.find(b"\nend of trees")
+    sizes = re.search(rb"^tree_sizes=([0-9 ]*)$", b[: max(start, 0)], re.M)
+    ok = b.startswith(b"tree\n") and start > 0 and end > start and sizes is not None
+    if ok:
+        offsets = np.cumsum([0] + [int(x) for x in sizes.group(1).split()])
+        ok = int(offsets[-1]) == end + 1 - (start + 1) and all(
+            b.startswith(b"Tree=%d\n" % i, start + 1 + int(o)) for i, o in enumerate(offsets[:-1]))
+    if not ok:
+        raise ArtifactError(f"{path}: not a whole LightGBM text model (truncated or edited); retrain the selector")
 
 
 def is_selector_dir(directory: Path) -> bool:

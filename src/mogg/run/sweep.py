@@ -18,7 +18,7 @@ so two jobs of one sweep with one run name would replace each other's results. H
   a job runs, values and all, and ``multirun.yaml`` before a sweep. Its own writer is off
   (``hydra.output_subdir: null``); :meth:`RunFiles.on_job_start` writes the same three files with
   every secret-shaped key's value and every URL's user-info redacted
-  (:func:`mogg.core.runconfig.redact_config`), and the sweep's config is redacted in place
+  (:func:`mogg.core.secrets.redact_config`), and the sweep's config is redacted in place
   before ``multirun.yaml`` is saved (the jobs recompose theirs from the files).
 """
 
@@ -64,12 +64,14 @@ def _part(key: str, value: str) -> str:
     return f"s{value}" if key == "seed" else f"{key}={value}"
 
 
-def derive_run_names(jobs: Sequence[Sequence[str]], names: Sequence[str], swept: Sequence[str]) -> list[str]:
+def derive_run_names(jobs: Sequence[Sequence[str]], names: Sequence[str], swept: Sequence[str],
+                     differing: dict[int, list[str]] | None = None) -> list[str]:
     """Run names for a sweep's jobs (``jobs``: each job's overrides; ``names``: each job's own
     resolved run name; ``swept``: the keys the sweep varies, in command-line order).
 
     Jobs sharing a name get ``_<key>=<value>`` for every swept key whose value differs among
     them (the seed last, as ``_s<seed>``); raises :class:`SweepError` if names still repeat.
+    ``differing``: filled with each renamed job's differing keys.
     """
     values = [dict(_key(o) for o in job) for job in jobs]
     order = [k for k in swept if k != "seed" and _counts(k)] + (["seed"] if "seed" in swept else [])
@@ -83,6 +85,8 @@ def derive_run_names(jobs: Sequence[Sequence[str]], names: Sequence[str], swept:
         differ = [k for k in order if len({values[i].get(k) for i in idx}) > 1]
         for i in idx:
             out[i] = "_".join([name] + [_part(k, values[i].get(k, "")) for k in differ])
+            if differing is not None:
+                differing[i] = differ
     seen: dict[str, int] = {}
     for i, n in enumerate(out):
         if n in seen:
@@ -116,16 +120,36 @@ def sweep_run_names(config: DictConfig) -> dict[str, str]:
         return {}
     hydra_overrides = [str(o) for o in OmegaConf.to_container(config.hydra.overrides.hydra, resolve=False)]
     saved = HydraConfig.instance().cfg
-    names = []
+    names, reader_labels = [], []
     try:
         for job in jobs:
             cfg = compose(config_name=config.hydra.job.config_name, overrides=hydra_overrides + job,
                           return_hydra_config=True)
             HydraConfig.instance().set_config(cfg)  # ${hydra:runtime.choices.experiment} in run names
             names.append(str(OmegaConf.select(cfg, "run_name")))
+            # labels=reader: the reader decided what the routers trained on, so its knobs are not evaluation-only
+            reader_labels.append(OmegaConf.select(cfg, "labels.source") == "reader")
     finally:
         HydraConfig.instance().cfg = saved
-    return {_job_id(j): n for j, n in zip(jobs, derive_run_names(jobs, names, swept))}
+    differing: dict[int, list[str]] = {}
+    derived = derive_run_names(jobs, names, swept, differing)
+    evaluating = str(OmegaConf.select(config, "hydra.job.name")) == "evaluate"
+    out: dict[str, Any] = {}
+    for i, (job, name) in enumerate(zip(jobs, derived)):
+        # evaluate.py over reader knobs: every job reads the one trained run, each writes its own report
+        only_eval = evaluating and not reader_labels[i] and differing.get(i) \
+            and all(_evaluation_only(k) for k in differing[i])
+        out[_job_id(job)] = {"report": name} if only_eval else name
+    return out
+
+
+# knobs that change how a trained run is evaluated, never what it trained (evaluate.py sweeps over them
+# keep the run's name for its checkpoints and give each job a report folder of its own)
+_EVALUATION_ONLY = ("reader", "reader_policies", "reader_batch_size", "step_by_step", "budgets", "budget_k")
+
+
+def _evaluation_only(key: str) -> bool:
+    return any(key == k or key.startswith((k + ".", k + "/")) for k in _EVALUATION_ONLY)
 
 
 def job_run_name(cfg: DictConfig) -> str:
@@ -139,6 +163,12 @@ def job_run_name(cfg: DictConfig) -> str:
     names = json.loads(os.environ.get(ENV) or "{}")
     task = [str(o) for o in HydraConfig.get().overrides.task]
     name = names.get(_job_id(task))
+    if isinstance(name, dict):  # an evaluation sweep over reader knobs: the run's checkpoints, a report of its own
+        default = f"{cfg.paths.reports}/{cfg.run_name}"
+        if str(cfg.get("report_dir")) == default:
+            OmegaConf.update(cfg, "report_dir", f"{cfg.paths.reports}/{name['report']}", force_add=True)
+            log.info("report of this sweep's job: %s (the trained run: %s)", cfg.report_dir, cfg.run_name)
+        return cfg.run_name
     if name is None:  # a launcher that did not pass the environment on: every result-changing override
         name = "_".join([str(cfg.run_name)] + [_part(*_key(o)) for o in task if _counts(_key(o)[0])])
     if name != cfg.run_name:
@@ -148,7 +178,7 @@ def job_run_name(cfg: DictConfig) -> str:
 
 
 def _redacted_yaml(obj: Any, secrets: Sequence[str]) -> str:
-    from mogg.core.runconfig import REDACTED, redact_config
+    from mogg.core.secrets import REDACTED, redact_config
 
     text = OmegaConf.to_yaml(OmegaConf.create(redact_config(obj)))
     for s in secrets:  # a secret's value that also sits under another key (override_dirname, a log line)
@@ -160,7 +190,7 @@ class RunFiles(Callback):
     """Hydra callback (``hydra.callbacks.runfiles``): distinct run names in a sweep, redacted ``.hydra/`` files."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
-        from mogg.core.runconfig import redact_in_place
+        from mogg.core.secrets import redact_in_place
 
         try:
             names = sweep_run_names(config)
@@ -171,7 +201,7 @@ class RunFiles(Callback):
         redact_in_place(config)  # before the sweeper saves multirun.yaml
 
     def on_job_start(self, config: DictConfig, **kwargs) -> None:
-        from mogg.core.runconfig import secret_values
+        from mogg.core.secrets import secret_values
 
         out = Path(config.hydra.runtime.output_dir) / ".hydra"
         out.mkdir(parents=True, exist_ok=True)

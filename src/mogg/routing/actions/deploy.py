@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from mogg.core.artifacts import ArtifactError, artifact_lock, config_hash, read_manifest, strict_json, write_artifact
+from mogg.core.seal import check_seal, seal_holder
 from mogg.routing.actions.space import ActionRouter, ActionSpace, calibrate_lambda, decide
 
 log = logging.getLogger(__name__)
@@ -68,9 +69,9 @@ class DeployedActions:
             if not (np.isfinite(lam) and lam >= 0):
                 raise ValueError(f"cost weight must be a finite number >= 0 (F1 per token), got {cost_weight!r}")
             return {"lambda": lam, "deploy": "router", "envelope": None, "budget": None, "here": False}
-        b = float(budget)
+        b = check_budget_value(budget)
         if b != int(b) or int(b) not in self.budgets:
-            raise ValueError(f"budget {budget!r} was not calibrated for this router; it holds "
+            raise ValueError(f"budget {b:g} was not calibrated for this router; it holds "
                              f"{', '.join(map(str, self.calibrated()))} (retrain with frontier.budgets=[...] to add one, "
                              "or give --cost-weight)")
         p = self.budgets[int(b)]
@@ -130,6 +131,7 @@ class DeployedActions:
             self.router.save(tmp)
             (tmp / DEPLOY).write_text(strict_json(deploy, indent=1))
             (tmp / DECISIONS).write_text(strict_json(decisions))
+            seal_holder(tmp, DEPLOY)  # last: the seal covers every other file
 
         # the manifest's config names the content: a retrain with other settings, seed or data gives
         # another hash and replaces the directory (the same hash would be adopted as "already published")
@@ -151,22 +153,55 @@ class DeployedActions:
                 decisions = json.loads((d / DECISIONS).read_text())
             except (OSError, ValueError) as e:
                 raise ArtifactError(f"{d}: unreadable {DEPLOY} or {DECISIONS} ({e}); retrain the router") from e
+            # before anything is read for meaning: the decisions bound to the weights
+            check_seal(d, DEPLOY, deploy)
             if deploy.get("format") != FORMAT:
                 raise ArtifactError(f"{d / DEPLOY}: format {deploy.get('format')!r} is not {FORMAT!r}; retrain the router "
                                     "with `python train.py experiment=frontier_<set> router.fit=all`")
+            if not isinstance(deploy.get("spec"), dict):
+                raise ArtifactError(f"{d / DEPLOY}: spec is missing; retrain the router")
             try:
                 router, _ = ActionRouter.load(d)
             except ValueError as e:
                 raise ArtifactError(str(e)) from e
-        space = ActionSpace.from_json(deploy["space"])
+        try:
+            space = ActionSpace.from_json(deploy["space"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise ArtifactError(f"{d / DEPLOY}: space is damaged ({e!r}); retrain the router") from None
         if router.model.d_action != router.mean_a.shape[0] or len(router.mean_a) < 1:
             raise ArtifactError(f"{d}: the scorer's action features do not match its standardisation; retrain it")
-        budgets = {int(b): p for b, p in deploy["budgets"].items()}
-        for b, p in budgets.items():
-            if p.get("deploy") not in ("router", "envelope") or not 0 <= int(p.get("envelope", -1)) < space.n \
-                    or not (np.isfinite(p.get("lambda", np.nan)) and p["lambda"] >= 0):
-                raise ArtifactError(f"{d / DEPLOY}: budget {b}'s plan is damaged ({p}); retrain the router")
-        dec = {"ids": decisions["ids"], "val": decisions.get("val", []), "budgets": {int(b): np.asarray(v, dtype=np.int64)
-                                                    for b, v in decisions["budgets"].items()}}
+        budgets = check_budgets(d / DEPLOY, deploy.get("budgets"), space.n)
+        try:
+            dec = {"ids": decisions["ids"], "val": decisions.get("val", []),
+                   "budgets": {int(b): np.asarray(v, dtype=np.int64) for b, v in decisions["budgets"].items()}}
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise ArtifactError(f"{d / DECISIONS}: damaged ({e!r}); retrain the router") from None
         spec = {**deploy["spec"], "_dir": str(d)}
         return cls(router, space, budgets, spec, dec)
+
+
+def check_budget_value(budget) -> float:
+    """A budget given to a deployed router: a finite number of tokens > 0 (``--budget inf`` is refused)."""
+    try:
+        b = float(budget)
+    except (TypeError, ValueError):
+        raise ValueError(f"budget {budget!r} is not a number of tokens") from None
+    if not (np.isfinite(b) and b > 0):
+        raise ValueError(f"budget {budget!r} must be a finite number of tokens > 0")
+    return b
+
+
+def check_budgets(where: Path, budgets, n_actions: int) -> dict[int, dict]:
+    """``deploy.json``'s budgets as {B: plan}, each plan in range, or ``ArtifactError`` naming the budget."""
+    if not isinstance(budgets, dict) or not budgets:
+        raise ArtifactError(f"{where}: budgets must map each calibrated budget to its plan; retrain the router")
+    out = {}
+    for b, p in budgets.items():
+        ok = isinstance(b, str) and b.isdigit() and int(b) > 0 and str(int(b)) == b and isinstance(p, dict)
+        ok = ok and p.get("deploy") in ("router", "envelope") and isinstance(p.get("envelope"), int) \
+            and not isinstance(p.get("envelope"), bool) and 0 <= p["envelope"] < n_actions \
+            and isinstance(p.get("lambda"), (int, float)) and np.isfinite(p["lambda"]) and p["lambda"] >= 0
+        if not ok:
+            raise ArtifactError(f"{where}: budget {b!r}'s plan is damaged ({p}); retrain the router")
+        out[int(b)] = p
+    return out

@@ -50,6 +50,54 @@ def _weights(q: np.ndarray, tokens: np.ndarray) -> np.ndarray:
     return tokens / np.maximum(total[q], 1.0)
 
 
+# set by mogg for every fit (the seed, determinism, threads, quiet logs, the regression objective)
+_SET_HERE = {"random_state", "seed", "deterministic", "force_col_wise", "n_jobs", "num_threads", "verbose", "verbosity",
+             "objective", "boosting_type"}
+
+
+def check_params(params: dict, where: str = "frontier.routers.selector.params") -> dict:
+    """LightGBM knobs checked before any fit (an unknown one would be ignored, a bad value would fail
+    minutes later): every name one LightGBM knows (its parameters and their aliases), none that mogg
+    sets itself, plain values, and the values LightGBM accepts (a one-round fit on a toy problem)."""
+    import inspect
+    import os
+    import sys
+
+    import lightgbm as lgb
+
+    aliases = lgb.basic._ConfigAliases._get_all_param_aliases()
+    known = {a for name, al in aliases.items() for a in (name, *al)}
+    known |= set(inspect.signature(lgb.LGBMRegressor.__init__).parameters) - {"self", "kwargs"}
+    rounds = {"num_iterations", *aliases.get("num_iterations", ())}
+    for k, v in params.items():
+        if k not in known:
+            raise ValueError(f"{where}.{k} is not a LightGBM knob (e.g. {', '.join(PARAMS)})")
+        if k in _SET_HERE or k in {a for n in _SET_HERE for a in aliases.get(n, ())}:
+            raise ValueError(f"{where}.{k}: set by mogg for every fit (the seed, threads, objective); remove it")
+        if not (v is None or isinstance(v, (bool, int, float, str))):
+            raise ValueError(f"{where}.{k}={v!r}: a LightGBM knob takes a number, a string or a boolean")
+        if k in rounds and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise ValueError(f"{where}.{k}={v!r}: the number of trees must be an integer >= 1")
+    trial = {k: v for k, v in {**PARAMS, **params}.items() if k not in rounds}
+    rng = np.random.default_rng(0)
+    x, y = rng.random((64, 3)), rng.random(64)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    saved = os.dup(2)
+    try:
+        sys.stderr.flush()
+        os.dup2(devnull, 2)  # LightGBM prints its own "[Fatal]" line before raising: the error below says it
+        try:
+            lgb.train({**trial, "objective": "regression", "verbose": -1, "num_threads": 1},
+                      lgb.Dataset(x, label=y), num_boost_round=1)
+        except lgb.basic.LightGBMError as e:
+            raise ValueError(f"{where}: LightGBM refuses {params} ({str(e).split(' at ')[0].strip()})") from None
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+    return dict(params)
+
+
 def _model(params: dict, seed: int, threads: int | None):
     import lightgbm as lgb
 

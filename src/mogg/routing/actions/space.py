@@ -178,17 +178,27 @@ class ActionRouter:
         from safetensors.torch import load_file
 
         d = Path(directory)
-        spec = json.loads((d / "actions.json").read_text())
-        net = spec["network"]
-        if net.get("kind") != "actions":
-            raise ValueError(f"{d}: not an action router (network kind {net.get('kind')!r})")
+        try:
+            spec = json.loads((d / "actions.json").read_text())
+        except (OSError, ValueError) as e:
+            raise ValueError(f"{d / 'actions.json'}: unreadable ({e}); retrain the action router") from None
+        net = spec.get("network") if isinstance(spec, dict) else None
+        if not isinstance(net, dict) or net.get("kind") != "actions":
+            raise ValueError(f"{d}: not an action router (network kind {(net or {}).get('kind')!r})")
         if net.get("activation", "gelu") != "relu":  # scorers saved before issue 37 used GELU
             raise ValueError(f"{d}: an action router with {net.get('activation', 'gelu')} units (saved by an older "
                              "mogg); this one scores with ReLU: retrain it with `python train.py` and the same overrides")
-        tensors = load_file(str(d / "actions.safetensors"))
-        model = ActionScorer(net["d_query"], net["d_action"], net["hidden"], net["dropout"])
-        model.load_state_dict({k[4:]: v for k, v in tensors.items() if k.startswith("net.")})
-        arrays = {n: tensors[n].numpy() for n in ("mean_q", "std_q", "mean_a", "std_a")}
+        try:
+            tensors = load_file(str(d / "actions.safetensors"))
+        except Exception as e:  # a truncated or foreign file (SafetensorError)
+            raise ValueError(f"{d / 'actions.safetensors'}: cannot be read ({e}); retrain the action router") from None
+        try:
+            model = ActionScorer(net["d_query"], net["d_action"], net["hidden"], net["dropout"])
+            model.load_state_dict({k[4:]: v for k, v in tensors.items() if k.startswith("net.")})
+            arrays = {n: tensors[n].numpy() for n in ("mean_q", "std_q", "mean_a", "std_a")}
+        except (KeyError, TypeError, ValueError, RuntimeError) as e:
+            raise ValueError(f"{d / 'actions.safetensors'}: weights do not fit actions.json ({e}); retrain the action "
+                             "router") from None
         bad = [k for k, v in tensors.items() if not torch.isfinite(v).all()]
         bad += [n for n in ("std_q", "std_a") if not (arrays[n] > 0).all()]
         if bad:

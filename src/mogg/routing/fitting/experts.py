@@ -33,6 +33,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from mogg.core.artifacts import ArtifactError
+from mogg.core.seal import seal_holder
 from mogg.routing.inputs import objectives
 from mogg.routing.networks.mlp import standardisation
 from mogg.routing.router_dir import RouterMismatch, Routing, TrainedRouter
@@ -175,6 +176,7 @@ class ExpertsRouter(TrainedRouter):
             d = tmp / "members" / name
             d.mkdir(parents=True)
             m._write(d, {**{k: v for k, v in m.spec.items() if not k.startswith("_")}, "format": spec["format"]})
+            seal_holder(d, "router.json")  # each member sealed on its own; the whole directory by TrainedRouter.save
 
     @classmethod
     def from_files(cls, directory: Path, spec: dict) -> "ExpertsRouter":
@@ -182,7 +184,13 @@ class ExpertsRouter(TrainedRouter):
         path = directory / "experts.safetensors"
         try:
             t = {k: v.numpy() for k, v in load_file(path).items()}
+        except Exception as e:  # a truncated or foreign file (SafetensorError) that passed the manifest
+            raise ArtifactError(f"{path}: cannot be read ({e}); the router directory is damaged, retrain it") from None
+        try:
             names = list(spec["gate"]["names"])
+            bad = [n for n in names if not isinstance(n, str) or not n or Path(n).name != n or n.startswith(".")]
+            if bad:
+                raise ValueError(f"gate.names holds {bad[0]!r}, not a member folder name")
             sup = spec["support"]
             gate = SourceGate(names, t["gate_mean"], t["gate_std"], t["gate_coef"], t["gate_intercept"])
             support = Support(t["support_ref"], int(sup["k"]), float(sup["quantile"]), float(sup["threshold"]))

@@ -3,13 +3,15 @@
 A network records its class as ``network.kind`` = ``"package.module:Class"`` (a kind added as
 ``docs/extending.md`` says writes :meth:`RouterNetwork.kind_path` there); the networks saved before
 router kinds existed are found by their short names below, so their directories still load.
+
+A router directory is data: the class is found without importing anything it names
+(:func:`mogg.core.trusted.resolve_kind`): mogg's own networks, a package's entry points in the
+group ``mogg.router_networks``, or a class the user's code has already loaded.
 """
 
 from __future__ import annotations
 
-import importlib
-
-from mogg.core.artifacts import ArtifactError
+from mogg.core.trusted import resolve_kind
 
 # the short names of networks saved before router kinds existed (router.json's network.kind)
 _SHORT = {
@@ -31,14 +33,5 @@ def network_class(net: dict, where: str = "router.json"):
     """The :class:`mogg.routing.kinds.base.RouterNetwork` subclass a network spec names."""
     from mogg.routing.kinds.base import RouterNetwork
 
-    path = network_path(net)
-    module, _, name = str(path).partition(":")
-    try:
-        cls = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError, ValueError) as e:
-        raise ArtifactError(f"{where}: network kind {path!r} cannot be imported ({e}); install the package that "
-                            "defines it, or retrain the router") from None
-    if not (isinstance(cls, type) and issubclass(cls, RouterNetwork)):
-        raise ArtifactError(f"{where}: network kind {path!r} is not a router network (mogg.routing.kinds.base."
-                            "RouterNetwork); retrain the router")
-    return cls
+    builtin = {**_SHORT, **{v: v for v in _SHORT.values()}}
+    return resolve_kind(network_path(net), builtin, "mogg.router_networks", RouterNetwork, where, "network.kind")

@@ -99,6 +99,26 @@ class BudgetRouter:
         raise NotImplementedError(f"{self.TITLE} does not choose the ladder")
 
     @classmethod
+    def save_deployed(cls, directory: Path, deploy: dict, write=None, config: dict | None = None) -> Path:
+        """Write a deployed directory as every kind must: ``deploy.json`` (``deploy`` with
+        ``"kind"`` naming this class) plus what ``write(tmp)`` adds (weights, plans), atomically, with
+        a manifest and ``deploy.json`` sealed over every other file (:mod:`mogg.core.seal`), so
+        ``mogg-route`` verifies it before it looks the kind up. ``config``: what names the content
+        (a retrain with other settings replaces the directory)."""
+        from mogg.core.artifacts import config_hash, strict_json, write_artifact
+        from mogg.core.seal import seal_holder
+
+        deploy = {**deploy, "kind": f"{cls.__module__}:{cls.__qualname__}"}
+
+        def writer(tmp: Path) -> None:
+            if write is not None:
+                write(tmp)
+            (tmp / "deploy.json").write_text(strict_json(deploy, indent=1))
+            seal_holder(tmp, "deploy.json")  # last: the seal covers every other file
+
+        return write_artifact(Path(directory), writer, config or {"kind": deploy["kind"], "content": config_hash(deploy)})
+
+    @classmethod
     def session(cls, directory: Path, artifacts="auto", overrides=(), data_dir=None):
         """A routing session over its deployed ``directory`` (``route(questions, ids, **flags)``
         with the flags of :attr:`ROUTE_FLAGS`: budget, cost_weight, max_tokens, here, unguarded,

@@ -2,7 +2,8 @@
 deployed directory's ``deploy.json``.
 
 A deployed directory names its kind as ``"kind": "package.module:Class"``; the two kinds deployed
-before that field existed are known by their ``format`` (:data:`FORMATS`).
+before that field existed are known by their ``format`` (:data:`FORMATS`). A directory is data: its
+kind is looked up only after its files are verified, and the lookup imports nothing it names.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ import importlib
 import json
 from pathlib import Path
 
-from mogg.core.artifacts import ArtifactError
+from mogg.core.artifacts import ArtifactError, read_manifest
+from mogg.core.seal import check_seal
+from mogg.core.trusted import resolve_kind
 from mogg.run.budget.base import BudgetRouter
 
 DEPLOY = "deploy.json"
@@ -66,30 +69,33 @@ def budget_routers(node) -> list[BudgetRouter]:
     return out
 
 
-def kind_class(path: str) -> type[BudgetRouter]:
-    """The class named ``"package.module:Class"``."""
-    module, _, name = path.partition(":")
-    try:
-        cls = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):
-        raise ArtifactError(f"budget router kind {path!r} cannot be imported; retrain the router") from None
-    if not (isinstance(cls, type) and issubclass(cls, BudgetRouter)):
-        raise ArtifactError(f"{path!r} is not a budget router kind; retrain the router")
-    return cls
+def kind_class(path: str, where: str = DEPLOY) -> type[BudgetRouter]:
+    """The kind ``"package.module:Class"`` names, found without importing anything a directory chose
+    (:func:`mogg.core.trusted.resolve_kind`): the kinds shipped here, a package's entry points in the group
+    ``mogg.budget_kinds``, or a class the user's code has loaded."""
+    builtin = {v: v for v in FORMATS.values()}
+    return resolve_kind(path, builtin, "mogg.budget_kinds", BudgetRouter, where, "kind")
 
 
 def deployed_kind(directory: Path) -> type[BudgetRouter] | None:
-    """The kind of a deployed budget router's ``directory`` (None: not one, e.g. a level router)."""
-    p = Path(directory) / DEPLOY
+    """The kind of a deployed budget router's ``directory`` (None: not one, e.g. a level router).
+
+    The directory is data: its files are verified against the manifest and ``deploy.json`` against
+    its seal (:mod:`mogg.core.seal`) before the kind it names is looked up, and that lookup imports
+    nothing the directory chose."""
+    d = Path(directory)
+    p = d / DEPLOY
     if not p.is_file():
         return None
+    read_manifest(d)  # every file against its sha256, before anything it names is looked up
     try:
         deploy = json.loads(p.read_text())
-    except (OSError, ValueError):
-        deploy = {}
+    except (OSError, ValueError) as e:
+        raise ArtifactError(f"{p}: unreadable ({e}); retrain the router") from None
     if not isinstance(deploy, dict):
-        deploy = {}
+        raise ArtifactError(f"{p}: expected a JSON object; retrain the router")
+    check_seal(d, DEPLOY, deploy)
     path = deploy.get("kind") or FORMATS.get(deploy.get("format"))
-    if path is None:  # an unreadable deploy.json: the action router's loader says what is wrong with it
-        path = FORMATS["mogg-action-router/1"]
-    return kind_class(str(path))
+    if path is None:
+        raise ArtifactError(f"{p}: names no kind (format {deploy.get('format')!r}); retrain the router")
+    return kind_class(path, str(p))
