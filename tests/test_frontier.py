@@ -404,10 +404,9 @@ def test_the_budget_routers_are_built_in_the_reports_order():
 def test_mogg_route_refuses_a_deployed_directory_whose_kind_is_gone(tmp_path, capsys):
     import json
 
-    from mogg.run.route import main
-
     from mogg.core.artifacts import write_artifact
     from mogg.core.seal import seal_holder
+    from mogg.run.route import main
 
     def write(tmp):
         (tmp / "deploy.json").write_text(json.dumps({"kind": "gone.module:OldKind", "budgets": {}}))
