@@ -26,7 +26,7 @@ def final(tmp_path_factory, mirage):
 
 def test_the_final_fit_writes_one_deployable_directory(final):
     from mogg.core.artifacts import read_manifest
-    from mogg.routing.actions.deploy import DeployedActions
+    from mogg.run.budget.actions.deploy import DeployedActions
 
     tmp, cfg, out = final
     d = tmp / "ckpt" / "act" / "mog" / "actions" / "final"
@@ -43,10 +43,11 @@ def test_the_final_fit_writes_one_deployable_directory(final):
 
 
 def test_routing_the_training_questions_reproduces_the_final_fits_decisions(final, mirage):
-    from mogg.routing.actions.deploy import DeployedActions
-    from mogg.run.frontier_stage import actions_of, frontier_settings
+    from mogg.run.budget.actions.deploy import DeployedActions
+    from mogg.run.budget.actions.session import ActionSession
+    from mogg.run.budget.shared import actions_of
+    from mogg.run.frontier_stage import frontier_settings
     from mogg.run.prepare_stage import prepare_all
-    from mogg.run.route_actions import ActionSession
 
     tmp, cfg, _ = final
     d = tmp / "ckpt" / "act" / "mog" / "actions" / "final"
@@ -85,9 +86,9 @@ def test_spending_the_budget_on_the_routed_questions_reads_within_5_percent_of_i
     the routed ones), so their mean tokens are within 5% of B (never over it) wherever B binds the
     router, i.e. where its utility argmax alone would read more; where it does not (lambda 0) the
     router reads its argmax. Guarded, the envelope chosen on these questions' tokens stays within B."""
-    from mogg.routing.actions.space import decide
+    from mogg.routing.plans import decide
+    from mogg.run.budget.actions.session import ActionSession
     from mogg.run.prepare_stage import prepare_all
-    from mogg.run.route_actions import ActionSession
 
     tmp, cfg, _ = final
     session = ActionSession.from_checkpoint(tmp / "ckpt" / "act" / "mog" / "actions" / "final",
@@ -118,7 +119,7 @@ def test_spending_the_budget_on_the_routed_questions_reads_within_5_percent_of_i
 
 
 def test_a_budget_it_was_not_calibrated_for_is_refused_with_the_list(final):
-    from mogg.routing.actions.deploy import DeployedActions
+    from mogg.run.budget.actions.deploy import DeployedActions
 
     tmp, _, _ = final
     dep = DeployedActions.load(tmp / "ckpt" / "act" / "mog" / "actions" / "final")
@@ -176,7 +177,7 @@ def test_an_edited_deploy_file_is_refused(final, tmp_path):
     import shutil
 
     from mogg.core.artifacts import ArtifactError
-    from mogg.routing.actions.deploy import DeployedActions
+    from mogg.run.budget.actions.deploy import DeployedActions
 
     tmp, _, _ = final
     d = tmp_path / "copy"
@@ -194,7 +195,7 @@ def test_a_retrain_with_other_settings_replaces_the_directory(final, tmp_path):
     another seed or other knobs was adopted as "already published" and the old directory stayed."""
     import shutil
 
-    from mogg.routing.actions.deploy import DeployedActions
+    from mogg.run.budget.actions.deploy import DeployedActions
 
     tmp, _, _ = final
     d = tmp_path / "dep"

@@ -178,7 +178,8 @@ def _frontier_overrides(tmp_path, mirage, extra=()):
 def test_action_labels_equal_fixed_policy_f1(tmp_path, mirage):
     from conftest import compose
 
-    from mogg.run.frontier_stage import actions_of, frontier_settings
+    from mogg.run.budget.shared import actions_of
+    from mogg.run.frontier_stage import frontier_settings
     from mogg.run.prepare_stage import prepare_all
     from mogg.selection import cap_contexts, fixed_level_select
 
@@ -243,8 +244,9 @@ def test_all_ladders_router_chooses_the_ladder_too(tmp_path, mirage):
     from conftest import compose
 
     from mogg.run.app import evaluate, train
-    from mogg.run.budget.actions import all_ladders_actions
-    from mogg.run.frontier_stage import ALL_LADDERS, actions_of, frontier_settings, ladder_frontier
+    from mogg.run.budget.actions.kind import all_ladders_actions
+    from mogg.run.budget.shared import actions_of
+    from mogg.run.frontier_stage import ALL_LADDERS, frontier_settings, ladder_frontier
     from mogg.run.prepare_stage import prepare_all
 
     cfg = compose(_frontier_overrides(tmp_path, mirage, ["+ladder@ladders.mogg=mogg"]))
@@ -281,7 +283,7 @@ def test_all_ladders_router_chooses_the_ladder_too(tmp_path, mirage):
 @pytest.mark.parametrize("router_knows", [True, False])
 def test_guard_pools_validation_without_the_folds_own_test_rows(router_knows):
     from mogg.evaluation.frontier import Family
-    from mogg.evaluation.frontier_guard import RouterFolds, route_at
+    from mogg.run.budget.actions.policy import RouterFolds, route_at
 
     rng = np.random.default_rng(0)
     n = 300
@@ -312,7 +314,7 @@ def test_guard_pools_validation_without_the_folds_own_test_rows(router_knows):
 
 def test_router_policy_deploys_a_routed_family_that_wins_on_validation():
     from mogg.evaluation.frontier import Family
-    from mogg.evaluation.frontier_guard import RouterFolds, route_at
+    from mogg.run.budget.actions.policy import RouterFolds, route_at
 
     rng = np.random.default_rng(1)
     n = 300
@@ -342,7 +344,7 @@ def test_action_router_dropout_is_the_fits_seeded_hash_not_a_torch_module():
     import torch
     from torch import nn
 
-    from mogg.routing.actions.space import ActionScorer
+    from mogg.run.budget.actions.network import ActionScorer
 
     s = ActionScorer(3, 2, hidden=4, dropout=0.5).train()
     assert not any(isinstance(m, nn.Dropout) for m in s.modules())
@@ -390,8 +392,8 @@ def test_a_bad_budget_router_node_is_refused_naming_it(override, message):
 def test_the_budget_routers_are_built_in_the_reports_order():
     from conftest import compose
 
-    from mogg.run.budget.actions import ActionRouterKind
-    from mogg.run.budget.selector import EvidenceSelectorKind
+    from mogg.run.budget.actions.kind import ActionRouterKind
+    from mogg.run.budget.selector.kind import EvidenceSelectorKind
     from mogg.run.frontier_stage import frontier_settings
 
     fs = frontier_settings(compose(["experiment=selector_pubmedqa", "frontier.routers.selector.plans=7"]))

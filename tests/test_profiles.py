@@ -1,4 +1,4 @@
-"""Eq. 1 profiles (mogg.routing.actions.profiles): action weights, action utilities against brute force,
+"""Eq. 1 profiles (mogg.routing.profiles): action weights, action utilities against brute force,
 routing over actions, and train -> evaluate through the real configs."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mogg.routing.actions.profiles import PROFILES, ProfileSpace, check_profiles, profile_vector
+from mogg.routing.profiles import PROFILES, ProfileSpace, check_profiles, profile_vector
 
 
 def test_each_profile_lets_the_right_levels_vote_and_injects_at_its_level():
@@ -199,7 +199,8 @@ def test_the_vote_envelope_is_the_fixed_table_plus_every_profiles_ranking(tmp_pa
 
     from mogg.core.metrics import token_prf
     from mogg.evaluation.frontier import choose_config
-    from mogg.run.frontier_stage import actions_of, frontier_settings, vote_envelope
+    from mogg.run.budget.shared import actions_of
+    from mogg.run.frontier_stage import frontier_settings, vote_envelope
     from mogg.run.prepare_stage import prepare_all
     from mogg.selection import mog_select
 

@@ -12,11 +12,11 @@ from conftest import ROOT, compose
 
 from mogg.core.metrics import token_prf
 from mogg.evaluation.frontier import calibrate_lambda, oracle_at
-from mogg.evaluation.sentence_frontier import estimated_f1, plan_table, rank_candidates
 from mogg.ladders.base import Ladder, Units, partition_level
-from mogg.routing.actions.space import decide
+from mogg.routing.plans import decide
+from mogg.run.budget.selector.candidates import Lexicon, candidates, evidence_overlap, features
+from mogg.run.budget.selector.plans import estimated_f1, plan_table, rank_candidates
 from mogg.search import Hits
-from mogg.selection.sentences import Lexicon, candidates, evidence_overlap, features
 
 
 def _ladder() -> Ladder:
@@ -30,7 +30,7 @@ def _ladder() -> Ladder:
 
 
 def test_candidates_and_labels_by_hand():
-    from mogg.selection.sentences import feature_names
+    from mogg.run.budget.selector.candidates import feature_names
 
     lad = _ladder()
     q = ["What reverses warfarin?"]
@@ -64,7 +64,7 @@ def test_candidates_and_labels_by_hand():
 
 def test_the_option_features_by_hand():
     """A unit's share of the IDF mass of its question's answer-option words, and its document's best."""
-    from mogg.selection.sentences import feature_names
+    from mogg.run.budget.selector.candidates import feature_names
 
     lad = _ladder()
     q = ["What reverses warfarin?"]
@@ -168,7 +168,7 @@ def test_the_sentence_oracle_against_brute_force():
 
 
 def test_selector_folds_save_load_and_predict_out_of_fold(tmp_path):
-    from mogg.routing.actions.selector import crossfit_selector, predict_selector_folds
+    from mogg.run.budget.selector.scorer import crossfit_selector, predict_selector_folds
 
     rng = np.random.default_rng(0)
     n_q, per = 60, 8

@@ -27,7 +27,7 @@ def final(tmp_path_factory, mirage):
 
 def test_the_final_fit_writes_one_deployable_selector(final):
     from mogg.core.artifacts import read_manifest
-    from mogg.run.selector_final import DeployedSelector, is_selector_dir
+    from mogg.run.budget.selector.final import DeployedSelector, is_selector_dir
 
     tmp, cfg, out = final
     d = tmp / "ckpt" / "sel" / "mog" / "selector" / "final"
@@ -44,8 +44,8 @@ def test_the_final_fit_writes_one_deployable_selector(final):
 
 
 def test_routing_the_training_questions_reproduces_the_selectors_decisions(final, mirage):
+    from mogg.run.budget.selector.session import SelectorSession
     from mogg.run.prepare_stage import prepare_all
-    from mogg.run.route_selector import SelectorSession
 
     tmp, cfg, _ = final
     d = tmp / "ckpt" / "sel" / "mog" / "selector" / "final"

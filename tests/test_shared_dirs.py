@@ -149,7 +149,7 @@ def test_an_edited_gate_is_refused(tmp_path):
 
 
 def test_a_swapped_weights_file_or_an_added_file_is_refused(deployed, tmp_path):
-    from mogg.routing.actions.deploy import DeployedActions
+    from mogg.run.budget.actions.deploy import DeployedActions
 
     d = _copy(deployed, ACTIONS, tmp_path)
     DeployedActions.load(d)

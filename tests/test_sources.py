@@ -149,7 +149,7 @@ def test_leave_one_set_out_at_matched_cost(tmp_path, mirage):
     training sets' envelope, both within B in the held-out set's own tokens."""
     import json
 
-    from mogg.routing.actions.deploy import DeployedActions
+    from mogg.run.budget.actions.deploy import DeployedActions
 
     ov = _ov(tmp_path, mirage, "experiment=loso_frontier_medmcqa", "questions.min_chars=400", "questions.limit=40",
              "corpus.sources.1.min_chars=400", "train_sources.pubmedqa.questions.limit=50",

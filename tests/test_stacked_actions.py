@@ -12,18 +12,19 @@ import pytest
 import torch
 from torch import nn
 
-from mogg.routing.actions import scorer as scorer_math
-from mogg.routing.actions._jit import GOLDEN, dropout_rows_
-from mogg.routing.actions.fit import fit_action_router, fit_action_routers
-from mogg.routing.actions.space import ActionRouter, ActionScorer, _loss, decide
 from mogg.routing.networks.stacked import StackedAdam
+from mogg.routing.plans import decide
+from mogg.run.budget.actions import scorer as scorer_math
+from mogg.run.budget.actions._jit import GOLDEN, dropout_rows_
+from mogg.run.budget.actions.fit import fit_action_router, fit_action_routers
+from mogg.run.budget.actions.network import ActionRouter, ActionScorer, _loss
 
 KW = {"hidden": 8, "lr": 1e-2, "weight_decay": 1e-3, "batch_size": 16, "max_epochs": 60, "patience": 5}
 
 
 def _toy(n=200, n_actions=12, seed=0, noise_from=None):
     """Query inputs [n, 5], action features [n, A, 7] (3 varying per question, 4 one-hot columns
-    equal for every question, as :func:`mogg.routing.actions.space.action_features` builds them) and F1-like
+    equal for every question, as :func:`mogg.routing.plans.action_features` builds them) and F1-like
     labels in [0, 1]; rows >= ``noise_from`` get labels that are pure noise."""
     rng = np.random.default_rng(seed)
     xq = rng.normal(size=(n, 5))
@@ -209,8 +210,8 @@ def test_stacked_adamw_steps_active_folds_as_torch_adamw_and_leaves_the_others()
 
 
 def test_crossfit_actions_saves_every_fold_and_predicts_out_of_fold(tmp_path):
-    from mogg.routing.actions.folds import crossfit_actions, predict_action_folds
-    from mogg.routing.actions.space import ActionSpace
+    from mogg.routing.plans import ActionSpace
+    from mogg.run.budget.actions.folds import crossfit_actions, predict_action_folds
 
     xq, xa, y = _toy(n=120)
     space = ActionSpace(["a", "b", "c"], 2, [None, 8])
@@ -234,9 +235,9 @@ def test_crossfit_actions_saves_every_fold_and_predicts_out_of_fold(tmp_path):
 def test_action_folds_trained_with_other_settings_are_refused(tmp_path):
     """Issue 35: evaluation used whatever action folds a run's folder held (a frontier report under
     frontier.routers.actions.hidden=8 equalled the default's, byte for byte)."""
-    from mogg.routing.actions.folds import action_key, crossfit_actions, predict_action_folds
-    from mogg.routing.actions.space import ActionSpace
     from mogg.routing.fitting.folds import StaleRouters
+    from mogg.routing.plans import ActionSpace
+    from mogg.run.budget.actions.folds import action_key, crossfit_actions, predict_action_folds
 
     xq, xa, y = _toy(n=60)
     space = ActionSpace(["a", "b", "c"], 2, [None, 8])

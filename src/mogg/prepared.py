@@ -44,7 +44,7 @@ class Prepared:
     builder: Any = None  # the ladder builder (its hooks: extra policies, report sections)
     questions_fingerprint: dict | None = None
     deep: Hits | None = None  # hits at the frontier depth ([Q, L, depth]); None when no frontier runs
-    profiles: tuple[str, ...] = ()  # router.profiles: the eq. 1 actions (mogg.routing.actions.profiles), () = levels
+    profiles: tuple[str, ...] = ()  # router.profiles: the eq. 1 actions (mogg.routing.profiles), () = levels
     profile_f1: np.ndarray | None = None  # [Q, A] evidence F1 of every action's eq. 1-2 selection
     profile_labels: np.ndarray | None = None  # [Q, A] soft labels over actions (the labeler's rule)
     evidence_in_corpus: bool | None = None  # some question's gold evidence is held by a document (None: no evidence)

@@ -3,7 +3,7 @@
 ``names`` (policy names, defined once), ``policies`` (every policy's selection scored:
 ``run_policies``, ``summarize``), ``report`` (metrics.json, results.md, plots), ``sections``
 (transfer table, verdict, per-question records), ``budgets`` (equal-budget table), ``frontier`` +
-``families`` + ``frontier_guard`` + ``frontier_report`` (matched reading cost), ``prefix``, ``qa_accuracy`` (the LLM
+``families`` + ``frontier_guard`` (the guard and the interface a budget router's rows implement) + ``frontier_report`` (matched reading cost), ``prefix``, ``qa_accuracy`` (the LLM
 reader's accuracy), ``collect`` (a sweep's reports into one table).
 
 Names are imported lazily (``__getattr__``), so importing this package loads none of its modules.
@@ -19,7 +19,7 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "sections": ("transfer_section", "verdict", "question_records"),
     "budgets": ("budget_table",),
     "frontier": ("Family", "pareto"),
-    "frontier_guard": ("RouterFolds",),
+    "frontier_guard": ("BudgetPolicy", "Learned"),
     "frontier_report": ("frontier_evaluation",),
     "qa_accuracy": ("read_policies", "accuracy_section"),
     "collect": ("collect",),

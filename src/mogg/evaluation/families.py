@@ -16,7 +16,7 @@ import numpy as np
 from mogg.evaluation.frontier import Family
 from mogg.evaluation.prefix import prefix_table
 from mogg.ladders.base import Ladder
-from mogg.routing.actions.space import ActionSpace
+from mogg.routing.plans import ActionSpace
 from mogg.search import Hits
 from mogg.selection import Selection, fixed_level_select
 

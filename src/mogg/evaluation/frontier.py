@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mogg.routing.actions.space import calibrate_lambda, lagrangian_choice  # noqa: F401 (calibrate_lambda: re-exported)
+from mogg.routing.plans import calibrate_lambda, lagrangian_choice  # noqa: F401 (calibrate_lambda: re-exported)
 
 
 @dataclass

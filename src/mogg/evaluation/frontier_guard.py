@@ -10,14 +10,13 @@ within B, else the fixed envelope chosen on the training folds.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 
 from mogg.core.metrics import aggregate
 from mogg.evaluation.frontier import Family, calibrate_lambda, choose_config, paired_interval
-from mogg.routing.actions.space import decide
+from mogg.routing.plans import decide
 
 TOKEN_SLACK = 0.02  # the guard's tolerance on pooled validation tokens (guarded_at)
 
@@ -83,41 +82,6 @@ class BudgetPolicy:
         return None
 
 
-@dataclass
-class RouterFolds(BudgetPolicy):
-    """What the frontier needs of a cross-fitted action router (rows index the questions): the
-    router policy (the action router or eq. 1-2 under the level router's weights, guarded) and
-    the action router unguarded."""
-
-    util: np.ndarray  # [Q, A] out-of-fold predicted utilities (columns = the fixed family's)
-    fold: np.ndarray  # [Q]
-    val: list[tuple[np.ndarray, np.ndarray]]  # per fold: (validation rows, that fold's utilities on them)
-    guard: bool = True  # per fold and budget: keep the envelope's configuration unless the router beats it on validation
-    max_tokens: float | None = None
-    # ... by guard_se standard errors of the paired difference: lambda is chosen on the same
-    # validation rows (optimistic), and a fold's validation slice is small, so a point-estimate
-    # win there often does not hold on the fold's test questions (the one-SE rule)
-    guard_se: float = 1.0
-
-    def cut(self, sub: np.ndarray, new: np.ndarray) -> "RouterFolds":
-        val = [(new[v][new[v] >= 0], u[new[v] >= 0]) for v, u in self.val]
-        return RouterFolds(self.util[sub], self.fold[sub], val, self.guard, self.max_tokens, self.guard_se)
-
-    def rows(self, budget: float, table: TableAt) -> dict[str, dict]:
-        rf, rt, src, names, facts = route_at(self, table.fixed, budget, table.routed)
-        used = Counter(["envelope" if s < 0 else names[s] for s in src.tolist()])
-        res = {"router": table.row(rf, rt, ", ".join(f"{n} {c / len(src):.0%}" for n, c in used.items()))}
-        res["router"].update(own=float((src >= 0).mean()), calibration=facts)
-        if self.guard:
-            raw = RouterFolds(self.util, self.fold, self.val, False, self.max_tokens)
-            rf, rt, _, _, _ = route_at(raw, table.fixed, budget)
-            res["router (action, unguarded)"] = table.row(rf, rt)
-        return res
-
-    def learned(self, fixed: Family) -> "Learned":
-        return action_learned(self, fixed)
-
-
 def best_lambda(util: np.ndarray, tokens: np.ndarray, f1: np.ndarray, budget: float,
                 max_tokens: float | None = None) -> float:
     """The cost weight for ``budget``, chosen on validation rows: among lambda >= the calibrated one
@@ -169,19 +133,6 @@ class Learned:
         rt, rv = np.arange(len(test)), np.arange(len(vrows))
         return (self.f1[test][rt, ch], self.tokens[test][rt, ch], vf[rv, va], vt[rv, va],
                 {"lambda": lam, "n_val": int(len(vrows))})
-
-
-def action_learned(r: RouterFolds, fixed: Family) -> Learned:
-    """The action router as a :class:`Learned` policy: its plans are the fixed family's columns."""
-    return Learned("action router", r.util, fixed.f1, fixed.tokens,
-                   [(v, u, fixed.f1[v], fixed.tokens[v]) for v, u in r.val], r.max_tokens)
-
-
-def route_at(r: RouterFolds, fixed: Family, budget: float, routed: list[Family] | None = None
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], list[dict]]:
-    """The router policy at ``budget`` (:func:`guarded_at` over the action router and every
-    ``routed`` family: eq. 1-2 under the level router's weights), guarded as ``r`` says."""
-    return guarded_at(r.fold, fixed, budget, [action_learned(r, fixed), *(routed or [])], r.guard, r.guard_se)
 
 
 def guard_check(d: np.ndarray, tokens: float, budget: float, guard_se: float, cheaper: bool = False) -> dict:

@@ -7,7 +7,7 @@ question set) with ``source_best_fixed`` (the level it falls back to), ``labels`
 how good the labels are), ``oracle`` (per-question best fixed level), ``random`` (seeded random
 level) and ``topk_all`` (all levels ranked together by raw score). With ``router.profiles``,
 ``best_action`` (the eq. 1 action best on average) and ``action_oracle`` (per question) are the
-baselines of a router over actions (:mod:`mogg.routing.actions.profiles`).
+baselines of a router over actions (:mod:`mogg.routing.profiles`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from mogg.core.metrics import aggregate, gold_hit, tfidf_cosine, token_prf
 from mogg.core.text import count_tokens
 from mogg.evaluation import names as N
 from mogg.prepared import Prepared
-from mogg.routing.actions.profiles import ProfileSpace
 from mogg.routing.inputs.objectives import best_fixed_level
+from mogg.routing.profiles import ProfileSpace
 from mogg.selection import (
     Selection,
     cap_contexts,

@@ -10,8 +10,9 @@ By role:
   ``lightning_module``, ``training``);
 * ``fitting``: folds (``folds``), k-fold fits and the final fit (``kfold``), many question sets
   (``sources``, ``experts``);
-* ``actions``: the frontier's cost-aware action router (``space``, ``folds``, ``fit``,
-  ``scorer``, ``deploy``), eq. 1 profiles (``profiles``), the evidence selector (``selector``);
+* ``plans``: what every budget router shares (the (level, k, cap) chunk plans, the choice
+  argmax u - lambda * tokens and lambda's calibration; the kinds themselves are packages in
+  :mod:`mogg.run.budget`); ``profiles``: eq. 1 profiles (which levels vote);
 * ``experimental``: kinds measured as no gain (docs/routers.md), reachable by their config only;
 * ``router_dir`` (a trained router's directory, ``TrainedRouter``), ``spec_check`` (its spec's checks).
 
@@ -35,7 +36,6 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "fitting.kfold": ("RouterTrainingError", "crossfit", "fit_all", "predict_crossfit", "train_router", "train_routers",
                       "make_folds"),
     "fitting.sources": ("Source", "fit_sources"),
-    "actions.space": ("ActionSpace", "ActionRouter"),
-    "actions.folds": ("crossfit_actions", "predict_action_folds"),
-    "actions.fit": ("fit_action_routers", "fit_action_router"),
+    "plans": ("ActionSpace", "decide", "calibrate_lambda"),
+    "profiles": ("ProfileSpace",),
 })

@@ -23,10 +23,10 @@ from safetensors.torch import load_file, save_file
 
 from mogg.core.artifacts import ArtifactError, artifact_lock, canonical_json, diff_fields, read_manifest, write_artifact
 from mogg.core.seal import check_seal, seal_holder
-from mogg.routing.actions.profiles import ProfileSpace
 from mogg.routing.inputs import objectives as obj
 from mogg.routing.inputs.features import FeatureRecipe
 from mogg.routing.kinds.registry import network_class
+from mogg.routing.profiles import ProfileSpace
 from mogg.routing.spec_check import MEANING, check_spec, meaning
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ class Routing:
     routed: np.ndarray  # bool [Q]
     level: np.ndarray  # int64 [Q]
     prior: np.ndarray  # float64 [Q, L]
-    logits: np.ndarray  # float64 [Q, L] ([Q, A] for a router over eq. 1 actions: mogg.routing.actions.profiles)
+    logits: np.ndarray  # float64 [Q, L] ([Q, A] for a router over eq. 1 actions: mogg.routing.profiles)
     fold: np.ndarray | None = None  # int64 [Q] for cross-fitted predictions
     cost_ms: dict | None = None  # routing ms per question (network; and what reading its inputs took, by the inputs)
 
@@ -138,7 +138,7 @@ class TrainedRouter:
     # -- applying it --------------------------------------------------------------------------
     @property
     def profile_space(self) -> ProfileSpace | None:
-        """The eq. 1 actions its outputs score (:mod:`mogg.routing.actions.profiles`), None for a level router."""
+        """The eq. 1 actions its outputs score (:mod:`mogg.routing.profiles`), None for a level router."""
         profiles = self.spec.get("profiles")
         return ProfileSpace(tuple(profiles), len(self.levels)) if profiles else None
 

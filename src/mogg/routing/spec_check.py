@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from mogg.core.artifacts import ArtifactError, canonical_json, diff_fields
-from mogg.routing.actions.profiles import ProfileSpace
 from mogg.routing.inputs import objectives as obj
+from mogg.routing.profiles import ProfileSpace
 
 MEANING = "mogg.meaning"  # safetensors metadata key: the spec fields the outputs' meaning depends on
 

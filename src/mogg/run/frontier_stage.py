@@ -19,14 +19,13 @@ from omegaconf import DictConfig
 
 from mogg.core.artifacts import atomic_path, strict_json
 from mogg.evaluation import names as N
-from mogg.evaluation.families import action_table, stream_family
+from mogg.evaluation.families import stream_family
 from mogg.evaluation.frontier import Family, merge_families
 from mogg.evaluation.frontier_render import frontier_section, plot_frontier, plot_ladders_frontier
 from mogg.evaluation.frontier_report import frontier_evaluation
 from mogg.prepared import Prepared
-from mogg.routing.actions.profiles import ProfileSpace
-from mogg.routing.actions.space import ActionSpace, action_features
 from mogg.routing.fitting.kfold import make_folds
+from mogg.routing.profiles import ProfileSpace
 from mogg.run.budget.base import BudgetRouter, LadderFrontier
 from mogg.run.budget.registry import budget_routers
 from mogg.selection import Selection, mog_select, topk_all_select
@@ -100,7 +99,7 @@ def frontier_settings(cfg: DictConfig) -> FrontierSettings | None:
 
 def ladder_frontier(prep: Prepared, fs: FrontierSettings) -> LadderFrontier:
     """One ladder's questions under ``fs``, its action table computed once for every router kind."""
-    return LadderFrontier(prep, fs, actions_of)
+    return LadderFrontier(prep, fs)
 
 
 def _evidence(prep: Prepared) -> list[str]:
@@ -119,33 +118,10 @@ def save_per_question(pq: dict, query_ids: list[str], path: Path) -> None:
             np.savez_compressed(f, **arrays)
 
 
-def actions_of(prep: Prepared, fs: FrontierSettings) -> tuple[ActionSpace, Family, np.ndarray, np.ndarray]:
-    """The action space, its table (labels = F1, costs = tokens) and the router's inputs:
-    query inputs [Q, D + L] (the level router's features and each level's log top-chunk tokens)
-    and action features [Q, A, F]."""
-    if prep.deep is None:
-        raise ValueError("the frontier needs deep hits: prepare with depth=frontier.depth")
-    return action_inputs(prep.ladder, prep.deep, prep.features, _evidence(prep), fs.depth, fs.caps,
-                         prep.max_context_tokens)
-
-
-def action_inputs(ladder, deep, features: np.ndarray, evidence: list[str], depth: int, caps, max_tokens
-                  ) -> tuple[ActionSpace, Family, np.ndarray, np.ndarray]:
-    """:func:`actions_of` from its parts (``mogg-route --budget`` calls it on questions without
-    labels: ``evidence`` empty strings, the table's tokens only)."""
-    space, table = action_table(ladder, deep, evidence, depth, caps, max_tokens)
-    n_q, n_l = len(features), ladder.n_levels
-    # each level's top chunk at its largest cap (uncapped when null is a cap): [Q, L]
-    top_tokens = np.log1p(table.tokens.reshape(n_q, n_l, depth, len(caps))[:, :, 0, :].max(axis=2))
-    xq = np.concatenate([features, top_tokens], axis=1)
-    xa = action_features(space, deep.scores, table.tokens)
-    return space, table, xq, xa
-
-
 def vote_envelope(prep: Prepared, fs: FrontierSettings, fixed: Family) -> Family:
     """With ``router.profiles``: the fixed configurations (profile, level, k, cap), i.e. the
     envelope's (level, k, cap) plus every other eq. 1 profile's ranking along k and the caps
-    (:mod:`mogg.routing.actions.profiles`), as one family: its training-fold choice per budget says whether
+    (:mod:`mogg.routing.profiles`), as one family: its training-fold choice per budget says whether
     a fixed vote, no router, pays at matched cost."""
     space = ProfileSpace(prep.profiles, prep.ladder.n_levels)
     names, n_q, ev = space.names(prep.ladder.level_names), len(prep.items), _evidence(prep)

@@ -21,9 +21,9 @@ from mogg.data.leakage import LeakReport, find_leaks, guard
 from mogg.data.records import QAItem
 from mogg.ladders.base import Ladder
 from mogg.prepared import Prepared
-from mogg.routing.actions.profiles import ProfileSpace
 from mogg.routing.inputs.features import FeatureRecipe, compute_features
 from mogg.routing.inputs.labels import METRIC_SOURCES, SoftLabeler
+from mogg.routing.profiles import ProfileSpace
 from mogg.search import Hits, LadderIndex
 from mogg.selection import cap_contexts, fixed_level_select, mog_select
 
@@ -57,7 +57,7 @@ def prepare(
     router can rebuild its query encoder; ``max_context_tokens``: the cap on every context;
     ``depth``: also keep hits this deep per level (``Prepared.deep``, for the frontier and the
     action router; one search serves both depths); ``profiles``: also score every eq. 1 action
-    (:mod:`mogg.routing.actions.profiles`) for a router that chooses among them (needs ``labels=metric``).
+    (:mod:`mogg.routing.profiles`) for a router that chooses among them (needs ``labels=metric``).
     """
     if k_r < 1 or k < 1:
         raise ValueError(f"k_r and k must be >= 1 (got k_r={k_r}, k={k})")

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from mogg.routing.actions.profiles import check_profiles
 from mogg.routing.inputs import objectives
 from mogg.routing.inputs.features import NORMALISE, parse_groups
+from mogg.routing.profiles import check_profiles
 
 FITS = ("crossfit", "all", "both")
 TRANSFERS = ("pooled", "experts")  # mogg.routing.fitting.experts
@@ -40,7 +40,7 @@ class RouterKind:
     ``<ladder>/final``) that ``evaluate.py`` applies to its question set; ``allow_overlap``: let
     such a router be evaluated on questions it was trained on (refused by default).
 
-    ``profiles``: eq. 1 profiles (:mod:`mogg.routing.actions.profiles`): the router chooses an
+    ``profiles``: eq. 1 profiles (:mod:`mogg.routing.profiles`): the router chooses an
     action (profile, level), i.e. which levels vote as well as the level injected; null (default):
     one output per level and softmax(z / T) weights.
 

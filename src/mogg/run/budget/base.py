@@ -31,14 +31,16 @@ from omegaconf import DictConfig
 class LadderFrontier:
     """One ladder's prepared questions under the frontier settings, with the fixed action table
     computed once and shared by every kind (``actions``: space, table, query inputs, action
-    features; :func:`mogg.run.frontier_stage.actions_of`)."""
+    features; :func:`mogg.run.budget.shared.actions_of`)."""
 
-    def __init__(self, prep, fs, actions_of):
-        self.prep, self.fs, self._actions_of = prep, fs, actions_of
+    def __init__(self, prep, fs):
+        self.prep, self.fs = prep, fs
 
     @cached_property
     def actions(self):
-        return self._actions_of(self.prep, self.fs)
+        from mogg.run.budget.shared import actions_of
+
+        return actions_of(self.prep, self.fs)
 
     @property
     def space(self):

@@ -1,7 +1,7 @@
 """Route new questions with the deployed action router: per question a (level, k, cap), its
 tokens and its context, at a calibrated budget or a cost weight (``mogg-route --budget``).
 
-    from mogg.run.route_actions import ActionSession
+    from mogg.run.budget.actions.session import ActionSession
     s = ActionSession.from_checkpoint("checkpoints/act_final/mog/actions/final")
     records, summary = s.route(["Is X associated with Y?"], budget=128)
     print(records[0]["level"], records[0]["k"], records[0]["cap"], records[0]["tokens"], summary["mean_tokens"])
@@ -20,43 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
-from mogg.core.text import count_tokens
-from mogg.routing.actions.deploy import DeployedActions
 from mogg.routing.inputs.features import FeatureRecipe, compute_features
-from mogg.run.frontier_stage import action_inputs
+from mogg.run.budget.actions.deploy import DeployedActions
+from mogg.run.budget.shared import action_contexts, action_inputs
 from mogg.run.route_paths import build_encoder, check_levels, rebuild_index, route_with_empty
 from mogg.search import LadderIndex
-from mogg.selection import fixed_level_select
-from mogg.selection.mog import cap_contexts
 
 log = logging.getLogger(__name__)
-
-
-def action_contexts(lad, deep, space, act: np.ndarray, depth: int, max_context_tokens: int | None = None,
-                    max_tokens: int | None = None) -> list[dict]:
-    """Per question (in order) what its (level, k, cap) action reads: ``level``, ``level_index``,
-    ``k``, ``cap``, ``action``, ``tokens`` and ``context`` (level, chunk, document id, text per
-    snippet), each level's top-k chunks from its own ranking in ``deep``, cut at the tightest of
-    the cap, ``max_context_tokens`` and ``max_tokens``."""
-    lv, kk, cp = (g[act] for g in space.grid())
-    out: list[dict] = [{} for _ in range(len(act))]
-    for j in np.unique(lv):  # one selection per chosen level: its own ranking, k <= depth
-        rows = np.flatnonzero(lv == j)
-        sel = fixed_level_select(lad, deep, int(j), depth)
-        texts = sel.contexts(lad)
-        for q in rows:
-            cap = space.caps[cp[q]]
-            lims = [x for x in (cap, max_context_tokens, max_tokens) if x is not None]
-            snippets = texts[q][: kk[q] + 1]
-            chunks = [int(c) for c in sel.chunk[q][: kk[q] + 1] if c >= 0]
-            if lims:
-                snippets = cap_contexts([snippets], min(lims))[0][0]
-            ctx = [{"level": lad.level_names[int(j)], "chunk": c,
-                    "doc_id": lad.units.doc_ids[int(lad.chunk_doc(int(j))[c])], "text": t}
-                   for c, t in zip(chunks, snippets)]
-            out[q] = {"level": lad.level_names[int(j)], "level_index": int(j), "k": int(kk[q]) + 1, "cap": cap,
-                      "action": int(act[q]), "tokens": int(sum(count_tokens(c["text"]) for c in ctx)), "context": ctx}
-    return out
 
 
 class ActionSession:

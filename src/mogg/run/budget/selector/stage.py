@@ -2,8 +2,8 @@
 candidate units with features and labels, the evidence selector's cross-fit (train.py), and the
 selector, route + trim and sentence-oracle policies (evaluate.py).
 
-train: ``<checkpoint>/<ladder>/selector/`` (:mod:`mogg.routing.actions.selector`); evaluate: a
-:class:`mogg.evaluation.frontier_report.Reading` for :func:`frontier_evaluation`.
+train: ``<checkpoint>/<ladder>/selector/`` (:mod:`mogg.run.budget.selector.scorer`); evaluate: a
+:class:`mogg.run.budget.selector.policy.Reading` for :func:`frontier_evaluation`.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from omegaconf import DictConfig
 
 from mogg.core.threads import check_threads
 from mogg.evaluation.frontier_guard import Learned
-from mogg.evaluation.frontier_report import Reading
-from mogg.evaluation.sentence_frontier import context_units, selector_learned, sentence_oracle
 from mogg.prepared import Prepared
-from mogg.routing.actions.selector import check_params, crossfit_selector, predict_selector_folds, selector_key
-from mogg.selection.sentences import Candidates, Lexicon, candidates, evidence_overlap, features
+from mogg.run.budget.selector.candidates import Candidates, Lexicon, candidates, evidence_overlap, features
+from mogg.run.budget.selector.plans import context_units, selector_learned, sentence_oracle
+from mogg.run.budget.selector.policy import Reading
+from mogg.run.budget.selector.scorer import check_params, crossfit_selector, predict_selector_folds, selector_key
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class ReadingData:
 
 
 def reading_data(cfg: DictConfig, prep: Prepared, sel: dict) -> ReadingData:
-    """Candidates (the deep hits), features, labels (module doc of :mod:`mogg.selection.sentences`)."""
+    """Candidates (the deep hits), features, labels (module doc of :mod:`mogg.run.budget.selector.candidates`)."""
     t0 = time.perf_counter()
     encoder = instantiate(cfg.encoder) if sel["cosine"] else None
     art = Path(cfg.paths.artifacts) if cfg.paths.get("artifacts") else None

@@ -4,7 +4,7 @@
 A directory (an artifact: written atomically, sha256 of every file in ``manifest.json``) holds
 
 * ``actions.safetensors`` + ``actions.json``: the scorer fitted on every question with gold
-  evidence but a seeded validation slice (:class:`mogg.routing.actions.space.ActionRouter`);
+  evidence but a seeded validation slice (:class:`mogg.run.budget.actions.network.ActionRouter`);
 * ``deploy.json``: the action space (levels, k = 1..depth, caps), per budget B the cost weight
   lambda chosen on the validation slice, whether the router or the fixed envelope is deployed at
   B (the guard, decided on the cross-fit's out-of-fold questions) and the envelope's (level, k,
@@ -30,7 +30,8 @@ import numpy as np
 
 from mogg.core.artifacts import ArtifactError, artifact_lock, config_hash, read_manifest, strict_json, write_artifact
 from mogg.core.seal import check_seal, seal_holder
-from mogg.routing.actions.space import ActionRouter, ActionSpace, calibrate_lambda, decide
+from mogg.routing.plans import ActionSpace, calibrate_lambda, decide
+from mogg.run.budget.actions.network import ActionRouter
 
 log = logging.getLogger(__name__)
 

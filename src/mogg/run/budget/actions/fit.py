@@ -6,7 +6,7 @@
 initialisation (an :class:`ActionScorer` built under its seed), its standardisation (its training
 rows' means and spreads), its shuffles (a generator seeded by its seed, one permutation per epoch,
 as the fit always drew them), its dropout masks (a hash of its seed, the epoch, the question and
-the unit: :mod:`mogg.routing.actions._jit`), its loss over its own rows, and its own early stopping
+the unit: :mod:`mogg.run.budget.actions._jit`), its loss over its own rows, and its own early stopping
 (patience on its validation loss, its best epoch's weights kept). A fold that stopped takes no
 more steps and computes nothing.
 
@@ -27,22 +27,22 @@ import numpy as np
 import torch
 from torch import nn
 
-from mogg.routing.actions import scorer as scorer_math
-from mogg.routing.actions._jit import mix64
-from mogg.routing.actions.scorer import Dropout, Weights
-from mogg.routing.actions.space import ACTION_OBJECTIVES, ActionRouter, ActionScorer, _loss
 from mogg.routing.networks.stacked import StackedAdam, epoch_seed
+from mogg.run.budget.actions import scorer as scorer_math
+from mogg.run.budget.actions._jit import mix64
+from mogg.run.budget.actions.network import ACTION_OBJECTIVES, ActionRouter, ActionScorer, _loss
+from mogg.run.budget.actions.scorer import Dropout, Weights
 
 log = logging.getLogger(__name__)
 
-# Part of a cross-fit's run id (mogg.routing.actions.folds): folds fitted by an earlier fit (other
+# Part of a cross-fit's run id (mogg.run.budget.actions.folds): folds fitted by an earlier fit (other
 # dropout draws, other rounding) are refitted, not reused.
 FIT_CODE = "stacked-2"  # 2: ReLU units (GELU before issue 37)
 
 
 class ScorerStack(nn.Module):
     """``F`` :class:`ActionScorer` of one shape as stacked weights, the first layer split by input part
-    (:class:`mogg.routing.actions.scorer.Weights`; ``var`` / ``const``: the action-feature columns that vary
+    (:class:`mogg.run.budget.actions.scorer.Weights`; ``var`` / ``const``: the action-feature columns that vary
     across questions and those that do not)."""
 
     def __init__(self, scorers: Sequence[ActionScorer], var: np.ndarray, const: np.ndarray):

@@ -2,13 +2,13 @@
 reads inside the retrieved chunks, their tokens, at a calibrated budget or a cost weight
 (``mogg-route --checkpoint <run>/<ladder>/selector/final --budget 128``).
 
-    from mogg.run.route_selector import SelectorSession
+    from mogg.run.budget.selector.session import SelectorSession
     s = SelectorSession.from_checkpoint("checkpoints/sel_final/mog/selector/final")
     records, summary = s.route(["Is X associated with Y?"], budget=128)
 
-The inputs are built as training built them (:func:`mogg.run.reading_stage.candidate_features`
+The inputs are built as training built them (:func:`mogg.run.budget.selector.stage.candidate_features`
 over the ladder's deep hits, no labels), the plans and their F1_hat by the function the final fit
-used (:func:`mogg.run.selector_final.plans_of`): routing the training questions reproduces the
+used (:func:`mogg.run.budget.selector.final.plans_of`): routing the training questions reproduces the
 decisions the fit recorded (a test does). Where the guard kept the envelope at B, each question
 reads the envelope's (level, k, cap) instead.
 """
@@ -22,10 +22,10 @@ from pathlib import Path
 import numpy as np
 
 from mogg.core.text import count_tokens
-from mogg.run.reading_stage import candidate_features
-from mogg.run.route_actions import action_contexts
+from mogg.run.budget.selector.final import DeployedSelector, plans_of
+from mogg.run.budget.selector.stage import candidate_features
+from mogg.run.budget.shared import action_contexts
 from mogg.run.route_paths import build_encoder, check_levels, rebuild_index, route_with_empty
-from mogg.run.selector_final import DeployedSelector, plans_of
 from mogg.search import LadderIndex
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ class SelectorSession:
     def from_checkpoint(cls, directory: str | Path, artifacts: str | Path | None = "auto",
                         overrides: Sequence[str] = (), data_dir: str | Path | None = None) -> "SelectorSession":
         """Load the directory and rebuild (or load from the artifact store) its ladder, retriever
-        and encoder, as :meth:`mogg.run.route_actions.ActionSession.from_checkpoint` does."""
+        and encoder, as :meth:`mogg.run.budget.actions.session.ActionSession.from_checkpoint` does."""
         dep = DeployedSelector.load(Path(directory))
         where = str(Path(directory) / "deploy.json")
         comps, art, index = rebuild_index(dep.deploy["spec"].get("components"), overrides, data_dir, artifacts, where)

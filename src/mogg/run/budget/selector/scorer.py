@@ -1,5 +1,5 @@
 """The evidence selector's scorer: gradient-boosted trees (LightGBM) over each candidate unit's
-features (:mod:`mogg.selection.sentences`) regressing its evidence density (gold-evidence tokens
+features (:mod:`mogg.run.budget.selector.candidates`) regressing its evidence density (gold-evidence tokens
 per token), cross-fitted like the routers.
 
 ``crossfit_selector`` fits one model per fold on the candidates of the fold's training questions,

@@ -3,7 +3,7 @@
 It reads inside the chunk: every level's top-``depth`` chunks give candidate units (sentences),
 a LightGBM scorer cross-fitted like the routers regresses each one's evidence density, and per
 question the prefix of its ranking with the best estimated F1 - lambda * tokens is read
-(:mod:`mogg.run.reading_stage`). Its rows follow the chunk oracle: the selector guarded and not,
+(:mod:`mogg.run.budget.selector.stage`). Its rows follow the chunk oracle: the selector guarded and not,
 route + trim (a chunk-level router evaluated before it, trimmed by the selector) and the sentence
 oracle. Checkpoints: ``<checkpoint>/<ladder>/selector/`` (``fold<k>``, ``final``).
 """
@@ -17,7 +17,7 @@ from typing import ClassVar
 from omegaconf import DictConfig
 
 from mogg.run.budget.base import BudgetRouter, LadderFrontier
-from mogg.run.reading_stage import reading_policies, selector_settings, train_selector
+from mogg.run.budget.selector.stage import reading_policies, selector_settings, train_selector
 from mogg.run.router_store import retrain_command
 
 
@@ -26,7 +26,7 @@ class EvidenceSelectorKind(BudgetRouter):
     """Candidates: the units of every level's top-``depth`` chunks, at most ``per_chunk`` of one
     chunk (those sharing the most question words); plans: the first 1..``plans`` units of the
     ranking; ``cosine``: the question-unit cosine of the encoder as a feature; ``params``:
-    LightGBM knobs over :data:`mogg.routing.actions.selector.PARAMS`."""
+    LightGBM knobs over :data:`mogg.run.budget.selector.scorer.PARAMS`."""
 
     depth: int = 8
     per_chunk: int = 24
@@ -50,12 +50,12 @@ class EvidenceSelectorKind(BudgetRouter):
                                 retrain_command(cfg), ladder.fs.guard_se)
 
     def fit_final(self, cfg: DictConfig, name: str, ladder: LadderFrontier, fold_dir: Path) -> dict:
-        from mogg.run.selector_final import fit_final_selector
+        from mogg.run.budget.selector.final import fit_final_selector
 
         return fit_final_selector(cfg, name, ladder, self.knobs(), fold_dir)
 
     @classmethod
     def session(cls, directory: Path, artifacts="auto", overrides=(), data_dir=None):
-        from mogg.run.route_selector import SelectorSession
+        from mogg.run.budget.selector.session import SelectorSession
 
         return SelectorSession.from_checkpoint(directory, artifacts, overrides, data_dir)

@@ -2,7 +2,7 @@
 ``selector`` budget router, ``frontier/routers=[actions,selector]``): one scorer on every
 question's candidates, a cost weight per budget, the guard's decision per budget, applied to new
 questions by ``mogg-route --budget``
-(:mod:`mogg.run.route_selector`).
+(:mod:`mogg.run.budget.selector.session`).
 
 ``<run>/<ladder>/selector/final`` (an artifact: written atomically, sha256 of every file in
 ``manifest.json``) holds
@@ -37,13 +37,13 @@ from mogg.core.seal import check_seal, seal_holder
 from mogg.core.threads import check_threads
 from mogg.evaluation.frontier import choose_config
 from mogg.evaluation.frontier_guard import best_lambda, out_of_fold_guard
-from mogg.evaluation.sentence_frontier import Ranked, estimated_f1, plan_table, rank_candidates, selector_learned
-from mogg.routing.actions.deploy import check_budget_value, check_budgets
-from mogg.routing.actions.selector import _weights, fit_scorer, predict_selector_folds
-from mogg.routing.actions.space import ActionSpace, decide
 from mogg.routing.fitting.folds import split_train_val
+from mogg.routing.plans import ActionSpace, decide
+from mogg.run.budget.actions.deploy import check_budget_value, check_budgets
 from mogg.run.budget.base import LadderFrontier
-from mogg.run.reading_stage import _key, reading_data
+from mogg.run.budget.selector.plans import Ranked, estimated_f1, plan_table, rank_candidates, selector_learned
+from mogg.run.budget.selector.scorer import _weights, fit_scorer, predict_selector_folds
+from mogg.run.budget.selector.stage import _key, reading_data
 from mogg.run.router_store import retrain_command, router_spec
 
 log = logging.getLogger(__name__)

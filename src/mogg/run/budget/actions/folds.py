@@ -17,10 +17,11 @@ from pathlib import Path
 import numpy as np
 
 from mogg.core.artifacts import ArtifactError, atomic_path, config_hash, strict_json
-from mogg.routing.actions.fit import FIT_CODE, fit_action_routers
-from mogg.routing.actions.space import ActionRouter, ActionSpace
 from mogg.routing.fitting.folds import finished_run
 from mogg.routing.fitting.kfold import RouterTrainingError, _digest, make_folds, split_train_val
+from mogg.routing.plans import ActionSpace
+from mogg.run.budget.actions.fit import FIT_CODE, fit_action_routers
+from mogg.run.budget.actions.network import ActionRouter
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ def crossfit_actions(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, space: Actio
                      n_folds: int, seed: int, fit_kwargs: dict, val_fraction: float, out_dir: Path,
                      data_key: str = "") -> dict:
     """Train one action router per fold, all folds as one stacked fit
-    (:func:`mogg.routing.actions.fit.fit_action_routers`), into ``out_dir/fold<k>``; ``folds.json``
+    (:func:`mogg.run.budget.actions.fit.fit_action_routers`), into ``out_dir/fold<k>``; ``folds.json``
     last. Folds and validation slices are drawn exactly as the level router's
     (:mod:`mogg.routing.fitting.kfold`)."""
     out_dir = Path(out_dir)

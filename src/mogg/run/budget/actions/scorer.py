@@ -1,6 +1,6 @@
 """The action scorer's arithmetic: forward and backward of one MLP over every (question, action).
 
-The scorer (:class:`mogg.routing.actions.space.ActionScorer`) is
+The scorer (:class:`mogg.run.budget.actions.network.ActionScorer`) is
 
     u(q, a) = w3 . relu(W2 drop(relu(W1 [x_q, x_a] + b1)) + b2) + b3
 
@@ -15,7 +15,7 @@ cheaper than the concatenation ``[x_q, x_a]`` pushed through ``nn.Linear``:
 
 Same function, other float rounding (the sums run in another order). The backward pass is written
 out (autograd kept every intermediate and summed the broadcasts in extra passes); the dropout mask
-is a hash recomputed in the backward pass (:mod:`mogg.routing.actions._jit`). ReLU, not GELU (as
+is a hash recomputed in the backward pass (:mod:`mogg.run.budget.actions._jit`). ReLU, not GELU (as
 until issue 37): GELU's erf and its derivative took ~40% of a fit step (5.5 and 4.0 ms on [28k, 64]
 against 0.15 ms for ReLU), for no better frontier (docs/benchmarks.md, "The frontier, profiled").
 """
@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from mogg.routing.actions._jit import dropout_rows_, layer1_, layer1_grads
+from mogg.run.budget.actions._jit import dropout_rows_, layer1_, layer1_grads
 
 # Fixed parts of a batch's questions whose first-layer gradients are summed in order (any thread
 # count gives the same sums)

@@ -1,7 +1,7 @@
 """The cost-aware action router as a budget-router kind (``conf/frontier/routers/actions.yaml``).
 
 Per question it scores every fixed (level, k, cap) of the action table
-(:mod:`mogg.routing.actions`: one stacked fit over all folds) and reads ``argmax u - lambda *
+(:mod:`mogg.run.budget.actions.fit`: one stacked fit over all folds) and reads ``argmax u - lambda *
 tokens``; the frontier's router policy guards it against the envelope (with eq. 1-2 under the
 level router's weights as the other candidate). It can span every ladder at once (the
 all-ladders router). Checkpoints: ``<checkpoint>/<ladder>/actions/`` (``fold<k>``, ``final``,
@@ -19,12 +19,13 @@ from omegaconf import DictConfig
 
 from mogg.core.artifacts import ArtifactError
 from mogg.evaluation.frontier import Family, merge_families
-from mogg.evaluation.frontier_guard import RouterFolds
 from mogg.evaluation.frontier_render import frontier_section, plot_frontier
 from mogg.evaluation.frontier_report import TRAINING_ENVELOPE, TRANSFERRED, frontier_evaluation
-from mogg.routing.actions.deploy import TRANSFER_DIR, DeployedActions
-from mogg.routing.actions.folds import action_key, crossfit_actions, predict_action_folds
-from mogg.routing.actions.space import ActionSpace, action_features, check_fit_knobs
+from mogg.routing.plans import ActionSpace, action_features
+from mogg.run.budget.actions.deploy import TRANSFER_DIR, DeployedActions
+from mogg.run.budget.actions.folds import action_key, crossfit_actions, predict_action_folds
+from mogg.run.budget.actions.network import check_fit_knobs
+from mogg.run.budget.actions.policy import RouterFolds
 from mogg.run.budget.base import BudgetRouter, LadderFrontier
 from mogg.run.frontier_stage import ALL_LADDERS
 from mogg.run.router_store import retrain_command
@@ -32,7 +33,7 @@ from mogg.run.router_store import retrain_command
 
 @dataclass
 class ActionRouterKind(BudgetRouter):
-    """The action scorer's knobs (:func:`mogg.routing.actions.fit.fit_action_routers`): its
+    """The action scorer's knobs (:func:`mogg.run.budget.actions.fit.fit_action_routers`): its
     objective (utility | bce | listwise; the level router's ``router.objective`` does not reach
     it), hidden units, dropout, Adam's lr and weight decay, batch size, epochs and early-stopping
     patience."""
@@ -64,7 +65,7 @@ class ActionRouterKind(BudgetRouter):
                                 float(cfg.trainer.val_fraction), out_dir, ladder.prep.data_key)
 
     def folds(self, cfg: DictConfig, ladder: LadderFrontier, fold_dir: Path):
-        """The cross-fit's out-of-fold utilities (:class:`mogg.routing.actions.folds.ActionFolds`),
+        """The cross-fit's out-of-fold utilities (:class:`mogg.run.budget.actions.folds.ActionFolds`),
         refused when they were trained on other data or knobs."""
         space, table, xq, xa = ladder.actions
         return predict_action_folds(xq, xa, ladder.prep.query_ids, fold_dir, space,
@@ -75,19 +76,19 @@ class ActionRouterKind(BudgetRouter):
         return RouterFolds(af.util, af.fold, af.val, guard=ladder.fs.guard, guard_se=ladder.fs.guard_se)
 
     def fit_final(self, cfg: DictConfig, name: str, ladder: LadderFrontier, fold_dir: Path) -> dict:
-        from mogg.run.action_final import fit_final_actions
+        from mogg.run.budget.actions.final import fit_final_actions
 
         return fit_final_actions(cfg, name, ladder, self, fold_dir)
 
     def fit_transfer(self, cfg: DictConfig, name: str, sources: dict[str, LadderFrontier], fold_dir: Path,
                      corpus_node=None) -> dict:
-        from mogg.run.action_final import fit_transfer_actions
+        from mogg.run.budget.actions.final import fit_transfer_actions
 
         return fit_transfer_actions(cfg, name, sources, self, fold_dir, corpus_node)
 
     def transferred(self, cfg: DictConfig, ladder: LadderFrontier, fold_dir: Path):
         """With ``train_sources`` and their action router (``<fold_dir>/transfer``,
-        :func:`mogg.run.action_final.fit_transfer_actions`): budget -> the transferred router's and
+        :func:`mogg.run.budget.actions.final.fit_transfer_actions`): budget -> the transferred router's and
         the training sets' envelope's F1 and tokens per question on this set (None otherwise). Both
         read this set's token counts, which need no labels: the envelope is the training sets' best
         configuration among those reading <= B mean tokens here, and the router's lambda is
@@ -145,7 +146,7 @@ class ActionRouterKind(BudgetRouter):
 
     @classmethod
     def session(cls, directory: Path, artifacts="auto", overrides=(), data_dir=None):
-        from mogg.run.route_actions import ActionSession
+        from mogg.run.budget.actions.session import ActionSession
 
         return ActionSession.from_checkpoint(directory, artifacts, overrides, data_dir)
 

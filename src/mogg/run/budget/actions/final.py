@@ -1,6 +1,6 @@
 """The action router's final fit (``router.fit=all`` / ``both`` with a frontier): one scorer on
 every question, a cost weight per budget, the guard's decision per budget, one directory
-(:class:`mogg.routing.actions.deploy.DeployedActions`) that ``mogg-route --budget`` applies.
+(:class:`mogg.run.budget.actions.deploy.DeployedActions`) that ``mogg-route --budget`` applies.
 
 Per budget B:
 
@@ -27,11 +27,12 @@ import numpy as np
 from omegaconf import DictConfig
 
 from mogg.evaluation.frontier import choose_config
-from mogg.evaluation.frontier_guard import RouterFolds, action_learned, best_lambda, guard_check, out_of_fold_guard
-from mogg.routing.actions.deploy import FINAL_DIR, TRANSFER_DIR, DeployedActions
-from mogg.routing.actions.fit import fit_action_routers
-from mogg.routing.actions.space import decide
+from mogg.evaluation.frontier_guard import best_lambda, guard_check, out_of_fold_guard
 from mogg.routing.fitting.folds import split_train_val
+from mogg.routing.plans import decide
+from mogg.run.budget.actions.deploy import FINAL_DIR, TRANSFER_DIR, DeployedActions
+from mogg.run.budget.actions.fit import fit_action_routers
+from mogg.run.budget.actions.policy import RouterFolds, action_learned
 from mogg.run.budget.base import LadderFrontier
 from mogg.run.router_store import router_spec
 

@@ -1,0 +1,60 @@
+"""The evidence selector's frontier rows: the selector (guarded and not), route + trim (a chunk-level
+router's plans trimmed by the selector) and the sentence oracle beside them, as a
+:class:`~mogg.evaluation.frontier_guard.BudgetPolicy` whose rows follow the chunk oracle."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from mogg.evaluation.frontier import Family, oracle_at
+from mogg.evaluation.frontier_guard import BudgetPolicy, Learned, TableAt, cut_family, guarded_at
+
+
+def _reading_rows(reading: Reading, table: TableAt, b: float) -> dict:
+    """The selector guarded and not, route + trim guarded over its variants (where evaluated at
+    ``b``), and the sentence oracle at ``b``."""
+    res, folds, fixed, guard_se = {}, table.folds, table.fixed, reading.guard_se
+    f, t, src, names, facts = guarded_at(folds, fixed, b, [reading.selector], True, guard_se)
+    res["selector"] = table.row(f, t, f"selector {(src >= 0).mean():.0%}")
+    res["selector"].update(own=float((src >= 0).mean()), calibration=facts)
+    f, t, _, _, _ = guarded_at(folds, fixed, b, [reading.selector], False)
+    res["selector (unguarded)"] = table.row(f, t)
+    trims = reading.trims(b)
+    if trims:
+        f, t, src, names, facts = guarded_at(folds, fixed, b, trims, True, guard_se)
+        used = Counter(["envelope" if s < 0 else names[s] for s in src.tolist()])
+        res["route + trim"] = table.row(f, t, ", ".join(f"{n} {c / len(src):.0%}" for n, c in used.items()))
+        res["route + trim"].update(own=float((src >= 0).mean()), calibration=facts)
+    tx, fy = oracle_at(np.nan_to_num(reading.oracle.f1), reading.oracle.tokens, b)
+    res["sentence oracle"] = {"f1": {"mean": fy, "se": float("nan"), "n": len(table.env_f1)}, "tokens": {"mean": tx}}
+    return res
+
+
+@dataclass
+class Reading(BudgetPolicy):
+    """The read-inside-the-chunk policies (:mod:`mogg.run.budget.selector.plans`): the evidence
+    selector over all levels' candidates, route + trim (a function of the budget: the variants to
+    guard over, or None where it is not evaluated), and the sentence oracle's plans (its ceiling)."""
+
+    selector: Learned
+    trims: object  # Callable[[float], list[Learned] | None]
+    oracle: Family
+    cost_ms: dict | None = None  # per question: gathering candidates and features, scoring (wall clock)
+    guard_se: float = 1.0  # the guard's standard errors (frontier.guard_se)
+    reads_units = True
+    ceilings = ("sentence oracle",)
+
+    def cut(self, sub: np.ndarray, new: np.ndarray) -> "Reading":
+        trims = self.trims
+        return Reading(self.selector.cut(sub, new),
+                       lambda b: None if (ts := trims(b)) is None else [t.cut(sub, new) for t in ts],
+                       cut_family(self.oracle, sub), self.cost_ms, self.guard_se)
+
+    def rows(self, budget: float, table: TableAt) -> dict[str, dict]:
+        return _reading_rows(self, table, budget)
+
+    def report(self) -> dict:
+        return {"selector_cost_ms": dict(self.cost_ms)} if self.cost_ms else {}
