@@ -41,6 +41,12 @@ STAGES = {  # (module, function): stage name
     ("mogg.run.budget.actions", "predict_action_folds"): "action router: predictions",
     ("mogg.run.budget.selector", "train_selector"): "evidence selector: candidates, features, folds (train)",
     ("mogg.run.budget.selector", "reading_policies"): "evidence selector: candidates, features, plans (evaluate)",
+    # since each kind is a package (issue 47)
+    ("mogg.run.budget.shared", "actions_of"): "action table and features",
+    ("mogg.run.budget.actions.kind", "crossfit_actions"): "action router: 5 folds",
+    ("mogg.run.budget.actions.kind", "predict_action_folds"): "action router: predictions",
+    ("mogg.run.budget.selector.kind", "train_selector"): "evidence selector: candidates, features, folds (train)",
+    ("mogg.run.budget.selector.kind", "reading_policies"): "evidence selector: candidates, features, plans (evaluate)",
 }
 
 

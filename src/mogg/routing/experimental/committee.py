@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from mogg.routing.kinds.base import RouterNetwork
 from mogg.routing.kinds.mlp import MLPRouter
+from mogg.routing.networks.base import RouterNetwork
 from mogg.routing.networks.mlp import RouterMLP
 
 MEMBER_SEED = 104_729  # member m trains under seed + m * MEMBER_SEED: clear of the folds' seed + k

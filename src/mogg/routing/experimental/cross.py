@@ -28,7 +28,8 @@ import torch
 from torch import nn
 
 from mogg.routing.experimental.pairs import PairStates, encoder_layers, frozen_layers, pair_states, router_pair_states
-from mogg.routing.kinds.base import RouterKind, RouterNetwork
+from mogg.routing.kinds.base import RouterKind
+from mogg.routing.networks.base import RouterNetwork
 from mogg.routing.networks.mlp import standardisation
 
 log = logging.getLogger(__name__)

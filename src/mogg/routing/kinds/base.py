@@ -12,7 +12,7 @@ a saved router: :class:`RouterNetwork`), found again from ``router.json`` by
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ import numpy as np
 
 from mogg.routing.inputs import objectives
 from mogg.routing.inputs.features import NORMALISE, parse_groups
+from mogg.routing.networks.base import RouterNetwork  # noqa: F401 (the kind interface's other half, named here)
 from mogg.routing.profiles import check_profiles
 
 FITS = ("crossfit", "all", "both")
@@ -141,45 +142,6 @@ class RouterKind:
         its training record (``epochs``, ``best_val_loss``), ``held_out`` None (the decision
         rule's margin is tuned on ``val``) or ``(rows, outputs)`` to tune it on instead."""
         raise NotImplementedError(f"{self.kind_name} does not implement fit_networks")
-
-
-class RouterNetwork:
-    """What a trained router's network answers (a mixin beside ``torch.nn.Module``).
-
-    ``REQUIRED``: the ``hparams`` keys ``router.json`` must hold; :meth:`from_hparams` an
-    untrained network of that shape (the weights are loaded after); :meth:`logits` the outputs
-    z float64 [Q, L] for inputs; :meth:`input_error` why inputs do not fit (None when they do);
-    :meth:`route_inputs` what a saved router reads for new questions.
-    """
-
-    REQUIRED: tuple[str, ...] = ("in_dim", "n_levels", "hidden", "dropout")
-
-    @classmethod
-    def kind_path(cls) -> str:
-        """``"package.module:Class"``: what a new network writes as ``hparams["kind"]`` so that
-        :func:`mogg.routing.kinds.registry.network_class` finds it again."""
-        return f"{cls.__module__}:{cls.__qualname__}"
-
-    @classmethod
-    def from_hparams(cls, net: dict):
-        raise NotImplementedError
-
-    def logits(self, x) -> np.ndarray:
-        raise NotImplementedError
-
-    def input_error(self, x) -> str | None:
-        x = np.asarray(x)
-        if x.ndim != 2 or x.shape[1] != self.hparams["in_dim"]:
-            return f"router inputs have shape {x.shape}; the router expects [Q, {self.hparams['in_dim']}]"
-        return None
-
-    @classmethod
-    def route_inputs(cls, net: dict, features: Callable[[], np.ndarray], questions: Sequence[str],
-                     contexts: Callable[[], list[list[str]]], artifacts: Path | None):
-        """A saved router's inputs for ``questions``: ``features()`` its recipe's feature matrix
-        [Q, D], ``contexts()`` per question, per level, the text that level's fixed top-k hands
-        the reader [Q][L] (both computed only when asked for)."""
-        return features()
 
 
 def concat_inputs(xs: Sequence):

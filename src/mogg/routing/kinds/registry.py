@@ -31,7 +31,7 @@ def network_path(net: dict) -> str:
 
 def network_class(net: dict, where: str = "router.json"):
     """The :class:`mogg.routing.kinds.base.RouterNetwork` subclass a network spec names."""
-    from mogg.routing.kinds.base import RouterNetwork
+    from mogg.routing.networks.base import RouterNetwork
 
     builtin = {**_SHORT, **{v: v for v in _SHORT.values()}}
     return resolve_kind(network_path(net), builtin, "mogg.router_networks", RouterNetwork, where, "network.kind")

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from mogg.routing.kinds.base import RouterNetwork
+from mogg.routing.networks.base import RouterNetwork
 
 
 def standardisation(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
