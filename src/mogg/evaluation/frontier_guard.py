@@ -59,10 +59,27 @@ class BudgetPolicy:
 
     ``reads_units``: False for policies over whole chunks (their rows lead the table, before the
     fixed families), True for policies that read inside the chunk (their rows follow the chunk
-    oracle, beside their own ceiling)."""
+    oracle, beside their own ceiling).
+
+    What its rows look like in the report is the kind's too (the evaluation layer names no kind):
+    ``STYLES`` (row -> matplotlib colour, line style and width), ``HEADLINE`` (rows drawn last in
+    the frontier plot), ``SHADED`` (rows drawn with their ±1.96 se), ``BANDS`` (rows drawn with
+    their paired band against the envelope), ``MARKS`` (row -> marker at the table's budgets),
+    ``RULE`` (how its rows deploy, said once in the table's caption) and :meth:`notes` (lines under
+    the table)."""
 
     reads_units: bool = False
     ceilings: tuple[str, ...] = ()
+    STYLES: dict[str, dict] = {}
+    HEADLINE: tuple[str, ...] = ()
+    SHADED: tuple[str, ...] = ()
+    BANDS: tuple[str, ...] = ()
+    MARKS: dict[str, str] = {}
+    RULE: str = ""
+
+    def notes(self, fr: dict, budgets: list[int]) -> tuple[list[str], list[str]]:
+        """Report lines about its rows: (after the table's area paragraph, after the transfer lines)."""
+        return [], []
 
     def cut(self, sub: np.ndarray, new: np.ndarray) -> "BudgetPolicy":
         """The same policy on questions ``sub`` (``new``: old row -> new row, -1 dropped)."""

@@ -1,7 +1,9 @@
 """The frontier evaluation rendered: the report's markdown table and the frontier plots.
 
 Reads the dictionary :func:`mogg.evaluation.frontier_report.frontier_evaluation` returns; computes
-nothing but layout.
+nothing but layout. What the learned budget routers' rows look like (styles, which are drawn
+last, shaded or banded, marked at the table's budgets; their caption rule and notes) comes from
+their policies (:class:`mogg.evaluation.frontier_guard.BudgetPolicy`): nothing here names a kind.
 """
 
 from __future__ import annotations
@@ -13,12 +15,17 @@ import numpy as np
 from mogg.core.artifacts import atomic_path
 
 
-def frontier_section(name: str, fr: dict, budgets: list[int]) -> list[str]:
-    """Markdown: F1 at matched mean tokens with paired 95% intervals against the envelope."""
-    # the router policy's rule, where the table has its row (a run without the action router has none)
-    rule = (" (the router: the action router, lambda calibrated on its fold's validation questions, or eq. 1-2 under the "
-            "level router's weights, whichever beats the envelope on pooled validation questions by one standard error, "
-            "else the envelope); ") if "router" in fr["budgets"][budgets[0]] else "; "
+def _present(policies, fr: dict, budgets: list[int]) -> list:
+    """The policies whose rows the table holds (a run without a kind has none of its rows)."""
+    row0 = fr["budgets"][budgets[0]] if budgets else {}
+    return [p for p in policies if any(r in row0 or r in fr.get("curves", {}) for r in (*p.STYLES, *p.HEADLINE))]
+
+
+def frontier_section(name: str, fr: dict, budgets: list[int], policies=()) -> list[str]:
+    """Markdown: F1 at matched mean tokens with paired 95% intervals against the envelope;
+    ``policies``: the learned budget routers' policies (their caption rule and notes)."""
+    present = _present(policies, fr, budgets)
+    rule = "".join(p.RULE for p in present) or "; "  # how the learned rows deploy, where the table has them
     md = [f"## F1 at matched reading cost: `{name}`", "",
           f"n = {fr['n']} questions with gold evidence" + (f" ({fr['n_dropped']} without are left out)" if fr["n_dropped"] else "")
           + ". Each policy deploys, per fold, the configuration chosen on the training folds to read <= B mean tokens"
@@ -47,11 +54,9 @@ def frontier_section(name: str, fr: dict, budgets: list[int]) -> list[str]:
     md += ["", f"Area: between the policy's curve and the envelope's over log tokens in [{min(budgets)}, {max(budgets)}], as a "
            f"share of the oracle frontier's (1 = oracle, 0 = envelope). Tokens to reach: the fewest mean tokens at which "
            f"the policy reaches the envelope's best F1 ({fr['reach_target']:.3f}).", ""]
-    if "router" in fr["budgets"][budgets[0]]:
-        own = "; ".join(f"{b}: {fr['budgets'][b]['router']['config']}" for b in budgets)
-        md += ["Configurations deployed: " + "; ".join(f"B={b}: envelope `{fr['budgets'][b]['envelope']['config']}`"
-                                                       for b in budgets) + ".",
-               f"The router policy's deciders (share of questions; envelope = the guard kept it): {own}.", ""]
+    notes = [p.notes(fr, budgets) for p in present]
+    for before, _ in notes:
+        md += before
     row0 = fr["budgets"][budgets[0]]
     if "transferred router" in row0:  # leave-one-set-out: the router trained on the other sets
         cells = []
@@ -63,19 +68,18 @@ def frontier_section(name: str, fr: dict, budgets: list[int]) -> list[str]:
         md += ["The transferred router (trained on the other sets, guarded on their validation questions) against the "
                "training sets' envelope (what one deploys on a new set without its labels), paired 95% interval: "
                + "; ".join(cells) + ". The envelope row above is this set's own, cross-fitted: it needs this set's labels.", ""]
-    if "selector_cost_ms" in fr:  # wall clock: differs between runs (the only such line of a report)
-        c = fr["selector_cost_ms"]
-        md += [f"Reading inside the chunk costs {c['features']:.2f} ms per question to gather the candidates and their "
-               f"features and {c['scoring']:.3f} ms to score them (wall clock, this run).", ""]
+    for _, after in notes:
+        md += after
     return md + [f"![F1 vs tokens]({name}_frontier.png)", ""]
 
 
-def plot_frontier(name: str, fr: dict, path: Path) -> None:
+def plot_frontier(name: str, fr: dict, path: Path, policies=()) -> None:
     """Two panels: (a) evidence F1 against mean context tokens for every family, the oracle frontier
     dotted, the report table's budgets B marked on the envelope and the router policy; (b) each
     policy's gain over the envelope at the same budget, with the router policy's paired 95%
     bootstrap band and the oracle's gain, the table's budgets as vertical lines. Colours follow
-    :func:`mogg.evaluation.style.policy_style`; the legend sits below the panels."""
+    :func:`mogg.evaluation.style.policy_style` and the ``policies``' own styles; the legend sits
+    below the panels."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -85,27 +89,36 @@ def plot_frontier(name: str, fr: dict, path: Path) -> None:
 
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(12.5, 5.2))
     c, budgets = fr["curves"], sorted(int(b) for b in fr["budgets"])
-    order = sorted(c, key=lambda n: (n in ("router", "envelope", "selector"), n))  # the ones that matter drawn last
+    own = {n: st for p in policies for n, st in p.STYLES.items()}
+
+    def style(n: str) -> dict:
+        return policy_style(n, own=own)
+
+    last = {"envelope", *(n for p in policies for n in p.HEADLINE)}
+    order = sorted(c, key=lambda n: (n in last, n))  # the ones that matter drawn last
+    shaded = {"envelope", *(n for p in policies for n in p.SHADED)}
     for n in order:
-        st = policy_style(n)
+        st = style(n)
         x, y = np.array(c[n]["tokens"]), np.array(c[n]["f1"])
         ax.plot(x, y, marker="o", ms=2.5, label=n, **st)
-        if n in ("envelope", "router"):
+        if n in shaded:
             se = np.array(c[n]["se"])
             ax.fill_between(x, y - 1.96 * se, y + 1.96 * se, color=st["color"], alpha=0.12, lw=0)
     ox, oy = fr["oracle_curve"]
     ax.plot(ox, oy, label="oracle frontier (ceiling)", **policy_style("oracle"))
     grid_ = fr.get("grid", {})
-    if "sentence oracle" in grid_:  # the ceiling of reading inside the chunk
-        ax.plot(grid_["sentence oracle tokens"], grid_["sentence oracle"], label="sentence oracle (ceiling)",
-                **policy_style("sentence oracle"))
-    for n, mark in (("envelope", "s"), ("router", "D")):  # the table's cells
+    ceilings = [n for p in policies for n in p.ceilings]
+    for n in ceilings:  # a learned policy's own ceiling (the sentence oracle)
+        if n in grid_:
+            ax.plot(grid_[f"{n} tokens"], grid_[n], label=f"{n} (ceiling)", **style(n))
+    marks = [("envelope", "s"), *((n, m) for p in policies for n, m in p.MARKS.items())]
+    for n, mark in marks:  # the table's cells
         if n not in fr["budgets"][budgets[0]]:
             continue
         pts = [(fr["budgets"][b][n]["tokens"]["mean"], fr["budgets"][b][n]["f1"]["mean"]) for b in budgets]
-        ax.scatter(*zip(*pts), marker=mark, s=46, facecolor="white", edgecolor=policy_style(n)["color"], lw=1.6,
+        ax.scatter(*zip(*pts), marker=mark, s=46, facecolor="white", edgecolor=style(n)["color"], lw=1.6,
                    zorder=5, label=f"{n} at the table's budgets")
-        if n == "router":  # budgets whose deployments coincide share one label ("B=256, 512")
+        if n != "envelope":  # budgets whose deployments coincide share one label ("B=256, 512")
             at: dict[tuple, list[int]] = {}
             for b, p in zip(budgets, pts):
                 at.setdefault((round(p[0], 1), round(p[1], 4)), []).append(b)
@@ -125,18 +138,21 @@ def plot_frontier(name: str, fr: dict, path: Path) -> None:
         for n in order:
             if n == "envelope" or n == "envelope (hindsight)":
                 continue
-            st = policy_style(n)
+            st = style(n)
             bx.plot(grid, np.array(c[n]["f1"]) - env, marker="o", ms=2.5, **st)
-        if "router" in c and "gain_lo" in c["router"]:
-            bx.fill_between(grid, c["router"]["gain_lo"], c["router"]["gain_hi"], color=policy_style("router")["color"],
-                            alpha=0.15, lw=0, label="router: paired 95% bootstrap band")
+
+        def bands(inside: bool) -> None:  # a chunk-level router's band under the ceilings, an inside one's over them
+            for n in (n for p in policies if p.reads_units == inside for n in p.BANDS):
+                if n in c and "gain_lo" in c[n]:
+                    bx.fill_between(grid, c[n]["gain_lo"], c[n]["gain_hi"], color=style(n)["color"], alpha=0.15, lw=0,
+                                    label=f"{n}: paired 95% bootstrap band")
+
+        bands(False)
         bx.plot(grid, np.array(fr["grid"]["oracle"]) - env, **policy_style("oracle"))
-        if "sentence oracle" in fr["grid"]:
-            bx.plot(grid, np.array(fr["grid"]["sentence oracle"]) - env, **policy_style("sentence oracle"))
-        if "selector" in c and "gain_lo" in c["selector"]:
-            bx.fill_between(grid, c["selector"]["gain_lo"], c["selector"]["gain_hi"],
-                            color=policy_style("selector")["color"], alpha=0.15, lw=0,
-                            label="selector: paired 95% bootstrap band")
+        for n in ceilings:
+            if n in fr["grid"]:
+                bx.plot(grid, np.array(fr["grid"][n]) - env, **style(n))
+        bands(True)
         for b in budgets:
             bx.axvline(b, color="0.6", lw=0.8, ls=(0, (2, 3)))
             bx.text(b, 0.01, f" B={b}", transform=bx.get_xaxis_transform(), fontsize=7, ha="left", va="bottom",

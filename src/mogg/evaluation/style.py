@@ -1,10 +1,10 @@
 """One colour and line style per policy, in every plot (policies, budgets, frontier, collect).
 
 Families keep their hue wherever they appear: fixed levels are greys (darker = coarser), the
-fixed envelope blue, the frontier's router policy red (its unguarded action router light red),
-eq. 1-2 under the level router purple, the prior brown, a transferred router teal, top-k over all
-levels olive, the random level pink, the evidence selector orange (route + trim dark gold),
-ceilings (oracle, labels, action oracle, sentence oracle) black or green. A
+fixed envelope blue, eq. 1-2 under the level router purple, the prior brown, a transferred router
+teal, top-k over all levels olive, the random level pink, ceilings (oracle, labels, action oracle)
+black or green; a learned budget router's rows look as its policy says (``BudgetPolicy.STYLES``:
+the router policy red, the evidence selector orange, its sentence oracle green). A
 policy no family claims (a ladder's own: collapsed tree, cumulative softmax, ...) gets a colour
 from its name, the same in every plot.
 """
@@ -20,12 +20,6 @@ _FAMILIES: tuple[tuple[str, dict], ...] = (
     ("envelope (hindsight)", {"color": "#7f7f7f", "ls": "--", "lw": 1.0}),
     (N.VOTE_ENVELOPE, {"color": "#17becf", "ls": "--", "lw": 1.4}),
     ("envelope", {"color": "#1f77b4", "ls": "--", "lw": 2.0}),
-    ("router (action, unguarded)", {"color": "#ff9896", "ls": "-", "lw": 1.2}),
-    ("selector (unguarded)", {"color": "#ffbb78", "ls": "-", "lw": 1.2}),
-    ("selector", {"color": "#ff7f0e", "ls": "-", "lw": 2.4}),
-    ("route + trim", {"color": "#8c6d31", "ls": "-", "lw": 1.8}),
-    ("sentence oracle", {"color": "#2ca02c", "ls": ":", "lw": 2.0}),
-    ("router", {"color": "#d62728", "ls": "-", "lw": 2.4}),
     (f"{N.ROUTER}[", {"color": "#c5b0d5", "ls": "-", "lw": 1.2}),
     (N.ROUTER, {"color": "#9467bd", "ls": "-", "lw": 1.6}),
     (N.PRIOR, {"color": "#8c564b", "ls": "-", "lw": 1.2}),
@@ -41,9 +35,12 @@ _FAMILIES: tuple[tuple[str, dict], ...] = (
 _SPARE = ("#ff7f0e", "#aec7e8", "#ffbb78", "#f7b6d2", "#dbdb8d", "#9edae5", "#c49c94", "#393b79", "#637939", "#8c6d31")
 
 
-def policy_style(name: str, n_fixed: int = 5, level: int | None = None) -> dict:
+def policy_style(name: str, n_fixed: int = 5, level: int | None = None, own: dict | None = None) -> dict:
     """Matplotlib kwargs (color, ls, lw) of a policy; a fixed level's grey darkens with ``level``
-    of ``n_fixed`` levels (parsed from ``fixed:L<j>...`` when not given)."""
+    of ``n_fixed`` levels (parsed from ``fixed:L<j>...`` when not given). ``own``: the styles a
+    learned budget router gives its rows (``BudgetPolicy.STYLES``), which come first."""
+    if own and name in own:
+        return dict(own[name])
     if N.is_fixed(name):
         if level is None:
             tail = name[len(N.FIXED_PREFIX):]

@@ -175,8 +175,8 @@ def evaluate_frontier(cfg: DictConfig, settings, name: str, prep: Prepared, fs: 
                              policies, fs.n_boot, cfg.seed, transfer)
     fr["actions"] = space.to_json()
     save_per_question(fr.pop("per_question"), prep.query_ids, report_dir / f"{name}_frontier_questions.npz")
-    plot_frontier(name, fr, report_dir / f"{name}_frontier.png")
-    return fr, frontier_section(name, fr, list(fs.budgets))
+    plot_frontier(name, fr, report_dir / f"{name}_frontier.png", policies)
+    return fr, frontier_section(name, fr, list(fs.budgets), policies)
 
 
 # The all-ladders router: one action space over every ladder's (level, k, cap), so the router

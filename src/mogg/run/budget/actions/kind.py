@@ -141,8 +141,8 @@ class ActionRouterKind(BudgetRouter):
         fr = frontier_evaluation(table, own, af.fold, list(fs.budgets), [router], fs.n_boot, cfg.seed)
         fr.pop("per_question")
         fr["actions"] = space.to_json()
-        plot_frontier(ALL_LADDERS, fr, report_dir / f"{ALL_LADDERS}_frontier.png")
-        return fr, frontier_section(ALL_LADDERS, fr, list(fs.budgets))
+        plot_frontier(ALL_LADDERS, fr, report_dir / f"{ALL_LADDERS}_frontier.png", [router])
+        return fr, frontier_section(ALL_LADDERS, fr, list(fs.budgets), [router])
 
     @classmethod
     def session(cls, directory: Path, artifacts="auto", overrides=(), data_dir=None):

@@ -30,6 +30,20 @@ class RouterFolds(BudgetPolicy):
     # win there often does not hold on the fold's test questions (the one-SE rule)
     guard_se: float = 1.0
 
+    STYLES = {"router (action, unguarded)": {"color": "#ff9896", "ls": "-", "lw": 1.2},
+              "router": {"color": "#d62728", "ls": "-", "lw": 2.4}}
+    HEADLINE = SHADED = BANDS = ("router",)
+    MARKS = {"router": "D"}
+    RULE = (" (the router: the action router, lambda calibrated on its fold's validation questions, or eq. 1-2 under the "
+            "level router's weights, whichever beats the envelope on pooled validation questions by one standard error, "
+            "else the envelope); ")
+
+    def notes(self, fr: dict, budgets: list[int]) -> tuple[list[str], list[str]]:
+        own = "; ".join(f"{b}: {fr['budgets'][b]['router']['config']}" for b in budgets)
+        return ["Configurations deployed: " + "; ".join(f"B={b}: envelope `{fr['budgets'][b]['envelope']['config']}`"
+                                                        for b in budgets) + ".",
+                f"The router policy's deciders (share of questions; envelope = the guard kept it): {own}.", ""], []
+
     def cut(self, sub: np.ndarray, new: np.ndarray) -> "RouterFolds":
         val = [(new[v][new[v] >= 0], u[new[v] >= 0]) for v, u in self.val]
         return RouterFolds(self.util[sub], self.fold[sub], val, self.guard, self.max_tokens, self.guard_se)

@@ -46,6 +46,18 @@ class Reading(BudgetPolicy):
     guard_se: float = 1.0  # the guard's standard errors (frontier.guard_se)
     reads_units = True
     ceilings = ("sentence oracle",)
+    STYLES = {"selector (unguarded)": {"color": "#ffbb78", "ls": "-", "lw": 1.2},
+              "selector": {"color": "#ff7f0e", "ls": "-", "lw": 2.4},
+              "route + trim": {"color": "#8c6d31", "ls": "-", "lw": 1.8},
+              "sentence oracle": {"color": "#2ca02c", "ls": ":", "lw": 2.0}}
+    HEADLINE = BANDS = ("selector",)
+
+    def notes(self, fr: dict, budgets: list[int]) -> tuple[list[str], list[str]]:
+        if "selector_cost_ms" not in fr:
+            return [], []
+        c = fr["selector_cost_ms"]  # wall clock: differs between runs (the only such line of a report)
+        return [], [f"Reading inside the chunk costs {c['features']:.2f} ms per question to gather the candidates and "
+                    f"their features and {c['scoring']:.3f} ms to score them (wall clock, this run).", ""]
 
     def cut(self, sub: np.ndarray, new: np.ndarray) -> "Reading":
         trims = self.trims
