@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from mogg.routing.fitting.kfold import make_folds, split_train_val
+from mogg.routing.fitting.folds import make_folds, split_train_val
 from mogg.routing.inputs.features import parse_groups, score_features
 from mogg.routing.inputs.labels import soft_labels
 from mogg.routing.networks.training import TrainerConfig, fit_router

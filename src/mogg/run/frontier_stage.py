@@ -24,7 +24,7 @@ from mogg.evaluation.frontier import Family, merge_families
 from mogg.evaluation.frontier_render import frontier_section, plot_frontier, plot_ladders_frontier
 from mogg.evaluation.frontier_report import frontier_evaluation
 from mogg.prepared import Prepared
-from mogg.routing.fitting.kfold import make_folds
+from mogg.routing.fitting.folds import make_folds
 from mogg.routing.profiles import ProfileSpace
 from mogg.run.budget.base import BudgetRouter, LadderFrontier
 from mogg.run.budget.registry import budget_routers

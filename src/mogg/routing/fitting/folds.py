@@ -13,12 +13,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from mogg.core.artifacts import ArtifactError, config_hash, diff_fields
+from mogg.core.artifacts import ArtifactError, atomic_path, config_hash, diff_fields, strict_json
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,61 @@ def crossfit_key(data_key: str | None, n: int, n_folds: int, seed: int, settings
     evaluation recomputes it from its own config and refuses routers trained under another."""
     return {"data_key": data_key, "n_folds": n_folds, "seed": seed, "settings": settings.key(),
             "trainer": asdict(trainer), "fold": fold_digest(n, n_folds, seed)}
+
+
+@dataclass
+class CrossFit:
+    """The bookkeeping every router kind's cross-fit shares (the level router, the action router, the
+    evidence selector): what its routers depend on (``key``; its hash is the run id), the seeded
+    folds of the ``n`` questions and each fold's training/validation split (validation slice seeded
+    ``seed + 1000 + k``), the finished run recognised by ``out_dir/folds.json`` and that file
+    written last (:meth:`finish`), so a half-finished retrain never mixes with an older run."""
+
+    out_dir: Path
+    key: dict
+    n: int
+    n_folds: int
+    seed: int
+    val_fraction: float
+    fold: np.ndarray = field(init=False)
+    run_id: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.out_dir = Path(self.out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.fold = make_folds(self.n, self.n_folds, self.seed)
+        self.run_id = config_hash(self.key)
+
+    @property
+    def path(self) -> Path:
+        return self.out_dir / "folds.json"
+
+    def split(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Fold k's (training, validation) rows: the other folds' questions, a seeded slice held out."""
+        return split_train_val(np.flatnonzero(self.fold != k), self.val_fraction, self.seed + 1000 + k)
+
+    def test(self, k: int) -> np.ndarray:
+        return np.flatnonzero(self.fold == k)
+
+    def finished(self, what: str) -> dict | None:
+        """``folds.json`` when it records this run (the folds are done: skip them), else None after
+        removing a stale one (:func:`finished_run`)."""
+        return finished_run(self.out_dir, self.run_id, what)
+
+    def finish(self, query_ids: list[str], per_fold: list[dict] | None = None, indent: int | None = None,
+               **extra) -> dict:
+        """Write ``folds.json`` (last): the run id, folds, seed, any ``extra`` fields, the key and
+        per fold its question ids (with ``per_fold[k]``'s facts: epochs, ...)."""
+        folds = []
+        for k in range(self.n_folds):
+            train, val = self.split(k)
+            folds.append({"test": [query_ids[i] for i in self.test(k)], "train": [query_ids[i] for i in train],
+                          "val": [query_ids[i] for i in val], **((per_fold or [{}] * self.n_folds)[k])})
+        info = {"run_id": self.run_id, "n_folds": self.n_folds, "seed": self.seed, **extra, "key": self.key,
+                "folds": folds}
+        with atomic_path(self.path) as tmp:
+            tmp.write_text(strict_json(info, indent=indent))
+        return info
 
 
 class StaleRouters(ArtifactError):

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mogg.core.artifacts import ArtifactError, atomic_path, config_hash, strict_json
-from mogg.routing.fitting.folds import crossfit_key, make_folds, split_train_val
+from mogg.core.artifacts import ArtifactError, config_hash
+from mogg.routing.fitting.folds import CrossFit, crossfit_key, split_train_val
 from mogg.routing.inputs import objectives
 from mogg.routing.kinds.base import RouterKind
 from mogg.routing.networks.training import FitError, TrainerConfig
@@ -144,11 +144,6 @@ def _reuse(fdir: Path, fit_key: str) -> TrainedRouter | None:
     return r if r.spec.get("training", {}).get("fit_key") == fit_key else None
 
 
-def _atomic_json(path: Path, obj) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_text(strict_json(obj, indent=1))
-
-
 def crossfit(
     x: np.ndarray,
     labels: np.ndarray,
@@ -170,20 +165,17 @@ def crossfit(
     ``last.ckpt`` under the unfinished folds' fit keys). A run with a new id removes the old ``folds.json``
     first, so nothing can combine its folds with the old run's until it has finished.
     """
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fold = make_folds(len(x), n_folds, seed)
     run_key = crossfit_key(spec.get("provenance", {}).get("data_key"), len(x), n_folds, seed, settings, trainer)
-    run_id = config_hash(run_key)
-    folds_path = out_dir / "folds.json"
-    if folds_path.is_file() and json.loads(folds_path.read_text()).get("run_id") != run_id:
-        folds_path.unlink()  # an older run: unusable from here on
+    cf = CrossFit(Path(out_dir), run_key, len(x), n_folds, seed, trainer.val_fraction)
+    out_dir, run_id = cf.out_dir, cf.run_id
+    if cf.path.is_file() and json.loads(cf.path.read_text()).get("run_id") != run_id:
+        cf.path.unlink()  # an older run: unusable from here on (finished folds are still reused by their fit keys)
     scale = objectives.utility_scale(utilities)  # only for the fit key's targets
     t = objectives.targets(settings.objective, labels, utilities, scale)
     plan = []  # (k, test rows, Fit, fit key) per fold
     for k in range(n_folds):
-        test = np.flatnonzero(fold == k)
-        train, val = split_train_val(np.flatnonzero(fold != k), trainer.val_fraction, seed + 1000 + k)
+        test = cf.test(k)
+        train, val = cf.split(k)
         fspec = {**spec, "provenance": {**spec.get("provenance", {}),
                                         "fit": {"kind": "fold", "fold": k, "n_folds": n_folds, "run_id": run_id}}}
         plan.append((k, test, Fit(train, val, seed + k, fspec), _fit_key(settings, trainer, seed + k, fspec, x, t, (train, val))))
@@ -208,15 +200,10 @@ def crossfit(
             log.info("fold %d: %d train / %d val / %d test, %s", k, len(f.train), len(f.val), len(test),
                      {key: router.spec["training"].get(key) for key in ("epochs", "best_val_loss")})
         shutil.rmtree(lightning_dir, ignore_errors=True)
-    folds = []
-    for k, test, f, _ in plan:
-        tr = routers[k].spec["training"]
-        folds.append({"test": [query_ids[i] for i in test], "train": [query_ids[i] for i in f.train],
-                      "val": [query_ids[i] for i in f.val], "epochs": tr.get("epochs"),
-                      "best_val_loss": tr.get("best_val_loss"), "decision": routers[k].decision})
-    info = {"run_id": run_id, "n_folds": n_folds, "seed": seed, "key": run_key, "folds": folds}
-    _atomic_json(folds_path, info)
-    return info
+    per_fold = [{"epochs": routers[k].spec["training"].get("epochs"),
+                 "best_val_loss": routers[k].spec["training"].get("best_val_loss"), "decision": routers[k].decision}
+                for k in range(n_folds)]
+    return cf.finish(query_ids, per_fold, indent=1)
 
 
 def fit_all(

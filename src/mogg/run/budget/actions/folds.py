@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from mogg.core.artifacts import ArtifactError, atomic_path, config_hash, strict_json
-from mogg.routing.fitting.folds import finished_run
-from mogg.routing.fitting.kfold import RouterTrainingError, _digest, make_folds, split_train_val
+from mogg.core.artifacts import ArtifactError
+from mogg.routing.fitting.folds import CrossFit, make_folds
+from mogg.routing.fitting.kfold import RouterTrainingError, _digest
 from mogg.routing.plans import ActionSpace
 from mogg.run.budget.actions.fit import FIT_CODE, fit_action_routers
 from mogg.run.budget.actions.network import ActionRouter
@@ -45,16 +45,13 @@ def crossfit_actions(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, space: Actio
     (:func:`mogg.run.budget.actions.fit.fit_action_routers`), into ``out_dir/fold<k>``; ``folds.json``
     last. Folds and validation slices are drawn exactly as the level router's
     (:mod:`mogg.routing.fitting.kfold`)."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fold = make_folds(len(xq), n_folds, seed)
     key = action_key(xq, xa, y, space, n_folds, seed, fit_kwargs, val_fraction, data_key)
-    run_id = config_hash(key)
-    done = finished_run(out_dir, run_id, "action router")
+    cf = CrossFit(Path(out_dir), key, len(xq), n_folds, seed, val_fraction)
+    out_dir, run_id = cf.out_dir, cf.run_id
+    done = cf.finished("action router")
     if done is not None:
         return done
-    path = out_dir / "folds.json"
-    splits = [split_train_val(np.flatnonzero(fold != k), val_fraction, seed + 1000 + k) for k in range(n_folds)]
+    splits = [cf.split(k) for k in range(n_folds)]
     try:  # every fold in one stacked fit, each equal to the fold fitted alone
         routers = fit_action_routers(xq, xa, y, [t for t, _ in splits], [v for _, v in splits],
                                      [seed + k for k in range(n_folds)], **fit_kwargs)
@@ -62,18 +59,11 @@ def crossfit_actions(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, space: Actio
         k = getattr(e, "index", None)
         where = f"fold {k} ({out_dir / f'fold{k}'})" if k is not None else f"({out_dir})"
         raise RouterTrainingError(f"action router {where} failed: {e}") from e
-    folds = []
     for k, (r, (train, val)) in enumerate(zip(routers, splits)):
-        test = np.flatnonzero(fold == k)
         r.save(out_dir / f"fold{k}", {"fold": k, "run_id": run_id, "space": space.to_json()})
         log.info("action fold %d: %d train / %d val / %d test, %d epochs, best val loss %.4f", k, len(train), len(val),
-                 len(test), r.summary["epochs"], r.summary["best_val_loss"])
-        folds.append({"test": [query_ids[i] for i in test], "train": [query_ids[i] for i in train],
-                      "val": [query_ids[i] for i in val]})
-    info = {"run_id": run_id, "n_folds": n_folds, "seed": seed, "space": space.to_json(), "key": key, "folds": folds}
-    with atomic_path(path) as tmp:
-        tmp.write_text(strict_json(info))
-    return info
+                 len(cf.test(k)), r.summary["epochs"], r.summary["best_val_loss"])
+    return cf.finish(query_ids, space=space.to_json())
 
 
 def action_key(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, space: ActionSpace, n_folds: int, seed: int,

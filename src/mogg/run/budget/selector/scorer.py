@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mogg.core.artifacts import ArtifactError, atomic_path, config_hash, strict_json
-from mogg.routing.fitting.folds import check_run, finished_run, make_folds, split_train_val
+from mogg.core.artifacts import ArtifactError, atomic_path, strict_json
+from mogg.routing.fitting.folds import CrossFit, check_run, make_folds
 
 log = logging.getLogger(__name__)
 
@@ -140,23 +140,19 @@ def crossfit_selector(x: np.ndarray, y: np.ndarray, tokens: np.ndarray, cand_q: 
     """Fit one scorer per fold into ``out_dir/fold<k>``; ``folds.json`` last. ``x`` [N, F] features
     and ``y`` [N] evidence density of every candidate (NaN: its question has no evidence),
     ``tokens`` [N], ``cand_q`` [N] their questions, ``evidence_len`` [Q] each question's evidence tokens."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     n_q = len(query_ids)
     key = selector_key(x, y, cand_q, n_q, n_folds, seed, params, val_fraction, data_key)
-    run_id = config_hash(key)
-    done = finished_run(out_dir, run_id, "selector")
+    cf = CrossFit(Path(out_dir), key, n_q, n_folds, seed, val_fraction)
+    out_dir, run_id = cf.out_dir, cf.run_id
+    done = cf.finished("selector")
     if done is not None:
         return done
-    path = out_dir / "folds.json"
-    fold = make_folds(n_q, n_folds, seed)
     has = ~np.isnan(y)
     w = _weights(cand_q, tokens.astype(float))
-    folds = []
     from tqdm.auto import tqdm
 
     for k in tqdm(range(n_folds), desc="selector folds", unit="fold", leave=False):  # a few folds: one model each
-        train, val = split_train_val(np.flatnonzero(fold != k), val_fraction, seed + 1000 + k)
+        train, val = cf.split(k)
         rtr = np.flatnonzero(np.isin(cand_q, train) & has)
         rva = np.flatnonzero(np.isin(cand_q, val) & has)
         if not len(rtr):
@@ -174,12 +170,7 @@ def crossfit_selector(x: np.ndarray, y: np.ndarray, tokens: np.ndarray, cand_q: 
             tmp.write_text(strict_json(spec, indent=1))
         log.info("selector fold %d: %d / %d candidates, %d trees, E = %.0f tokens", k, len(rtr), len(rva),
                  spec["best_iteration"], e_len)
-        folds.append({"test": [query_ids[i] for i in np.flatnonzero(fold == k)],
-                      "train": [query_ids[i] for i in train], "val": [query_ids[i] for i in val]})
-    info = {"run_id": run_id, "n_folds": n_folds, "seed": seed, "key": key, "folds": folds}
-    with atomic_path(path) as tmp:
-        tmp.write_text(strict_json(info))
-    return info
+    return cf.finish(query_ids)
 
 
 def load_scorer(d: Path):
