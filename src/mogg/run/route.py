@@ -1,4 +1,4 @@
-"""Route new questions with a trained router: a small Python API and the ``mogg-route`` CLI.
+"""Route new questions with a trained router: the ``mogg-route`` CLI.
 
     mogg-route --checkpoint checkpoints/pubmedqa/mog/final --questions q.jsonl [--out routed.jsonl]
     echo "Does aspirin prevent preeclampsia?" | mogg-route --checkpoint DIR
@@ -7,15 +7,11 @@
 
 The router directory names the corpus, ladder builder, retriever and encoder it was trained with;
 they are rebuilt from there (loaded from the artifact store when already built), checked against
-the router, and every question is retrieved, routed and given its eq. 1-2 context. ``--set``
-overrides a component's config, e.g. the corpus path on another machine.
-
-Python::
-
-    from mogg.run.route import RoutingSession
-    session = RoutingSession.from_checkpoint("checkpoints/pubmedqa/mog/final")
-    for r in session.route(["Is X associated with Y?"]):
-        print(r["level_name"], r["weights"], r["context"])
+the router, and every question is routed. ``--set`` overrides a component's config, e.g. the corpus
+path on another machine. The directory's kind (the level router, a budget-router kind) comes from
+the registry (:mod:`mogg.run.registry`), with the options it takes and its session: this module
+never asks which kind it holds. From Python: :class:`mogg.run.level_router.RoutingSession`
+(importable from here too) and each kind's ``session``.
 """
 
 from __future__ import annotations
@@ -29,107 +25,18 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-
 from mogg.core.artifacts import ArtifactError, atomic_path, strict_json
 from mogg.core.gcpolicy import configure_gc
 from mogg.data.errors import DataError
-from mogg.routing.fitting.experts import load_router
-from mogg.routing.inputs.features import compute_features
-from mogg.routing.router_dir import TrainedRouter, question_hash
-from mogg.run.budget.registry import deployed_kind
+from mogg.run.level_router import RoutingSession  # noqa: F401 (the Python API, importable from here)
+from mogg.run.registry import deployed_kind
 from mogg.run.route_paths import (  # noqa: F401 (apply_overrides, check_corpus_paths, default_artifacts: public here)
     apply_overrides,
-    build_encoder,
     check_corpus_paths,
     default_artifacts,
-    rebuild_index,
-    route_with_empty,
 )
-from mogg.search import LadderIndex
-from mogg.selection import fixed_level_select, level_contexts, mog_select
 
 log = logging.getLogger(__name__)
-
-
-class RoutingSession:
-    """A trained router with the ladder and retrievers it routes over, ready for any questions."""
-
-    def __init__(self, router: TrainedRouter, index: LadderIndex, k: int, encoder=None, artifacts: Path | None = None,
-                 max_context_tokens: int | None = None):
-        self.router, self.index, self.k = router, index, int(k)
-        self.max_context_tokens = max_context_tokens
-        if self.k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
-        self.encoder, self.artifacts = encoder, artifacts
-        self.k_r = int(router.spec["compat"]["k_r"])
-        self.notes = router.check_compatible(index.ladder.level_names, index.key, index.retriever_config, self.k_r)
-
-    @classmethod
-    def from_checkpoint(cls, router_dir: str | Path, artifacts: str | Path | None = "auto",
-                        overrides: Sequence[str] = (), k: int | None = None,
-                        data_dir: str | Path | None = None) -> "RoutingSession":
-        """Load a router directory and rebuild (or load) its ladder, retrievers and encoder.
-
-        ``overrides``: ``key=value`` strings applied to the saved component configs
-        (``corpus.sources.0.path=/data/test_set.json``, ``retriever.backend=scipy``).
-        ``data_dir``: this machine's data folder (as ``MOGG_DATA_DIR`` for ``train.py``); corpus
-        files under the training machine's data folder are looked up under it. ``artifacts``: the
-        cache for the ladder and retriever state; ``"auto"`` (:func:`default_artifacts`):
-        ``$MOGG_ARTIFACTS``, else ``./artifacts``; None: no cache.
-        """
-        router = load_router(Path(router_dir))
-        where = str(Path(router_dir) / "router.json")
-        recipe = router.recipe
-        comps, art, index = rebuild_index(router.spec.get("components"), overrides, data_dir, artifacts, where,
-                                          {"recipe.encoder": recipe.encoder})
-        encoder = build_encoder(recipe.encoder, where, "recipe.encoder", art) if recipe.needs_embeddings else None
-        return cls(router, index, k if k is not None else comps.get("k", 2), encoder, art, comps.get("max_context_tokens"))
-
-    def route(self, questions: Sequence[str], ids: Sequence[str] | None = None) -> list[dict]:
-        """One record per question: chosen level, weights per level, whether the fallback rule
-        kept the router's choice, and the selected context (level, chunk, document, text)."""
-        questions = [str(q) for q in questions]
-        if not questions:
-            return []
-        if any(not q.strip() for q in questions):
-            raise ValueError("empty question text")
-        ids = list(ids) if ids is not None else [str(i) for i in range(len(questions))]
-        split = route_with_empty(questions, ids, lambda keep: (self.route([questions[i] for i in keep],
-                                                                          [ids[i] for i in keep]), None))
-        if split is not None:
-            return split[0]
-        lad = self.index.ladder
-        hits = self.index.search(questions, self.k_r)
-        x = self.router.inputs(
-            lambda: compute_features(self.router.recipe, hits, lad, questions, self.encoder, self.artifacts), questions,
-            lambda: level_contexts(lad, [fixed_level_select(lad, hits, j, self.k) for j in range(lad.n_levels)]),
-            self.artifacts)
-        r = self.router.route(x)
-        sel = mog_select(lad, hits, r.weights, self.k)
-        names = lad.level_names
-        space = self.router.profile_space  # a router over eq. 1 actions: name the action too
-        actions = space.names(names) if space is not None else None
-        chosen = space.action_of(r.weights) if space is not None else None
-        seen = set(self.router.train_question_hashes)
-        texts = sel.contexts(lad, self.max_context_tokens)  # capped like every evaluated context
-        out = []
-        for q, text in enumerate(questions):
-            ctx = []
-            picked = [(int(lv), int(c)) for lv, c in zip(sel.level[q], sel.chunk[q]) if c >= 0]
-            for (lv, c), snippet in zip(picked, texts[q]):
-                doc = lad.units.doc_ids[int(lad.chunk_doc(lv)[c])]
-                ctx.append({"level": names[lv], "chunk": c, "doc_id": doc, "text": snippet})
-            out.append({
-                "id": ids[q], "question": text, "level": int(r.level[q]), "level_name": names[int(r.level[q])],
-                # where the fallback rule kept the router's own choice (False: it fell back to the fixed level)
-                "router_choice_kept": bool(r.routed[q]), "decision": self.router.decision["rule"],
-                "weights": {n: round(float(w), 6) for n, w in zip(names, r.weights[q])},
-                "seen_in_training": question_hash(text) in seen,
-                **({"action": actions[int(chosen[q])]} if space is not None else {}),
-                "context": ctx,
-            })
-        return out
 
 
 def decode_lines(data: bytes, source: str) -> list[str]:
@@ -233,7 +140,7 @@ def _tokens(text: str) -> float:
 
 
 _FLAG = {"budget": "--budget", "cost_weight": "--cost-weight", "max_tokens": "--max-tokens",
-         "here": "--calibrate-here", "unguarded": "--unguarded"}  # a budget router's route() keyword -> its flag
+         "here": "--calibrate-here", "unguarded": "--unguarded", "k": "--k"}  # a budget router's route() keyword -> its flag
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -281,29 +188,17 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"{source}: no questions")
         if args.out != "-":
             check_writable(Path(args.out))  # before any routing: a bad --out fails in a second
-        kind = deployed_kind(Path(args.checkpoint))  # a deployed budget router (None: a level router)
-        acting = kind is not None
+        kind = deployed_kind(Path(args.checkpoint))  # the level router or a budget-router kind
         given = {"budget": args.budget, "cost_weight": args.cost_weight, "max_tokens": args.max_tokens,
-                 "here": args.calibrate_here, "unguarded": args.unguarded}
-        flags = [_FLAG[f] for f, v in given.items() if v not in (None, False)]
-        if not acting and flags:
-            raise ValueError(f"{', '.join(flags)} apply to a deployed budget router (the action router, the evidence "
-                             f"selector); {args.checkpoint} is a level router (train one with `python train.py "
-                             "experiment=frontier_<set> router.fit=all`: checkpoints/<run>/<ladder>/actions/final)")
-        if acting:
-            if args.k is not None:
-                raise ValueError(f"--k does not apply to {kind.TITLE}: it chooses what to read per question (give --budget)")
-            wrong = [_FLAG[f] for f, v in given.items() if v not in (None, False) and f not in kind.ROUTE_FLAGS]
-            if wrong:
-                raise ValueError(f"{' and '.join(wrong)} {'does' if len(wrong) == 1 else 'do'} not apply to "
-                                 f"{kind.TITLE} ({args.checkpoint}); it takes "
-                                 f"{', '.join(_FLAG[f] for f in kind.ROUTE_FLAGS if f in _FLAG)}")
-            session = kind.session(args.checkpoint, args.artifacts, args.set, args.data_dir)
-            opts = {f: v for f, v in {**given, "options": options}.items() if f in kind.ROUTE_FLAGS}
-            records, summary = session.route(questions, ids, **opts)
-        else:
-            session = RoutingSession.from_checkpoint(args.checkpoint, args.artifacts, args.set, args.k, args.data_dir)
-            records = session.route(questions, ids)
+                 "here": args.calibrate_here, "unguarded": args.unguarded, "k": args.k}
+        wrong = [_FLAG[f] for f, v in given.items() if v not in (None, False) and f not in kind.ROUTE_FLAGS]
+        if wrong:
+            takes = ", ".join(_FLAG[f] for f in kind.ROUTE_FLAGS if f in _FLAG) or "no option"
+            raise ValueError(f"{' and '.join(wrong)} {'does' if len(wrong) == 1 else 'do'} not apply to {kind.TITLE} "
+                             f"({args.checkpoint}); it takes {takes}{getattr(kind, 'HINT', '')}")
+        session = kind.session(args.checkpoint, args.artifacts, args.set, args.data_dir)
+        opts = {f: v for f, v in {**given, "options": options}.items() if f in kind.ROUTE_FLAGS}
+        records, summary = session.route(questions, ids, **opts)
         text = "".join(strict_json(r, ensure_ascii=False) + "\n" for r in records)
         if args.out == "-":
             sys.stdout.write(text)
@@ -313,17 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError, ArtifactError, DataError, FloatingPointError) as e:
         print(f"mogg-route: error: {e}", file=sys.stderr)
         return 2
-    if acting:
-        if summary["n"]:
-            at = f"B={summary['budget']}" if summary["budget"] is not None else f"lambda={summary['lambda']:g}"
-            if summary.get("calibrated_here"):
-                at += f", calibrated on these questions (lambda={summary['lambda']:g})"
-            log.info("routed %d questions at %s (%s deployed): mean tokens %.1f%s", summary["n"], at, summary["deployed"],
-                     summary["mean_tokens"], f" ({summary['n_empty']} empty left out)" if summary.get("n_empty") else "")
-        return 0
-    levels = np.bincount([r["level"] for r in records if not r.get("empty")], minlength=len(session.index.ladder.levels))
-    log.info("routed %d questions; levels: %s", len(records),
-             ", ".join(f"{n} {c}" for n, c in zip(session.index.ladder.level_names, levels)))
+    log.info(kind.summary_line(summary))
     return 0
 
 

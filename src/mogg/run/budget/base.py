@@ -57,6 +57,7 @@ class BudgetRouter:
     frontier settings build it."""
 
     TITLE: ClassVar[str] = "budget router"  # how messages name it
+    HINT: ClassVar[str] = ""  # what a refused mogg-route option should be instead
     FORMAT: ClassVar[str] = ""  # its deployed directory's deploy.json format
     ROUTE_FLAGS: ClassVar[tuple[str, ...]] = ("budget", "cost_weight", "unguarded")  # what its session's route takes
     spans_ladders: ClassVar[bool] = False  # can it choose the ladder too (train_joint / evaluate_joint)
@@ -99,6 +100,18 @@ class BudgetRouter:
                        report_dir: Path) -> tuple[dict, list[str]]:
         """The frontier across ladders (``spans_ladders``): its dictionary and report section."""
         raise NotImplementedError(f"{self.TITLE} does not choose the ladder")
+
+    @staticmethod
+    def summary_line(summary: dict) -> str:
+        """``mogg-route``'s last line: how many questions, at what budget, what was deployed, mean tokens."""
+        if not summary.get("n"):
+            return f"routed no question ({summary.get('n_empty', 0)} empty)"
+        at = f"B={summary['budget']}" if summary.get("budget") is not None else f"lambda={summary.get('lambda', 0):g}"
+        if summary.get("calibrated_here"):
+            at += f", calibrated on these questions (lambda={summary['lambda']:g})"
+        empty = f" ({summary['n_empty']} empty left out)" if summary.get("n_empty") else ""
+        return (f"routed {summary['n']} questions at {at} ({summary.get('deployed', '?')} deployed): mean tokens "
+                f"{summary.get('mean_tokens', float('nan')):.1f}{empty}")
 
     @classmethod
     def save_deployed(cls, directory: Path, deploy: dict, write=None, config: dict | None = None) -> Path:

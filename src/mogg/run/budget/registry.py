@@ -1,27 +1,11 @@
-"""Budget-router kinds by name: built from ``frontier.routers`` (``_target_``), and found again from a
-deployed directory's ``deploy.json``.
-
-A deployed directory names its kind as ``"kind": "package.module:Class"``; the two kinds deployed
-before that field existed are known by their ``format`` (:data:`FORMATS`). A directory is data: its
-kind is looked up only after its files are verified, and the lookup imports nothing it names.
-"""
+"""Budget-router kinds built from ``frontier.routers`` (``_target_``, the run's own config). A
+deployed directory's kind is found again by :mod:`mogg.run.registry` (every router kind's)."""
 
 from __future__ import annotations
 
 import importlib
-import json
-from pathlib import Path
 
-from mogg.core.artifacts import ArtifactError, read_manifest
-from mogg.core.seal import check_seal
-from mogg.core.trusted import resolve_kind
 from mogg.run.budget.base import BudgetRouter
-
-DEPLOY = "deploy.json"
-FORMATS = {  # deploy.json formats written before deployed directories named their kind
-    "mogg-action-router/1": "mogg.run.budget.actions:ActionRouterKind",
-    "mogg-evidence-selector/1": "mogg.run.budget.selector:EvidenceSelectorKind",
-}
 
 
 def budget_routers(node) -> list[BudgetRouter]:
@@ -67,35 +51,3 @@ def budget_routers(node) -> list[BudgetRouter]:
         kind.slot = str(slot)
         out.append(kind)
     return out
-
-
-def kind_class(path: str, where: str = DEPLOY) -> type[BudgetRouter]:
-    """The kind ``"package.module:Class"`` names, found without importing anything a directory chose
-    (:func:`mogg.core.trusted.resolve_kind`): the kinds shipped here, a package's entry points in the group
-    ``mogg.budget_kinds``, or a class the user's code has loaded."""
-    builtin = {v: v for v in FORMATS.values()}
-    return resolve_kind(path, builtin, "mogg.budget_kinds", BudgetRouter, where, "kind")
-
-
-def deployed_kind(directory: Path) -> type[BudgetRouter] | None:
-    """The kind of a deployed budget router's ``directory`` (None: not one, e.g. a level router).
-
-    The directory is data: its files are verified against the manifest and ``deploy.json`` against
-    its seal (:mod:`mogg.core.seal`) before the kind it names is looked up, and that lookup imports
-    nothing the directory chose."""
-    d = Path(directory)
-    p = d / DEPLOY
-    if not p.is_file():
-        return None
-    read_manifest(d)  # every file against its sha256, before anything it names is looked up
-    try:
-        deploy = json.loads(p.read_text())
-    except (OSError, ValueError) as e:
-        raise ArtifactError(f"{p}: unreadable ({e}); retrain the router") from None
-    if not isinstance(deploy, dict):
-        raise ArtifactError(f"{p}: expected a JSON object; retrain the router")
-    check_seal(d, DEPLOY, deploy)
-    path = deploy.get("kind") or FORMATS.get(deploy.get("format"))
-    if path is None:
-        raise ArtifactError(f"{p}: names no kind (format {deploy.get('format')!r}); retrain the router")
-    return kind_class(path, str(p))
