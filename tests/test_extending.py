@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
-from typing import ClassVar
 
 import numpy as np
 import torch
@@ -17,15 +15,11 @@ from conftest import ROOT, compose
 from omegaconf import OmegaConf, open_dict
 
 from mogg.core.text import split_sentences
-from mogg.evaluation.frontier import choose_config, crossfit_choice
-from mogg.evaluation.frontier_guard import BudgetPolicy
 from mogg.ladders.base import Ladder, Units, partition_level
 from mogg.ladders.builder import LadderBuilder
-from mogg.routing.fitting.folds import make_folds
 from mogg.routing.inputs.objectives import Objective
 from mogg.routing.kinds.base import RouterKind, RouterNetwork
 from mogg.run.app import evaluate, train
-from mogg.run.budget.base import BudgetRouter
 
 GENERIC = ROOT / "examples" / "generic"
 
@@ -169,75 +163,17 @@ def test_a_new_router_kind_trains_saves_loads_and_routes(tmp_path):
     assert all(abs(sum(r["weights"].values()) - 1) < 1e-4 for r in recs), recs
 
 
-class FixedChoicePolicy(BudgetPolicy):
-    """The new kind's rows: per fold, the configuration with the best mean F1 within ``share`` * B
-    on the other folds (at share 1 exactly the envelope: the reference the test checks)."""
-
-    def __init__(self, fold: np.ndarray, share: float):
-        self.fold, self.share = fold, share
-
-    def cut(self, sub, new):
-        return FixedChoicePolicy(self.fold[sub], self.share)
-
-    def rows(self, budget, table):
-        f, t, _ = crossfit_choice(table.fixed.f1, table.fixed.tokens, self.fold, budget * self.share)
-        return {"fixed choice": table.row(f, t)}
-
-
-class FixedChoiceSession:
-    """``mogg-route`` on the new kind's directory: each question gets the configuration it deploys."""
-
-    def __init__(self, deploy: dict):
-        self.deploy = deploy
-
-    def route(self, questions, ids=None, budget=None):
-        config = self.deploy["budgets"][str(int(budget))]
-        ids = list(ids) if ids is not None else [str(i) for i in range(len(questions))]
-        return ([{"id": i, "question": q, "config": config} for i, q in zip(ids, questions)],
-                {"n": len(questions), "budget": int(budget), "deployed": "fixed", "mean_tokens": float("nan")})
-
-
-@dataclass
-class FixedChoiceKind(BudgetRouter):
-    """A new budget router kind in one class: it 'learns' per budget the fixed configuration with the
-    best mean F1 within ``share`` * B on the training questions."""
-
-    share: float = 1.0
-
-    TITLE: ClassVar[str] = "the fixed-choice test router"
-    ROUTE_FLAGS: ClassVar[tuple[str, ...]] = ("budget",)
-
-    def train(self, cfg, ladder, out_dir):
-        fold = make_folds(len(ladder.prep.items), cfg.n_folds, cfg.seed)
-        Path(out_dir).mkdir(parents=True, exist_ok=True)
-        np.save(Path(out_dir) / "fold.npy", fold)
-        return {"folds": sorted(set(fold.tolist()))}
-
-    def policy(self, cfg, ladder, fold_dir, chunk=None):
-        return FixedChoicePolicy(np.load(Path(fold_dir) / "fold.npy"), self.share)
-
-    def fit_final(self, cfg, name, ladder, fold_dir):
-        t = ladder.table
-        rows = np.flatnonzero(~np.isnan(t.f1).any(axis=1))
-        budgets = {str(b): t.configs[choose_config(t.f1, t.tokens, rows, b * self.share)] for b in ladder.fs.budgets}
-        d = self.save_deployed(Path(fold_dir) / "final", {"budgets": budgets})  # sealed, with a manifest
-        return {"dir": str(d)}
-
-    @classmethod
-    def session(cls, directory, artifacts="auto", overrides=(), data_dir=None):
-        return FixedChoiceSession(json.loads((Path(directory) / "deploy.json").read_text()))
-
-
 def test_a_new_budget_router_kind_trains_evaluates_deploys_and_routes(tmp_path, capsys):
-    """One class and one config file (here the node conf/frontier/routers/fixed.yaml would hold,
-    chosen by frontier/routers=[fixed]): the frontier stage cross-fits it, the report adds its rows,
+    """One package (tests/fixed_choice/, as mogg.run.budget.actions and .selector are) and one config
+    file (its fixed.yaml, what conf/frontier/routers/fixed.yaml would hold, chosen by
+    frontier/routers=[fixed]): the frontier stage cross-fits it, the report adds its rows,
     router.fit=all deploys it, and mogg-route finds the directory's kind and routes with it."""
     from mogg.run.route import main
 
     cfg = _cfg(tmp_path, "frontier=matched", "frontier.n_boot=50", "router.fit=both", "train_questions=null",
                "budgets=[]")
-    with open_dict(cfg):  # conf/frontier/routers/fixed.yaml: `fixed: {_target_: ..., share: 1.0}`
-        cfg.frontier.routers = OmegaConf.create({"fixed": {"_target_": f"{__name__}.FixedChoiceKind", "share": 1.0}})
+    with open_dict(cfg):  # what `frontier/routers=[fixed]` gives with fixed.yaml in conf/frontier/routers/
+        cfg.frontier.routers = OmegaConf.load(ROOT / "tests" / "fixed_choice" / "fixed.yaml")
     out = train(cfg)
     assert out["mog"]["fixed"]["folds"] == 3 and "final" in out["mog"]["fixed"]
     fr = evaluate(cfg)["mog"]["frontier"]

@@ -24,14 +24,9 @@ from mogg.evaluation.qa_accuracy import accuracy_section, plot_accuracy, read_po
 from mogg.evaluation.report import check_report_dir, log_summaries, write_report
 from mogg.evaluation.sections import question_records, questions_key, transfer_section, verdict
 from mogg.routing.fitting.kfold import crossfit
-from mogg.run.frontier_stage import (
-    ALL_LADDERS,
-    evaluate_frontier,
-    frontier_settings,
-    joint_router,
-    ladder_frontier,
-    ladders_section,
-)
+from mogg.run.budget.base import ALL_LADDERS
+from mogg.run.context import run_context
+from mogg.run.frontier_stage import evaluate_frontier, frontier_settings, ladders_section, train_budget_routers
 from mogg.run.prepare_stage import ladder_policies, ladder_reports, make_reader, prepare_all
 from mogg.run.router_store import (
     checkpoint_dir,
@@ -107,38 +102,17 @@ def train(cfg: DictConfig) -> dict:
             (out / "train_manifest.json").write_text(json.dumps(meta, indent=1, default=str))
             results[name]["epochs"] = [f["epochs"] for f in info["folds"]]
             log.info("cross-fitted %s routers in %s", name, out)
-        fs = frontier_settings(cfg)
-        if fs is not None and fs.actions:  # the learned budget routers: <ladder>/<kind>/
-            ladder = ladder_frontier(prep, fs)
-            in_set = fits_final and not nodes and cfg.get("train_questions") is None  # the deployable ones
-            for kind in fs.routers:
-                info = kind.train(cfg, ladder, out / kind.slot)
-                results[name][kind.slot] = {"folds": len(info["folds"])}
-                log.info("cross-fitted %s (%s) in %s", kind.TITLE, name, out / kind.slot)
-            for kind in fs.routers if in_set else ():
-                final = kind.fit_final(cfg, name, ladder, out / kind.slot)
-                if final is not None:
-                    results[name][kind.slot]["final"] = final
     if fits_final:
         for name, r in train_final(cfg, settings, trainer, preps, source_preps, tq_preps).items():
             results[name].update(r)
-        fs = frontier_settings(cfg)
-        if fs is not None and fs.actions and source_preps:  # leave-one-set-out at matched cost
-            first = next(iter(nodes))
-            for name in preps:
-                sources = {s: ladder_frontier(p[name], fs) for s, p in source_preps.items()}
-                for kind in fs.routers:
-                    r = kind.fit_transfer(cfg, name, sources, checkpoint_dir(cfg, name) / kind.slot,
-                                          nodes[first]["corpus"])
-                    if r is not None:
-                        results[name].setdefault(kind.slot, {})["transfer"] = r
     fs = frontier_settings(cfg)
-    kind = joint_router(fs) if fs is not None and fs.actions and len(preps) > 1 else None
-    if kind is not None:  # one router choosing the ladder too: <run>/all_ladders/<kind>/
-        out = checkpoint_dir(cfg, ALL_LADDERS) / kind.slot
-        ladders = {n: ladder_frontier(p, fs) for n, p in preps.items()}
-        results[ALL_LADDERS] = {kind.slot: {"folds": len(kind.train_joint(cfg, ladders, out)["folds"])}}
-        log.info("cross-fitted %s across all ladders in %s", kind.TITLE, out)
+    if fs is not None and fs.actions:  # the learned budget routers: <run>/<ladder>/<kind>/
+        in_set = fits_final and not nodes and cfg.get("train_questions") is None  # the deployable ones
+        frontier = train_budget_routers(run_context(cfg), fs, preps, lambda n: checkpoint_dir(cfg, n), in_set,
+                                        source_preps if fits_final else None,
+                                        nodes[next(iter(nodes))]["corpus"] if nodes else None)
+        for name, r in frontier.items():
+            results.setdefault(name, {}).update(r)
     if cfg.get("evaluate_after"):
         results["evaluation"] = evaluate(cfg)
     return results
@@ -162,6 +136,7 @@ def _evaluate(cfg: DictConfig, report_dir: Path) -> tuple[dict, str]:
     settings = router_settings(cfg)
     frontiers: dict[str, dict] = {}
     budgets = [int(b) for b in cfg.get("budgets") or []]  # the equal-budget table's token budgets
+    ctx, fs = run_context(cfg), frontier_settings(cfg)
     preps = prepare_all(cfg, reader=reader)
     for name, prep in preps.items():
         weights, routings, router_notes = router_weights(cfg, name, prep)
@@ -185,13 +160,11 @@ def _evaluate(cfg: DictConfig, report_dir: Path) -> tuple[dict, str]:
             s["budgets"] = budget_table(prep, deep, budgets)
             sections.extend(budget_section(name, s["budgets"], budgets))
             plot_budgets(name, s["budgets"], budgets, report_dir / f"{name}_budgets.png")
-        fs = frontier_settings(cfg)
         if fs is not None:
             if np.isnan(prep.fixed_f1).all():
                 raise ValueError(f"{name}: the frontier needs gold evidence; {cfg.questions._target_} has none")
             own = ladder_policies(cfg, prep.ranked_deep(), k=fs.depth, fill_budget=max(fs.budgets))
-            s["frontier"], md = evaluate_frontier(cfg, settings, name, prep, fs, weights, own, checkpoint_dir(cfg, name),
-                                                  report_dir)
+            s["frontier"], md = evaluate_frontier(ctx, name, prep, fs, weights, own, checkpoint_dir(cfg, name), report_dir)
             sections.extend(md)
             frontiers[name] = s["frontier"]
         reader_recs = {}
@@ -212,7 +185,7 @@ def _evaluate(cfg: DictConfig, report_dir: Path) -> tuple[dict, str]:
     if budgets and len([s for s in summaries.values() if "budgets" in s]) > 1:
         sections = budget_overview(summaries, budgets) + sections
     if len(frontiers) > 1:
-        sections = ladders_section(cfg, settings, preps, frontiers, checkpoint_dir(cfg, ALL_LADDERS), report_dir) + sections
+        sections = ladders_section(ctx, fs, preps, frontiers, checkpoint_dir(cfg, ALL_LADDERS), report_dir) + sections
     notes = list(dict.fromkeys(notes))  # a note shared by every ladder (the gold-context setting) once
     report = write_report(report_dir, summaries, records, notes, sections, run_name=cfg.run_name)
     if cfg.get("logger"):

@@ -11,6 +11,7 @@ plots. The stage calls the budget routers' interface only (:class:`mogg.run.budg
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,8 +27,9 @@ from mogg.evaluation.frontier_report import frontier_evaluation
 from mogg.prepared import Prepared
 from mogg.routing.fitting.folds import make_folds
 from mogg.routing.profiles import ProfileSpace
-from mogg.run.budget.base import BudgetRouter, LadderFrontier
+from mogg.run.budget.base import ALL_LADDERS, BudgetRouter, LadderFrontier
 from mogg.run.budget.registry import budget_routers
+from mogg.run.context import RunContext
 from mogg.selection import Selection, mog_select, topk_all_select
 
 log = logging.getLogger(__name__)
@@ -152,37 +154,64 @@ def other_families(prep: Prepared, fs: FrontierSettings, weights: dict[str, np.n
     return fams
 
 
-def evaluate_frontier(cfg: DictConfig, settings, name: str, prep: Prepared, fs: FrontierSettings, weights: dict,
+def train_budget_routers(ctx: RunContext, fs: FrontierSettings, preps: dict[str, Prepared], ckpt: Callable[[str], Path],
+                         in_set: bool, source_preps: dict | None = None, corpus_node=None) -> dict:
+    """``train.py``'s frontier stage: every learned budget router cross-fitted per ladder
+    (``ckpt(ladder)/<kind>/``), deployed on this set (``in_set``) or on ``train_sources``
+    (``source_preps``, with the first source's corpus node), and the router over every ladder where
+    a kind spans ladders (``ckpt(ALL_LADDERS)``). Returns ``{ladder: {kind: {...}}}``."""
+    results: dict[str, dict] = {}
+    for name, prep in preps.items():
+        ladder = ladder_frontier(prep, fs)
+        for kind in fs.routers:
+            info = kind.train(ctx, ladder, ckpt(name) / kind.slot)
+            results.setdefault(name, {})[kind.slot] = {"folds": len(info["folds"])}
+            log.info("cross-fitted %s (%s) in %s", kind.TITLE, name, ckpt(name) / kind.slot)
+            final = kind.fit_final(ctx, name, ladder, ckpt(name) / kind.slot) if in_set else None
+            if final is not None:
+                results[name][kind.slot]["final"] = final
+        if source_preps:  # leave-one-set-out at matched cost: the kinds trained on the other sets
+            sources = {s: ladder_frontier(p[name], fs) for s, p in source_preps.items()}
+            for kind in fs.routers:
+                r = kind.fit_transfer(ctx, name, sources, ckpt(name) / kind.slot, corpus_node)
+                if r is not None:
+                    results[name][kind.slot]["transfer"] = r
+    kind = joint_router(fs) if len(preps) > 1 else None
+    if kind is not None:  # one router choosing the ladder too: <run>/all_ladders/<kind>/
+        ladders = {n: ladder_frontier(p, fs) for n, p in preps.items()}
+        out = ckpt(ALL_LADDERS) / kind.slot
+        results[ALL_LADDERS] = {kind.slot: {"folds": len(kind.train_joint(ctx, ladders, out)["folds"])}}
+        log.info("cross-fitted %s across all ladders in %s", kind.TITLE, out)
+    return results
+
+
+def evaluate_frontier(ctx: RunContext, name: str, prep: Prepared, fs: FrontierSettings, weights: dict,
                       ladder_policies: dict[str, Selection], ckpt: Path, report_dir: Path) -> tuple[dict, list[str]]:
-    """The frontier of one ladder: matched-cost table, plot, section (``settings``: the router's;
-    ``ladder_policies``: the ladder's own policies selected on the deep hits). Each learned budget
-    router adds its policy from its cross-fit in ``ckpt/<kind>``, in order; a router that reads
-    inside the chunk sees the plans of the chunk-level router before it (route + trim)."""
+    """The frontier of one ladder: matched-cost table, plot, section (``ladder_policies``: the
+    ladder's own policies selected on the deep hits). Each learned budget router adds its policy
+    from its cross-fit in ``ckpt/<kind>``, in order; a router that reads inside the chunk trims the
+    plans of the kind it names (``trim_of``; route + trim)."""
     ladder = ladder_frontier(prep, fs)
     space, table = ladder.space, ladder.table
-    folds = make_folds(len(prep.items), cfg.n_folds, cfg.seed)  # every kind's cross-fit uses these
+    folds = make_folds(len(prep.items), ctx.n_folds, ctx.seed)  # every kind's cross-fit uses these
     policies, transfers, chunk = [], [], None
-    if fs.actions and cfg.get("use_router", True):
+    if fs.actions and ctx.use_router:
         for kind in fs.routers:
-            policy = kind.policy(cfg, ladder, ckpt / kind.slot, chunk)
+            policy = kind.policy(ctx, ladder, ckpt / kind.slot, chunk)
             policies.append(policy)
             chunk = chunk if chunk is not None else policy.learned(table)
-            t = kind.transferred(cfg, ladder, ckpt / kind.slot)
+            t = kind.transferred(ctx, ladder, ckpt / kind.slot)
             if t is not None:
                 transfers.append(t)
     transfer = (lambda b: {k: v for t in transfers for k, v in t(b).items()}) if transfers else None
     fr = frontier_evaluation(table, other_families(prep, fs, weights, ladder_policies, table), folds, list(fs.budgets),
-                             policies, fs.n_boot, cfg.seed, transfer)
+                             policies, fs.n_boot, ctx.seed, transfer)
     fr["actions"] = space.to_json()
     save_per_question(fr.pop("per_question"), prep.query_ids, report_dir / f"{name}_frontier_questions.npz")
     plot_frontier(name, fr, report_dir / f"{name}_frontier.png", policies)
     return fr, frontier_section(name, fr, list(fs.budgets), policies)
 
 
-# The all-ladders router: one action space over every ladder's (level, k, cap), so the router
-# picks the ladder too (a budget router kind that ``spans_ladders``). Its checkpoints live beside
-# the ladders' as <run>/<ALL_LADDERS>/<kind>.
-ALL_LADDERS = "all_ladders"
 
 
 def joint_router(fs: FrontierSettings) -> BudgetRouter | None:
@@ -190,17 +219,16 @@ def joint_router(fs: FrontierSettings) -> BudgetRouter | None:
     return next((k for k in fs.routers if k.spans_ladders), None)
 
 
-def ladders_section(cfg: DictConfig, settings, preps: dict[str, Prepared], frontiers: dict[str, dict],
+def ladders_section(ctx: RunContext, fs: FrontierSettings, preps: dict[str, Prepared], frontiers: dict[str, dict],
                     ckpt: Path, report_dir: Path) -> list[str]:
     """The report's "ladders at matched reading cost" head: every ladder's frontier in one plot and,
     with a budget router that spans ladders, the all-ladders router (its frontier also written as
     json); ``ckpt``: ``<run>/<ALL_LADDERS>``."""
     head = ["## Ladders at matched reading cost", "", "![ladders](ladders_frontier.png)", ""]
-    fs = frontier_settings(cfg)
     kind = joint_router(fs)
-    if fs.actions and cfg.get("use_router", True) and kind is not None:  # one router choosing the ladder too
+    if fs.actions and ctx.use_router and kind is not None:  # one router choosing the ladder too
         ladders = {n: ladder_frontier(p, fs) for n, p in preps.items()}
-        joint, md = kind.evaluate_joint(cfg, ladders, ckpt / kind.slot, report_dir)
+        joint, md = kind.evaluate_joint(ctx, ladders, ckpt / kind.slot, report_dir)
         frontiers = {**frontiers, ALL_LADDERS: joint}
         head += md
         report_dir.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import ClassVar
 
-from omegaconf import DictConfig
+from mogg.run.context import RunContext
+
+# the all-ladders router's folder: one action space over every ladder's (level, k, cap), so a kind that
+# spans ladders picks the ladder too; its checkpoints live beside the ladders' as <run>/<ALL_LADDERS>/<kind>
+ALL_LADDERS = "all_ladders"
+
 
 
 class LadderFrontier:
@@ -69,34 +74,34 @@ class BudgetRouter:
 
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
-    def train(self, cfg: DictConfig, ladder: LadderFrontier, out_dir: Path) -> dict:
+    def train(self, ctx: RunContext, ladder: LadderFrontier, out_dir: Path) -> dict:
         """Cross-fit on one ladder into ``out_dir``: ``{"folds": [...], "run_id": ...}``."""
         raise NotImplementedError
 
-    def policy(self, cfg: DictConfig, ladder: LadderFrontier, fold_dir: Path, chunk=None):
+    def policy(self, ctx: RunContext, ladder: LadderFrontier, fold_dir: Path, chunk=None):
         """Its out-of-fold plans from the cross-fit in ``fold_dir`` as a
         :class:`~mogg.evaluation.frontier_guard.BudgetPolicy`; ``chunk``: the plans of a chunk-level
         router evaluated before it (a :class:`~mogg.evaluation.frontier_guard.Learned`), or None."""
         raise NotImplementedError
 
-    def fit_final(self, cfg: DictConfig, name: str, ladder: LadderFrontier, fold_dir: Path) -> dict | None:
+    def fit_final(self, ctx: RunContext, name: str, ladder: LadderFrontier, fold_dir: Path) -> dict | None:
         """The deployable directory on this set (``fold_dir/final``); None: the kind deploys none."""
         return None
 
-    def fit_transfer(self, cfg: DictConfig, name: str, sources: dict[str, LadderFrontier], fold_dir: Path,
+    def fit_transfer(self, ctx: RunContext, name: str, sources: dict[str, LadderFrontier], fold_dir: Path,
                      corpus_node=None) -> dict | None:
         """The deployable directory trained on ``train_sources``; None: the kind has no transfer fit."""
         return None
 
-    def transferred(self, cfg: DictConfig, ladder: LadderFrontier, fold_dir: Path):
+    def transferred(self, ctx: RunContext, ladder: LadderFrontier, fold_dir: Path):
         """budget -> {row: (F1 [Q], tokens [Q], config)} of its transfer fit on this set, or None."""
         return None
 
-    def train_joint(self, cfg: DictConfig, ladders: dict[str, LadderFrontier], out_dir: Path) -> dict:
+    def train_joint(self, ctx: RunContext, ladders: dict[str, LadderFrontier], out_dir: Path) -> dict:
         """Cross-fit over every ladder at once (``spans_ladders``)."""
         raise NotImplementedError(f"{self.TITLE} does not choose the ladder")
 
-    def evaluate_joint(self, cfg: DictConfig, ladders: dict[str, LadderFrontier], fold_dir: Path,
+    def evaluate_joint(self, ctx: RunContext, ladders: dict[str, LadderFrontier], fold_dir: Path,
                        report_dir: Path) -> tuple[dict, list[str]]:
         """The frontier across ladders (``spans_ladders``): its dictionary and report section."""
         raise NotImplementedError(f"{self.TITLE} does not choose the ladder")

@@ -24,7 +24,6 @@ import logging
 from pathlib import Path
 
 import numpy as np
-from omegaconf import DictConfig
 
 from mogg.evaluation.frontier import choose_config
 from mogg.evaluation.frontier_guard import best_lambda, guard_check, out_of_fold_guard
@@ -34,7 +33,7 @@ from mogg.run.budget.actions.deploy import FINAL_DIR, TRANSFER_DIR, DeployedActi
 from mogg.run.budget.actions.fit import fit_action_routers
 from mogg.run.budget.actions.policy import RouterFolds, action_learned
 from mogg.run.budget.base import LadderFrontier
-from mogg.run.router_store import router_spec
+from mogg.run.context import RunContext
 
 log = logging.getLogger(__name__)
 
@@ -55,20 +54,20 @@ def guard_decisions(r: RouterFolds, fixed, budgets, guard: bool, guard_se: float
     return out_of_fold_guard(action_learned(r, fixed), r.fold, fixed, budgets, guard, guard_se)
 
 
-def fit_final_actions(cfg: DictConfig, name: str, ladder: LadderFrontier, kind, actions_dir: Path) -> dict:
+def fit_final_actions(ctx: RunContext, name: str, ladder: LadderFrontier, kind, actions_dir: Path) -> dict:
     """Fit the deployable action router ``kind`` (:class:`mogg.run.budget.actions.ActionRouterKind`)
     for one ladder into ``actions_dir/final`` (after the cross-fit in ``actions_dir``, whose
     out-of-fold predictions decide the guard)."""
     prep, fs = ladder.prep, ladder.fs
     space, table, xq, xa = ladder.actions
     fit = kind.knobs()
-    val_fraction = float(cfg.trainer.val_fraction)
-    af = kind.folds(cfg, ladder, actions_dir)
+    val_fraction = ctx.val_fraction
+    af = kind.folds(ctx, ladder, actions_dir)
     guards = guard_decisions(RouterFolds(af.util, af.fold, af.val), table, fs.budgets, fs.guard, fs.guard_se)
     has = np.flatnonzero(~np.isnan(table.f1).all(axis=1))  # questions with gold evidence
     # its own seed stream (the folds use seed + 1000 + k): the final slice is another draw
-    train, val = split_train_val(has, val_fraction, cfg.seed + 2000)
-    router = fit_action_routers(xq, xa, table.f1, [train], [val], [cfg.seed], **fit)[0]
+    train, val = split_train_val(has, val_fraction, ctx.seed + 2000)
+    router = fit_action_routers(xq, xa, table.f1, [train], [val], [ctx.seed], **fit)[0]
     uv, u_all = router.utilities(xq[val], xa[val]), router.utilities(xq, xa)
     budgets, decisions = {}, {}
     for b in fs.budgets:
@@ -83,10 +82,10 @@ def fit_final_actions(cfg: DictConfig, name: str, ladder: LadderFrontier, kind, 
         log.info("%s action router at B=%d: %s deployed (out-of-fold gain %+.4f ± %.4f over %d questions); lambda %.3g; "
                  "training questions read %.1f mean tokens", name, b, g["deploy"], g["gain"], g["se"], g["n"], lam,
                  table.tokens[has, chosen].mean())
-    spec = router_spec(cfg, name, prep)
+    spec = ctx.router_spec(name, prep)
     spec["frontier"] = {"depth": fs.depth, "caps": list(fs.caps), "budgets": list(fs.budgets),
                         "max_context_tokens": prep.max_context_tokens}
-    spec["fit"] = {**fit, "seed": int(cfg.seed), "val_fraction": val_fraction, "n_train": int(len(train)),
+    spec["fit"] = {**fit, "seed": int(ctx.seed), "val_fraction": val_fraction, "n_train": int(len(train)),
                    "n_val": int(len(val)), "cross_fit_run_id": af.info["run_id"]}
     spec["configs"] = config_stats(table.f1[train], table.tokens[train])
     dep = DeployedActions(router, space, budgets, spec, {"ids": list(prep.query_ids), "budgets": decisions,
@@ -96,7 +95,7 @@ def fit_final_actions(cfg: DictConfig, name: str, ladder: LadderFrontier, kind, 
     return {"dir": str(out), "budgets": {b: p["deploy"] for b, p in budgets.items()}}
 
 
-def fit_transfer_actions(cfg: DictConfig, name: str, sources: dict[str, LadderFrontier], kind,
+def fit_transfer_actions(ctx: RunContext, name: str, sources: dict[str, LadderFrontier], kind,
                          actions_dir: Path, corpus_node=None) -> dict:
     """The action router trained on several question sets (``train_sources``) for one ladder, into
     ``actions_dir/transfer``: one scorer over the pooled sets (each keeps its own seeded validation
@@ -118,16 +117,16 @@ def fit_transfer_actions(cfg: DictConfig, name: str, sources: dict[str, LadderFr
     f1 = np.concatenate([p[1].f1 for p in parts.values()])
     tok = np.concatenate([p[1].tokens for p in parts.values()])
     ids = [f"{s}:{q}" for s, p in source_preps.items() for q in p.query_ids]
-    val_fraction, fit = float(cfg.trainer.val_fraction), kind.knobs()
+    val_fraction, fit = ctx.val_fraction, kind.knobs()
     trains, vals, off = [], [], 0
     for i, p in enumerate(parts.values()):
         has = np.flatnonzero(~np.isnan(p[1].f1).all(axis=1))
-        t, v = split_train_val(has, val_fraction, cfg.seed + 3000 + i)
+        t, v = split_train_val(has, val_fraction, ctx.seed + 3000 + i)
         trains.append(t + off)
         vals.append(v + off)
         off += len(p[2])
     train, val = np.concatenate(trains), np.concatenate(vals)
-    router = fit_action_routers(xq, xa, f1, [train], [val], [cfg.seed], **fit)[0]
+    router = fit_action_routers(xq, xa, f1, [train], [val], [ctx.seed], **fit)[0]
     uv, u_all = router.utilities(xq[val], xa[val]), router.utilities(xq, xa)
     budgets, decisions = {}, {}
     for b in fs.budgets:
@@ -145,10 +144,10 @@ def fit_transfer_actions(cfg: DictConfig, name: str, sources: dict[str, LadderFr
         log.info("%s transfer action router (trained on %s) at B=%d: %s deployed (validation gain %+.4f ± %.4f over %d "
                  "questions, %.1f tokens)", name, " + ".join(parts), b, deploy, gain, se, g["n"], tokens)
     first = next(iter(source_preps))
-    spec = router_spec(cfg, name, source_preps[first], corpus=corpus_node)
+    spec = ctx.router_spec(name, source_preps[first], corpus_node)
     spec["frontier"] = {"depth": fs.depth, "caps": list(fs.caps), "budgets": list(fs.budgets),
                         "max_context_tokens": source_preps[first].max_context_tokens}
-    spec["fit"] = {**fit, "seed": int(cfg.seed), "val_fraction": val_fraction, "n_train": int(len(train)),
+    spec["fit"] = {**fit, "seed": int(ctx.seed), "val_fraction": val_fraction, "n_train": int(len(train)),
                    "n_val": int(len(val)), "sources": list(parts)}
     spec["configs"] = config_stats(f1[train], tok[train])
     dep = DeployedActions(router, space, budgets, spec,

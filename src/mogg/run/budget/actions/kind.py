@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
-from omegaconf import DictConfig
 
 from mogg.core.artifacts import ArtifactError
 from mogg.evaluation.frontier import Family, merge_families
@@ -26,9 +25,8 @@ from mogg.run.budget.actions.deploy import TRANSFER_DIR, DeployedActions
 from mogg.run.budget.actions.folds import action_key, crossfit_actions, predict_action_folds
 from mogg.run.budget.actions.network import check_fit_knobs
 from mogg.run.budget.actions.policy import RouterFolds
-from mogg.run.budget.base import BudgetRouter, LadderFrontier
-from mogg.run.frontier_stage import ALL_LADDERS
-from mogg.run.router_store import retrain_command
+from mogg.run.budget.base import ALL_LADDERS, BudgetRouter, LadderFrontier
+from mogg.run.context import RunContext
 
 
 @dataclass
@@ -55,38 +53,38 @@ class ActionRouterKind(BudgetRouter):
     def __post_init__(self) -> None:
         check_fit_knobs(asdict(self))
 
-    def _key(self, cfg: DictConfig, xq, xa, table, space, data_key: str) -> dict:
-        return action_key(xq, xa, table.f1, space, cfg.n_folds, cfg.seed, self.knobs(), float(cfg.trainer.val_fraction),
+    def _key(self, ctx: RunContext, xq, xa, table, space, data_key: str) -> dict:
+        return action_key(xq, xa, table.f1, space, ctx.n_folds, ctx.seed, self.knobs(), ctx.val_fraction,
                           data_key)
 
-    def train(self, cfg: DictConfig, ladder: LadderFrontier, out_dir: Path) -> dict:
+    def train(self, ctx: RunContext, ladder: LadderFrontier, out_dir: Path) -> dict:
         space, table, xq, xa = ladder.actions
-        return crossfit_actions(xq, xa, table.f1, space, ladder.prep.query_ids, cfg.n_folds, cfg.seed, self.knobs(),
-                                float(cfg.trainer.val_fraction), out_dir, ladder.prep.data_key)
+        return crossfit_actions(xq, xa, table.f1, space, ladder.prep.query_ids, ctx.n_folds, ctx.seed, self.knobs(),
+                                ctx.val_fraction, out_dir, ladder.prep.data_key)
 
-    def folds(self, cfg: DictConfig, ladder: LadderFrontier, fold_dir: Path):
+    def folds(self, ctx: RunContext, ladder: LadderFrontier, fold_dir: Path):
         """The cross-fit's out-of-fold utilities (:class:`mogg.run.budget.actions.folds.ActionFolds`),
         refused when they were trained on other data or knobs."""
         space, table, xq, xa = ladder.actions
         return predict_action_folds(xq, xa, ladder.prep.query_ids, fold_dir, space,
-                                    self._key(cfg, xq, xa, table, space, ladder.prep.data_key), retrain_command(cfg))
+                                    self._key(ctx, xq, xa, table, space, ladder.prep.data_key), ctx.retrain)
 
-    def policy(self, cfg: DictConfig, ladder: LadderFrontier, fold_dir: Path, chunk=None) -> RouterFolds:
-        af = self.folds(cfg, ladder, fold_dir)
+    def policy(self, ctx: RunContext, ladder: LadderFrontier, fold_dir: Path, chunk=None) -> RouterFolds:
+        af = self.folds(ctx, ladder, fold_dir)
         return RouterFolds(af.util, af.fold, af.val, guard=ladder.fs.guard, guard_se=ladder.fs.guard_se)
 
-    def fit_final(self, cfg: DictConfig, name: str, ladder: LadderFrontier, fold_dir: Path) -> dict:
+    def fit_final(self, ctx: RunContext, name: str, ladder: LadderFrontier, fold_dir: Path) -> dict:
         from mogg.run.budget.actions.final import fit_final_actions
 
-        return fit_final_actions(cfg, name, ladder, self, fold_dir)
+        return fit_final_actions(ctx, name, ladder, self, fold_dir)
 
-    def fit_transfer(self, cfg: DictConfig, name: str, sources: dict[str, LadderFrontier], fold_dir: Path,
+    def fit_transfer(self, ctx: RunContext, name: str, sources: dict[str, LadderFrontier], fold_dir: Path,
                      corpus_node=None) -> dict:
         from mogg.run.budget.actions.final import fit_transfer_actions
 
-        return fit_transfer_actions(cfg, name, sources, self, fold_dir, corpus_node)
+        return fit_transfer_actions(ctx, name, sources, self, fold_dir, corpus_node)
 
-    def transferred(self, cfg: DictConfig, ladder: LadderFrontier, fold_dir: Path):
+    def transferred(self, ctx: RunContext, ladder: LadderFrontier, fold_dir: Path):
         """With ``train_sources`` and their action router (``<fold_dir>/transfer``,
         :func:`mogg.run.budget.actions.final.fit_transfer_actions`): budget -> the transferred router's and
         the training sets' envelope's F1 and tokens per question on this set (None otherwise). Both
@@ -95,10 +93,10 @@ class ActionRouterKind(BudgetRouter):
         recalibrated to B on this set's questions; where the training sets' guard kept the
         envelope, the router deploys it."""
         d = Path(fold_dir) / TRANSFER_DIR
-        if not cfg.get("train_sources"):
+        if not ctx.train_sources:
             return None
         if not d.is_dir():
-            raise FileNotFoundError(f"no transfer action router in {d}: run `{retrain_command(cfg)}` (train.py with "
+            raise FileNotFoundError(f"no transfer action router in {d}: run `{ctx.retrain}` (train.py with "
                                     "router.fit=all or both)")
         space, table, xq, xa = ladder.actions
         dep = DeployedActions.load(d)
@@ -120,25 +118,25 @@ class ActionRouterKind(BudgetRouter):
                     TRAINING_ENVELOPE: (table.f1[:, env], table.tokens[:, env], space.names()[env])}
         return at
 
-    def train_joint(self, cfg: DictConfig, ladders: dict[str, LadderFrontier], out_dir: Path) -> dict:
+    def train_joint(self, ctx: RunContext, ladders: dict[str, LadderFrontier], out_dir: Path) -> dict:
         """Cross-fit the all-ladders action router into ``out_dir`` (same folds as every ladder's)."""
         space, table, xq, xa, _ = all_ladders_actions(ladders)
         key = "+".join(lf.prep.data_key for lf in ladders.values())
-        return crossfit_actions(xq, xa, table.f1, space, next(iter(ladders.values())).prep.query_ids, cfg.n_folds,
-                                cfg.seed, self.knobs(), float(cfg.trainer.val_fraction), out_dir, key)
+        return crossfit_actions(xq, xa, table.f1, space, next(iter(ladders.values())).prep.query_ids, ctx.n_folds,
+                                ctx.seed, self.knobs(), ctx.val_fraction, out_dir, key)
 
-    def evaluate_joint(self, cfg: DictConfig, ladders: dict[str, LadderFrontier], fold_dir: Path,
+    def evaluate_joint(self, ctx: RunContext, ladders: dict[str, LadderFrontier], fold_dir: Path,
                        report_dir: Path) -> tuple[dict, list[str]]:
         """The frontier across ladders: the envelope over every ladder's fixed configurations, each
         ladder's own envelope as a family, the all-ladders router, the oracle over all actions."""
         space, table, xq, xa, per_ladder = all_ladders_actions(ladders)
         fs = next(iter(ladders.values())).fs
         ids = next(iter(ladders.values())).prep.query_ids
-        expected = self._key(cfg, xq, xa, table, space, "+".join(lf.prep.data_key for lf in ladders.values()))
-        af = predict_action_folds(xq, xa, ids, fold_dir, space, expected, retrain_command(cfg))
+        expected = self._key(ctx, xq, xa, table, space, "+".join(lf.prep.data_key for lf in ladders.values()))
+        af = predict_action_folds(xq, xa, ids, fold_dir, space, expected, ctx.retrain)
         router = RouterFolds(af.util, af.fold, af.val, guard=fs.guard, guard_se=fs.guard_se)
         own = [Family(f"{n} envelope", t.f1, t.tokens, t.configs, False, {}) for n, t in per_ladder.items()]
-        fr = frontier_evaluation(table, own, af.fold, list(fs.budgets), [router], fs.n_boot, cfg.seed)
+        fr = frontier_evaluation(table, own, af.fold, list(fs.budgets), [router], fs.n_boot, ctx.seed)
         fr.pop("per_question")
         fr["actions"] = space.to_json()
         plot_frontier(ALL_LADDERS, fr, report_dir / f"{ALL_LADDERS}_frontier.png", [router])

@@ -30,11 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from omegaconf import DictConfig
 
 from mogg.core.artifacts import ArtifactError, artifact_lock, config_hash, read_manifest, strict_json, write_artifact
 from mogg.core.seal import check_seal, seal_holder
-from mogg.core.threads import check_threads
 from mogg.evaluation.frontier import choose_config
 from mogg.evaluation.frontier_guard import best_lambda, out_of_fold_guard
 from mogg.routing.fitting.folds import split_train_val
@@ -44,7 +42,7 @@ from mogg.run.budget.base import LadderFrontier
 from mogg.run.budget.selector.plans import Ranked, estimated_f1, plan_table, rank_candidates, selector_learned
 from mogg.run.budget.selector.scorer import _weights, fit_scorer, predict_selector_folds
 from mogg.run.budget.selector.stage import _key, reading_data
-from mogg.run.router_store import retrain_command, router_spec
+from mogg.run.context import RunContext
 
 log = logging.getLogger(__name__)
 
@@ -184,22 +182,22 @@ def is_selector_dir(directory: Path) -> bool:
         return False
 
 
-def fit_final_selector(cfg: DictConfig, name: str, ladder: LadderFrontier, sel: dict, selector_dir: Path) -> dict:
+def fit_final_selector(ctx: RunContext, name: str, ladder: LadderFrontier, sel: dict, selector_dir: Path) -> dict:
     """Fit the deployable selector (knobs ``sel``) for one ladder into ``selector_dir/final`` (after
     its cross-fit in ``selector_dir``, whose out-of-fold predictions decide the guard). ``ladder``:
     the prepared questions under the frontier settings (budgets, the guard, the envelope's table)."""
     prep, fs = ladder.prep, ladder.fs
-    data = reading_data(cfg, prep, sel)
+    data = reading_data(ctx, prep, sel)
     n_q, q, unit, tokens = len(prep.items), data.cand.q, data.cand.unit, data.tokens
     texts, evidence = prep.ladder.units.text, [it.evidence_text for it in prep.items]
     has = np.flatnonzero(~np.isnan(data.evidence_len))
-    val_fraction = float(cfg.trainer.val_fraction)
-    train, val = split_train_val(has, val_fraction, cfg.seed + 2000)
+    val_fraction = ctx.val_fraction
+    train, val = split_train_val(has, val_fraction, ctx.seed + 2000)
     labelled = ~np.isnan(data.density)
     rtr = np.flatnonzero(np.isin(q, train) & labelled)
     rva = np.flatnonzero(np.isin(q, val) & labelled)
-    model = fit_scorer(data.x, data.density, _weights(q, tokens), rtr, rva, sel["params"], cfg.seed,
-                       check_threads(cfg.get("threads")))
+    model = fit_scorer(data.x, data.density, _weights(q, tokens), rtr, rva, sel["params"], ctx.seed,
+                       ctx.threads)
     import lightgbm as lgb
 
     # the trees up to the best validation round, as the directory keeps them: predictions here and
@@ -210,7 +208,7 @@ def fit_final_selector(cfg: DictConfig, name: str, ladder: LadderFrontier, sel: 
     ranked, util, plan_tok = plans_of(pred, q, unit, tokens, texts, n_q, sel["plans"], e_len)
     vf, vt = plan_table(ranked, texts, unit, evidence, val)
     # the guard: the cross-fitted selector out of fold against each fold's training-fold envelope
-    sf = predict_selector_folds(data.x, q, prep.query_ids, selector_dir, _key(cfg, prep, data, sel), retrain_command(cfg))
+    sf = predict_selector_folds(data.x, q, prep.query_ids, selector_dir, _key(ctx, prep, data, sel), ctx.retrain)
     learned = selector_learned("selector", q, unit, tokens, sf.pred, sf.val, sf.evidence_len, sf.fold, texts, evidence,
                                sel["plans"])
     space, fixed = ladder.space, ladder.table
@@ -228,14 +226,14 @@ def fit_final_selector(cfg: DictConfig, name: str, ladder: LadderFrontier, sel: 
         selector_own[str(int(b))] = own.tolist()
         log.info("%s evidence selector at B=%d: %s deployed (out-of-fold gain %+.4f ± %.4f over %d questions); lambda %.3g",
                  name, b, plan["deploy"], g["gain"], g["se"], g["n"], lam)
-    spec = router_spec(cfg, name, prep)
+    spec = ctx.router_spec(name, prep)
     spec["frontier"] = {"depth": fs.depth, "caps": list(fs.caps), "budgets": list(fs.budgets),
                         "max_context_tokens": prep.max_context_tokens}
     with_options = float(np.mean([bool(it.options) for it in prep.items])) if prep.items else 0.0
     deploy = {"format": FORMAT, "settings": sel, "evidence_len": e_len, "n_features": int(data.x.shape[1]),
               "with_options": with_options,  # the share of training questions with answer options
               "budgets": budgets, "space": space.to_json(), "spec": spec,
-              "fit": {"seed": int(cfg.seed), "val_fraction": val_fraction, "n_train": int(len(train)), "n_val": int(len(val)),
+              "fit": {"seed": int(ctx.seed), "val_fraction": val_fraction, "n_train": int(len(train)), "n_val": int(len(val)),
                       "trees": int(booster.num_trees()), "cross_fit_run_id": sf.info["run_id"]}}
     dep = DeployedSelector(booster, deploy, {"ids": list(prep.query_ids), "val": [prep.query_ids[i] for i in val],
                                              "budgets": decisions, "selector": selector_own})

@@ -14,11 +14,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from omegaconf import DictConfig
-
 from mogg.run.budget.base import BudgetRouter, LadderFrontier
 from mogg.run.budget.selector.stage import reading_policies, selector_settings, train_selector
-from mogg.run.router_store import retrain_command
+from mogg.run.context import RunContext
 
 
 @dataclass
@@ -42,17 +40,17 @@ class EvidenceSelectorKind(BudgetRouter):
         checked = selector_settings(asdict(self))
         self.params = checked["params"]
 
-    def train(self, cfg: DictConfig, ladder: LadderFrontier, out_dir: Path) -> dict:
-        return train_selector(cfg, ladder.prep, self.knobs(), out_dir)
+    def train(self, ctx: RunContext, ladder: LadderFrontier, out_dir: Path) -> dict:
+        return train_selector(ctx, ladder.prep, self.knobs(), out_dir)
 
-    def policy(self, cfg: DictConfig, ladder: LadderFrontier, fold_dir: Path, chunk=None):
-        return reading_policies(cfg, ladder.prep, self.knobs(), fold_dir, chunk, ladder.space, ladder.fs.budgets,
-                                retrain_command(cfg), ladder.fs.guard_se)
+    def policy(self, ctx: RunContext, ladder: LadderFrontier, fold_dir: Path, chunk=None):
+        return reading_policies(ctx, ladder.prep, self.knobs(), fold_dir, chunk, ladder.space, ladder.fs.budgets,
+                                ctx.retrain, ladder.fs.guard_se)
 
-    def fit_final(self, cfg: DictConfig, name: str, ladder: LadderFrontier, fold_dir: Path) -> dict:
+    def fit_final(self, ctx: RunContext, name: str, ladder: LadderFrontier, fold_dir: Path) -> dict:
         from mogg.run.budget.selector.final import fit_final_selector
 
-        return fit_final_selector(cfg, name, ladder, self.knobs(), fold_dir)
+        return fit_final_selector(ctx, name, ladder, self.knobs(), fold_dir)
 
     @classmethod
     def session(cls, directory: Path, artifacts="auto", overrides=(), data_dir=None):

@@ -15,15 +15,14 @@ from pathlib import Path
 
 import numpy as np
 from hydra.utils import instantiate
-from omegaconf import DictConfig
 
-from mogg.core.threads import check_threads
 from mogg.evaluation.frontier_guard import Learned
 from mogg.prepared import Prepared
 from mogg.run.budget.selector.candidates import Candidates, Lexicon, candidates, evidence_overlap, features
 from mogg.run.budget.selector.plans import context_units, selector_learned, sentence_oracle
 from mogg.run.budget.selector.policy import Reading
 from mogg.run.budget.selector.scorer import check_params, crossfit_selector, predict_selector_folds, selector_key
+from mogg.run.context import RunContext
 
 log = logging.getLogger(__name__)
 
@@ -63,11 +62,11 @@ class ReadingData:
     seconds: float
 
 
-def reading_data(cfg: DictConfig, prep: Prepared, sel: dict) -> ReadingData:
+def reading_data(ctx: RunContext, prep: Prepared, sel: dict) -> ReadingData:
     """Candidates (the deep hits), features, labels (module doc of :mod:`mogg.run.budget.selector.candidates`)."""
     t0 = time.perf_counter()
-    encoder = instantiate(cfg.encoder) if sel["cosine"] else None
-    art = Path(cfg.paths.artifacts) if cfg.paths.get("artifacts") else None
+    encoder = instantiate(ctx.encoder) if sel["cosine"] else None
+    art = ctx.artifacts
     lex, cand, x = candidate_features(prep.ladder, prep.deep, prep.questions,
                                       [" ".join(it.options.values()) for it in prep.items], sel, encoder, art)
     evidence = [it.evidence_text for it in prep.items]
@@ -100,31 +99,31 @@ def _normed(e: np.ndarray) -> np.ndarray:
     return e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
 
 
-def _key(cfg: DictConfig, prep: Prepared, data: ReadingData, sel: dict) -> dict:
-    return selector_key(data.x, data.density, data.cand.q, len(prep.items), cfg.n_folds, cfg.seed, sel["params"],
-                        float(cfg.trainer.val_fraction), prep.data_key)
+def _key(ctx: RunContext, prep: Prepared, data: ReadingData, sel: dict) -> dict:
+    return selector_key(data.x, data.density, data.cand.q, len(prep.items), ctx.n_folds, ctx.seed, sel["params"],
+                        ctx.val_fraction, prep.data_key)
 
 
-def train_selector(cfg: DictConfig, prep: Prepared, sel: dict, out_dir: Path) -> dict:
+def train_selector(ctx: RunContext, prep: Prepared, sel: dict, out_dir: Path) -> dict:
     """Cross-fit the evidence selector for one ladder into ``out_dir``."""
-    data = reading_data(cfg, prep, sel)
+    data = reading_data(ctx, prep, sel)
     t0 = time.perf_counter()
     info = crossfit_selector(data.x, data.density, data.tokens, data.cand.q, data.evidence_len, prep.query_ids,
-                             cfg.n_folds, cfg.seed, sel["params"], float(cfg.trainer.val_fraction), out_dir,
-                             prep.data_key, threads=check_threads(cfg.get("threads")))
+                             ctx.n_folds, ctx.seed, sel["params"], ctx.val_fraction, out_dir,
+                             prep.data_key, threads=ctx.threads)
     log.info("selector: %d candidates (%.1f per question), features %.1f s, fit %.1f s", len(data.cand),
              len(data.cand) / max(len(prep.items), 1), data.seconds, time.perf_counter() - t0)
     return info
 
 
-def reading_policies(cfg: DictConfig, prep: Prepared, sel: dict, out_dir: Path, action: Learned | None, space,
+def reading_policies(ctx: RunContext, prep: Prepared, sel: dict, out_dir: Path, action: Learned | None, space,
                      budgets, retrain: str, guard_se: float = 1.0) -> Reading:
     """The selector, route + trim at ``budgets`` (with a chunk-level router's plans ``action``:
     ``space``'s actions) and the sentence oracle for one ladder (``guard_se``: the guard's
     standard errors)."""
-    data = reading_data(cfg, prep, sel)
+    data = reading_data(ctx, prep, sel)
     t0 = time.perf_counter()
-    sf = predict_selector_folds(data.x, data.cand.q, prep.query_ids, out_dir, _key(cfg, prep, data, sel), retrain)
+    sf = predict_selector_folds(data.x, data.cand.q, prep.query_ids, out_dir, _key(ctx, prep, data, sel), retrain)
     n = max(len(prep.items), 1)
     cost = {"features": 1000 * data.seconds / n, "scoring": 1000 * (time.perf_counter() - t0) / n}
     texts, unit, evidence = prep.ladder.units.text, data.cand.unit, [it.evidence_text for it in prep.items]
