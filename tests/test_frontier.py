@@ -366,9 +366,35 @@ def test_the_action_routers_objective_is_set_in_its_own_node_only():
         return kind.knobs()
 
     assert knobs("router.objective=bce")["objective"] == "utility"
-    assert knobs("frontier.routers.actions.objective=listwise")["objective"] == "listwise"
-    with pytest.raises(ValueError, match="frontier.routers.actions.objective"):
-        knobs("frontier.routers.actions.objective=nope")
+    assert knobs("frontier.routers.actions.loss=listwise")["objective"] == "listwise"  # the fit's keyword
+    with pytest.raises(ValueError, match="frontier.routers.actions.loss"):
+        knobs("frontier.routers.actions.loss=nope")
+    with pytest.raises(ValueError, match="renamed frontier.routers.actions.loss"):  # named apart from router.objective
+        knobs("+frontier.routers.actions.objective=bce")
+
+
+def test_a_kinds_knobs_are_declared_once_and_a_knob_it_cannot_honour_is_refused():
+    """The dataclass declares each knob; its config file mirrors the defaults (equal, checked here);
+    the selector deeper than the frontier retrieves, or trimming a router the run lacks, is refused."""
+    import dataclasses
+
+    import yaml
+    from conftest import ROOT, compose
+
+    from mogg.run.budget.actions.kind import ActionRouterKind
+    from mogg.run.budget.selector.kind import EvidenceSelectorKind
+    from mogg.run.frontier_stage import frontier_settings
+
+    for name, cls in (("actions", ActionRouterKind), ("selector", EvidenceSelectorKind)):
+        node = yaml.safe_load((ROOT / "conf" / "frontier" / "routers" / f"{name}.yaml").read_text())[name]
+        node.pop("_target_")
+        defaults = {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
+                    for f in dataclasses.fields(cls)}
+        assert node == defaults, name
+    with pytest.raises(ValueError, match="selector.depth=9 reads deeper than frontier.depth=8"):
+        frontier_settings(compose(["experiment=selector_pubmedqa", "frontier.routers.selector.depth=9"]))
+    with pytest.raises(ValueError, match="trim_of='actions': no such chunk-level router"):
+        frontier_settings(compose(["experiment=frontier_pubmedqa", "frontier/routers=[selector]"]))
 
 
 @pytest.mark.parametrize("override, message", [
@@ -399,7 +425,8 @@ def test_the_budget_routers_are_built_in_the_reports_order():
     fs = frontier_settings(compose(["experiment=selector_pubmedqa", "frontier.routers.selector.plans=7"]))
     assert [type(k) for k in fs.routers] == [ActionRouterKind, EvidenceSelectorKind]
     assert [k.slot for k in fs.routers] == ["actions", "selector"] and fs.routers[1].plans == 7
-    only = frontier_settings(compose(["experiment=frontier_pubmedqa", "frontier/routers=[selector]"]))
+    only = frontier_settings(compose(["experiment=frontier_pubmedqa", "frontier/routers=[selector]",
+                                      "frontier.routers.selector.trim_of=null"]))
     assert [k.slot for k in only.routers] == ["selector"]
 
 

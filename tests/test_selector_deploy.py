@@ -19,6 +19,7 @@ def final(tmp_path_factory, mirage):
     cfg = compose(_frontier_overrides(tmp, mirage, ["router.fit=all", "run_name=sel", "trainer.max_epochs=3",
                                                     "frontier.routers.actions.max_epochs=3", "frontier.depth=3",
                                                     "frontier.caps=[null,32]", "frontier/routers=[actions,selector]",
+                                                    "frontier.routers.selector.depth=3",
                                                     "frontier.routers.selector.cosine=false",
                                                     "+frontier.routers.selector.params={n_estimators: 30, min_child_samples: 5}"]))
     out = train(cfg)

@@ -73,6 +73,8 @@ class FrontierSettings:
         if not all(isinstance(r, BudgetRouter) for r in self.routers or ()):
             self.routers = budget_routers(self.routers)
         self.routers = list(self.routers or ())
+        for kind in self.routers:
+            kind.check(self)
 
 
 def _count(v) -> bool:
@@ -194,15 +196,18 @@ def evaluate_frontier(ctx: RunContext, name: str, prep: Prepared, fs: FrontierSe
     ladder = ladder_frontier(prep, fs)
     space, table = ladder.space, ladder.table
     folds = make_folds(len(prep.items), ctx.n_folds, ctx.seed)  # every kind's cross-fit uses these
-    policies, transfers, chunk = [], [], None
+    by_slot: dict[str, object] = {}
+    transfers = []
     if fs.actions and ctx.use_router:
+        # the kinds that trim another's plans (route + trim) after the one they name: list order means nothing
+        for kind in sorted(fs.routers, key=lambda k: k.trim_of is not None):
+            chunk = by_slot[kind.trim_of].learned(table) if kind.trim_of is not None else None
+            by_slot[kind.slot] = kind.policy(ctx, ladder, ckpt / kind.slot, chunk)
         for kind in fs.routers:
-            policy = kind.policy(ctx, ladder, ckpt / kind.slot, chunk)
-            policies.append(policy)
-            chunk = chunk if chunk is not None else policy.learned(table)
             t = kind.transferred(ctx, ladder, ckpt / kind.slot)
             if t is not None:
                 transfers.append(t)
+    policies = [by_slot[k.slot] for k in fs.routers if k.slot in by_slot]  # the report's order: the list's
     transfer = (lambda b: {k: v for t in transfers for k, v in t(b).items()}) if transfers else None
     fr = frontier_evaluation(table, other_families(prep, fs, weights, ladder_policies, table), folds, list(fs.budgets),
                              policies, fs.n_boot, ctx.seed, transfer)

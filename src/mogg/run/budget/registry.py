@@ -40,8 +40,10 @@ def budget_routers(node) -> list[BudgetRouter]:
             known = [f.name for f in dataclasses.fields(cls)]
             extra = sorted(set(sub) - set(known) - {"_target_"})
             if extra:
+                renamed = getattr(cls, "RENAMED", {}).get(extra[0])
+                hint = f"; it was renamed frontier.routers.{slot}.{renamed}" if renamed else ""
                 raise ValueError(f"frontier.routers.{slot}.{extra[0]} is not a knob of {cls.__name__} "
-                                 f"({', '.join(known) or 'it has none'})")
+                                 f"({', '.join(known) or 'it has none'}){hint}")
         try:
             kind = instantiate(sub, _convert_="all")
         except InstantiationException as e:

@@ -31,12 +31,12 @@ from mogg.run.context import RunContext
 
 @dataclass
 class ActionRouterKind(BudgetRouter):
-    """The action scorer's knobs (:func:`mogg.run.budget.actions.fit.fit_action_routers`): its
-    objective (utility | bce | listwise; the level router's ``router.objective`` does not reach
-    it), hidden units, dropout, Adam's lr and weight decay, batch size, epochs and early-stopping
-    patience."""
+    """The action scorer's knobs, declared here only (:func:`mogg.run.budget.actions.fit.fit_action_routers`):
+    its ``loss`` (utility | bce | listwise; named apart from the level router's ``router.objective``,
+    which does not reach it), hidden units, dropout, Adam's lr and weight decay, batch size, epochs
+    and early-stopping patience."""
 
-    objective: str = "utility"
+    loss: str = "utility"
     hidden: int = 32
     dropout: float = 0.1
     lr: float = 3.0e-3
@@ -50,8 +50,16 @@ class ActionRouterKind(BudgetRouter):
     ROUTE_FLAGS: ClassVar[tuple[str, ...]] = ("budget", "cost_weight", "max_tokens", "here", "unguarded")
     spans_ladders: ClassVar[bool] = True
 
+    RENAMED: ClassVar[dict[str, str]] = {"objective": "loss"}  # knobs renamed since (refused with the new name)
+
     def __post_init__(self) -> None:
-        check_fit_knobs(asdict(self))
+        check_fit_knobs(self.knobs())
+
+    def knobs(self) -> dict:
+        """The fit's keyword arguments (``loss`` as the fit's ``objective``: the run ids of cross-fits
+        trained before the rename stay the same)."""
+        k = asdict(self)
+        return {"objective": k.pop("loss"), **k}
 
     def _key(self, ctx: RunContext, xq, xa, table, space, data_key: str) -> dict:
         return action_key(xq, xa, table.f1, space, ctx.n_folds, ctx.seed, self.knobs(), ctx.val_fraction,

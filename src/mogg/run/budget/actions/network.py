@@ -177,7 +177,8 @@ def check_fit_knobs(fit: dict) -> None:
         elif ok and k == "objective":
             ok = v in ACTION_OBJECTIVES
         if not ok:
-            raise ValueError(f"frontier.routers.actions.{k}={v!r}: out of range (objective in {ACTION_OBJECTIVES}, hidden/batch_size/"
+            name = "loss" if k == "objective" else k
+            raise ValueError(f"frontier.routers.actions.{name}={v!r}: out of range (loss in {ACTION_OBJECTIVES}, hidden/batch_size/"
                              "max_epochs integers >= 1, patience >= 0, 0 <= dropout < 1, 0 < lr <= 10, weight_decay >= 0)")
 
 

@@ -141,7 +141,9 @@ class Lexicon:
 def candidates(ladder: Ladder, hits: Hits, lex: Lexicon, depth: int, per_chunk: int = 24) -> Candidates:
     """The candidate units of every question (see the module doc) from hits [Q, L, >= depth]."""
     n_q, n_l, _ = hits.shape
-    depth = min(depth, hits.shape[2])
+    if depth > hits.shape[2]:  # refused, not clamped: the knob would silently mean less than it says
+        raise ValueError(f"frontier.routers.selector.depth={depth} reads deeper than the {hits.shape[2]} chunks per level "
+                         "retrieved (frontier.depth); set frontier.routers.selector.depth <= frontier.depth")
     n_u = len(ladder.units)
     parts = []
     for lv_i, lv in enumerate(ladder.levels):  # L levels: a loop over levels, not rows

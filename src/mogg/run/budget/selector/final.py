@@ -182,7 +182,7 @@ def is_selector_dir(directory: Path) -> bool:
         return False
 
 
-def fit_final_selector(ctx: RunContext, name: str, ladder: LadderFrontier, sel: dict, selector_dir: Path) -> dict:
+def fit_final_selector(ctx: RunContext, name: str, ladder: LadderFrontier, sel, selector_dir: Path) -> dict:
     """Fit the deployable selector (knobs ``sel``) for one ladder into ``selector_dir/final`` (after
     its cross-fit in ``selector_dir``, whose out-of-fold predictions decide the guard). ``ladder``:
     the prepared questions under the frontier settings (budgets, the guard, the envelope's table)."""
@@ -196,7 +196,7 @@ def fit_final_selector(ctx: RunContext, name: str, ladder: LadderFrontier, sel: 
     labelled = ~np.isnan(data.density)
     rtr = np.flatnonzero(np.isin(q, train) & labelled)
     rva = np.flatnonzero(np.isin(q, val) & labelled)
-    model = fit_scorer(data.x, data.density, _weights(q, tokens), rtr, rva, sel["params"], ctx.seed,
+    model = fit_scorer(data.x, data.density, _weights(q, tokens), rtr, rva, sel.params, ctx.seed,
                        ctx.threads)
     import lightgbm as lgb
 
@@ -205,12 +205,12 @@ def fit_final_selector(ctx: RunContext, name: str, ladder: LadderFrontier, sel: 
     booster = lgb.Booster(model_str=model.booster_.model_to_string(num_iteration=model.best_iteration_ or None))
     e_len = float(np.median(data.evidence_len[train])) if len(train) else 0.0
     pred = booster.predict(data.x)
-    ranked, util, plan_tok = plans_of(pred, q, unit, tokens, texts, n_q, sel["plans"], e_len)
+    ranked, util, plan_tok = plans_of(pred, q, unit, tokens, texts, n_q, sel.plans, e_len)
     vf, vt = plan_table(ranked, texts, unit, evidence, val)
     # the guard: the cross-fitted selector out of fold against each fold's training-fold envelope
     sf = predict_selector_folds(data.x, q, prep.query_ids, selector_dir, _key(ctx, prep, data, sel), ctx.retrain)
     learned = selector_learned("selector", q, unit, tokens, sf.pred, sf.val, sf.evidence_len, sf.fold, texts, evidence,
-                               sel["plans"])
+                               sel.plans)
     space, fixed = ladder.space, ladder.table
     guards = out_of_fold_guard(learned, sf.fold, fixed, fs.budgets, fs.guard, fs.guard_se)
     budgets, decisions, selector_own = {}, {}, {}
@@ -230,7 +230,7 @@ def fit_final_selector(ctx: RunContext, name: str, ladder: LadderFrontier, sel: 
     spec["frontier"] = {"depth": fs.depth, "caps": list(fs.caps), "budgets": list(fs.budgets),
                         "max_context_tokens": prep.max_context_tokens}
     with_options = float(np.mean([bool(it.options) for it in prep.items])) if prep.items else 0.0
-    deploy = {"format": FORMAT, "settings": sel, "evidence_len": e_len, "n_features": int(data.x.shape[1]),
+    deploy = {"format": FORMAT, "settings": sel.knobs(), "evidence_len": e_len, "n_features": int(data.x.shape[1]),
               "with_options": with_options,  # the share of training questions with answer options
               "budgets": budgets, "space": space.to_json(), "spec": spec,
               "fit": {"seed": int(ctx.seed), "val_fraction": val_fraction, "n_train": int(len(train)), "n_val": int(len(val)),

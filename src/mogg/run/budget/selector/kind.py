@@ -10,47 +10,71 @@ oracle. Checkpoints: ``<checkpoint>/<ladder>/selector/`` (``fold<k>``, ``final``
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
 from mogg.run.budget.base import BudgetRouter, LadderFrontier
-from mogg.run.budget.selector.stage import reading_policies, selector_settings, train_selector
+from mogg.run.budget.selector.scorer import check_params
+from mogg.run.budget.selector.stage import reading_policies, train_selector
 from mogg.run.context import RunContext
 
 
 @dataclass
 class EvidenceSelectorKind(BudgetRouter):
-    """Candidates: the units of every level's top-``depth`` chunks, at most ``per_chunk`` of one
-    chunk (those sharing the most question words); plans: the first 1..``plans`` units of the
-    ranking; ``cosine``: the question-unit cosine of the encoder as a feature; ``params``:
-    LightGBM knobs over :data:`mogg.run.budget.selector.scorer.PARAMS`."""
+    """Its knobs, declared here only (``conf/frontier/routers/selector.yaml`` sets them; this object
+    travels down): candidates are the units of every level's top-``depth`` chunks (at most
+    ``frontier.depth``: deeper is refused, not clamped), at most ``per_chunk`` of one chunk (those
+    sharing the most question words); plans: the first 1..``plans`` units of the ranking;
+    ``cosine``: the question-unit cosine of the encoder as a feature; ``params``: LightGBM knobs over
+    :data:`mogg.run.budget.selector.scorer.PARAMS`; ``trim_of``: the chunk-level budget router whose
+    plans route + trim trims (its slot in ``frontier.routers``; null: no route + trim)."""
 
     depth: int = 8
     per_chunk: int = 24
     plans: int = 48
     cosine: bool = True
     params: dict = field(default_factory=dict)
+    trim_of: str | None = "actions"
 
     TITLE: ClassVar[str] = "the evidence selector"
     FORMAT: ClassVar[str] = "mogg-evidence-selector/1"
     ROUTE_FLAGS: ClassVar[tuple[str, ...]] = ("budget", "cost_weight", "unguarded", "options")
 
     def __post_init__(self) -> None:
-        checked = selector_settings(asdict(self))
-        self.params = checked["params"]
+        for k in ("depth", "per_chunk", "plans"):
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"frontier.routers.selector.{k}={v!r}: must be an integer >= 1")
+        if not isinstance(self.cosine, bool):
+            raise ValueError(f"frontier.routers.selector.cosine={self.cosine!r}: must be true or false")
+        if not isinstance(self.params, dict):
+            raise ValueError(f"frontier.routers.selector.params={self.params!r}: LightGBM knobs as a mapping")
+        if self.trim_of is not None and not isinstance(self.trim_of, str):
+            raise ValueError(f"frontier.routers.selector.trim_of={self.trim_of!r}: a budget router's name or null")
+        self.params = check_params(dict(self.params))
+
+    def check(self, fs) -> None:
+        if self.depth > fs.depth:
+            raise ValueError(f"frontier.routers.selector.depth={self.depth} reads deeper than frontier.depth={fs.depth} "
+                             "retrieves; set frontier.routers.selector.depth <= frontier.depth (or raise frontier.depth)")
+        slots = [k.slot for k in fs.routers if not getattr(k, "trim_of", None)]
+        if self.trim_of is not None and self.trim_of not in slots:
+            raise ValueError(f"frontier.routers.selector.trim_of={self.trim_of!r}: no such chunk-level router in "
+                             f"frontier.routers ({', '.join(slots) or 'none'}); name one, or set it to null "
+                             "(no route + trim)")
 
     def train(self, ctx: RunContext, ladder: LadderFrontier, out_dir: Path) -> dict:
-        return train_selector(ctx, ladder.prep, self.knobs(), out_dir)
+        return train_selector(ctx, ladder.prep, self, out_dir)
 
     def policy(self, ctx: RunContext, ladder: LadderFrontier, fold_dir: Path, chunk=None):
-        return reading_policies(ctx, ladder.prep, self.knobs(), fold_dir, chunk, ladder.space, ladder.fs.budgets,
+        return reading_policies(ctx, ladder.prep, self, fold_dir, chunk, ladder.space, ladder.fs.budgets,
                                 ctx.retrain, ladder.fs.guard_se)
 
     def fit_final(self, ctx: RunContext, name: str, ladder: LadderFrontier, fold_dir: Path) -> dict:
         from mogg.run.budget.selector.final import fit_final_selector
 
-        return fit_final_selector(ctx, name, ladder, self.knobs(), fold_dir)
+        return fit_final_selector(ctx, name, ladder, self, fold_dir)
 
     @classmethod
     def session(cls, directory: Path, artifacts="auto", overrides=(), data_dir=None):

@@ -59,8 +59,11 @@ class SelectorSession:
         """(candidates, their features [N, F], their tokens [N]) for ``questions``."""
         _, deep = self.index.search_deep(list(questions), self.k_r, self.depth)
         opts = list(options) if options is not None else [""] * len(questions)
-        lex, cand, x = candidate_features(self.index.ladder, deep, list(questions), opts, self.deployed.deploy["settings"],
-                                          self.encoder, self.artifacts)
+        st = self.deployed.deploy["settings"]
+        # a directory written before depth > frontier.depth was refused trained with the clamp to it
+        depth = min(int(st["depth"]), self.depth)
+        lex, cand, x = candidate_features(self.index.ladder, deep, list(questions), opts, depth, int(st["per_chunk"]),
+                                          bool(st["cosine"]), self.encoder, self.artifacts)
         return deep, cand, x, lex.unit_tokens[cand.unit].astype(float)
 
     def route(self, questions: Sequence[str], ids: Sequence[str] | None = None, budget: float | None = None,

@@ -21,32 +21,10 @@ from mogg.prepared import Prepared
 from mogg.run.budget.selector.candidates import Candidates, Lexicon, candidates, evidence_overlap, features
 from mogg.run.budget.selector.plans import context_units, selector_learned, sentence_oracle
 from mogg.run.budget.selector.policy import Reading
-from mogg.run.budget.selector.scorer import check_params, crossfit_selector, predict_selector_folds, selector_key
+from mogg.run.budget.selector.scorer import crossfit_selector, predict_selector_folds, selector_key
 from mogg.run.context import RunContext
 
 log = logging.getLogger(__name__)
-
-DEFAULTS = {"depth": 8, "per_chunk": 24, "plans": 48, "cosine": True, "params": {}}
-
-
-def selector_settings(node) -> dict:
-    """The selector's knobs (``frontier.routers.selector``) checked: known keys, sizes >= 1,
-    ``cosine`` a boolean."""
-    s = {**DEFAULTS, **dict(node or {})}
-    extra = sorted(set(s) - set(DEFAULTS))
-    if extra:
-        raise ValueError(f"frontier.routers.selector.{extra[0]} is not a selector knob ({', '.join(DEFAULTS)})")
-    for k in ("depth", "per_chunk", "plans"):
-        v = s[k]
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"frontier.routers.selector.{k}={v!r}: must be an integer >= 1")
-    if not isinstance(s["cosine"], bool):
-        raise ValueError(f"frontier.routers.selector.cosine={s['cosine']!r}: must be true or false")
-    if not isinstance(s["params"], dict):
-        raise ValueError(f"frontier.routers.selector.params={s['params']!r}: LightGBM knobs as a mapping")
-    s["params"] = check_params(dict(s["params"]))
-    return s
-
 
 @dataclass
 class ReadingData:
@@ -62,13 +40,14 @@ class ReadingData:
     seconds: float
 
 
-def reading_data(ctx: RunContext, prep: Prepared, sel: dict) -> ReadingData:
-    """Candidates (the deep hits), features, labels (module doc of :mod:`mogg.run.budget.selector.candidates`)."""
+def reading_data(ctx: RunContext, prep: Prepared, sel) -> ReadingData:
+    """Candidates (the deep hits), features, labels (module doc of :mod:`mogg.run.budget.selector.candidates`);
+    ``sel``: the selector's knobs (:class:`~mogg.run.budget.selector.kind.EvidenceSelectorKind`)."""
     t0 = time.perf_counter()
-    encoder = instantiate(ctx.encoder) if sel["cosine"] else None
-    art = ctx.artifacts
+    encoder = instantiate(ctx.encoder) if sel.cosine else None
     lex, cand, x = candidate_features(prep.ladder, prep.deep, prep.questions,
-                                      [" ".join(it.options.values()) for it in prep.items], sel, encoder, art)
+                                      [" ".join(it.options.values()) for it in prep.items], sel.depth, sel.per_chunk,
+                                      sel.cosine, encoder, ctx.artifacts)
     evidence = [it.evidence_text for it in prep.items]
     overlap = evidence_overlap(cand, lex, evidence)
     tokens = lex.unit_tokens[cand.unit].astype(float)
@@ -79,15 +58,16 @@ def reading_data(ctx: RunContext, prep: Prepared, sel: dict) -> ReadingData:
                        time.perf_counter() - t0)
 
 
-def candidate_features(ladder, deep, questions: list[str], options: list[str], sel: dict, encoder=None,
-                       artifacts: Path | None = None) -> tuple[Lexicon, Candidates, np.ndarray]:
-    """The lexicon, the candidates in the deep hits and their features [N, F] for ``questions``
-    (``options``: each question's answer options as one text, "" for none); no labels needed, so
-    training and ``mogg-route`` build them alike. ``encoder``: for the cosine columns (``sel["cosine"]``)."""
+def candidate_features(ladder, deep, questions: list[str], options: list[str], depth: int, per_chunk: int,
+                       cosine: bool, encoder=None, artifacts: Path | None = None) -> tuple[Lexicon, Candidates, np.ndarray]:
+    """The lexicon, the candidates in the deep hits (each level's top ``depth`` chunks, at most
+    ``per_chunk`` units of one) and their features [N, F] for ``questions`` (``options``: each
+    question's answer options as one text, "" for none); no labels needed, so training and
+    ``mogg-route`` build them alike. ``encoder``: for the cosine columns (``cosine``)."""
     lex = Lexicon(ladder, list(questions), list(options))
-    cand = candidates(ladder, deep, lex, sel["depth"], sel["per_chunk"])
+    cand = candidates(ladder, deep, lex, depth, per_chunk)
     unit_emb = q_emb = None
-    if sel["cosine"]:
+    if cosine:
         from mogg.encoders import embed_queries
 
         unit_emb = _normed(encoder.encode(list(ladder.units.text), show_progress=True))  # cached by the encoder
@@ -99,24 +79,24 @@ def _normed(e: np.ndarray) -> np.ndarray:
     return e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
 
 
-def _key(ctx: RunContext, prep: Prepared, data: ReadingData, sel: dict) -> dict:
-    return selector_key(data.x, data.density, data.cand.q, len(prep.items), ctx.n_folds, ctx.seed, sel["params"],
+def _key(ctx: RunContext, prep: Prepared, data: ReadingData, sel) -> dict:
+    return selector_key(data.x, data.density, data.cand.q, len(prep.items), ctx.n_folds, ctx.seed, sel.params,
                         ctx.val_fraction, prep.data_key)
 
 
-def train_selector(ctx: RunContext, prep: Prepared, sel: dict, out_dir: Path) -> dict:
+def train_selector(ctx: RunContext, prep: Prepared, sel, out_dir: Path) -> dict:
     """Cross-fit the evidence selector for one ladder into ``out_dir``."""
     data = reading_data(ctx, prep, sel)
     t0 = time.perf_counter()
     info = crossfit_selector(data.x, data.density, data.tokens, data.cand.q, data.evidence_len, prep.query_ids,
-                             ctx.n_folds, ctx.seed, sel["params"], ctx.val_fraction, out_dir,
+                             ctx.n_folds, ctx.seed, sel.params, ctx.val_fraction, out_dir,
                              prep.data_key, threads=ctx.threads)
     log.info("selector: %d candidates (%.1f per question), features %.1f s, fit %.1f s", len(data.cand),
              len(data.cand) / max(len(prep.items), 1), data.seconds, time.perf_counter() - t0)
     return info
 
 
-def reading_policies(ctx: RunContext, prep: Prepared, sel: dict, out_dir: Path, action: Learned | None, space,
+def reading_policies(ctx: RunContext, prep: Prepared, sel, out_dir: Path, action: Learned | None, space,
                      budgets, retrain: str, guard_se: float = 1.0) -> Reading:
     """The selector, route + trim at ``budgets`` (with a chunk-level router's plans ``action``:
     ``space``'s actions) and the sentence oracle for one ladder (``guard_se``: the guard's
@@ -129,8 +109,8 @@ def reading_policies(ctx: RunContext, prep: Prepared, sel: dict, out_dir: Path, 
     texts, unit, evidence = prep.ladder.units.text, data.cand.unit, [it.evidence_text for it in prep.items]
     tokens, q = data.tokens, data.cand.q
     selector = selector_learned("selector", q, unit, tokens, sf.pred, sf.val, sf.evidence_len, sf.fold, texts, evidence,
-                                sel["plans"])
-    oracle = sentence_oracle(q, unit, tokens, data.density, len(prep.items), texts, evidence, sel["plans"])
+                                sel.plans)
+    oracle = sentence_oracle(q, unit, tokens, data.density, len(prep.items), texts, evidence, sel.plans)
     budgets = {float(b) for b in budgets}
     lex_tokens = data.unit_tokens
 
@@ -150,7 +130,7 @@ def reading_policies(ctx: RunContext, prep: Prepared, sel: dict, out_dir: Path, 
                 keep_val.append(context_units(prep.ladder, prep.deep.ids, _scatter(len(prep.items), vq, va), space,
                                               lex_tokens, q, unit) & np.isin(q, vq))
             out.append(selector_learned(f"route ({mult}B) + trim", q, unit, tokens, sf.pred, sf.val, sf.evidence_len,
-                                        sf.fold, texts, evidence, sel["plans"], keep, keep_val))
+                                        sf.fold, texts, evidence, sel.plans, keep, keep_val))
         return out
 
     return Reading(selector, trims, oracle, cost, guard_se)
