@@ -1,5 +1,6 @@
 """The matched-cost frontier experiments, idle: ``train.py`` and ``evaluate.py`` wall times of
-``experiment=frontier_pubmedqa``, ``frontier_medmcqa`` and ``frontier_covidqa``, this checkout
+the runs ``frontier_pubmedqa``, ``frontier_medmcqa`` and ``frontier_covidqa`` (``experiment=frontier
+data=<set>``; an older checkout's own files of those names), this checkout
 against a reference, side by side.
 
 As :mod:`bench_main` (whose ``_run`` this reuses): both checkouts share one artifact store (by

@@ -25,8 +25,21 @@ ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = ("train.py", "evaluate.py")
 
 
+def experiment_args(checkout: Path, experiment: str) -> list[str]:
+    """``experiment=<name>`` for ``checkout``: a name like ``frontier_pubmedqa`` is the recipe plus its
+    data choice (``experiment=frontier data=pubmedqa``) in a checkout whose recipes take ``data=``
+    (issue 47), the file of that name in one from before."""
+    import re
+
+    m = re.fullmatch(r"(\w+)_(pubmedqa|medmcqa|covidqa)", experiment)
+    if m and not (checkout / "conf" / "experiment" / f"{experiment}.yaml").exists() \
+            and (checkout / "conf" / "experiment" / f"{m.group(1)}.yaml").exists():
+        return [f"experiment={m.group(1)}", f"data={m.group(2)}"]
+    return [f"experiment={experiment}"]
+
+
 def _run(checkout: Path, script: str, experiment: str, work: Path, side: str) -> float:
-    cmd = [sys.executable, str(checkout / script), f"experiment={experiment}", f"paths.artifacts={work / 'artifacts'}",
+    cmd = [sys.executable, str(checkout / script), *experiment_args(checkout, experiment), f"paths.artifacts={work / 'artifacts'}",
            f"paths.checkpoints={work / side / 'ckpt'}", f"paths.reports={work / side / 'reports'}",
            f"paths.outputs={work / side / 'outputs'}"]
     # both checkouts read this checkout's data (a reference worktree has no data/ of its own)

@@ -5,7 +5,7 @@ The stage functions are wrapped where the run calls them (``mogg.run.app``,
 ``mogg.run.frontier_stage``) with a wall clock (no profiler overhead); "rest" is the run's wall
 time minus the stages: starting Python, importing torch / Lightning, Hydra, writing, exiting.
 
-    python scripts/frontier_stages.py --checkout ../ref train.py experiment=frontier_pubmedqa run_name=x
+    python scripts/frontier_stages.py --checkout ../ref train.py experiment=frontier data=pubmedqa run_name=x
 """
 
 from __future__ import annotations

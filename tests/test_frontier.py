@@ -157,7 +157,7 @@ def test_paired_interval_covers_a_constant_shift():
 
 def _frontier_overrides(tmp_path, mirage, extra=()):
     return [
-        "experiment=frontier_pubmedqa",
+        "experiment=frontier", "data=pubmedqa",
         f"paths.data_dir={mirage.parent}",
         f"paths.artifacts={tmp_path / 'artifacts'}",
         f"paths.checkpoints={tmp_path / 'ckpt'}",
@@ -362,7 +362,7 @@ def test_the_action_routers_objective_is_set_in_its_own_node_only():
     from mogg.run.frontier_stage import frontier_settings
 
     def knobs(*over):
-        (kind,) = frontier_settings(compose(["experiment=frontier_pubmedqa", *over])).routers
+        (kind,) = frontier_settings(compose(["experiment=frontier", "data=pubmedqa", *over])).routers
         return kind.knobs()
 
     assert knobs("router.objective=bce")["objective"] == "utility"
@@ -392,9 +392,9 @@ def test_a_kinds_knobs_are_declared_once_and_a_knob_it_cannot_honour_is_refused(
                     for f in dataclasses.fields(cls)}
         assert node == defaults, name
     with pytest.raises(ValueError, match="selector.depth=9 reads deeper than frontier.depth=8"):
-        frontier_settings(compose(["experiment=selector_pubmedqa", "frontier.routers.selector.depth=9"]))
+        frontier_settings(compose(["experiment=selector", "data=pubmedqa", "frontier.routers.selector.depth=9"]))
     with pytest.raises(ValueError, match="trim_of='actions': no such chunk-level router"):
-        frontier_settings(compose(["experiment=frontier_pubmedqa", "frontier/routers=[selector]"]))
+        frontier_settings(compose(["experiment=frontier", "data=pubmedqa", "frontier/routers=[selector]"]))
 
 
 @pytest.mark.parametrize("override, message", [
@@ -412,7 +412,7 @@ def test_a_bad_budget_router_node_is_refused_naming_it(override, message):
     from mogg.run.frontier_stage import frontier_settings
 
     with pytest.raises(ValueError, match=re.escape(message)):
-        frontier_settings(compose(["experiment=frontier_pubmedqa", override]))
+        frontier_settings(compose(["experiment=frontier", "data=pubmedqa", override]))
 
 
 def test_the_budget_routers_are_built_in_the_reports_order():
@@ -422,10 +422,10 @@ def test_the_budget_routers_are_built_in_the_reports_order():
     from mogg.run.budget.selector.kind import EvidenceSelectorKind
     from mogg.run.frontier_stage import frontier_settings
 
-    fs = frontier_settings(compose(["experiment=selector_pubmedqa", "frontier.routers.selector.plans=7"]))
+    fs = frontier_settings(compose(["experiment=selector", "data=pubmedqa", "frontier.routers.selector.plans=7"]))
     assert [type(k) for k in fs.routers] == [ActionRouterKind, EvidenceSelectorKind]
     assert [k.slot for k in fs.routers] == ["actions", "selector"] and fs.routers[1].plans == 7
-    only = frontier_settings(compose(["experiment=frontier_pubmedqa", "frontier/routers=[selector]",
+    only = frontier_settings(compose(["experiment=frontier", "data=pubmedqa", "frontier/routers=[selector]",
                                       "frontier.routers.selector.trim_of=null"]))
     assert [k.slot for k in only.routers] == ["selector"]
 

@@ -190,7 +190,7 @@ def test_selector_folds_save_load_and_predict_out_of_fold(tmp_path):
 def test_the_selector_experiment_runs_end_to_end(tmp_path):
     from mogg.run.app import train
 
-    cfg = compose(["experiment=selector_pubmedqa", "debug=tiny", "questions.limit=60", "frontier.routers.selector.cosine=false",
+    cfg = compose(["experiment=selector", "data=pubmedqa", "debug=tiny", "questions.limit=60", "frontier.routers.selector.cosine=false",
                    f"paths.artifacts={tmp_path / 'a'}", f"paths.checkpoints={tmp_path / 'c'}",
                    f"paths.reports={tmp_path / 'r'}", "frontier.routers.actions.max_epochs=3", "evaluate_after=true",
                    "+frontier.routers.selector.params.n_estimators=20"])

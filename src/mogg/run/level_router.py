@@ -120,7 +120,7 @@ class LevelRouter:
     TITLE: ClassVar[str] = "a level router"
     ROUTE_FLAGS: ClassVar[tuple[str, ...]] = ("k",)
     HINT: ClassVar[str] = (" (--budget is for a deployed budget router, the action router or the evidence selector: "
-                           "train one with `python train.py experiment=frontier_<set> router.fit=all`, "
+                           "train one with `python train.py experiment=frontier data=<set> router.fit=all`, "
                            "checkpoints/<run>/<ladder>/actions/final)")
 
     def __init__(self, session: RoutingSession):

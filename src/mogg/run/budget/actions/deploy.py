@@ -146,7 +146,7 @@ class DeployedActions:
         d = Path(directory)
         if not (d / DEPLOY).is_file():
             raise ArtifactError(f"{d}: not a deployed action router (no {DEPLOY}); train one with "
-                                "`python train.py experiment=frontier_<set> router.fit=all`")
+                                "`python train.py experiment=frontier data=<set> router.fit=all`")
         with artifact_lock(d, shared=True):
             read_manifest(d)  # every file against its sha256: names the corrupt one
             try:
@@ -158,7 +158,7 @@ class DeployedActions:
             check_seal(d, DEPLOY, deploy)
             if deploy.get("format") != FORMAT:
                 raise ArtifactError(f"{d / DEPLOY}: format {deploy.get('format')!r} is not {FORMAT!r}; retrain the router "
-                                    "with `python train.py experiment=frontier_<set> router.fit=all`")
+                                    "with `python train.py experiment=frontier data=<set> router.fit=all`")
             if not isinstance(deploy.get("spec"), dict):
                 raise ArtifactError(f"{d / DEPLOY}: spec is missing; retrain the router")
             try:

@@ -119,7 +119,7 @@ class DeployedSelector:
         d = Path(directory)
         if not (d / DEPLOY).is_file() or not (d / MODEL).is_file():
             raise ArtifactError(f"{d}: not a deployed evidence selector (no {DEPLOY} / {MODEL}); train one with "
-                                "`python train.py experiment=selector_<set> router.fit=all`")
+                                "`python train.py experiment=selector data=<set> router.fit=all`")
         with artifact_lock(d, shared=True):
             read_manifest(d)  # every file against its sha256
             try:
