@@ -271,3 +271,42 @@ def test_every_file_of_a_real_report_is_named_in_the_readme(tmp_path):
     patterns = [re.escape(n).replace(re.escape("<ladder>"), r"\w+") for n in _report_names()]
     unnamed = [f for f in written if not any(re.fullmatch(p, f) for p in patterns)]
     assert not unnamed, f"report files the README does not name: {unnamed}"
+
+
+# what the docs say a default is: "`key=value` (default)", "(default: `key=value`)", "the config default is `key=value`"
+_DEFAULT_CLAIMS = (r"`([\w./@]+)=([^`\s]+)`\s*\(default\)", r"\(default[:,]?\s*`([\w./@]+)=([^`\s]+)`\)",
+                   r"default is `([\w./@]+)=([^`\s]+)`", r"default `([\w./@]+)=([^`\s]+)`")
+
+
+def test_every_statement_about_a_default_holds_in_the_config_tree():
+    """A default the README or a docs page states is the composed config's (a knob) or the root
+    defaults list's choice (a group), so a changed default cannot leave a page saying the old one."""
+    import yaml
+    from omegaconf import OmegaConf
+
+    from conftest import compose
+
+    cfg = compose([])
+    groups = {}
+    for d in yaml.safe_load((ROOT / "conf" / "config.yaml").read_text())["defaults"]:
+        if isinstance(d, dict):
+            (k, v), = d.items()
+            groups[k.split("@")[0].replace("optional ", "")] = v
+    claims = [(doc.name, m.group(1), m.group(2)) for doc in DOCS for p in _DEFAULT_CLAIMS
+              for m in re.finditer(p, doc.read_text())]
+    assert len(claims) >= 4
+    for where, key, value in claims:
+        if key in groups:
+            assert str(groups[key]) == value, f"{where}: says {key}={value} is the default; conf/config.yaml chooses {groups[key]}"
+        else:
+            got = OmegaConf.select(cfg, key)
+            assert str(got).lower() == value.lower(), f"{where}: says {key}={value} is the default; the config has {got}"
+
+
+def test_the_readme_layout_names_every_module():
+    """Every module of src/mogg is named in the README layout, on its folder's line."""
+    block = re.search(r"^src/mogg/(.*?)\nslurm/", _readme(), re.M | re.S).group(1)
+    named = set(re.findall(r"[A-Za-z_][\w]*", block))
+    missing = sorted(f"{p.relative_to(ROOT / 'src' / 'mogg')}" for p in (ROOT / "src" / "mogg").rglob("*.py")
+                     if p.stem != "__init__" and p.stem not in named)
+    assert not missing, f"modules the README layout does not name: {missing}"
