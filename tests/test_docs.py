@@ -282,9 +282,8 @@ def test_every_statement_about_a_default_holds_in_the_config_tree():
     """A default the README or a docs page states is the composed config's (a knob) or the root
     defaults list's choice (a group), so a changed default cannot leave a page saying the old one."""
     import yaml
-    from omegaconf import OmegaConf
-
     from conftest import compose
+    from omegaconf import OmegaConf
 
     cfg = compose([])
     groups = {}
