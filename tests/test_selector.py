@@ -56,10 +56,13 @@ def test_candidates_and_labels_by_hand():
     assert o.tolist() == [clipped(lad.units.text[u], ev[0]) for u in c.unit]
     assert o[2] == len(tokenize(lad.units.text[4]))  # the evidence sentence itself: every token is gold
     x = features(lad, c, lex)
-    assert x.shape == (4, 4 + 24) and np.isfinite(x).all()
-    assert np.isnan(evidence_overlap(c, lex, [""])).all()  # no evidence: no label
     names = feature_names(lad.level_names)
-    assert (x[:, names.index("option_match")] == 0).all()  # no options: the option columns are 0
+    opt_cols = [names.index(n) for n in ("option_match", "option_match_rel", "doc_option_match", "doc_option_match_rel")]
+    assert x.shape == (4, 4 + 24) and np.isfinite(np.delete(x, opt_cols, axis=1)).all()
+    assert np.isnan(evidence_overlap(c, lex, [""])).all()  # no evidence: no label
+    # no options: the option columns are missing (NaN), not "matches nothing" (0): a set without
+    # options must not read as a corner of one with them (issue 48)
+    assert np.isnan(x[:, opt_cols]).all()
 
 
 def test_the_option_features_by_hand():

@@ -90,5 +90,9 @@ def test_mogg_route_applies_the_selector(final, mirage, tmp_path, capsys):
     recs = [json.loads(x) for x in out.read_text().splitlines()]
     assert [r["id"] for r in recs] == ["a", "b"]
     assert all({"plan", "tokens", "decided_by", "context"} <= set(r) and r["context"] for r in recs)
-    assert main([*base, "--budget", "128", "--calibrate-here", str(q)]) == 2
-    assert "--calibrate-here does not apply to the evidence selector" in capsys.readouterr().err
+    # issue 48: lambda chosen on the routed questions' own token counts (no labels), the budget kept
+    here = tmp_path / "here.jsonl"
+    assert main([*base, "--budget", "128", "--calibrate-here", "--unguarded", "--out", str(here), str(q)]) == 0
+    recs = [json.loads(x) for x in here.read_text().splitlines()]
+    assert [r["id"] for r in recs] == ["a", "b"] and {r["decided_by"] for r in recs} == {"selector"}
+    assert np.mean([r["tokens"] for r in recs]) <= 128 * 1.05

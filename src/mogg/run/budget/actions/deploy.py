@@ -113,13 +113,12 @@ class DeployedActions:
         """The training questions' best fixed (level, k, cap) among those whose mean tokens on these
         questions (``tokens`` [Q, A]) are at most ``budget`` (the cheapest if none is); the stored
         envelope for a directory written before its training statistics were kept."""
+        from mogg.run.budget.shared import envelope_here
+
         stats = self.spec.get("configs") or self.spec.get("transfer")  # "transfer": written before 2026-11-26
         if not stats:
             return int(self.budgets[int(budget)]["envelope"])
-        here = tokens.mean(axis=0)
-        fits = here <= budget + 1e-9
-        return int(np.argmax(np.where(fits, np.asarray(stats["train_f1"]), -np.inf))) if fits.any() \
-            else int(np.argmin(here))
+        return envelope_here(stats, tokens, budget)
 
     # -- persistence ------------------------------------------------------------------------
     def save(self, directory: Path) -> Path:

@@ -33,19 +33,12 @@ from mogg.run.budget.actions.deploy import FINAL_DIR, TRANSFER_DIR, DeployedActi
 from mogg.run.budget.actions.fit import fit_action_routers
 from mogg.run.budget.actions.policy import RouterFolds, action_learned
 from mogg.run.budget.base import LadderFrontier
+from mogg.run.budget.shared import config_stats
 from mogg.run.context import RunContext
 
 log = logging.getLogger(__name__)
 
 FINAL_ACTIONS, TRANSFER_ACTIONS = FINAL_DIR, TRANSFER_DIR
-
-
-def config_stats(f1: np.ndarray, tokens: np.ndarray) -> dict:
-    """Per (level, k, cap): mean F1 and tokens on the training questions ([Q, A] each), so routing
-    a new set can take their best configuration among those that fit B in its own tokens (no labels
-    needed: :meth:`DeployedActions.envelope_here`). A configuration without any F1: -1."""
-    return {"train_f1": np.nan_to_num(np.nanmean(f1, axis=0), nan=-1.0).tolist(),
-            "train_tokens": tokens.mean(axis=0).tolist()}
 
 
 def guard_decisions(r: RouterFolds, fixed, budgets, guard: bool, guard_se: float) -> dict[int, dict]:

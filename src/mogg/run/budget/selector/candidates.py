@@ -16,7 +16,7 @@ question-unit cosine of the bundled encoder when given unit and question embeddi
 document as a whole among the question's candidates (best vote, lexical match and cosine of the
 document's candidate units, their number: where the evidence is a whole document, the document
 decides), and for multiple-choice questions the share of the answer options' IDF-weighted words
-the unit and its document hold (an explanation names the right option; 0 without options).
+the unit and its document hold (an explanation names the right option; missing, NaN, without options).
 
 **Labels**: the unit's gold-evidence tokens (its multiset overlap with the question's evidence,
 clipped per unit) and its tokens; the selector regresses their ratio, the unit's evidence density.
@@ -106,14 +106,18 @@ class Lexicon:
 
     def option_match(self, q: np.ndarray, unit: np.ndarray, block: int = 200_000) -> np.ndarray:
         """Per (question, unit) row: the share of the IDF mass of the question's option words the
-        unit holds (float64 [N]; 0 for a question without options); in blocks of rows."""
-        out = np.zeros(len(q))
-        if not self.option_mass.any():  # no question has options (PubMedQA-style or open questions)
+        unit holds (float64 [N]); NaN for a question without options: absent, not "matches nothing"
+        (a set without options must not look like a corner of one with them; the scorer takes NaN
+        as missing). In blocks of rows."""
+        out = np.full(len(q), np.nan)
+        has = self.option_mass[q] > 0
+        if not has.any():  # no question has options (PubMedQA-style or open questions)
             return out
         for a in range(0, len(q), block):
             qi, ui = q[a:a + block], unit[a:a + block]
-            out[a:a + block] = np.asarray(self.option_terms[qi].multiply(self.unit_terms[ui]).sum(axis=1)).ravel()
-        return out / np.maximum(self.option_mass[q], 1e-9)
+            m = np.asarray(self.option_terms[qi].multiply(self.unit_terms[ui]).sum(axis=1)).ravel()
+            out[a:a + block] = np.where(has[a:a + block], m / np.maximum(self.option_mass[qi], 1e-9), np.nan)
+        return out
 
     def match(self, q: np.ndarray, unit: np.ndarray, block: int = 200_000,
               bm25: bool = True) -> tuple[np.ndarray, np.ndarray]:
@@ -190,10 +194,11 @@ def feature_names(level_names: list[str]) -> list[str]:
     return [f"{f} {lv}" for lv in level_names for f in FEATURES_PER_LEVEL] + list(FEATURES)
 
 
-def features(ladder: Ladder, cand: Candidates, lex: Lexicon, unit_emb: np.ndarray | None = None,
+def features(ladder: Ladder, cand: Candidates, lex: Lexicon, cand_emb: np.ndarray | None = None,
              question_emb: np.ndarray | None = None) -> np.ndarray:
     """The feature matrix float32 [N, 2 L + len(FEATURES)] (:func:`feature_names`); the cosine
-    columns are 0 without embeddings (unit_emb [U, d], question_emb [Q, d], L2-normalised)."""
+    columns are 0 without embeddings (cand_emb [N, d]: each candidate's unit, question_emb [Q, d];
+    L2-normalised)."""
     n_l = ladder.n_levels
     q, u = cand.q, cand.unit
     inv_rank = 1.0 / (np.maximum(cand.rank, 0) + 1.0) * (cand.rank >= 0)
@@ -214,8 +219,8 @@ def features(ladder: Ladder, cand: Candidates, lex: Lexicon, unit_emb: np.ndarra
     size = sizes[np.searchsorted(first, u, side="right") - 1]
     tokens = lex.unit_tokens[u]
     qtok = np.asarray(lex.question_terms.getnnz(axis=1))[q]
-    if unit_emb is not None and question_emb is not None:
-        cos = np.einsum("nd,nd->n", unit_emb[u].astype(np.float64), question_emb[q].astype(np.float64))
+    if cand_emb is not None and question_emb is not None:
+        cos = np.einsum("nd,nd->n", cand_emb.astype(np.float64), question_emb[q].astype(np.float64))
     else:
         cos = np.zeros(len(u))
 

@@ -39,7 +39,14 @@ from mogg.routing.fitting.folds import split_train_val
 from mogg.routing.plans import ActionSpace, decide
 from mogg.run.budget.actions.deploy import check_budget_value, check_budgets
 from mogg.run.budget.base import LadderFrontier
-from mogg.run.budget.selector.plans import Ranked, estimated_f1, plan_table, rank_candidates, selector_learned
+from mogg.run.budget.selector.plans import (
+    Ranked,
+    estimated_f1,
+    plan_table,
+    predicted_evidence,
+    rank_candidates,
+    selector_learned,
+)
 from mogg.run.budget.selector.scorer import _weights, fit_scorer, predict_selector_folds
 from mogg.run.budget.selector.stage import _key, reading_data
 from mogg.run.context import RunContext
@@ -52,7 +59,7 @@ DEPLOY, DECISIONS, MODEL = "deploy.json", "decisions.json", "model.txt"
 
 
 def plans_of(pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray, texts, n_questions: int,
-             depth: int, evidence_len: float) -> tuple[Ranked, np.ndarray, np.ndarray]:
+             depth: int, evidence_len) -> tuple[Ranked, np.ndarray, np.ndarray]:
     """Every question's ranking by ``pred`` [N] and its plans' F1_hat and tokens [Q, depth] (the
     one computation training and routing share: the same inputs give the same decisions)."""
     ranked = rank_candidates(cand_q, pred, tokens, unit, n_questions, depth)
@@ -205,12 +212,13 @@ def fit_final_selector(ctx: RunContext, name: str, ladder: LadderFrontier, sel, 
     booster = lgb.Booster(model_str=model.booster_.model_to_string(num_iteration=model.best_iteration_ or None))
     e_len = float(np.median(data.evidence_len[train])) if len(train) else 0.0
     pred = booster.predict(data.x)
-    ranked, util, plan_tok = plans_of(pred, q, unit, tokens, texts, n_q, sel.plans, e_len)
+    e = predicted_evidence(q, pred, tokens, n_q) if sel.evidence == "predicted" else e_len
+    ranked, util, plan_tok = plans_of(pred, q, unit, tokens, texts, n_q, sel.plans, e)
     vf, vt = plan_table(ranked, texts, unit, evidence, val)
     # the guard: the cross-fitted selector out of fold against each fold's training-fold envelope
     sf = predict_selector_folds(data.x, q, prep.query_ids, selector_dir, _key(ctx, prep, data, sel), ctx.retrain)
     learned = selector_learned("selector", q, unit, tokens, sf.pred, sf.val, sf.evidence_len, sf.fold, texts, evidence,
-                               sel.plans)
+                               sel.plans, estimate=sel.evidence)
     space, fixed = ladder.space, ladder.table
     guards = out_of_fold_guard(learned, sf.fold, fixed, fs.budgets, fs.guard, fs.guard_se)
     budgets, decisions, selector_own = {}, {}, {}
@@ -230,7 +238,7 @@ def fit_final_selector(ctx: RunContext, name: str, ladder: LadderFrontier, sel, 
     spec["frontier"] = {"depth": fs.depth, "caps": list(fs.caps), "budgets": list(fs.budgets),
                         "max_context_tokens": prep.max_context_tokens}
     with_options = float(np.mean([bool(it.options) for it in prep.items])) if prep.items else 0.0
-    deploy = {"format": FORMAT, "settings": sel.knobs(), "evidence_len": e_len, "n_features": int(data.x.shape[1]),
+    deploy = {"format": FORMAT, "settings": sel.knobs(), "evidence_len": e_len, "evidence": sel.evidence, "n_features": int(data.x.shape[1]),
               "with_options": with_options,  # the share of training questions with answer options
               "budgets": budgets, "space": space.to_json(), "spec": spec,
               "fit": {"seed": int(ctx.seed), "val_fraction": val_fraction, "n_train": int(len(train)), "n_val": int(len(val)),

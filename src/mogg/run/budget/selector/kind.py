@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from mogg.run.budget.base import BudgetRouter, LadderFrontier
+from mogg.run.budget.selector.plans import EVIDENCE
 from mogg.run.budget.selector.scorer import check_params
 from mogg.run.budget.selector.stage import reading_policies, train_selector
 from mogg.run.context import RunContext
@@ -28,7 +29,9 @@ class EvidenceSelectorKind(BudgetRouter):
     sharing the most question words); plans: the first 1..``plans`` units of the ranking;
     ``cosine``: the question-unit cosine of the encoder as a feature; ``params``: LightGBM knobs over
     :data:`mogg.run.budget.selector.scorer.PARAMS`; ``trim_of``: the chunk-level budget router whose
-    plans route + trim trims (its slot in ``frontier.routers``; null: no route + trim)."""
+    plans route + trim trims (its slot in ``frontier.routers``; null: no route + trim); ``evidence``:
+    the estimated F1's evidence length, ``median`` (the training questions') or ``predicted`` (per
+    question, from its candidates' predicted density: label-free on a new set)."""
 
     depth: int = 8
     per_chunk: int = 24
@@ -36,10 +39,12 @@ class EvidenceSelectorKind(BudgetRouter):
     cosine: bool = True
     params: dict = field(default_factory=dict)
     trim_of: str | None = "actions"
+    evidence: str = "median"
 
     TITLE: ClassVar[str] = "the evidence selector"
+    HINT: ClassVar[str] = ""
     FORMAT: ClassVar[str] = "mogg-evidence-selector/1"
-    ROUTE_FLAGS: ClassVar[tuple[str, ...]] = ("budget", "cost_weight", "unguarded", "options")
+    ROUTE_FLAGS: ClassVar[tuple[str, ...]] = ("budget", "cost_weight", "here", "unguarded", "options")
 
     def __post_init__(self) -> None:
         for k in ("depth", "per_chunk", "plans"):
@@ -52,6 +57,8 @@ class EvidenceSelectorKind(BudgetRouter):
             raise ValueError(f"frontier.routers.selector.params={self.params!r}: LightGBM knobs as a mapping")
         if self.trim_of is not None and not isinstance(self.trim_of, str):
             raise ValueError(f"frontier.routers.selector.trim_of={self.trim_of!r}: a budget router's name or null")
+        if self.evidence not in EVIDENCE:
+            raise ValueError(f"frontier.routers.selector.evidence={self.evidence!r}: one of {EVIDENCE}")
         self.params = check_params(dict(self.params))
 
     def check(self, fs) -> None:
@@ -75,6 +82,26 @@ class EvidenceSelectorKind(BudgetRouter):
         from mogg.run.budget.selector.final import fit_final_selector
 
         return fit_final_selector(ctx, name, ladder, self, fold_dir)
+
+    def fit_transfer(self, ctx: RunContext, name: str, sources: dict[str, LadderFrontier], fold_dir: Path,
+                     corpus_node=None) -> dict:
+        from mogg.run.budget.selector.transfer import fit_transfer_selector
+
+        return fit_transfer_selector(ctx, name, sources, self, fold_dir, corpus_node, ctx.source_weights)
+
+    def transferred(self, ctx: RunContext, ladder: LadderFrontier, fold_dir: Path):
+        """With ``train_sources`` and their selector (``<fold_dir>/transfer``): budget -> the transferred
+        selector's rows on this set (each evidence estimate) and the training sets' envelope, all
+        label-free (:mod:`mogg.run.budget.selector.transfer`)."""
+        from mogg.run.budget.selector.transfer import TRANSFER_SELECTOR, transferred_rows
+
+        if not ctx.train_sources:
+            return None
+        d = Path(fold_dir) / TRANSFER_SELECTOR
+        if not d.is_dir():
+            raise FileNotFoundError(f"no transfer evidence selector in {d}: run `{ctx.retrain}` (train.py with "
+                                    "router.fit=all or both)")
+        return transferred_rows(ctx, ladder, self, d)
 
     @classmethod
     def session(cls, directory: Path, artifacts="auto", overrides=(), data_dir=None):

@@ -34,6 +34,8 @@ from mogg.evaluation.frontier import Family
 from mogg.evaluation.frontier_guard import Learned
 from mogg.evaluation.prefix import prefix_table
 
+EVIDENCE = ("median", "predicted")  # the estimated F1's evidence length E: a training median, or per question
+
 
 @dataclass
 class Ranked:
@@ -73,15 +75,24 @@ def plan_table(ranked: Ranked, texts: Sequence[str], unit: np.ndarray, evidence:
     return pt.f1[:, :, 0], pt.tokens[:, :, 0].astype(float)
 
 
-def estimated_f1(ranked: Ranked, pred: np.ndarray, tokens: np.ndarray, rows: np.ndarray, evidence_len: float) -> np.ndarray:
+def predicted_evidence(cand_q: np.ndarray, pred: np.ndarray, tokens: np.ndarray, n_questions: int) -> np.ndarray:
+    """Each question's evidence tokens as its candidates predict them, float64 [Q]: the sum of
+    clip(p, 0, 1) * tokens over its candidates (no labels: the stopping estimate on a new set)."""
+    p = np.clip(np.nan_to_num(pred, nan=0.0), 0.0, 1.0)
+    return np.bincount(cand_q, weights=p * tokens, minlength=n_questions)
+
+
+def estimated_f1(ranked: Ranked, pred: np.ndarray, tokens: np.ndarray, rows: np.ndarray, evidence_len) -> np.ndarray:
     """F1_hat of every prefix [len(rows), K] (module doc); -inf past a question's candidates except
-    that an empty ranking's first plan stays selectable (0)."""
+    that an empty ranking's first plan stays selectable (0). ``evidence_len``: E, one number, or
+    one per row ([len(rows)]: :func:`predicted_evidence`)."""
     r = ranked.rows[rows]
     ok = r >= 0
     p = np.where(ok, np.clip(pred[np.maximum(r, 0)], 0.0, 1.0), 0.0)
     t = np.where(ok, tokens[np.maximum(r, 0)], 0.0)
     gain, spend = np.cumsum(p * t, axis=1), np.cumsum(t, axis=1)
-    u = 2.0 * gain / np.maximum(spend + evidence_len, 1e-9)
+    e = np.asarray(evidence_len, dtype=np.float64)
+    u = 2.0 * gain / np.maximum(spend + (e[:, None] if e.ndim else e), 1e-9)
     u = np.where(ok, u, -np.inf)
     u[:, 0] = np.where(ok[:, 0], u[:, 0], 0.0)
     return u
@@ -90,18 +101,21 @@ def estimated_f1(ranked: Ranked, pred: np.ndarray, tokens: np.ndarray, rows: np.
 def selector_learned(name: str, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray, pred: np.ndarray,
                      fold_val: list[tuple[np.ndarray, np.ndarray, np.ndarray]], evidence_len: list[float],
                      fold: np.ndarray, texts: Sequence[str], evidence: Sequence[str], depth: int,
-                     keep: np.ndarray | None = None, keep_val: list[np.ndarray] | None = None) -> Learned:
+                     keep: np.ndarray | None = None, keep_val: list[np.ndarray] | None = None,
+                     estimate: str = "median") -> Learned:
     """The selector as a :class:`Learned` policy: test plans from the out-of-fold ranking ``pred``
     [N], validation plans of fold j from fold j's own predictions on its validation questions;
-    ``keep`` (and per fold ``keep_val``) restricts the candidates (route + trim)."""
+    ``keep`` (and per fold ``keep_val``) restricts the candidates (route + trim). ``estimate``: the
+    estimated F1's E, each fold's training median (``evidence_len[j]``) or ``predicted`` per question."""
     n_q = len(fold)
     ranked = rank_candidates(cand_q, pred, tokens, unit, n_q, depth, keep)
     allq = np.arange(n_q)
     f1, tok = plan_table(ranked, texts, unit, evidence, allq)
     util = np.full(f1.shape, -np.inf)
+    predicted = predicted_evidence(cand_q, pred, tokens, n_q) if estimate == "predicted" else None
     for j, e in enumerate(evidence_len):  # folds: each test question's estimate uses its fold's E
         test = np.flatnonzero(fold == j)
-        util[test] = estimated_f1(ranked, pred, tokens, test, e)
+        util[test] = estimated_f1(ranked, pred, tokens, test, e if predicted is None else predicted[test])
     val = []
     for j, (vq, vrows, vpred) in enumerate(fold_val):
         vp = np.full(len(cand_q), np.nan)
@@ -109,7 +123,8 @@ def selector_learned(name: str, cand_q: np.ndarray, unit: np.ndarray, tokens: np
         vk = None if keep_val is None else keep_val[j]
         rv = rank_candidates(cand_q, vp, tokens, unit, n_q, depth, vk, vq)
         vf, vt = plan_table(rv, texts, unit, evidence, vq)
-        val.append((vq, estimated_f1(rv, vp, tokens, vq, evidence_len[j]), vf, vt))
+        ev = evidence_len[j] if predicted is None else predicted_evidence(cand_q, vp, tokens, n_q)[vq]
+        val.append((vq, estimated_f1(rv, vp, tokens, vq, ev), vf, vt))
     return Learned(name, util, f1, tok, val)
 
 

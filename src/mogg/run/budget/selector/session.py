@@ -23,7 +23,9 @@ import numpy as np
 
 from mogg.core.text import count_tokens
 from mogg.run.budget.selector.final import DeployedSelector, plans_of
+from mogg.run.budget.selector.plans import predicted_evidence
 from mogg.run.budget.selector.stage import candidate_features
+from mogg.run.budget.selector.transfer import read_here
 from mogg.run.budget.shared import action_contexts
 from mogg.run.route_paths import build_encoder, check_levels, rebuild_index, route_with_empty
 from mogg.search import LadderIndex
@@ -66,12 +68,25 @@ class SelectorSession:
                                           bool(st["cosine"]), self.encoder, self.artifacts)
         return deep, cand, x, lex.unit_tokens[cand.unit].astype(float)
 
+    def table_tokens(self, deep, questions: Sequence[str]) -> np.ndarray:
+        """Every fixed (level, k, cap)'s tokens on these questions [Q, A] (no labels): where the guard
+        kept the envelope, the training sets' best one reading <= B here is chosen from them."""
+        from mogg.run.budget.shared import action_inputs
+
+        feats = np.zeros((len(questions), 0))
+        _, table, _, _ = action_inputs(self.index.ladder, deep, feats, [""] * len(questions), self.depth,
+                                       self.deployed.deploy["spec"]["frontier"]["caps"], self.max_context_tokens)
+        return table.tokens
+
     def route(self, questions: Sequence[str], ids: Sequence[str] | None = None, budget: float | None = None,
-              cost_weight: float | None = None, options: Sequence[str] | None = None,
+              cost_weight: float | None = None, options: Sequence[str] | None = None, here: bool = False,
               unguarded: bool = False) -> tuple[list[dict], dict]:
         """One record per question (the units read in rank order, their tokens, who decided) and a
         summary (the plan, mean tokens). ``options``: each question's answer options as one text;
-        ``unguarded``: the selector even where the guard kept the envelope."""
+        ``here`` (with a budget; a new set): lambda re-chosen so these questions' mean tokens are at most
+        B, and where the guard kept the envelope, the training sets' best configuration reading <= B
+        here (label-free: :func:`mogg.run.budget.selector.transfer.read_here`); ``unguarded``: the
+        selector even where the guard kept the envelope."""
         questions = [str(q) for q in questions]
         if not questions:
             return [], {"n": 0}
@@ -79,10 +94,12 @@ class SelectorSession:
             raise ValueError("empty question text")
         ids = list(ids) if ids is not None else [str(i) for i in range(len(questions))]
         dep = self.deployed
+        if here and budget is None:
+            raise ValueError("calibrating on the routed questions needs a budget (mean tokens), not a cost weight")
         plan = dep.plan(budget, cost_weight, unguarded)
         split = route_with_empty(questions, ids, lambda keep: self.route(
             [questions[i] for i in keep], [ids[i] for i in keep], budget, cost_weight,
-            None if options is None else [options[i] for i in keep], unguarded))
+            None if options is None else [options[i] for i in keep], here, unguarded))
         if split is not None:
             return split
         if dep.deploy.get("with_options", 0) > 0.5 and not any(o.strip() for o in (options or [])):
@@ -91,9 +108,20 @@ class SelectorSession:
         deep, cand, x, tokens = self.inputs(questions, options)
         lad, sel = self.index.ladder, dep.deploy["settings"]
         pred = dep.booster.predict(x) if len(x) else np.zeros(0)
-        ranked, util, plan_tok = plans_of(pred, cand.q, cand.unit, tokens, lad.units.text, len(questions), sel["plans"],
-                                          float(dep.deploy["evidence_len"]))
-        choice = dep.choose(util, plan_tok, plan)
+        evidence = dep.deploy.get("evidence", "median")  # directories from before the knob: the training median
+        if here:
+            table_tokens = self.table_tokens(deep, questions) if plan["deploy"] == "envelope" else None
+            choice, ranked, plan_tok, applied = read_here(dep, pred, cand.q, cand.unit, tokens, lad.units.text,
+                                                          len(questions), plan["budget"], evidence, table_tokens,
+                                                          plan["deploy"])
+            plan = {**plan, "lambda": applied["lambda"] if applied["lambda"] is not None else plan["lambda"],
+                    "envelope": applied["envelope"], "calibrated_here": True}
+        else:
+            e = predicted_evidence(cand.q, pred, tokens, len(questions)) if evidence == "predicted" \
+                else float(dep.deploy["evidence_len"])
+            ranked, util, plan_tok = plans_of(pred, cand.q, cand.unit, tokens, lad.units.text, len(questions),
+                                              sel["plans"], e)
+            choice = dep.choose(util, plan_tok, plan)
         env = action_contexts(lad, deep, dep.space, np.full(len(questions), plan["envelope"]), self.depth,
                               self.max_context_tokens) if plan["deploy"] == "envelope" else None
         records = []
@@ -110,5 +138,6 @@ class SelectorSession:
                             "tokens": int(sum(count_tokens(c["text"]) for c in ctx)), "decided_by": "selector",
                             "context": ctx})
         summary = {"n": len(records), "mean_tokens": float(np.mean([r["tokens"] for r in records])),
-                   "budget": plan["budget"], "lambda": plan["lambda"], "deployed": plan["deploy"]}
+                   "budget": plan["budget"], "lambda": plan["lambda"], "deployed": plan["deploy"],
+                   **({"calibrated_here": True} if plan.get("calibrated_here") else {})}
         return records, summary

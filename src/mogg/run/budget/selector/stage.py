@@ -66,13 +66,17 @@ def candidate_features(ladder, deep, questions: list[str], options: list[str], d
     ``mogg-route`` build them alike. ``encoder``: for the cosine columns (``cosine``)."""
     lex = Lexicon(ladder, list(questions), list(options))
     cand = candidates(ladder, deep, lex, depth, per_chunk)
-    unit_emb = q_emb = None
+    cand_emb = q_emb = None
     if cosine:
-        from mogg.encoders import embed_queries
+        from mogg.encoders import embed_queries, embed_texts
 
-        unit_emb = _normed(encoder.encode(list(ladder.units.text), show_progress=True))  # cached by the encoder
+        # only the units some question may read, each encoded once ever (kept by text in the artifact
+        # store): the cost follows the questions, not the corpus
+        units, inverse = np.unique(cand.unit, return_inverse=True)
+        texts = [ladder.units.text[int(u)] for u in units]
+        cand_emb = _normed(embed_texts(encoder, texts, artifacts, what="candidate sentences"))[inverse]
         q_emb = _normed(embed_queries(encoder, list(questions), artifacts))
-    return lex, cand, features(ladder, cand, lex, unit_emb, q_emb)
+    return lex, cand, features(ladder, cand, lex, cand_emb, q_emb)
 
 
 def _normed(e: np.ndarray) -> np.ndarray:
@@ -109,7 +113,7 @@ def reading_policies(ctx: RunContext, prep: Prepared, sel, out_dir: Path, action
     texts, unit, evidence = prep.ladder.units.text, data.cand.unit, [it.evidence_text for it in prep.items]
     tokens, q = data.tokens, data.cand.q
     selector = selector_learned("selector", q, unit, tokens, sf.pred, sf.val, sf.evidence_len, sf.fold, texts, evidence,
-                                sel.plans)
+                                sel.plans, estimate=sel.evidence)
     oracle = sentence_oracle(q, unit, tokens, data.density, len(prep.items), texts, evidence, sel.plans)
     budgets = {float(b) for b in budgets}
     lex_tokens = data.unit_tokens
@@ -130,7 +134,7 @@ def reading_policies(ctx: RunContext, prep: Prepared, sel, out_dir: Path, action
                 keep_val.append(context_units(prep.ladder, prep.deep.ids, _scatter(len(prep.items), vq, va), space,
                                               lex_tokens, q, unit) & np.isin(q, vq))
             out.append(selector_learned(f"route ({mult}B) + trim", q, unit, tokens, sf.pred, sf.val, sf.evidence_len,
-                                        sf.fold, texts, evidence, sel.plans, keep, keep_val))
+                                        sf.fold, texts, evidence, sel.plans, keep, keep_val, sel.evidence))
         return out
 
     return Reading(selector, trims, oracle, cost, guard_se)

@@ -1,0 +1,200 @@
+"""The evidence selector trained on several question sets (``train_sources``) and read on a new set
+without its labels: ``<run>/<ladder>/selector/transfer`` (``router.fit=all`` or ``both``).
+
+**Fit.** Every source's candidates (each over its own corpus and ladder, one builder) go into one
+LightGBM scorer. A candidate weighs its share of its question's candidate tokens (a question counts
+once, however many candidates it has) times its set's weight, so that every training set counts as
+much as the others whatever its size (``train_sources.<name>.weight`` scales that). Each set keeps a
+seeded validation slice (early stopping; lambda per budget on the pooled slices); the guard asks,
+per budget, whether the selector beats the training sets' envelope on those pooled validation
+questions by ``frontier.guard_se`` standard errors.
+
+**Read on a new set** (the leave-one-set-out rows, ``mogg-route --calibrate-here``): lambda is the
+smallest whose plans read at most B mean tokens on these questions (their token counts only), and
+where the guard kept the envelope, the training sets' best configuration among those reading <= B
+here. The estimated F1's evidence length E is label-free too: ``median`` (the training sets' median
+evidence tokens) or ``predicted`` (per question, the evidence tokens its candidates predict:
+:func:`mogg.run.budget.selector.plans.predicted_evidence`); the report shows both rows, the
+selector's ``evidence`` knob says which one a deployed directory reads with.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from mogg.evaluation.frontier import choose_config
+from mogg.evaluation.frontier_guard import best_lambda, guard_check
+from mogg.routing.fitting.folds import split_train_val
+from mogg.routing.plans import calibrate_lambda, decide
+from mogg.run.budget.base import LadderFrontier
+from mogg.run.budget.selector.final import FORMAT, DeployedSelector, plans_of
+from mogg.run.budget.selector.plans import EVIDENCE, plan_table, predicted_evidence
+from mogg.run.budget.selector.scorer import _weights, fit_scorer
+from mogg.run.budget.selector.stage import reading_data
+from mogg.run.budget.shared import config_stats, envelope_here
+from mogg.run.context import RunContext
+
+log = logging.getLogger(__name__)
+
+TRANSFER_SELECTOR = "transfer"  # under <run>/<ladder>/selector/
+
+
+def set_weights(n_questions: list[int], weights: list[float]) -> np.ndarray:
+    """Per question of the pooled sets, the factor that makes every set's questions weigh
+    ``weights[s]`` in total (questions of a larger set weigh less each), normalised to mean 1."""
+    out = np.concatenate([np.full(n, w / max(n, 1)) for n, w in zip(n_questions, weights)])
+    return out * (len(out) / max(out.sum(), 1e-12))
+
+
+def evidence_len(kind_evidence: str, median: float, cand_q, pred, tokens, n_questions: int):
+    """E for the estimated F1 (module doc): the training sets' median, or per question predicted."""
+    if kind_evidence == "predicted":
+        return predicted_evidence(cand_q, pred, tokens, n_questions)
+    return median
+
+
+def fit_transfer_selector(ctx: RunContext, name: str, sources: dict[str, LadderFrontier], kind, selector_dir: Path,
+                          corpus_node=None, weights: dict[str, float] | None = None) -> dict:
+    """Fit the transfer selector (module doc) into ``selector_dir/transfer``."""
+    fs = next(iter(sources.values())).fs
+    datas = {s: reading_data(ctx, lf.prep, kind) for s, lf in sources.items()}
+    names = list(sources)
+    n_q = [len(sources[s].prep.items) for s in names]
+    space = sources[names[0]].space
+    for s in names:
+        if sources[s].space != space:
+            raise ValueError(f"train_sources.{s}: its ladder's actions differ from {space.to_json()}: one ladder builder "
+                             "for every training set")
+    per_q = set_weights(n_q, [float((weights or {}).get(s, 1.0)) for s in names])
+    xs, ys, ws, rtr, rva, trains, vals, off_c, off_q = [], [], [], [], [], [], [], 0, 0
+    for i, s in enumerate(names):
+        d = datas[s]
+        q = d.cand.q
+        has = np.flatnonzero(~np.isnan(d.evidence_len))
+        t, v = split_train_val(has, ctx.val_fraction, ctx.seed + 3000 + i)
+        trains.append(t)
+        vals.append(v)
+        labelled = ~np.isnan(d.density)
+        rtr.append(np.flatnonzero(np.isin(q, t) & labelled) + off_c)
+        rva.append(np.flatnonzero(np.isin(q, v) & labelled) + off_c)
+        xs.append(d.x)
+        ys.append(d.density)
+        ws.append(_weights(q, d.tokens) * per_q[off_q + q])
+        off_c += len(q)
+        off_q += n_q[i]
+    x, y, w = np.concatenate(xs), np.concatenate(ys), np.concatenate(ws)
+    model = fit_scorer(x, y, w, np.concatenate(rtr), np.concatenate(rva), kind.params, ctx.seed, ctx.threads)
+    import lightgbm as lgb
+
+    booster = lgb.Booster(model_str=model.booster_.model_to_string(num_iteration=model.best_iteration_ or None))
+    median = float(np.median(np.concatenate([datas[s].evidence_len[t] for s, t in zip(names, trains)])))
+    # the pooled validation plans (estimated and true F1, tokens) and fixed table rows
+    util_v, f_v, t_v, fixed_f1, fixed_tok, fixed_f1_v, fixed_tok_v = [], [], [], [], [], [], []
+    for s, t, v in zip(names, trains, vals):
+        d, lf = datas[s], sources[s]
+        texts, ev = lf.prep.ladder.units.text, [it.evidence_text for it in lf.prep.items]
+        pred = booster.predict(d.x)
+        e = evidence_len(kind.evidence, median, d.cand.q, pred, d.tokens, len(lf.prep.items))
+        ranked, util, _ = plans_of(pred, d.cand.q, d.cand.unit, d.tokens, texts, len(lf.prep.items), kind.plans, e)
+        vf, vt = plan_table(ranked, texts, d.cand.unit, ev, v)
+        util_v.append(util[v])
+        f_v.append(vf)
+        t_v.append(vt)
+        fixed_f1.append(lf.table.f1[t])
+        fixed_tok.append(lf.table.tokens[t])
+        fixed_f1_v.append(lf.table.f1[v])
+        fixed_tok_v.append(lf.table.tokens[v])
+    util_v, f_v, t_v = np.concatenate(util_v), np.concatenate(f_v), np.concatenate(t_v)
+    ff, ft, ffv = np.concatenate(fixed_f1), np.concatenate(fixed_tok), np.concatenate(fixed_f1_v)
+    rows_v = np.arange(len(util_v))
+    budgets = {}
+    for b in fs.budgets:
+        lam = best_lambda(util_v, t_v, f_v, b)
+        env = choose_config(ff, ft, np.arange(len(ff)), b)
+        a = decide(util_v, t_v, lam)
+        g = guard_check(f_v[rows_v, a] - ffv[:, env], float(t_v[rows_v, a].mean()) if len(a) else 0.0, b, fs.guard_se)
+        deploy = "router" if g["passes"] or not fs.guard else "envelope"
+        budgets[str(int(b))] = {"lambda": lam, "deploy": deploy, "envelope": int(env), "envelope_config": space.describe(env),
+                                "guard": {"gain": g["gain"], "se": g["se"], "n": g["n"], "tokens": g["tokens"],
+                                          "guard": fs.guard, "on": "the training sets' pooled validation questions"}}
+        log.info("%s transfer evidence selector (trained on %s) at B=%d: %s deployed (validation gain %+.4f ± %.4f over "
+                 "%d questions, %.1f tokens); lambda %.3g", name, " + ".join(names), b, deploy, g["gain"], g["se"], g["n"],
+                 g["tokens"], lam)
+    first = sources[names[0]].prep
+    spec = ctx.router_spec(name, first, corpus_node)
+    spec["frontier"] = {"depth": fs.depth, "caps": list(fs.caps), "budgets": list(fs.budgets),
+                        "max_context_tokens": first.max_context_tokens}
+    spec["configs"] = config_stats(ff, ft)  # the training sets' envelope on a new set (envelope_here)
+    with_options = float(np.mean([bool(it.options) for s in names for it in sources[s].prep.items]))
+    deploy = {"format": FORMAT, "settings": kind.knobs(), "evidence_len": median, "evidence": kind.evidence,
+              "n_features": int(x.shape[1]), "with_options": with_options, "budgets": budgets, "space": space.to_json(),
+              "spec": spec, "fit": {"seed": int(ctx.seed), "val_fraction": ctx.val_fraction, "sources": names,
+                                    "n_train": int(sum(len(t) for t in trains)), "n_val": int(sum(len(v) for v in vals)),
+                                    "trees": int(booster.num_trees())}}
+    ids = [f"{s}:{q}" for s in names for q in sources[s].prep.query_ids]
+    dep = DeployedSelector(booster, deploy, {"ids": ids, "val": [], "budgets": {}})
+    out = dep.save(Path(selector_dir) / TRANSFER_SELECTOR)
+    log.info("transfer %s evidence selector in %s (trained on %s)", name, out, " + ".join(names))
+    return {"dir": str(out), "budgets": {b: p["deploy"] for b, p in budgets.items()}}
+
+
+def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray,
+              texts, n_questions: int, budget: float, evidence: str, table_tokens: np.ndarray | None = None,
+              deploy: str | None = None):
+    """A deployed selector read on new questions at ``budget`` without their labels (module doc):
+    the plan per question (-1: the envelope, where the guard kept it), the ranking and plan tokens,
+    the plan as applied (``{"lambda", "deploy", "envelope"}``). ``table_tokens`` [Q, A]: the fixed
+    configurations' tokens on these questions (where the guard kept the envelope, it is chosen here);
+    ``deploy``: router | envelope instead of the guard's decision (``--unguarded``)."""
+    plans = int(dep.deploy["settings"]["plans"])
+    e = evidence_len(evidence, float(dep.deploy["evidence_len"]), cand_q, pred, tokens, n_questions)
+    ranked, util, plan_tok = plans_of(pred, cand_q, unit, tokens, texts, n_questions, plans, e)
+    p = dep.deploy["budgets"][str(int(budget))]
+    applied = {"lambda": None, "deploy": deploy or p["deploy"], "envelope": int(p["envelope"])}
+    if applied["deploy"] == "envelope":
+        if table_tokens is not None and dep.deploy["spec"].get("configs"):
+            applied["envelope"] = envelope_here(dep.deploy["spec"]["configs"], table_tokens, budget)
+        return np.full(n_questions, -1, dtype=np.int64), ranked, plan_tok, applied
+    applied["lambda"] = calibrate_lambda(util, plan_tok, budget)  # these questions' own tokens: no labels
+    return decide(util, plan_tok, applied["lambda"]).astype(np.int64), ranked, plan_tok, applied
+
+
+def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: Path) -> dict:
+    """budget -> {row: (F1 [Q], tokens [Q], config)} of the transfer selector on this set: with
+    each evidence estimate (:data:`EVIDENCE`), and the training sets' envelope (both label-free)."""
+    from mogg.evaluation.frontier_report import TRAINING_ENVELOPE
+
+    dep = DeployedSelector.load(directory)
+    if dep.space != ladder.space:
+        raise ValueError(f"{directory}: trained on actions {dep.deploy['space']}, this set's are {ladder.space.to_json()}; "
+                         "retrain")
+    prep, table = ladder.prep, ladder.table
+    settings = dep.deploy["settings"]
+    if any(settings.get(k) != getattr(kind, k) for k in ("depth", "per_chunk", "cosine")):
+        raise ValueError(f"{directory}: trained with selector knobs {settings}; this run's differ: retrain it")
+    d = reading_data(ctx, prep, kind)
+    pred = dep.booster.predict(d.x) if len(d.x) else np.zeros(0)
+    texts, ev, n = prep.ladder.units.text, [it.evidence_text for it in prep.items], len(prep.items)
+    rows = np.arange(n)
+
+    def at(b: float) -> dict:
+        if str(int(b)) not in dep.deploy["budgets"]:
+            return {}
+        out = {}
+        for evidence in EVIDENCE:
+            choice, ranked, _, applied = read_here(dep, pred, d.cand.q, d.cand.unit, d.tokens, texts, n, b, evidence,
+                                                   table.tokens)
+            if applied["deploy"] == "envelope":
+                env = applied["envelope"]
+                f1, tok, conf = table.f1[:, env], table.tokens[:, env], "envelope deployed"
+            else:
+                pf, pt = plan_table(ranked, texts, d.cand.unit, ev, rows)
+                f1, tok, conf = pf[rows, choice], pt[rows, choice], "selector deployed"
+            out[f"transferred selector (E {evidence})"] = (f1, tok, conf)
+        env = envelope_here(dep.deploy["spec"]["configs"], table.tokens, b)
+        out[TRAINING_ENVELOPE] = (table.f1[:, env], table.tokens[:, env], ladder.space.names()[env])
+        return out
+    return at
