@@ -149,7 +149,6 @@ class HFEncoder:
         across threads (measured: a text alone vs with one other of its length, 7e-8 apart).
         ``what`` names the texts in the progress bar."""
         import torch
-        from tqdm.auto import tqdm
 
         texts = [str(t) for t in texts]
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
