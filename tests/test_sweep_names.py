@@ -95,3 +95,25 @@ def test_secrets_in_config_files_and_urls_are_redacted():
     env: dict = {}
     argv = scrub_argv(["reader.base_url=http://ann:PW@h/v1", "k=2"], env)
     assert "PW" not in " ".join(argv) and env["MOGG_SECRET_READER_BASE_URL"] == "http://ann:PW@h/v1"
+
+
+def test_a_retired_experiment_name_composes_as_its_recipe_and_data_with_the_same_run_name(capsys):
+    """Issue 47 folded selector_pubmedqa & co. into experiment=selector data=pubmedqa; commands written
+    before (issue texts, slurm scripts) keep working and their outputs land in the same run folder."""
+    from conftest import compose
+
+    from mogg.core.runconfig import RETIRED, prepare_argv
+
+    assert len(RETIRED) == 12
+    for old, (recipe, data) in RETIRED.items():
+        assert (ROOT / "conf" / "experiment" / f"{recipe}.yaml").is_file() and (ROOT / "conf" / "data" / f"{data}.yaml").is_file() and not (ROOT / "conf" / "experiment" / f"{old}.yaml").exists()
+    argv = prepare_argv(["train.py", "experiment=selector_pubmedqa", "seed=1"], "train.py")
+    assert argv == ["train.py", "experiment=selector", "data=pubmedqa", "seed=1"]
+    assert compose(argv[1:]).run_name == "selector_pubmedqa"
+    assert prepare_argv(["train.py", "-m", "experiment=frontier_pubmedqa,frontier_covidqa"], "train.py")[2:] == [
+        "experiment=frontier", "data=pubmedqa,covidqa"]
+    for bad in (["experiment=selector_pubmedqa,frontier_medmcqa"], ["experiment=selector_pubmedqa", "data=medmcqa"]):
+        with pytest.raises(SystemExit) as e:
+            prepare_argv(["train.py", *bad], "train.py")
+        assert e.value.code == 2
+    assert "experiment=<recipe> data=<set>" in capsys.readouterr().err

@@ -24,6 +24,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from mogg.core.secrets import _top_level_split, redact, scrub_argv, scrub_logs, scrub_text
 
+log = logging.getLogger(__name__)
+
 
 def prepare_argv(argv: Sequence[str], script: str) -> list[str]:
     """An entry point's command line before Hydra sees it: secrets moved to the environment
@@ -31,7 +33,7 @@ def prepare_argv(argv: Sequence[str], script: str) -> list[str]:
     creates ``<outputs>/<run_name>/`` before the job runs (``run_name=../../x`` would write outside).
     A bad one is one line on stderr and exit status 2."""
     try:
-        out = scrub_argv(argv)
+        out = retired_experiments(scrub_argv(argv))
         for arg in out[1:]:
             key, eq, value = arg.partition("=")
             if eq and key.lstrip("+~") == "run_name":
@@ -41,6 +43,40 @@ def prepare_argv(argv: Sequence[str], script: str) -> list[str]:
     except ValueError as e:
         sys.stderr.write(f"{script}: ValueError: {scrub_text(str(e))}\n")
         raise SystemExit(2) from None
+    return out
+
+
+# experiment files folded into one recipe + a data choice (issue 47): the old name keeps working
+RETIRED = {f"{recipe}_{data}": (recipe, data)
+           for recipe, sets in {"frontier": ("pubmedqa", "medmcqa", "covidqa"), "selector": ("pubmedqa", "medmcqa", "covidqa"),
+                                "objectives": ("pubmedqa", "medmcqa"), "inputs": ("pubmedqa", "medmcqa"),
+                                "methods": ("pubmedqa", "medmcqa")}.items() for data in sets}
+
+
+def retired_experiments(argv: Sequence[str]) -> list[str]:
+    """``experiment=selector_pubmedqa`` (a file retired by issue 47) -> ``experiment=selector
+    data=pubmedqa``, logged; a sweep of retired names of one recipe becomes a sweep over ``data``.
+    The run name is the old one (``${experiment}_${data_name}``), so its outputs land where they did."""
+    out = list(argv)
+    for i, arg in enumerate(out):
+        key, eq, value = arg.partition("=")
+        if not eq or key.lstrip("+") != "experiment":
+            continue
+        names = [v.strip() for v in value.split(",")]
+        old = [n for n in names if n in RETIRED]
+        if not old:
+            continue
+        recipes = {RETIRED[n][0] if n in RETIRED else n for n in names}
+        if len(old) != len(names) or len(recipes) != 1:
+            raise ValueError(f"experiment={value}: {', '.join(old)} is now experiment=<recipe> data=<set> "
+                             f"({', '.join(f'{n} -> {RETIRED[n][0]} data={RETIRED[n][1]}' for n in old)}); "
+                             "sweep one recipe over data=pubmedqa,medmcqa,covidqa")
+        if any(a.partition("=")[0].lstrip("+") == "data" for a in out):
+            raise ValueError(f"experiment={value} names its data set; drop data=... or write experiment={recipes.pop()}")
+        recipe = recipes.pop()
+        out[i:i + 1] = [f"{key}={recipe}", "data=" + ",".join(RETIRED[n][1] for n in names)]
+        log.warning("experiment=%s is experiment=%s %s since issue 47 (same run name)", value, recipe, out[i + 1])
+        break
     return out
 
 
