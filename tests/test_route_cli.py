@@ -194,3 +194,17 @@ def test_any_jsonl_lines_give_questions_or_one_clear_error(lines):
         assert str(e).startswith("<stdin>:")
         return
     assert len(questions) == len(ids) == len(set(ids))
+
+
+def test_mogg_route_help_answers_without_loading_torch():
+    """Issue 50: ``mogg-route --help`` took 10.7 s on a loaded machine (torch at import); the kinds
+    load after the arguments parse. Fails if route.py imports torch (or anything that does) again."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom mogg.run.route import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "assert 'torch' not in sys.modules, 'torch loaded'\nfrom mogg.run.route import RoutingSession\n"
+            "assert 'torch' in sys.modules")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "--checkpoint" in r.stdout

@@ -28,8 +28,6 @@ from pathlib import Path
 from mogg.core.artifacts import ArtifactError, atomic_path, strict_json
 from mogg.core.gcpolicy import configure_gc
 from mogg.data.errors import DataError
-from mogg.run.level_router import RoutingSession  # noqa: F401 (the Python API, importable from here)
-from mogg.run.registry import deployed_kind
 from mogg.run.route_paths import (  # noqa: F401 (apply_overrides, check_corpus_paths, default_artifacts: public here)
     apply_overrides,
     check_corpus_paths,
@@ -37,6 +35,16 @@ from mogg.run.route_paths import (  # noqa: F401 (apply_overrides, check_corpus_
 )
 
 log = logging.getLogger(__name__)
+
+
+def __getattr__(name: str):
+    # RoutingSession (the Python API) is importable from here, but loaded only when asked for: it
+    # pulls in torch, and ``mogg-route --help`` should answer at once
+    if name == "RoutingSession":
+        from mogg.run.level_router import RoutingSession
+
+        return RoutingSession
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def decode_lines(data: bytes, source: str) -> list[str]:
@@ -188,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"{source}: no questions")
         if args.out != "-":
             check_writable(Path(args.out))  # before any routing: a bad --out fails in a second
+        from mogg.run.registry import deployed_kind  # here, not at import: --help needs no torch
+
         kind = deployed_kind(Path(args.checkpoint))  # the level router or a budget-router kind
         given = {"budget": args.budget, "cost_weight": args.cost_weight, "max_tokens": args.max_tokens,
                  "here": args.calibrate_here, "unguarded": args.unguarded, "k": args.k}
