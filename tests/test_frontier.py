@@ -447,3 +447,63 @@ def test_mogg_route_refuses_a_deployed_directory_whose_kind_is_gone(tmp_path, ca
     assert main(["--checkpoint", str(d), "--budget", "64", str(q)]) == 2
     err = capsys.readouterr().err
     assert "kind='gone.module:OldKind' is not a known kind" in err and "gone" not in sys.modules
+
+
+def test_the_matched_cost_table_bolds_only_what_its_interval_shows_and_says_so():
+    """Issue 50: a cell with the interval [+0.000, +0.007] was bold, the hindsight envelope (a
+    ceiling) was bold, no line said what bold means, and a row without a curve (route + trim) or a
+    learned kind's ceiling (the sentence oracle) read "tokens to reach: never" above the target."""
+    import numpy as np
+
+    from mogg.evaluation.frontier_render import frontier_section
+
+    class Reads:  # a learned kind's policy: its own ceiling, the sentence oracle
+        ceilings = ("sentence oracle",)
+        STYLES, HEADLINE, RULE = {"selector": {}}, ("selector",), ""
+
+        def notes(self, fr, budgets):
+            return [], []
+
+    def row(f1, tok, lo=None):
+        r = {"f1": {"mean": f1, "se": 0.01}, "tokens": {"mean": tok}}
+        if lo is not None:
+            r["vs_envelope"] = {"mean": lo + 0.004, "lo": lo, "hi": lo + 0.008}
+        return r
+
+    fr = {"n": 100, "n_dropped": 0, "reach_target": 0.9, "area": {"selector": 0.5, "oracle": 1.0},
+          "reach": {"envelope": 200.0, "selector": 150.0, "oracle": 120.0, "sentence oracle": 110.0, "route + trim": 250.0},
+          "budgets": {b: {"envelope": row(0.5, b), "envelope (hindsight)": row(0.52, b, 0.01),
+                          "selector": row(0.6, b, 0.0004 if b == 64 else 0.002), "oracle": row(0.7, b, 0.05),
+                          "sentence oracle": row(0.8, b, 0.09), "route + trim": row(0.55, b, 0.003)} for b in (64, 128)}}
+    md = "\n".join(frontier_section("mog", fr, [64, 128], [Reads()]))
+    cells = {ln.split(" | ")[0][2:]: ln.split(" | ")[1:] for ln in md.splitlines() if ln.startswith("| ") and "---" not in ln}
+    assert not cells["selector"][0].startswith("**") and "[+0.000, +0.008]" in cells["selector"][0]  # 0.0004 prints 0.000
+    assert cells["selector"][1].startswith("**")  # [+0.002, ...]
+    for ceiling in ("envelope (hindsight)", "oracle", "sentence oracle"):  # above the envelope, yet never bold
+        assert not any(c.startswith("**") for c in cells[ceiling]), ceiling
+    assert cells["route + trim"][1].startswith("**") and cells["route + trim"][-1] == "250 |"
+    assert "**Bold**: above the envelope beyond the paired 95% interval" in md
+    assert "Ceilings, never bold (they choose with the test questions' labels): envelope (hindsight), oracle, sentence oracle" in md
+    assert np.isnan(fr["area"].get("route + trim", np.nan))
+
+
+def test_tokens_to_reach_is_computed_for_every_row_of_the_table(tmp_path, mirage):
+    """Issue 50: "tokens to reach: never" for the sentence oracle (0.985) and route + trim (0.937),
+    both above the envelope's best (0.936): a learned kind's ceiling and a row without a curve now
+    get it from the grid or the table's budgets."""
+    from conftest import compose
+
+    from mogg.run.app import evaluate, train
+
+    import numpy as np
+
+    cfg = compose(_frontier_overrides(tmp_path, mirage) + ["frontier/routers=[actions,selector]",
+                                                           "frontier.routers.selector.depth=4"])
+    train(cfg)
+    fr = evaluate(cfg)["mog"]["frontier"]
+    target = fr["reach_target"]
+    for name in fr["budgets"][64]:
+        assert name in fr["reach"], name
+        best = max(fr["budgets"][b][name]["f1"]["mean"] for b in fr["budgets"])
+        if best >= target and name not in fr.get("curves", {}) and name != "oracle":
+            assert not np.isnan(fr["reach"][name]), f"{name} reaches {target} at a table budget, yet 'never'"

@@ -47,15 +47,22 @@ def budget_section(name: str, table: dict[str, dict], budgets: list[int]) -> lis
     md = [f"## Equal token budgets: `{name}`", "",
           "Every policy's own ranking of its snippets, filled to the budget (evidence F1 ± se, mean tokens used).", "",
           "| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
-    best = {b: max((r[b]["f1"]["mean"] for r in table.values() if r[b]["f1"]["n"]), default=np.nan) for b in budgets}
+    # bold: the best deployable policy at each budget (references such as the oracle are ceilings, never bold)
+    best = {b: max((r[b]["f1"]["mean"] for p, r in table.items() if r[b]["f1"]["n"] and p not in N.REFERENCES),
+                   default=np.nan) for b in budgets}
     for pol, row in table.items():
         cells = [pol]
         for b in budgets:
             f, t = row[b]["f1"], row[b]["tokens"]
             txt = "-" if not f["n"] else f"{f['mean']:.3f} ± {f['se']:.3f} ({t['mean']:.0f})"
-            cells.append(f"**{txt}**" if f["n"] and f["mean"] == best[b] else txt)
+            cells.append(f"**{txt}**" if f["n"] and pol not in N.REFERENCES and f["mean"] == best[b] else txt)
         md.append("| " + " | ".join(cells) + " |")
-    return md + ["", f"![F1 vs tokens]({name}_budgets.png)", ""]
+    refs = [p for p in table if p in N.REFERENCES]
+    return md + ["", "**Bold**: the best policy at that budget, references aside"
+                 + (f" ({', '.join(refs)}: chosen with the questions' labels or at random, never bold)" if refs else "")
+                 + ". The oracle picks the level with the best F1 at its own k and is then cut to the budget, so at a "
+                 "budget it can fall below a fixed level that was better once cut.", "",
+                 f"![F1 vs tokens]({name}_budgets.png)", ""]
 
 
 def plot_budgets(name: str, table: dict[str, dict], budgets: list[int], path: Path) -> None:

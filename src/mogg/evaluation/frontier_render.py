@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from mogg.core.artifacts import atomic_path
+from mogg.evaluation import names as N
 
 
 def _present(policies, fr: dict, budgets: list[int]) -> list:
@@ -35,6 +36,7 @@ def frontier_section(name: str, fr: dict, budgets: list[int], policies=()) -> li
           "themselves and the oracle frontier picks per question (ceilings, not deployable).", "",
           "| policy | " + " | ".join(f"B = {b}" for b in budgets) + " | area | tokens to reach |", "|---" * (len(budgets) + 3) + "|"]
     pols = list(fr["budgets"][budgets[0]])
+    ceilings = {*N.FRONTIER_CEILINGS, *(c for p in present for c in p.ceilings)}
     for p in pols:
         cells = [p]
         for b in budgets:
@@ -44,14 +46,16 @@ def frontier_section(name: str, fr: dict, budgets: list[int], policies=()) -> li
             v = r.get("vs_envelope")
             if v and p != "envelope" and not np.isnan(v["mean"]):
                 txt += f" [{v['lo']:+.3f}, {v['hi']:+.3f}]"
-                if v["lo"] > 0:
+                if p not in ceilings and N.beyond_zero(v["lo"]):
                     txt = f"**{txt}**"
             cells.append(txt)
         a, reach = fr["area"].get(p), fr["reach"].get(p, np.nan)
         cells.append("-" if a is None or np.isnan(a) else f"{a:+.2f}")
         cells.append("never" if np.isnan(reach) else f"{reach:.0f}")
         md.append("| " + " | ".join(cells) + " |")
-    md += ["", f"Area: between the policy's curve and the envelope's over log tokens in [{min(budgets)}, {max(budgets)}], as a "
+    md += ["", "**Bold**: above the envelope beyond the paired 95% interval (its lower bound > 0 as printed). "
+           f"Ceilings, never bold (they choose with the test questions' labels): {', '.join(c for c in pols if c in ceilings)}.",
+           "", f"Area: between the policy's curve and the envelope's over log tokens in [{min(budgets)}, {max(budgets)}], as a "
            f"share of the oracle frontier's (1 = oracle, 0 = envelope). Tokens to reach: the fewest mean tokens at which "
            f"the policy reaches the envelope's best F1 ({fr['reach_target']:.3f}).", ""]
     notes = [p.notes(fr, budgets) for p in present]

@@ -12,6 +12,7 @@ from collections import Counter
 
 import numpy as np
 
+from mogg.evaluation import names as N
 from mogg.evaluation.frontier import (
     Family,
     area_share,
@@ -69,7 +70,7 @@ def frontier_evaluation(fixed: Family, others: list[Family], folds: np.ndarray, 
         table = TableAt(fixed, folds, ef, routed, n_boot, seed)
         res = {"envelope": table.row(ef, et, _most_common(fixed, ec))}
         hc = choose_config(fixed.f1, fixed.tokens, rows, b)
-        res["envelope (hindsight)"] = table.row(fixed.f1[:, hc], fixed.tokens[:, hc], fixed.configs[hc])
+        res[N.HINDSIGHT_ENVELOPE] = table.row(fixed.f1[:, hc], fixed.tokens[:, hc], fixed.configs[hc])
         for p in chunk:
             res.update(p.rows(b, table))
         for fam in others:
@@ -128,4 +129,11 @@ def frontier_evaluation(fixed: Family, others: list[Family], folds: np.ndarray, 
     out["reach_target"] = target
     out["reach"] = {n: tokens_to_reach(np.array(c["tokens"]), np.array(c["f1"]), target) for n, c in out["curves"].items()}
     out["reach"]["oracle"] = tokens_to_reach(ox, oy, target)
+    for c in ceilings:  # on the grid, as drawn
+        out["reach"][c] = tokens_to_reach(np.array(out["grid"][f"{c} tokens"]), np.array(out["grid"][c]), target)
+    for n in out["budgets"][int(budgets[0])]:  # a row without a curve (route + trim): from the table's budgets
+        if n not in out["reach"]:
+            cells = [out["budgets"][int(b)][n] for b in budgets]
+            out["reach"][n] = tokens_to_reach(np.array([r["tokens"]["mean"] for r in cells]),
+                                              np.array([r["f1"]["mean"] for r in cells]), target)
     return out

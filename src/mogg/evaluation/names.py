@@ -20,6 +20,16 @@ TOPK_ALL = "topk_all"  # top-k over all levels' hits
 FIXED_PREFIX = "fixed:"
 ROUTED_PREFIX = "mog_"
 REFERENCES = (ORACLE, LABELS, RANDOM, BEST_ACTION, ACTION_ORACLE)  # references, not deployable methods
+# matched-cost rows chosen with the test questions' own labels: ceilings, never bold (a learned
+# kind's own ceiling, the sentence oracle, is named by its policy: BudgetPolicy.ceilings)
+HINDSIGHT_ENVELOPE = "envelope (hindsight)"
+FRONTIER_CEILINGS = (ORACLE, HINDSIGHT_ENVELOPE)
+
+
+def beyond_zero(lo: float, digits: int = 3) -> bool:
+    """Whether an interval's lower bound is above 0 as printed (``digits`` decimals): a cell reading
+    [+0.000, +0.007] is not bold."""
+    return round(float(lo), digits) > 0
 
 
 def fixed(level: str) -> str:

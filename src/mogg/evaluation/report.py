@@ -70,6 +70,8 @@ def markdown_table(summaries: dict[str, dict]) -> str:
             cells.append(_fmt(agree) if agree else "-")
             cells.append("-" if np.isnan(g) else f"{g:+.0%}")
             lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "Cells: mean ± se over the questions. **Bold**: the best fixed level on these questions (in "
+              "hindsight: what the gap closed is measured from; the oracle row is the ceiling it is measured to)."]
     return "\n".join(lines) + "\n"
 
 
