@@ -133,8 +133,8 @@ def run_policies(
     for name, (sel, level, w) in chosen.items():
         res = results[name] = score_selection(prep, sel, level, w)
         if res.n_cut:
-            log.warning("%s: %d of %d contexts were cut to max_context_tokens=%d", name, res.n_cut,
-                        len(prep.items), prep.max_context_tokens)
+            log.info("%s: %d of %d contexts reach max_context_tokens=%d and are cut there", name, res.n_cut,
+                     len(prep.items), prep.max_context_tokens)
     if rows is not None:
         results = {name: res.subset(rows) for name, res in results.items()}
     return results

@@ -169,13 +169,20 @@ def plot_summaries(summaries: dict[str, dict], out_dir: Path) -> None:
         for b, p in zip(bars, names):
             if p in N.REFERENCES and p != N.RANDOM:
                 b.set_hatch("//")
+                rgb = matplotlib.colors.to_rgb(b.get_facecolor())
+                if sum(rgb) < 1.2:  # a dark bar (the oracle's black): white hatching, or it cannot be seen
+                    b.set_edgecolor("w")
         ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=8)
         ax.set_ylabel("evidence F1 (mean ± se)")
         best = s["policies"][s["best_fixed"]]["f1"]["mean"]
         ax.axhline(best, color="k", lw=0.8, ls="--")
-        ax.set_ylim(0, max(m for m in means if m == m) * 1.18 if any(m == m for m in means) else 1)
-        ax.text(-0.45, best, f"best fixed level ({s['best_fixed']})", fontsize=7, ha="left", va="bottom")
-        ax.set_title(f"{ladder}: grey = fixed levels, hatched = ceilings (not deployable)", fontsize=9)
+        top = max((m for m in means if m == m), default=0.0) * 1.18
+        ax.set_ylim(0, top if top > 0 else 1)  # all-zero F1 (a tiny run) would give a singular ylim
+        ax.annotate(f"best fixed level ({s['best_fixed']})", (0, best), xycoords=("axes fraction", "data"),
+                    xytext=(2, 3), textcoords="offset points", fontsize=7, ha="left", va="bottom",
+                    bbox={"fc": "w", "ec": "none", "alpha": 0.85, "pad": 0.5})
+        ax.set_title(f"{ladder}, at equal k (not at matched tokens)\ngrey = fixed levels, hatched = ceilings "
+                     "(not deployable)", fontsize=9)
     fig.tight_layout()
     with atomic_path(out_dir / "policies.png") as tmp:
         fig.savefig(tmp, dpi=120, format="png")

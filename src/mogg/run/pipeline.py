@@ -79,7 +79,9 @@ def prepare(
     for lv, s in zip(ladder.level_names, fixed):
         ctx, n_cut = cap_contexts(s.contexts(ladder), max_context_tokens)
         if n_cut:
-            log.warning("level %s: %d of %d contexts were cut to max_context_tokens=%d", lv, n_cut, len(items), max_context_tokens)
+            # the cap is part of the setting (long documents, e.g. COVID-QA's papers, reach it): info, not a fault
+            log.info("level %s: %d of %d contexts reach max_context_tokens=%d and are cut there (the cap on every "
+                     "context; set max_context_tokens to change it)", lv, n_cut, len(items), max_context_tokens)
         fixed_snippets.append(ctx)
     fixed_f1 = fixed_level_f1(items, fixed_snippets, {"ladder": ladder_key, "retriever": index.retriever_config, "k_r": k_r,
                                                       "k": k, "max_context_tokens": max_context_tokens}, artifacts)

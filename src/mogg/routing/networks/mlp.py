@@ -31,9 +31,10 @@ def warn_flat(flat: torch.Tensor, routers: int = 1, of: int = 1, names=None) -> 
         who = "" if of == 1 else f" of {routers} of {of} routers"
         cols = torch.nonzero(flat).flatten().tolist()
         named = [f"{i} ({names[i]})" if names is not None and i < len(names) else str(i) for i in cols[:10]]
-        logging.getLogger(__name__).warning(
-            "router inputs: %d column(s) constant on the training rows%s: %s%s; unit spread, they carry no signal",
-            int(flat.sum()), who, ", ".join(named), " ..." if len(cols) > 10 else "")
+        # expected, not a fault (e.g. a set whose questions all lack answer options): info, said plainly
+        logging.getLogger(__name__).info(
+            "router inputs: %d column(s) take one value on every training question%s: %s%s; kept (unit spread), "
+            "they cannot move these routers' decisions", int(flat.sum()), who, ", ".join(named), " ..." if len(cols) > 10 else "")
 
 
 class RouterMLP(nn.Module, RouterNetwork):
