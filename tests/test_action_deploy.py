@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -66,16 +67,26 @@ def test_routing_the_training_questions_reproduces_the_final_fits_decisions(fina
         records, summary = session.route(prep.questions, prep.query_ids, budget=b)
         got = np.array([r["action"] for r in records])
         np.testing.assert_array_equal(got, dep.decisions["budgets"][b])
-        # each record's tokens are its context's, and the table's for its action
-        np.testing.assert_array_equal([r["tokens"] for r in records], table.tokens[np.arange(60), got])
+        # each record's tokens are its context's: the table's for its action, or fewer where the cap
+        # cut a snippet mid-sentence and the record cut it back to the sentence end (issue 50)
+        tok, want = np.array([r["tokens"] for r in records]), table.tokens[np.arange(60), got]
+        cut = np.array([any(c.get("cut") for c in r["context"]) for r in records])
+        np.testing.assert_array_equal(tok[~cut], want[~cut])
+        assert (tok[cut] <= want[cut]).all()
         for r in records:
             desc = space.describe(r["action"])
             assert (r["level"], r["k"], r["cap"]) == (desc["level"], desc["k"], desc["cap"])
             assert len(r["context"]) <= r["k"]
+            assert r["reads"].startswith("the top") and r["level"] in r["reads"]
+            assert f"B = {b}" in r["why"] and ("kept the fixed envelope" in r["why"]) == (r["decided_by"] == "envelope")
+            assert r["relevance"] is None or 0 <= r["relevance"] <= 1
+            for c in r["context"]:
+                if c.get("cut"):  # cut back to a sentence end (or one long sentence kept at the token cut)
+                    assert c["text"].rstrip()[-1] in ".!?\"')]" or not re.search(r"[.!?]\s", c["text"])
         # on the calibration questions the mean tokens stay within B (+5%): lambda (or the envelope)
         # was chosen there to read at most B; it may read less where less reads better
         assert np.mean([records[i]["tokens"] for i in val]) <= 1.05 * b
-        assert summary["budget"] == b and summary["mean_tokens"] == pytest.approx(np.mean(table.tokens[np.arange(60), got]))
+        assert summary["budget"] == b and summary["mean_tokens"] == pytest.approx(tok.mean())
     # a hard cap: no context over it
     records, _ = session.route(prep.questions[:10], budget=512, max_tokens=40)
     assert max(r["tokens"] for r in records) <= 40

@@ -491,11 +491,10 @@ def test_tokens_to_reach_is_computed_for_every_row_of_the_table(tmp_path, mirage
     """Issue 50: "tokens to reach: never" for the sentence oracle (0.985) and route + trim (0.937),
     both above the envelope's best (0.936): a learned kind's ceiling and a row without a curve now
     get it from the grid or the table's budgets."""
+    import numpy as np
     from conftest import compose
 
     from mogg.run.app import evaluate, train
-
-    import numpy as np
 
     cfg = compose(_frontier_overrides(tmp_path, mirage) + ["frontier/routers=[actions,selector]",
                                                            "frontier.routers.selector.depth=4"])

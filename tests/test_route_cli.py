@@ -208,3 +208,36 @@ def test_mogg_route_help_answers_without_loading_torch():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "--checkpoint" in r.stdout
+
+
+def test_a_routed_record_explains_itself():
+    """Issue 50: a bare ``"action": 359``, a ``decided_by`` without its reason, no sign that an
+    aspirin question got a folic-acid explanation, and a cap that cut mid-sentence."""
+    from types import SimpleNamespace
+
+    from mogg.retrieval import BM25Retriever
+    from mogg.run.budget.explain import LOW_RELEVANCE, action_words, cut_at_sentence_end, decided_why, explained
+
+    assert action_words("L2:4sent", 2, 64) == "the top 2 chunks of level L2:4sent, cut at 64 tokens"
+    assert action_words("doc", 1, None) == "the top chunk of level doc, uncut"
+    budgets = {"128": {"guard": {"gain": 0.0021, "se": 0.004, "n": 60}}}
+    why = decided_why("envelope", {"budget": 128.0, "lambda": 0.0}, budgets, "the action router")
+    assert why == ("the guard kept the fixed envelope at B = 128: its validation gain over the envelope was "
+                   "+0.002 ± 0.004 (n = 60), not above one standard error")
+    assert "deployed the action router" in decided_why("router", {"budget": 128, "lambda": 0.01}, budgets, "the action router")
+    assert "cost weight" in decided_why("router", {"budget": None, "lambda": 0.01}, budgets, "the action router")
+    whole = "Aspirin lowers preeclampsia risk. It is given from week 12 to week 36 of pregnancy."
+    assert cut_at_sentence_end("Aspirin lowers preeclampsia risk. It is given from", whole) == (
+        "Aspirin lowers preeclampsia risk.", True)
+    assert cut_at_sentence_end(whole, whole) == (whole, False)
+    assert cut_at_sentence_end("Aspirin lowers preeclampsia", whole) == ("Aspirin lowers preeclampsia", True)  # one sentence
+    docs = ["Low-dose aspirin prevents preeclampsia in women at high risk.",
+            "Folic acid before conception prevents neural tube defects.", "Warfarin is reversed by vitamin K."]
+    index = SimpleNamespace(parts=[([BM25Retriever().fit(docs)], None)])
+    recs = [{"question": "Does aspirin prevent preeclampsia?", "decided_by": "envelope", "context": [{"text": t}]}
+            for t in docs[:2]] + [{"question": "Does aspirin prevent preeclampsia?", "decided_by": "envelope", "context": []}]
+    explained(recs, index, {"budget": 128, "lambda": 0.0}, budgets, "the action router")
+    assert recs[0]["relevance"] == 1.0 and not recs[0]["low_relevance"]
+    assert recs[1]["relevance"] < LOW_RELEVANCE and recs[1]["low_relevance"]  # neither aspirin nor preeclampsia
+    assert recs[2]["relevance"] == 0.0 and not recs[2]["low_relevance"]  # nothing read: nothing to flag
+    assert all(r["why"].startswith("the guard kept the fixed envelope") for r in recs)

@@ -12,6 +12,7 @@ from mogg.core.text import count_tokens
 from mogg.evaluation.families import action_table
 from mogg.evaluation.frontier import Family
 from mogg.routing.plans import ActionSpace, action_features
+from mogg.run.budget.explain import action_words, cut_at_sentence_end
 from mogg.selection import fixed_level_select
 from mogg.selection.mog import cap_contexts
 
@@ -43,9 +44,11 @@ def action_inputs(ladder, deep, features: np.ndarray, evidence: list[str], depth
 def action_contexts(lad, deep, space, act: np.ndarray, depth: int, max_context_tokens: int | None = None,
                     max_tokens: int | None = None) -> list[dict]:
     """Per question (in order) what its (level, k, cap) action reads: ``level``, ``level_index``,
-    ``k``, ``cap``, ``action``, ``tokens`` and ``context`` (level, chunk, document id, text per
-    snippet), each level's top-k chunks from its own ranking in ``deep``, cut at the tightest of
-    the cap, ``max_context_tokens`` and ``max_tokens``."""
+    ``k``, ``cap``, ``action``, ``reads`` (the plan in words), ``tokens`` and ``context`` (level,
+    chunk, document id, text per snippet), each level's top-k chunks from its own ranking in
+    ``deep``, cut at the tightest of the cap, ``max_context_tokens`` and ``max_tokens``, and then
+    back to the last sentence end before that cut (a snippet so cut says ``"cut": true``; one long
+    sentence keeps the token cut)."""
     lv, kk, cp = (g[act] for g in space.grid())
     out: list[dict] = [{} for _ in range(len(act))]
     for j in np.unique(lv):  # one selection per chosen level: its own ranking, k <= depth
@@ -55,15 +58,19 @@ def action_contexts(lad, deep, space, act: np.ndarray, depth: int, max_context_t
         for q in rows:
             cap = space.caps[cp[q]]
             lims = [x for x in (cap, max_context_tokens, max_tokens) if x is not None]
-            snippets = texts[q][: kk[q] + 1]
+            whole = texts[q][: kk[q] + 1]
             chunks = [int(c) for c in sel.chunk[q][: kk[q] + 1] if c >= 0]
-            if lims:
-                snippets = cap_contexts([snippets], min(lims))[0][0]
-            ctx = [{"level": lad.level_names[int(j)], "chunk": c,
-                    "doc_id": lad.units.doc_ids[int(lad.chunk_doc(int(j))[c])], "text": t}
-                   for c, t in zip(chunks, snippets)]
+            snippets = cap_contexts([whole], min(lims))[0][0] if lims else whole
+            ctx = []
+            for c, t, w in zip(chunks, snippets, whole):
+                t, cut = cut_at_sentence_end(t, w)
+                if t.strip():
+                    ctx.append({"level": lad.level_names[int(j)], "chunk": c,
+                                "doc_id": lad.units.doc_ids[int(lad.chunk_doc(int(j))[c])], "text": t,
+                                **({"cut": True} if cut else {})})
             out[q] = {"level": lad.level_names[int(j)], "level_index": int(j), "k": int(kk[q]) + 1, "cap": cap,
-                      "action": int(act[q]), "tokens": int(sum(count_tokens(c["text"]) for c in ctx)), "context": ctx}
+                      "action": int(act[q]), "reads": action_words(lad.level_names[int(j)], int(kk[q]) + 1, cap),
+                      "tokens": int(sum(count_tokens(c["text"]) for c in ctx)), "context": ctx}
     return out
 
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from mogg.routing.inputs.features import FeatureRecipe, compute_features
 from mogg.run.budget.actions.deploy import DeployedActions
+from mogg.run.budget.explain import explained
 from mogg.run.budget.shared import action_contexts, action_inputs
 from mogg.run.route_paths import build_encoder, check_levels, rebuild_index, route_with_empty
 from mogg.search import LadderIndex
@@ -93,7 +94,8 @@ class ActionSession:
                                  max_tokens)
         out = [(q, {"id": ids[q], "question": questions[q], **{k: v for k, v in f.items() if k != "context"},
                     "decided_by": plan["deploy"], "context": f["context"]}) for q, f in enumerate(fields)]
-        records = [r for _, r in sorted(out, key=lambda p: p[0])]
+        records = explained([r for _, r in sorted(out, key=lambda p: p[0])], self.index,
+                            {**plan, "calibrated_here": plan["here"]}, self.deployed.budgets, "the action router", unguarded)
         summary = {"n": len(records), "n_empty": 0, "mean_tokens": float(np.mean([r["tokens"] for r in records])),
                    "budget": plan["budget"], "lambda": plan["lambda"], "deployed": plan["deploy"],
                    "envelope": plan["envelope"], "calibrated_here": plan["here"], "max_tokens": max_tokens}

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from mogg.core.text import count_tokens
+from mogg.run.budget.explain import explained
 from mogg.run.budget.selector.final import DeployedSelector, plans_of
 from mogg.run.budget.selector.plans import predicted_evidence
 from mogg.run.budget.selector.stage import candidate_features
@@ -129,14 +130,17 @@ class SelectorSession:
             if env is not None:
                 f = env[i]
                 records.append({"id": ids[i], "question": q, "plan": -1, "tokens": f["tokens"], "decided_by": "envelope",
-                                "envelope": {k: f[k] for k in ("level", "k", "cap")}, "context": f["context"]})
+                                "envelope": {k: f[k] for k in ("level", "k", "cap")}, "reads": f["reads"],
+                                "context": f["context"]})
                 continue
             rows = [int(r) for r in ranked.rows[i, : choice[i] + 1] if r >= 0]
             ctx = [{"rank": n, "unit": int(cand.unit[r]), "doc_id": lad.units.doc_ids[int(lad.units.doc[cand.unit[r]])],
                     "text": lad.units.text[int(cand.unit[r])]} for n, r in enumerate(rows)]
             records.append({"id": ids[i], "question": q, "plan": int(choice[i]),
                             "tokens": int(sum(count_tokens(c["text"]) for c in ctx)), "decided_by": "selector",
+                            "reads": f"the {len(ctx)} best-ranked sentence{'s' if len(ctx) != 1 else ''} of the candidates",
                             "context": ctx})
+        explained(records, self.index, plan, dep.deploy["budgets"], "the evidence selector", unguarded)
         summary = {"n": len(records), "mean_tokens": float(np.mean([r["tokens"] for r in records])),
                    "budget": plan["budget"], "lambda": plan["lambda"], "deployed": plan["deploy"],
                    **({"calibrated_here": True} if plan.get("calibrated_here") else {})}
