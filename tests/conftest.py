@@ -57,3 +57,17 @@ def compose(overrides: list[str]):
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         return hcompose(config_name="config", overrides=overrides)
+
+
+def pytest_configure(config):
+    """Each xdist worker gets its share of the cores (``configure_threads``: torch, numba, BLAS,
+    OpenMP waiting passively), as jobs sharing a node do: two workers at two threads each made
+    OpenMP spin against each other, and three small fits took 75-96 s each on a loaded machine
+    (issue 50). A test that needs more threads sets them itself; CLI subprocesses configure their
+    own (the entry points call ``configure_threads``)."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not workers or os.environ.get("MOGG_TEST_THREADS") == "all":
+        return
+    from mogg.core.threads import configure_threads, default_threads
+
+    configure_threads(max(1, default_threads() // int(workers)))
