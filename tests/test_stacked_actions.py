@@ -250,3 +250,25 @@ def test_action_folds_trained_with_other_settings_are_refused(tmp_path):
         key = action_key(xq, xa, y, space, 3, 1 if name == "seed" else 0, other, 0.2, "data")
         with pytest.raises(StaleRouters, match=name.replace(".", r"\.") + r".*Retrain: python train\.py x=1"):
             predict_action_folds(xq, xa, ids, tmp_path, space, key, "python train.py x=1")
+
+
+def test_the_cross_fit_says_when_each_fold_stops_and_bars_follow_one_rule(caplog, monkeypatch):
+    """Issue 50: the action router's cross-fit was silent for minutes, its fold lines all at the end;
+    now each fold logs the epoch it stops at, and every bar follows MOGG_PROGRESS (1: on, 0: off,
+    unset: a terminal only)."""
+    from mogg.core.progress import progress, progress_disabled
+
+    xq, xa, y = _toy(n=240, noise_from=120)
+    trains, vals = [np.arange(0, 95), np.arange(120, 215)], [np.arange(95, 120), np.arange(215, 240)]
+    with caplog.at_level("INFO", logger="mogg.run.budget.actions.fit"):
+        routers = fit_action_routers(xq, xa, y, trains, vals, [0, 1], **{**KW, "max_epochs": 30, "patience": 2})
+    lines = [r.getMessage() for r in caplog.records if "stopped at epoch" in r.getMessage()]
+    assert sorted(lines) == sorted(f"action router fold {k + 1} of 2 stopped at epoch {r.summary['epochs']} "
+                                   f"(best {r.summary['best_epoch'] + 1}, val loss {r.summary['best_val_loss']:.4f})"
+                                   for k, r in enumerate(routers) if r.summary["epochs"] < 30)
+    assert lines  # the noise fold stops early
+    for value, want in (("1", False), ("0", True), ("", None)):
+        monkeypatch.setenv("MOGG_PROGRESS", value)
+        assert progress_disabled() is want
+    monkeypatch.setenv("MOGG_PROGRESS", "0")
+    assert progress(total=3).disable

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from mogg.core.artifacts import cached, config_hash
+from mogg.core.progress import progress_disabled
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +131,7 @@ class HFEncoder:
         starts = range(0, len(texts), self.batch_size)
         device = next(model.parameters()).device
         with torch.inference_mode():
-            for start in tqdm(starts, desc="encode", unit="batch", disable=not show_progress):
+            for start in tqdm(starts, desc="encode", unit="batch", disable=progress_disabled() if show_progress else True):
                 idx = order[start:start + self.batch_size]
                 batch = tokenizer([texts[i] for i in idx], padding=True, truncation=True,
                                   max_length=self.max_length, return_tensors="pt").to(device)
@@ -174,7 +175,9 @@ class HFEncoder:
 
         model, tokenizer = self.model, self.tokenizer
         with torch.inference_mode():
-            for idx in tqdm(batches, desc=f"encode {len(texts)} {what}", unit="batch", disable=not show_progress):
+            # a bar on a terminal (or MOGG_PROGRESS=1), not in a batch job's log: mogg.core.progress
+            for idx in tqdm(batches, desc=f"encode {len(texts)} {what}", unit="batch",
+                            disable=progress_disabled() if show_progress else True):
                 batch = tokenizer([texts[i] for i in idx], truncation=True, max_length=self.max_length,
                                   return_tensors="pt").to(device)  # one length: no padding
                 emb = self._pool(model(**batch).last_hidden_state, batch["attention_mask"])

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from mogg.core.progress import progress
 from mogg.routing.networks.stacked import StackedAdam, epoch_seed
 from mogg.run.budget.actions import scorer as scorer_math
 from mogg.run.budget.actions._jit import mix64
@@ -134,11 +135,14 @@ def fit_action_routers(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, trains: Se
     best_epoch, bad, epochs = np.zeros(n_f, dtype=np.int64), np.zeros(n_f, dtype=np.int64), np.zeros(n_f, dtype=np.int64)
     stopped = np.zeros(n_f, dtype=bool)
     bs = max(1, int(batch_size))
-    with torch.no_grad():
+    bar = progress(total=max_epochs, desc=f"action router: {n_f} fold(s)", unit="epoch")
+    with torch.no_grad(), bar:
         for epoch in range(max_epochs):
             run = np.flatnonzero(~stopped)
             if not len(run):
                 break
+            bar.update()
+            bar.set_postfix_str(f"{len(run)} of {n_f} still training", refresh=False)
             perms = {k: trains[k][torch.randperm(len(trains[k]), generator=gens[k]).numpy()] for k in run}
             keys = {k: int(mix64(epoch_seed(int(seeds[k]), epoch))) for k in run}
             for s in range(max(math.ceil(len(perms[k]) / bs) for k in run)):  # a few steps per epoch
@@ -159,6 +163,9 @@ def fit_action_routers(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, trains: Se
                 else:
                     bad[k] += 1
                     stopped[k] = bool(patience) and bad[k] >= patience
+                    if stopped[k]:  # a line as each fold ends: a log shows the cross-fit moving
+                        log.info("action router fold %d of %d stopped at epoch %d (best %d, val loss %.4f)", k + 1, n_f,
+                                 epoch + 1, best_epoch[k] + 1, best[k])
     for k, r in enumerate(routers):
         if not math.isfinite(best[k]):
             from mogg.routing.networks.training import FitError

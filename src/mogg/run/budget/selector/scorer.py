@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from mogg.core.artifacts import ArtifactError, atomic_path, strict_json
+from mogg.core.progress import progress_disabled
 from mogg.routing.fitting.folds import CrossFit, check_run, make_folds
 
 log = logging.getLogger(__name__)
@@ -151,7 +152,7 @@ def crossfit_selector(x: np.ndarray, y: np.ndarray, tokens: np.ndarray, cand_q: 
     w = _weights(cand_q, tokens.astype(float))
     from tqdm.auto import tqdm
 
-    for k in tqdm(range(n_folds), desc="selector folds", unit="fold", leave=False):  # a few folds: one model each
+    for k in tqdm(range(n_folds), desc="selector folds", unit="fold", leave=False, disable=progress_disabled()):  # a few folds: one model each
         train, val = cf.split(k)
         rtr = np.flatnonzero(np.isin(cand_q, train) & has)
         rva = np.flatnonzero(np.isin(cand_q, val) & has)
