@@ -96,3 +96,26 @@ def test_the_cli_refuses_a_bad_slot_count_in_one_line(tmp_path):
 @pytest.mark.parametrize("entry", ["train.py", "evaluate.py", "build.py"])
 def test_every_entry_point_takes_a_slot(entry):
     assert "job_slot" in main_calls(entry), f"{entry}: main() takes no job slot"
+
+
+def test_a_waiting_job_says_who_holds_the_slot_and_for_how_long(tmp_path, caplog):
+    """Issue 50: a job waiting for a slot printed one line at the start and nothing until the wait
+    ended; now a line every ``remind_s`` names each holder and how long it has held its slot."""
+    import re
+    import threading
+
+    from mogg.core.slots import job_slot
+
+    a = _holder(1, tmp_path, 60)
+    try:
+        threading.Timer(1.5, a.kill).start()
+        with caplog.at_level("WARNING", logger="mogg.core.slots"), job_slot(1, tmp_path, poll_s=0.05, remind_s=0.4):
+            pass
+    finally:
+        a.kill(), a.wait()
+    msgs = [r.getMessage() for r in caplog.records]
+    assert "held by other mogg jobs" in msgs[0] and f"pid {a.pid} in " in msgs[0]
+    still = [m for m in msgs if m.startswith("still waiting for a job slot")]
+    assert 2 <= len(still) <= 5, msgs
+    assert all(re.search(rf"pid {a.pid} in .* for \d+ s", m) for m in still)
+    assert msgs[-1].startswith("job slot 0 of 1 after")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import re
 import tempfile
 import time
 from collections.abc import Iterator
@@ -48,12 +49,14 @@ def resolve_slots(slots: int | str | None) -> int | None:
 
 
 @contextmanager
-def job_slot(slots: int | str | None, directory: str | Path | None = None, poll_s: float = 0.25) -> Iterator[int | None]:
+def job_slot(slots: int | str | None, directory: str | Path | None = None, poll_s: float = 0.25,
+             remind_s: float = 60.0) -> Iterator[int | None]:
     """Hold one of ``slots`` machine-wide job slots for the block; yields its index (None: no limit).
     ``slots``: a count, ``"auto"`` (:func:`resolve_slots`) or None.
 
     ``directory``: where the slot files live (default :func:`default_slot_dir`); jobs that should
-    share a limit must name the same one.
+    share a limit must name the same one. A job that waits says so once, then every ``remind_s``
+    seconds with who holds each slot and for how long.
     """
     slots = resolve_slots(slots)
     if slots is None:
@@ -66,7 +69,7 @@ def job_slot(slots: int | str | None, directory: str | Path | None = None, poll_
         d.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ValueError(f"slots_dir={str(d)!r}: cannot create the slot folder ({e.strerror}); name a writable folder") from None
-    t0, said = time.monotonic(), False
+    t0, said, last = time.monotonic(), False, 0.0
     while True:
         for i in range(slots):
             try:
@@ -81,7 +84,7 @@ def job_slot(slots: int | str | None, directory: str | Path | None = None, poll_
             try:
                 # who holds it, for the jobs that wait (read by _holders)
                 os.ftruncate(fd, 0)
-                os.pwrite(fd, f"pid {os.getpid()} in {os.getcwd()}\n".encode(), 0)
+                os.pwrite(fd, f"pid {os.getpid()} in {os.getcwd()} since {time.time():.0f}\n".encode(), 0)
                 if said:
                     log.warning("job slot %d of %d after %.1f s of waiting", i, slots, time.monotonic() - t0)
                 yield i
@@ -92,7 +95,10 @@ def job_slot(slots: int | str | None, directory: str | Path | None = None, poll_
             log.warning("all %d job slots in %s are held by other mogg jobs (%s): waiting for one. Jobs of every "
                         "checkout of this user share these slots; slots=null lifts the limit, slots=N changes it, "
                         "slots_dir=DIR (or MOGG_SLOTS_DIR) gives this run slots of its own", slots, d, _holders(d, slots))
-            said = True
+            said, last = True, time.monotonic()
+        elif time.monotonic() - last >= remind_s:  # a line a minute: a waiting job is not a hung one
+            log.warning("still waiting for a job slot after %.0f s: %s", time.monotonic() - t0, _holders(d, slots))
+            last = time.monotonic()
         time.sleep(poll_s)
 
 
@@ -104,5 +110,8 @@ def _holders(d: Path, slots: int) -> str:
             text = (d / f"slot{i}").read_text(errors="replace").strip()
         except OSError:
             text = ""
+        m = re.fullmatch(r"(.*) since (\d+)", text)
+        if m:  # held for how long (a holder written before the time was kept says only who)
+            text = f"{m.group(1)} for {max(0, time.time() - int(m.group(2))):.0f} s"
         out.append(text or "a job that did not say")
     return "; ".join(out)
