@@ -506,3 +506,28 @@ def test_tokens_to_reach_is_computed_for_every_row_of_the_table(tmp_path, mirage
         best = max(fr["budgets"][b][name]["f1"]["mean"] for b in fr["budgets"])
         if best >= target and name not in fr.get("curves", {}) and name != "oracle":
             assert not np.isnan(fr["reach"][name]), f"{name} reaches {target} at a table budget, yet 'never'"
+
+
+def test_a_second_experiment_reuses_the_action_folds_another_run_trained(tmp_path, mirage, caplog):
+    """Issue 50: selector_pubmedqa re-trained the action folds frontier_pubmedqa had just trained
+    (checkpoints keyed by run name). Folds are kept in the artifact store by run id (data, folds,
+    seed, knobs, code) and copied in, said in the log; other knobs train anew."""
+    from conftest import compose
+
+    from mogg.run.app import train
+
+    short = ["frontier.routers.actions.max_epochs=4", "trainer.max_epochs=3"]
+    train(compose(_frontier_overrides(tmp_path, mirage) + short + ["run_name=first"]))
+    first = tmp_path / "ckpt" / "first" / "mog" / "actions"
+    with caplog.at_level("INFO", logger="mogg.routing.fitting.folds"):  # another experiment's run, the same folds
+        train(compose(_frontier_overrides(tmp_path, mirage) + short + ["run_name=second", "router.fit=both"]))
+    second = tmp_path / "ckpt" / "second" / "mog" / "actions"
+    assert "already trained by another run: reused" in caplog.text
+    for f in sorted(first.rglob("*")):
+        if f.is_file():
+            assert (second / f.relative_to(first)).read_bytes() == f.read_bytes(), f
+    caplog.clear()
+    with caplog.at_level("INFO", logger="mogg.routing.fitting.folds"):
+        train(compose(_frontier_overrides(tmp_path, mirage) + short + ["run_name=third", "frontier.routers.actions.lr=0.002"]))
+    assert "reused" not in caplog.text  # another knob: other folds
+    assert (tmp_path / "ckpt" / "third" / "mog" / "actions" / "folds.json").is_file()

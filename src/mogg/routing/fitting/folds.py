@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mogg.core.artifacts import ArtifactError, atomic_path, config_hash, diff_fields, strict_json
+from mogg.core.artifacts import ArtifactError, atomic_path, config_hash, diff_fields, staged_dir, strict_json
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,7 @@ class CrossFit:
     n_folds: int
     seed: int
     val_fraction: float
+    store: Path | None = None  # the artifact store: finished folds kept by run id, for any run that needs them
     fold: np.ndarray = field(init=False)
     run_id: str = field(init=False)
 
@@ -88,10 +89,30 @@ class CrossFit:
     def test(self, k: int) -> np.ndarray:
         return np.flatnonzero(self.fold == k)
 
+    @property
+    def stored(self) -> Path | None:
+        """Where the artifact store keeps this run's folds (``<store>/crossfits/<run id>``), if any."""
+        return None if self.store is None else Path(self.store) / "crossfits" / self.run_id
+
     def finished(self, what: str) -> dict | None:
-        """``folds.json`` when it records this run (the folds are done: skip them), else None after
-        removing a stale one (:func:`finished_run`)."""
-        return finished_run(self.out_dir, self.run_id, what)
+        """``folds.json`` when it records this run (the folds are done: skip them); else the same
+        folds from the artifact store when another run trained them (the run id hashes the data,
+        folds, seed, knobs and code: the same folds), copied in and said in the log; else None after
+        removing a stale ``folds.json`` (:func:`finished_run`)."""
+        found = finished_run(self.out_dir, self.run_id, what)
+        if found is not None or self.stored is None or not (self.stored / "folds.json").is_file():
+            return found
+        import shutil
+
+        for d in sorted(self.stored.glob("fold*")):
+            if d.is_dir():
+                with staged_dir(self.out_dir / d.name) as tmp:
+                    shutil.copytree(d, tmp, dirs_exist_ok=True)
+        with atomic_path(self.path) as tmp:  # last, as a fit writes it
+            shutil.copyfile(self.stored / "folds.json", tmp)
+        log.info("%s folds of this run id (%s) already trained by another run: reused from %s (the same data, folds, "
+                 "seed, knobs and code)", what, self.run_id, self.stored)
+        return json.loads(self.path.read_text())
 
     def finish(self, query_ids: list[str], per_fold: list[dict] | None = None, indent: int | None = None,
                **extra) -> dict:
@@ -106,6 +127,14 @@ class CrossFit:
                 "folds": folds}
         with atomic_path(self.path) as tmp:
             tmp.write_text(strict_json(info, indent=indent))
+        if self.stored is not None:  # kept for any later run that needs the same folds
+            import shutil
+
+            with staged_dir(self.stored) as tmp:
+                for d in sorted(self.out_dir.glob("fold*")):
+                    if d.is_dir():
+                        shutil.copytree(d, tmp / d.name)
+                shutil.copyfile(self.path, tmp / "folds.json")
         return info
 
 

@@ -40,13 +40,14 @@ class ActionFolds:
 
 def crossfit_actions(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, space: ActionSpace, query_ids: list[str],
                      n_folds: int, seed: int, fit_kwargs: dict, val_fraction: float, out_dir: Path,
-                     data_key: str = "") -> dict:
+                     data_key: str = "", store: Path | None = None) -> dict:
     """Train one action router per fold, all folds as one stacked fit
     (:func:`mogg.run.budget.actions.fit.fit_action_routers`), into ``out_dir/fold<k>``; ``folds.json``
     last. Folds and validation slices are drawn exactly as the level router's
-    (:mod:`mogg.routing.fitting.kfold`)."""
+    (:mod:`mogg.routing.fitting.kfold`). ``store``: the artifact store, where finished folds are kept by
+    run id and reused by any run that needs the same ones (:class:`mogg.routing.fitting.folds.CrossFit`)."""
     key = action_key(xq, xa, y, space, n_folds, seed, fit_kwargs, val_fraction, data_key)
-    cf = CrossFit(Path(out_dir), key, len(xq), n_folds, seed, val_fraction)
+    cf = CrossFit(Path(out_dir), key, len(xq), n_folds, seed, val_fraction, store)
     out_dir, run_id = cf.out_dir, cf.run_id
     done = cf.finished("action router")
     if done is not None:

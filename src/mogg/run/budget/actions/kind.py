@@ -68,7 +68,7 @@ class ActionRouterKind(BudgetRouter):
     def train(self, ctx: RunContext, ladder: LadderFrontier, out_dir: Path) -> dict:
         space, table, xq, xa = ladder.actions
         return crossfit_actions(xq, xa, table.f1, space, ladder.prep.query_ids, ctx.n_folds, ctx.seed, self.knobs(),
-                                ctx.val_fraction, out_dir, ladder.prep.data_key)
+                                ctx.val_fraction, out_dir, ladder.prep.data_key, ctx.artifacts)
 
     def folds(self, ctx: RunContext, ladder: LadderFrontier, fold_dir: Path):
         """The cross-fit's out-of-fold utilities (:class:`mogg.run.budget.actions.folds.ActionFolds`),
