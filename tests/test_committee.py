@@ -114,8 +114,9 @@ def test_a_constant_column_is_reported_once_per_fit_not_per_member(caplog):
     x, y, u = _toy()
     x[:, 4] = 1.0
     fits = [Fit(np.arange(100), np.arange(100, 120), 0, {}), Fit(np.arange(120, 220), np.arange(220, 240), 1, {})]
-    with caplog.at_level(logging.WARNING, logger="mogg.routing.networks.mlp"):
+    # said at info level since issue 50: expected, not a fault
+    with caplog.at_level(logging.INFO, logger="mogg.routing.networks.mlp"):
         train_routers(x, y, u, [f"q{i}" for i in range(240)], fits, CommitteeRouter(members=3, hidden=8),
                       TrainerConfig(max_epochs=2))
-    msgs = [r.getMessage() for r in caplog.records if "constant" in r.getMessage()]
+    msgs = [r.getMessage() for r in caplog.records if "take one value" in r.getMessage()]
     assert len(msgs) == 1 and "of 6 of 6 routers: 4;" in msgs[0]

@@ -104,7 +104,10 @@ def plot_frontier(name: str, fr: dict, path: Path, policies=()) -> None:
     for n in order:
         st = style(n)
         x, y = np.array(c[n]["tokens"]), np.array(c[n]["f1"])
-        ax.plot(x, y, marker="o", ms=2.5, label=n, **st)
+        if n in last:
+            ax.plot(x, y, marker="o", ms=2.5, label=n, **st)
+        else:  # the other learned and reference rows, faded: panel (a) reads envelope vs best vs ceilings
+            ax.plot(x, y, label=f"{n} (faded)", **{**st, "lw": 0.9, "alpha": 0.35})
         if n in shaded:
             se = np.array(c[n]["se"])
             ax.fill_between(x, y - 1.96 * se, y + 1.96 * se, color=st["color"], alpha=0.12, lw=0)
@@ -115,14 +118,24 @@ def plot_frontier(name: str, fr: dict, path: Path, policies=()) -> None:
     for n in ceilings:  # a learned policy's own ceiling (the sentence oracle)
         if n in grid_:
             ax.plot(grid_[f"{n} tokens"], grid_[n], label=f"{n} (ceiling)", **style(n))
-    marks = [("envelope", "s"), *((n, m) for p in policies for n, m in p.MARKS.items())]
+    row0 = fr["budgets"][budgets[0]]
+    for n in [n for n in row0 if n not in c and n != "oracle" and n not in ceilings]:  # rows without a curve
+        pts = [(fr["budgets"][b][n]["tokens"]["mean"], fr["budgets"][b][n]["f1"]["mean"]) for b in budgets]
+        ax.plot(*zip(*sorted(set(pts))), marker="^", ms=5, label=f"{n} (the table's budgets only)",
+                **{**style(n), "ls": "--"})
+    marked = {n: m for p in policies for n, m in p.MARKS.items()}
+    for n in (n for n in last if n in row0 and n != "envelope" and n not in marked):  # every headline row
+        marked[n] = "D"
+    marks = [("envelope", "s"), *marked.items()]
+    said = False  # the budgets are labelled once (on the first learned row): the markers line up
     for n, mark in marks:  # the table's cells
         if n not in fr["budgets"][budgets[0]]:
             continue
         pts = [(fr["budgets"][b][n]["tokens"]["mean"], fr["budgets"][b][n]["f1"]["mean"]) for b in budgets]
         ax.scatter(*zip(*pts), marker=mark, s=46, facecolor="white", edgecolor=style(n)["color"], lw=1.6,
                    zorder=5, label=f"{n} at the table's budgets")
-        if n != "envelope":  # budgets whose deployments coincide share one label ("B=256, 512")
+        if n != "envelope" and not said:  # budgets whose deployments coincide share one label ("B=256, 512")
+            said = True
             at: dict[tuple, list[int]] = {}
             for b, p in zip(budgets, pts):
                 at.setdefault((round(p[0], 1), round(p[1], 4)), []).append(b)
