@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -102,12 +103,9 @@ class CrossFit:
         found = finished_run(self.out_dir, self.run_id, what)
         if found is not None or self.stored is None or not (self.stored / "folds.json").is_file():
             return found
-        import shutil
-
-        for d in sorted(self.stored.glob("fold*")):
-            if d.is_dir():
-                with staged_dir(self.out_dir / d.name) as tmp:
-                    shutil.copytree(d, tmp, dirs_exist_ok=True)
+        for d in _fold_dirs(self.stored):
+            with staged_dir(self.out_dir / d.name) as tmp:
+                shutil.copytree(d, tmp, dirs_exist_ok=True)
         with atomic_path(self.path) as tmp:  # last, as a fit writes it
             shutil.copyfile(self.stored / "folds.json", tmp)
         log.info("%s folds of this run id (%s) already trained by another run: reused from %s (the same data, folds, "
@@ -128,14 +126,16 @@ class CrossFit:
         with atomic_path(self.path) as tmp:
             tmp.write_text(strict_json(info, indent=indent))
         if self.stored is not None:  # kept for any later run that needs the same folds
-            import shutil
-
             with staged_dir(self.stored) as tmp:
-                for d in sorted(self.out_dir.glob("fold*")):
-                    if d.is_dir():
-                        shutil.copytree(d, tmp / d.name)
+                for d in _fold_dirs(self.out_dir):
+                    shutil.copytree(d, tmp / d.name)
                 shutil.copyfile(self.path, tmp / "folds.json")
         return info
+
+
+def _fold_dirs(root: Path) -> list[Path]:
+    """A cross-fit's per-fold directories under ``root`` (``fold0``, ``fold1``, ...)."""
+    return [d for d in sorted(Path(root).glob("fold*")) if d.is_dir()]
 
 
 class StaleRouters(ArtifactError):
