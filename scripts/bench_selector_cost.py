@@ -6,7 +6,8 @@ random into documents of the corpus' median sentence count, as ``bench_scale.py`
 passages), then times :func:`mogg.run.budget.selector.stage.reading_data` (candidates, lexicon,
 encoding, features, labels) cold on each, side by side in one process: every timed run gets an
 empty embedding store, so nothing it encodes is cached. The ladder builds and the retrieval are not
-timed (they are the index's cost, paid once per corpus, not the selector's).
+timed, nor the units' term matrices the lexicon keeps beside each ladder (the index's cost, paid
+once per corpus, not the selector's).
 
 ``--reference`` also times what the selector did before issue 48 (encoding every unit of the
 ladder) on the unpadded corpus, on a ``--reference-sample`` of the units, extrapolated linearly.
@@ -87,6 +88,7 @@ def main() -> None:
 
     configure_threads(None)
     from mogg.run.budget.selector.kind import EvidenceSelectorKind
+    from mogg.run.budget.selector.lexicon import unit_terms
     from mogg.run.budget.selector.stage import reading_data
     from mogg.run.context import run_context
     from mogg.run.frontier_stage import frontier_settings
@@ -108,7 +110,11 @@ def main() -> None:
         preps = prepare_all(cfg)  # ladders + retrieval: not the selector's cost
         t_prep = time.perf_counter() - t0
         for ladder, prep in preps.items():
-            ctx = dataclasses.replace(run_context(cfg), artifacts=tmp / f"cold-{name}-{ladder}")  # nothing cached
+            ctx = dataclasses.replace(run_context(cfg), artifacts=tmp / f"cold-{name}-{ladder}")  # no embedding
+            t0 = time.perf_counter()
+            # the units' term matrices are the index's (built once per ladder, beside it), not the selector's
+            unit_terms(prep.ladder, prep.ladder_key, ctx.artifacts)
+            t_prep += time.perf_counter() - t0
             t0 = time.perf_counter()
             data = reading_data(ctx, prep, sel)
             secs = time.perf_counter() - t0

@@ -5,14 +5,27 @@ from the repository root, the README's venv active), with its exit status and wa
     python3 scripts/newcomer.py                  # in a fresh clone with ../shared beside it (~20 min)
     python3 scripts/newcomer.py --skip-install   # the venv exists: command 1 without its install part
     python3 scripts/newcomer.py --list           # only print what would run
+    python3 scripts/newcomer.py --write-times    # also write the table into docs/benchmarks.md
 
-Exit status 0 only if every block exits 0. Not a test (minutes of work); ``tests/test_docs.py``
-checks that these blocks are found and compose.
+Each step's output is streamed and the longest silence (seconds between two pieces of output, the
+start and the exit included) is measured, with progress bars on as on a terminal
+(``MOGG_PROGRESS=1``; ``--batch`` leaves them off, as in a cluster job's log). The table printed at
+the end (step, command, exit, wall time, longest silence) is the one source of the documented
+commands' run times: ``--write-times`` puts it between the markers of docs/benchmarks.md's "Run
+times", and the README and docs cite it instead of restating a time beside one of these commands
+(:func:`restated_times` lists any that do; the exit status counts them).
+
+Exit status 0 only if every block exits 0, no step is silent for more than ``--max-silence``
+seconds and no time is restated. Not a test (minutes of work); ``tests/test_docs.py`` checks that
+these blocks are found and compose, and that no time is restated.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import os
+import platform
 import re
 import subprocess
 import sys
@@ -59,12 +72,83 @@ def plan(skip_install: bool) -> list[tuple[str, str]]:
     return steps
 
 
+# a time stated beside a command: "~8 s", "~2.5 min", "~1 h"
+_TIME = re.compile(r"(?<![\w.:])~?\s?\d+(?:\.\d+)?\s?(?:s|sec|seconds?|min|minutes?|h|hours?)\b")
+BEGIN, END = "<!-- run-times:begin (scripts/newcomer.py --write-times) -->", "<!-- run-times:end -->"
+
+
+def restated_times(steps: list[tuple[str, str]] | None = None, pages: list[Path] | None = None) -> list[str]:
+    """``page:line`` of every line in README.md and docs/ (docs/benchmarks.md aside: it holds the
+    table) that states a run time beside one of the commands this script times: the table is their
+    one source."""
+    steps = plan(False) if steps is None else steps
+    readme = (ROOT / "README.md").read_text()
+    raw = _blocks(_section(readme, "Two commands"))[0].split("# 2.")[0]  # command 1 as written, line by line
+    commands = {ln.strip().split("  #")[0].strip() for _, script in [*steps, ("", raw)] for ln in script.splitlines()}
+    commands = {c for c in commands if c and not c.startswith("#") and len(c) > 12}
+    out = []
+    for page in pages if pages is not None else [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        if page.name == "benchmarks.md":
+            continue
+        lines = page.read_text().splitlines()
+        for i, ln in enumerate(lines):
+            near = " ".join(lines[max(i - 2, 0):i + 3])  # a command's comment may wrap onto its neighbours
+            if _TIME.search(ln) and any(c in near for c in commands):
+                out.append(f"{page.name if page.parent.name != 'docs' else 'docs/' + page.name}:{i + 1}: {ln.strip()[:100]}")
+    return out
+
+
+def run_streamed(script: str, env: dict) -> tuple[int, float, float]:
+    """Run ``script`` with bash from the repository root, echoing its output as it comes; (exit
+    status, wall seconds, longest silence in seconds: between two pieces of output, from the start
+    to the first and from the last to the exit)."""
+    t0 = last = time.perf_counter()
+    gap = 0.0
+    proc = subprocess.Popen(["bash", "-c", script], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    while True:
+        chunk = proc.stdout.read1(65536)  # whatever is there: a bar's carriage-return update counts
+        now = time.perf_counter()
+        if not chunk:
+            break
+        gap, last = max(gap, now - last), now
+        sys.stdout.buffer.write(chunk)
+        sys.stdout.flush()
+    rc = proc.wait()
+    end = time.perf_counter()
+    return rc, end - t0, max(gap, end - last)
+
+
+def _table(rows) -> list[str]:
+    md = ["| step | command | exit | wall time | longest silence |", "|---|---|---|---|---|"]
+    for where, cmd, rc, dt, quiet in rows:
+        md.append(f"| {where} | `{cmd}` | {rc} | {dt // 60:.0f}:{dt % 60:04.1f} | {quiet:.0f} s |")
+    return md
+
+
+def write_times(rows, batch: bool) -> None:
+    """Replace the run-times table of docs/benchmarks.md (between its markers) with ``rows``."""
+    page = ROOT / "docs" / "benchmarks.md"
+    text = page.read_text()
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"docs/benchmarks.md lacks the markers {BEGIN} ... {END}")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    head = [f"Measured by `python3 scripts/newcomer.py --write-times` on {datetime.date.today()}, commit {commit}, "
+            f"{os.cpu_count()} cores ({platform.machine()}), progress bars {'off (batch)' if batch else 'on'}:", ""]
+    a, b = text.index(BEGIN) + len(BEGIN), text.index(END)
+    page.write_text(text[:a] + "\n" + "\n".join(head + _table(rows)) + "\n" + text[b:])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--skip-install", action="store_true", help="command 1 without creating the venv and installing")
     ap.add_argument("--list", action="store_true", help="print the steps, run nothing")
+    ap.add_argument("--batch", action="store_true", help="progress bars off, as in a batch job's log")
+    ap.add_argument("--max-silence", type=float, default=30.0, help="seconds a step may print nothing")
+    ap.add_argument("--write-times", action="store_true", help="write the table into docs/benchmarks.md")
     args = ap.parse_args(argv)
     steps = plan(args.skip_install)
+    restated = restated_times(plan(False))
+    env = dict(os.environ, MOGG_PROGRESS="0" if args.batch else "1")
     rows = []
     for where, script in steps:
         print(f"\n=== {where}\n{script.strip()}", flush=True)
@@ -73,16 +157,20 @@ def main(argv: list[str] | None = None) -> int:
         # on its own line: "activate && <block>" bound the activation to the block's first command
         # (a block starting "# comment" then "server &" activated the venv in the background job only)
         venv = "" if where == "README command 1" and not args.skip_install else ". .venv/bin/activate\n"
-        t0 = time.perf_counter()
-        rc = subprocess.run(["bash", "-c", f"set -eo pipefail\n{venv}{script}"], cwd=ROOT).returncode
-        rows.append((where, script.strip().splitlines()[0][:70], rc, time.perf_counter() - t0))
-        print(f"--- exit {rc} in {rows[-1][3]:.0f} s", flush=True)
+        rc, dt, quiet = run_streamed(f"set -eo pipefail\n{venv}{script}", env)
+        rows.append((where, script.strip().splitlines()[0][:70], rc, dt, quiet))
+        print(f"--- exit {rc} in {dt:.0f} s, longest silence {quiet:.0f} s", flush=True)
+    for r in restated:
+        print(f"restated run time (cite docs/benchmarks.md's 'Run times' instead): {r}")
     if args.list:
         return 0
-    print("\n| step | command | exit | wall time |\n|---|---|---|---|")
-    for where, cmd, rc, dt in rows:
-        print(f"| {where} | `{cmd}` | {rc} | {dt // 60:.0f}:{dt % 60:04.1f} |")
-    return 0 if all(rc == 0 for _, _, rc, _ in rows) else 1
+    print("\n" + "\n".join(_table(rows)))
+    worst = max(rows, key=lambda r: r[4])
+    print(f"\nlongest silence: {worst[4]:.0f} s ({worst[0]}: {worst[1]}); bar {args.max_silence:.0f} s")
+    if args.write_times:
+        write_times(rows, args.batch)
+    ok = all(r[2] == 0 for r in rows) and worst[4] <= args.max_silence and not restated
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

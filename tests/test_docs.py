@@ -309,3 +309,23 @@ def test_the_readme_layout_names_every_module():
     missing = sorted(f"{p.relative_to(ROOT / 'src' / 'mogg')}" for p in (ROOT / "src" / "mogg").rglob("*.py")
                      if p.stem != "__init__" and p.stem not in named)
     assert not missing, f"modules the README layout does not name: {missing}"
+
+
+def test_the_run_times_have_one_source_and_no_page_restates_them(tmp_path):
+    """Issue 50: the README and docs gave different times for the same commands. The documented
+    commands' times are the table scripts/newcomer.py writes into docs/benchmarks.md; a time stated
+    beside one of those commands elsewhere is refused (the script's own check, run here)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("newcomer", ROOT / "scripts" / "newcomer.py")
+    newcomer = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(newcomer)
+    assert newcomer.restated_times() == []
+    bench = (ROOT / "docs" / "benchmarks.md").read_text()
+    assert newcomer.BEGIN in bench and newcomer.END in bench
+    # the check is not blind: a restated time beside a timed command is found
+    page = tmp_path / "page.md"
+    page.write_text("```bash\npython train.py experiment=frontier data=pubmedqa   # ~0.5 min + 7 s\n"
+                    "\n\n\npython train.py experiment=other   # 14.5 min\n```\n")
+    found = newcomer.restated_times([("README headline", "python train.py experiment=frontier data=pubmedqa")], [page])
+    assert found == ["page.md:2: python train.py experiment=frontier data=pubmedqa   # ~0.5 min + 7 s"]

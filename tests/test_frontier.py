@@ -531,3 +531,22 @@ def test_a_second_experiment_reuses_the_action_folds_another_run_trained(tmp_pat
         train(compose(_frontier_overrides(tmp_path, mirage) + short + ["run_name=third", "frontier.routers.actions.lr=0.002"]))
     assert "reused" not in caplog.text  # another knob: other folds
     assert (tmp_path / "ckpt" / "third" / "mog" / "actions" / "folds.json").is_file()
+
+
+def test_the_budgets_plot_says_why_the_oracle_falls_below_a_fixed_level(tmp_path):
+    """Issue 50: in ``<ladder>_budgets.png`` the oracle line fell below a fixed level at 256 tokens
+    with no word of why; the plot now says it (and nothing where the oracle never dips)."""
+    from mogg.evaluation.budgets import oracle_dip_note, plot_budgets
+
+    def cell(f):
+        return {"f1": {"mean": f, "se": 0.01, "n": 10}, "tokens": {"mean": 100.0, "se": 1.0, "n": 10}}
+
+    table = {"fixed:L0": {128: cell(0.5), 256: cell(0.7)}, "fixed:L1": {128: cell(0.4), 256: cell(0.6)},
+             "oracle": {128: cell(0.6), 256: cell(0.65)}}
+    note = oracle_dip_note(table, [128, 256])
+    assert note is not None and "256 tokens (fixed:L0)" in note and "128" not in note and "cut" in note
+    table["oracle"][256] = cell(0.75)
+    assert oracle_dip_note(table, [128, 256]) is None
+    table["oracle"][256] = cell(0.65)
+    plot_budgets("mog", table, [128, 256], tmp_path / "b.png")
+    assert (tmp_path / "b.png").stat().st_size > 1000

@@ -54,6 +54,33 @@ def test_the_encoder_sees_the_candidate_units_only_and_each_once_ever(tmp_path):
     np.testing.assert_array_equal(np.nan_to_num(x, nan=-9), np.nan_to_num(x2, nan=-9))
 
 
+def test_the_selector_tokenizes_the_corpus_once_per_ladder_and_then_only_its_questions(tmp_path, monkeypatch):
+    """The units' term matrices (IDF needs every unit) are built once beside the ladder; a later
+    run (or mogg-route) tokenizes only its questions and options, and its features are the bits of
+    the in-memory build."""
+    import mogg.run.budget.selector.lexicon as lexicon
+    from mogg.run.budget.selector.stage import candidate_features
+    from mogg.run.prepare_stage import prepare_all
+
+    cfg = compose(["experiment=selector_generic", f"paths.artifacts={tmp_path / 'a'}"])
+    prep = prepare_all(cfg)["mog"]
+    opts = [" ".join(it.options.values()) for it in prep.items]
+    args = (prep.ladder, prep.deep, prep.questions, opts, 8, 24, False)
+    _, cand0, x0 = candidate_features(*args)  # no store: built in memory
+    _, _, x1 = candidate_features(*args, None, tmp_path / "store", prep.ladder_key)  # builds and stores
+    seen = []
+    real = lexicon.tokenize
+    monkeypatch.setattr(lexicon, "tokenize", lambda t, **kw: seen.append(t) or real(t, **kw))
+    lex, cand2, x2 = candidate_features(*args, None, tmp_path / "store", prep.ladder_key)
+    assert sorted(seen) == sorted(list(prep.questions) + opts)  # no unit of the corpus
+    assert len(lex.unit_tokens) == len(prep.ladder.units)
+    np.testing.assert_array_equal(cand0.unit, cand2.unit)
+    for x in (x1, x2):
+        np.testing.assert_array_equal(np.nan_to_num(x0, nan=-9), np.nan_to_num(x, nan=-9))
+    (stored,) = (tmp_path / "store" / "unit_terms").iterdir()
+    assert (stored / "counts.npz").is_file() and (stored / "vocab.json").is_file()
+
+
 def test_a_text_embedded_without_padding_is_the_same_bits_in_any_company(tmp_path):
     import torch
 

@@ -85,11 +85,32 @@ def plot_budgets(name: str, table: dict[str, dict], budgets: list[int], path: Pa
     ax.set_title(f"{name}: every policy's own ranking filled to the budget (points: one per budget)", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # outside the data
-    fig.tight_layout()
+    note = oracle_dip_note(table, budgets)
+    if note:  # said on the plot itself: a reader sees the dip before the table's legend
+        fig.text(0.01, 0.01, note, fontsize=7.5, ha="left", va="bottom", wrap=True)
+    fig.tight_layout(rect=(0, 0.07 if note else 0, 1, 1))
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(Path(path)) as tmp:
         fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)
+
+
+def oracle_dip_note(table: dict[str, dict], budgets: list[int]) -> str | None:
+    """Why the oracle line falls below a fixed level at some budgets (None where it never does): it
+    picks the level with the best F1 at its own k, then its context is cut to the budget."""
+    orc = table.get(N.ORACLE)
+    if not orc:
+        return None
+    dips = []
+    for b in budgets:
+        fixed = {p: r[b]["f1"]["mean"] for p, r in table.items() if N.is_fixed(p) and r[b]["f1"]["n"]}
+        if fixed and orc[b]["f1"]["n"] and orc[b]["f1"]["mean"] < max(fixed.values()):
+            dips.append((b, max(fixed, key=fixed.get)))
+    if not dips:
+        return None
+    where = ", ".join(f"{b} tokens ({p})" for b, p in dips)
+    return (f"The oracle falls below a fixed level at {where}: it picks each question's best level at its own k "
+            "(with the labels), then that context is cut to the budget; the fixed level was better once cut.")
 
 
 def budget_overview(summaries: dict[str, dict], budgets: list[int]) -> list[str]:

@@ -32,6 +32,7 @@ import scipy.sparse as sp
 from mogg.core.segments import segment_rank
 from mogg.core.text import tokenize
 from mogg.ladders.base import Ladder
+from mogg.run.budget.selector.lexicon import Lexicon, UnitTerms, unit_terms  # noqa: F401  (re-exported)
 from mogg.search import Hits
 
 
@@ -60,86 +61,6 @@ class Candidates:
         keep = np.zeros(self.n_questions, dtype=bool)
         keep[np.asarray(questions, dtype=np.int64)] = True
         return np.flatnonzero(keep[self.q])
-
-
-class Lexicon:
-    """IDF over the ladder's units and sparse term matrices: units x terms (binary, counts),
-    questions x terms and the questions' answer options x terms (all options of a question as one
-    row; empty without options); unit token counts. Built once per ladder and question set."""
-
-    def __init__(self, ladder: Ladder, questions: list[str], options: list[str] | None = None):
-        vocab: dict[str, int] = {}
-        get = vocab.setdefault
-
-        def ids(texts: list[str], stop: bool) -> tuple[list[int], list[int]]:
-            ind, ptr = [], [0]
-            for t in texts:
-                ind.extend(get(w, len(vocab)) for w in tokenize(t, stopwords=stop))
-                ptr.append(len(ind))
-            return ind, ptr
-
-        units = list(ladder.units.text)
-        opts = list(options) if options is not None else [""] * len(questions)
-        if len(opts) != len(questions):
-            raise ValueError(f"{len(opts)} option texts for {len(questions)} questions")
-        # all tokens; content words of units, questions, options
-        parts = [ids(units, False), ids(units, True), ids(list(questions), True), ids(opts, True)]
-        n_v = max(len(vocab), 1)
-
-        def csr(ind: list[int], ptr: list[int]) -> sp.csr_matrix:
-            m = sp.csr_matrix((np.ones(len(ind), dtype=np.float32), np.asarray(ind, dtype=np.int64), np.asarray(ptr)),
-                              shape=(len(ptr) - 1, n_v))
-            m.sum_duplicates()  # counts per (row, word)
-            return m
-
-        u_all, content, qm, om = (csr(*p) for p in parts)
-        self.vocab = vocab
-        self.unit_counts = u_all  # [U, V] token counts
-        self.unit_tokens = np.asarray(u_all.sum(axis=1)).ravel()  # [U]
-        df = np.bincount(content.indices, minlength=n_v)  # units holding each content word
-        self.idf = np.log1p((len(units) - df + 0.5) / (df + 0.5)).astype(np.float32)  # BM25's, >= 0
-        self.unit_terms = (content > 0).astype(np.float32)  # [U, V] binary
-        self.question_terms = (qm > 0).astype(np.float32).multiply(self.idf[None, :]).tocsr()  # [Q, V] idf
-        self.question_mass = np.asarray(self.question_terms.sum(axis=1)).ravel()  # [Q]
-        self.option_terms = (om > 0).astype(np.float32).multiply(self.idf[None, :]).tocsr()  # [Q, V] idf
-        self.option_mass = np.asarray(self.option_terms.sum(axis=1)).ravel()  # [Q]; 0: no options
-
-    def option_match(self, q: np.ndarray, unit: np.ndarray, block: int = 200_000) -> np.ndarray:
-        """Per (question, unit) row: the share of the IDF mass of the question's option words the
-        unit holds (float64 [N]); NaN for a question without options: absent, not "matches nothing"
-        (a set without options must not look like a corner of one with them; the scorer takes NaN
-        as missing). In blocks of rows."""
-        out = np.full(len(q), np.nan)
-        has = self.option_mass[q] > 0
-        if not has.any():  # no question has options (PubMedQA-style or open questions)
-            return out
-        for a in range(0, len(q), block):
-            qi, ui = q[a:a + block], unit[a:a + block]
-            m = np.asarray(self.option_terms[qi].multiply(self.unit_terms[ui]).sum(axis=1)).ravel()
-            out[a:a + block] = np.where(has[a:a + block], m / np.maximum(self.option_mass[qi], 1e-9), np.nan)
-        return out
-
-    def match(self, q: np.ndarray, unit: np.ndarray, block: int = 200_000,
-              bm25: bool = True) -> tuple[np.ndarray, np.ndarray]:
-        """Per (question, unit) row: the IDF mass of the question's words the unit holds, and a
-        BM25-style score (k1 = 1.2, b = 0.75 over unit lengths; zeros with ``bm25=False``), float64
-        [N] each; in blocks of rows."""
-        out = np.zeros(len(q)), np.zeros(len(q))
-        if not len(q):
-            return out
-        avg = max(float(self.unit_tokens.mean()), 1.0)
-        for a in range(0, len(q), block):
-            qi, ui = q[a:a + block], unit[a:a + block]
-            both = self.question_terms[qi].multiply(self.unit_terms[ui]).tocsr()  # idf where shared
-            out[0][a:a + block] = np.asarray(both.sum(axis=1)).ravel()
-            if not bm25:
-                continue
-            tf = self.unit_counts[ui].multiply(both > 0).tocsr()  # term frequency of the shared words
-            norm = 1.2 * (0.25 + 0.75 * self.unit_tokens[ui] / avg)
-            sat = tf.copy()
-            sat.data = sat.data * 2.2 / (sat.data + np.repeat(norm, np.diff(sat.indptr)))
-            out[1][a:a + block] = np.asarray(sat.multiply(self.idf[None, :]).sum(axis=1)).ravel()
-        return out
 
 
 def candidates(ladder: Ladder, hits: Hits, lex: Lexicon, depth: int, per_chunk: int = 24) -> Candidates:

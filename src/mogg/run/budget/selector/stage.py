@@ -18,7 +18,8 @@ from hydra.utils import instantiate
 
 from mogg.evaluation.frontier_guard import Learned
 from mogg.prepared import Prepared
-from mogg.run.budget.selector.candidates import Candidates, Lexicon, candidates, evidence_overlap, features
+from mogg.run.budget.selector.candidates import Candidates, candidates, evidence_overlap, features
+from mogg.run.budget.selector.lexicon import Lexicon, unit_terms
 from mogg.run.budget.selector.plans import context_units, selector_learned, sentence_oracle
 from mogg.run.budget.selector.policy import Reading
 from mogg.run.budget.selector.scorer import crossfit_selector, predict_selector_folds, selector_key
@@ -47,7 +48,7 @@ def reading_data(ctx: RunContext, prep: Prepared, sel) -> ReadingData:
     encoder = instantiate(ctx.encoder) if sel.cosine else None
     lex, cand, x = candidate_features(prep.ladder, prep.deep, prep.questions,
                                       [" ".join(it.options.values()) for it in prep.items], sel.depth, sel.per_chunk,
-                                      sel.cosine, encoder, ctx.artifacts)
+                                      sel.cosine, encoder, ctx.artifacts, prep.ladder_key)
     evidence = [it.evidence_text for it in prep.items]
     overlap = evidence_overlap(cand, lex, evidence)
     tokens = lex.unit_tokens[cand.unit].astype(float)
@@ -59,12 +60,15 @@ def reading_data(ctx: RunContext, prep: Prepared, sel) -> ReadingData:
 
 
 def candidate_features(ladder, deep, questions: list[str], options: list[str], depth: int, per_chunk: int,
-                       cosine: bool, encoder=None, artifacts: Path | None = None) -> tuple[Lexicon, Candidates, np.ndarray]:
+                       cosine: bool, encoder=None, artifacts: Path | None = None,
+                       ladder_key: dict | None = None) -> tuple[Lexicon, Candidates, np.ndarray]:
     """The lexicon, the candidates in the deep hits (each level's top ``depth`` chunks, at most
     ``per_chunk`` units of one) and their features [N, F] for ``questions`` (``options``: each
     question's answer options as one text, "" for none); no labels needed, so training and
-    ``mogg-route`` build them alike. ``encoder``: for the cosine columns (``cosine``)."""
-    lex = Lexicon(ladder, list(questions), list(options))
+    ``mogg-route`` build them alike. ``encoder``: for the cosine columns (``cosine``). With
+    ``artifacts`` and ``ladder_key`` the units' term matrices are read from beside the ladder (built
+    there once): no step here scans the corpus."""
+    lex = Lexicon(unit_terms(ladder, ladder_key, artifacts), list(questions), list(options))
     cand = candidates(ladder, deep, lex, depth, per_chunk)
     cand_emb = q_emb = None
     if cosine:
