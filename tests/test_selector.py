@@ -55,7 +55,11 @@ def test_candidates_and_labels_by_hand():
 
     assert o.tolist() == [clipped(lad.units.text[u], ev[0]) for u in c.unit]
     assert o[2] == len(tokenize(lad.units.text[4]))  # the evidence sentence itself: every token is gold
-    x = features(lad, c, lex)
+    import warnings
+
+    with warnings.catch_warnings():  # options absent (NaN) is expected, not a RuntimeWarning (issue 50)
+        warnings.simplefilter("error")
+        x = features(lad, c, lex)
     names = feature_names(lad.level_names)
     opt_cols = [names.index(n) for n in ("option_match", "option_match_rel", "doc_option_match", "doc_option_match_rel")]
     assert x.shape == (4, 4 + 24) and np.isfinite(np.delete(x, opt_cols, axis=1)).all()
@@ -63,6 +67,46 @@ def test_candidates_and_labels_by_hand():
     # no options: the option columns are missing (NaN), not "matches nothing" (0): a set without
     # options must not read as a corner of one with them (issue 48)
     assert np.isnan(x[:, opt_cols]).all()
+
+
+def test_the_context_columns_against_brute_force():
+    """Issue 49: the neighbours' and the document's columns, per row, against a loop over rows."""
+    from mogg.run.budget.selector.candidates import CONTEXT_FEATURES, feature_names
+
+    lad = _ladder()
+    qs = ["What reverses warfarin?", "Who takes aspirin?"]
+    # question 0 sees units 0 and 3-5 (document 1 whole), question 1 units 0-2 and 4
+    hits = Hits(np.array([[[4, 0], [1, -1]], [[4, -1], [0, -1]]]),
+                np.array([[[2.0, 1.0], [3.0, -np.inf]], [[1.0, -np.inf], [2.0, -np.inf]]], dtype=np.float32))
+    lex = Lexicon(lad, qs)
+    c = candidates(lad, hits, lex, depth=2)
+    rng = np.random.default_rng(0)
+    emb = rng.normal(size=(len(lad.units), 8))
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    qe = rng.normal(size=(2, 8))
+    qe /= np.linalg.norm(qe, axis=1, keepdims=True)
+    x = features(lad, c, lex, emb[c.unit], qe, context=True)
+    names = feature_names(lad.level_names, context=True)
+    assert x.shape[1] == len(names) == len(feature_names(lad.level_names)) + len(CONTEXT_FEATURES)
+    assert features(lad, c, lex, emb[c.unit], qe).shape[1] == len(feature_names(lad.level_names))
+    col = {n: x[:, names.index(n)] for n in CONTEXT_FEATURES}
+    cos = x[:, names.index("cosine")]
+    match = x[:, names.index("match")]
+    rows = {(int(q), int(u)): i for i, (q, u) in enumerate(zip(c.q, c.unit))}
+    doc = lad.units.doc
+    for i, (q, u) in enumerate(zip(c.q.tolist(), c.unit.tolist())):
+        def nb(v, off):
+            j = rows.get((q, u + off))
+            return v[j] if j is not None and doc[u + off] == doc[u] else np.nan
+        for name, off in (("prev_cosine", -1), ("next_cosine", 1)):
+            np.testing.assert_allclose(col[name][i], nb(cos, off), rtol=1e-6)
+        for name, v in (("window_cosine", cos), ("window_match", match)):
+            near = [nb(v, o) for o in (-2, -1, 1, 2) if 0 <= u + o < len(doc)]
+            near = [a for a in near if not np.isnan(a)]
+            np.testing.assert_allclose(col[name][i], max(near) if near else np.nan, rtol=1e-6)
+        same = [j for (qq, uu), j in rows.items() if qq == q and doc[uu] == doc[u]]
+        np.testing.assert_allclose(col["doc_cosine_mean"][i], np.mean(cos[same]), rtol=1e-5)
+        assert col["doc_cosine_rank"][i] == sum(cos[j] > cos[i] for j in same)
 
 
 def test_the_option_features_by_hand():

@@ -174,3 +174,30 @@ def test_calibrate_here_on_a_transfer_directory_spends_the_budget_from_another_f
         if unbound > b:  # B binds: the calibration spends it
             assert abs(mean - b) <= 0.05 * b or mean <= b, (b, mean, unbound)
         assert mean <= b * 1.05
+
+
+def test_the_page_stand_in_groups_related_sections_into_pages(tmp_path):
+    """Issue 49: scripts/make_pages_standin.py writes pages of --sections explanations of one
+    subject, each question's evidence one whole section of its page, in the generic format that
+    experiment=selector_pages reads; deterministic."""
+    import importlib.util
+
+    from mogg.data.records import QAItem
+
+    spec = importlib.util.spec_from_file_location("pages", ROOT / "scripts" / "make_pages_standin.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    words = ["heart failure diuretic", "heart valve murmur", "kidney filtration glomerulus", "kidney stone pain",
+             "heart rhythm atrial", "kidney dialysis urea", "bone fracture healing"]
+    items = [QAItem(id=f"q{i}", question=f"question {i}?", answer="A", options={"A": "x", "B": "y"},
+                    gold_evidence=[f"The {w} explanation number {i}."]) for i, w in enumerate(words)]
+    subjects = {f"q{i}": ("Medicine" if i < 6 else "Surgery", "") for i in range(7)}
+    book = mod.pages(items, subjects, 3, 0)
+    assert [len(m) for _, m in book] == [3, 3, 1] and len({p for p, _ in book}) == 3
+    assert sorted(it.id for _, m in book for it in m) == sorted(it.id for it in items)  # every question once
+    assert {it.id for it in book[-1][1]} == {"q6"}  # pages never mix subjects
+    assert [[it.id for it in m] for _, m in book] == [[it.id for it in m] for _, m in mod.pages(items, subjects, 3, 0)]
+    from conftest import compose as hcompose
+
+    cfg = hcompose(["experiment=selector_pages"])
+    assert cfg.questions.path.endswith("pages_standin/questions.jsonl") and cfg.corpus.allow_gold

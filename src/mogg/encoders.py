@@ -173,11 +173,17 @@ class HFEncoder:
         import torch
         from tqdm.auto import tqdm
 
+        from mogg.core.progress import Heartbeat
+
         model, tokenizer = self.model, self.tokenizer
+        heart, done = Heartbeat(logger), 0  # a batch job's log (no bar) hears from it every 15 s
         with torch.inference_mode():
             # a bar on a terminal (or MOGG_PROGRESS=1), not in a batch job's log: mogg.core.progress
             for idx in tqdm(batches, desc=f"encode {len(texts)} {what}", unit="batch",
                             disable=progress_disabled() if show_progress else True):
+                if show_progress:
+                    heart.beat(lambda d=done: f"encoding {what}: {d} of {len(texts)}")
+                done += len(idx)
                 batch = tokenizer([texts[i] for i in idx], truncation=True, max_length=self.max_length,
                                   return_tensors="pt").to(device)  # one length: no padding
                 emb = self._pool(model(**batch).last_hidden_state, batch["attention_mask"])

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from mogg.core.artifacts import MANIFEST, artifact_dir, read_manifest, write_artifact
+from mogg.core.progress import progress_disabled
 from mogg.ladders.base import Ladder
 from mogg.ladders.concat import concat_ladders
 from mogg.ladders.store import build_ladder
@@ -69,8 +71,9 @@ def level_retrievers(
 
     out = []
     # a bar over the levels (ETA per level fit); silent when every level is restored from the store
+    quiet = ladder.n_levels < 2 or not log.isEnabledFor(logging.INFO)
     for j in tqdm(range(ladder.n_levels), desc="index levels", unit="level", leave=False,
-                  disable=ladder.n_levels < 2 or not log.isEnabledFor(logging.INFO)):
+                  disable=True if quiet else progress_disabled()):  # mogg.core.progress's rule
         r = make_retriever()
         if root is None or ladder_key is None:
             out.append(r.fit(ladder.texts(j)))
@@ -82,8 +85,11 @@ def level_retrievers(
             out.append(r.restore(d))
             log.info("level %d: restored %s from %s", j, type(r).__name__, d)
             continue
+        t0 = time.perf_counter()
         r.fit(ladder.texts(j))
         write_artifact(d, r.save, key)
+        log.info("level %d: fitted %s on %d chunks in %.1f s", j, type(r).__name__, len(ladder.levels[j]),
+                 time.perf_counter() - t0)
         out.append(r)
     return out
 
@@ -94,7 +100,8 @@ def search_levels(retrievers: Sequence, queries: Sequence[str], k_r: int) -> Hit
 
     ids, scores = [], []
     big = len(queries) * sum(getattr(r, "n_docs", 0) for r in retrievers) > 1e9  # query x chunk pairs
-    for r in tqdm(retrievers, desc="search levels", unit="level", leave=False, disable=not big):
+    log.info("search: %d questions x %d levels, top %d per level", len(queries), len(retrievers), k_r)
+    for r in tqdm(retrievers, desc="search levels", unit="level", leave=False, disable=True if not big else progress_disabled()):
         s, i = r.search(list(queries), k_r)
         scores.append(s.astype(np.float32))
         ids.append(i.astype(np.int64))

@@ -18,3 +18,23 @@ def progress(total: int | None = None, desc: str = "", unit: str = "it", leave: 
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=desc, unit=unit, leave=leave, disable=progress_disabled())
+
+
+class Heartbeat:
+    """A log line at most every ``every`` seconds from a long loop, so that a batch job's log (no
+    bars there) is never silent for long: ``beat(lambda: "...")`` logs the text at INFO on ``log``
+    when ``every`` seconds have passed since the last line (the text is built only then)."""
+
+    def __init__(self, log, every: float = 15.0):
+        import time
+
+        self.log, self.every, self._clock = log, float(every), time.monotonic
+        self._last = self._clock()
+
+    def beat(self, text) -> bool:
+        now = self._clock()
+        if now - self._last < self.every:
+            return False
+        self._last = now
+        self.log.info("%s", text())
+        return True

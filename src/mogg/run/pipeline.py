@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -221,7 +222,11 @@ def check_leakage(corpus, questions, items: Sequence[QAItem], ladder: Ladder, la
     split_files = questions.split_files()  # every question set (mogg.data.qa._QASet) names its files
 
     def scan() -> dict:
+        log.info("leakage scan: do the %d documents hold the %d questions' answers? (once per corpus and question "
+                 "set, cached)", len(ladder.units.doc_ids), len(items))
+        t0 = time.perf_counter()
         rep = find_leaks(corpus.files(), split_files, ladder.units.doc_ids, _document_texts(ladder), items)
+        log.info("leakage scan: done in %.1f s", time.perf_counter() - t0)
         return {"same_files": rep.same_files, "gold_ids": rep.gold_ids, "evidence": rep.evidence, "qa": rep.qa,
                 "n_evidence": rep.n_evidence}
 

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from mogg.core.progress import progress
+from mogg.core.progress import Heartbeat, progress
 from mogg.routing.networks.stacked import StackedAdam, epoch_seed
 from mogg.run.budget.actions import scorer as scorer_math
 from mogg.run.budget.actions._jit import mix64
@@ -136,6 +136,7 @@ def fit_action_routers(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, trains: Se
     stopped = np.zeros(n_f, dtype=bool)
     bs = max(1, int(batch_size))
     bar = progress(total=max_epochs, desc=f"action router: {n_f} fold(s)", unit="epoch")
+    heart = Heartbeat(log)  # a batch log (no bar) hears from the cross-fit every 15 s
     with torch.no_grad(), bar:
         for epoch in range(max_epochs):
             run = np.flatnonzero(~stopped)
@@ -143,6 +144,9 @@ def fit_action_routers(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, trains: Se
                 break
             bar.update()
             bar.set_postfix_str(f"{len(run)} of {n_f} still training", refresh=False)
+            n_run = len(run)
+            heart.beat(lambda e=epoch + 1, n=n_run: f"action router: epoch {e} of at most {max_epochs}, {n} of {n_f} "
+                                                   "fold(s) still training")
             perms = {k: trains[k][torch.randperm(len(trains[k]), generator=gens[k]).numpy()] for k in run}
             keys = {k: int(mix64(epoch_seed(int(seeds[k]), epoch))) for k in run}
             for s in range(max(math.ceil(len(perms[k]) / bs) for k in run)):  # a few steps per epoch

@@ -111,15 +111,22 @@ FEATURES = ("vote", "match", "match_rel", "bm25", "bm25_rel", "prev_match", "nex
             "option_match", "option_match_rel", "doc_option_match", "doc_option_match_rel")
 
 
-def feature_names(level_names: list[str]) -> list[str]:
-    return [f"{f} {lv}" for lv in level_names for f in FEATURES_PER_LEVEL] + list(FEATURES)
+# with ``context``: what the unit's neighbours and document say of the question (issue 49: evidence
+# that is a contiguous block shows in the units around it), NaN where a neighbour is not a candidate
+CONTEXT_FEATURES = ("prev_cosine", "next_cosine", "window_cosine", "doc_cosine_mean", "doc_cosine_rank",
+                    "window_match")
+
+
+def feature_names(level_names: list[str], context: bool = False) -> list[str]:
+    return ([f"{f} {lv}" for lv in level_names for f in FEATURES_PER_LEVEL] + list(FEATURES)
+            + (list(CONTEXT_FEATURES) if context else []))
 
 
 def features(ladder: Ladder, cand: Candidates, lex: Lexicon, cand_emb: np.ndarray | None = None,
-             question_emb: np.ndarray | None = None) -> np.ndarray:
-    """The feature matrix float32 [N, 2 L + len(FEATURES)] (:func:`feature_names`); the cosine
-    columns are 0 without embeddings (cand_emb [N, d]: each candidate's unit, question_emb [Q, d];
-    L2-normalised)."""
+             question_emb: np.ndarray | None = None, context: bool = False) -> np.ndarray:
+    """The feature matrix float32 [N, 2 L + len(FEATURES) (+ len(CONTEXT_FEATURES) with ``context``)]
+    (:func:`feature_names`); the cosine columns are 0 without embeddings (cand_emb [N, d]: each
+    candidate's unit, question_emb [Q, d]; L2-normalised)."""
     n_l = ladder.n_levels
     q, u = cand.q, cand.unit
     inv_rank = 1.0 / (np.maximum(cand.rank, 0) + 1.0) * (cand.rank >= 0)
@@ -147,7 +154,8 @@ def features(ladder: Ladder, cand: Candidates, lex: Lexicon, cand_emb: np.ndarra
 
     def rel(x: np.ndarray) -> np.ndarray:  # relative to the question's best candidate
         best = np.full(cand.n_questions, -np.inf)
-        np.maximum.at(best, q, x)
+        with np.errstate(invalid="ignore"):  # NaN (options absent) stays NaN: missing, not a fault
+            np.maximum.at(best, q, x)
         return x - best[q]
 
     # the unit's document as a whole, per question: its best vote and lexical match among the
@@ -159,14 +167,46 @@ def features(ladder: Ladder, cand: Candidates, lex: Lexicon, cand_emb: np.ndarra
     np.maximum.at(dvote, dg, vote)
     np.maximum.at(dmatch, dg, match)
     np.maximum.at(dcos, dg, cos)
-    np.maximum.at(dopt, dg, opt)
+    with np.errstate(invalid="ignore"):  # NaN (options absent) stays NaN: missing, not a fault
+        np.maximum.at(dopt, dg, opt)
     dcount = np.bincount(dg)
     cols = [vote, match, rel(match), bm25, rel(bm25), np.where(prev_ok, pm, 0.0) / mass,
             np.where(next_ok, nm, 0.0) / mass, (u - start) / np.maximum(size - 1, 1), (u == start).astype(float),
             np.log1p(size), np.log1p(tokens), np.log1p(qtok), cos, rel(cos),
             dvote[dg], dmatch[dg], np.log1p(dcount[dg]), rel(dvote[dg]), dcos[dg], rel(dcos[dg]),
             opt, rel(opt), dopt[dg], rel(dopt[dg])]
+    if context:
+        cols += _context_columns(cand, doc, cos, match, dg)
     return np.concatenate([per_level, np.stack(cols, axis=1)], axis=1).astype(np.float32)
+
+
+def _context_columns(cand: Candidates, doc: np.ndarray, cos: np.ndarray, match: np.ndarray, dg: np.ndarray) -> list:
+    """:data:`CONTEXT_FEATURES`, per candidate row: the cosine of the unit before and after it (same
+    document, a candidate of the same question; NaN otherwise), the best cosine within two units
+    either side, its document's mean candidate cosine, the unit's cosine rank among its document's
+    candidates (0: the best) and the best lexical match within two units either side. Rows are sorted
+    by (question, unit) (:func:`candidates`), so a neighbour is found by one binary search."""
+    q, u = cand.q, cand.unit
+    n_u = int(max(u.max(initial=0), 0)) + 3
+    key = q * n_u + u  # increasing (rows sorted by question, then unit)
+
+    def at(x: np.ndarray, off: int) -> np.ndarray:
+        want = key + off
+        pos = np.minimum(np.searchsorted(key, want), len(key) - 1)
+        v = np.clip(u + off, 0, len(doc) - 1)
+        ok = (key[pos] == want) & (u + off >= 0) & (u + off < len(doc)) & (doc[v] == doc[u])
+        return np.where(ok, x[pos], np.nan)
+
+    near_cos = np.stack([at(cos, o) for o in (-2, -1, 1, 2)], axis=1)
+    near_match = np.stack([at(match, o) for o in (-2, -1, 1, 2)], axis=1)
+    with np.errstate(all="ignore"):
+        win_cos = np.where(np.isnan(near_cos).all(axis=1), np.nan, np.nanmax(np.nan_to_num(near_cos, nan=-np.inf), axis=1))
+        win_match = np.where(np.isnan(near_match).all(axis=1), np.nan, np.nanmax(np.nan_to_num(near_match, nan=-np.inf), axis=1))
+    dmean = np.bincount(dg, weights=cos) / np.maximum(np.bincount(dg), 1)
+    order = np.lexsort((u, -cos, dg))
+    rank = np.empty(len(u))
+    rank[order] = segment_rank(dg[order])
+    return [near_cos[:, 1], near_cos[:, 2], win_cos, dmean[dg], rank, win_match]
 
 
 def evidence_overlap(cand: Candidates, lex: Lexicon, evidence: list[str], block: int = 200_000) -> np.ndarray:

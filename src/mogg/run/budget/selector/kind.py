@@ -31,7 +31,9 @@ class EvidenceSelectorKind(BudgetRouter):
     :data:`mogg.run.budget.selector.scorer.PARAMS`; ``trim_of``: the chunk-level budget router whose
     plans route + trim trims (its slot in ``frontier.routers``; null: no route + trim); ``evidence``:
     the estimated F1's evidence length, ``median`` (the training questions') or ``predicted`` (per
-    question, from its candidates' predicted density: label-free on a new set)."""
+    question, from its candidates' predicted density: label-free on a new set); ``context``: also
+    the neighbours' and the document's columns (the cosine of the units around it, its document's
+    mean and its rank there: :data:`mogg.run.budget.selector.candidates.CONTEXT_FEATURES`)."""
 
     depth: int = 8
     per_chunk: int = 24
@@ -40,6 +42,7 @@ class EvidenceSelectorKind(BudgetRouter):
     params: dict = field(default_factory=dict)
     trim_of: str | None = "actions"
     evidence: str = "median"
+    context: bool = False
 
     TITLE: ClassVar[str] = "the evidence selector"
     HINT: ClassVar[str] = ""
@@ -51,8 +54,9 @@ class EvidenceSelectorKind(BudgetRouter):
             v = getattr(self, k)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"frontier.routers.selector.{k}={v!r}: must be an integer >= 1")
-        if not isinstance(self.cosine, bool):
-            raise ValueError(f"frontier.routers.selector.cosine={self.cosine!r}: must be true or false")
+        for k in ("cosine", "context"):
+            if not isinstance(getattr(self, k), bool):
+                raise ValueError(f"frontier.routers.selector.{k}={getattr(self, k)!r}: must be true or false")
         if not isinstance(self.params, dict):
             raise ValueError(f"frontier.routers.selector.params={self.params!r}: LightGBM knobs as a mapping")
         if self.trim_of is not None and not isinstance(self.trim_of, str):

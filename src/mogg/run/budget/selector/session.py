@@ -66,7 +66,8 @@ class SelectorSession:
         # a directory written before depth > frontier.depth was refused trained with the clamp to it
         depth = min(int(st["depth"]), self.depth)
         lex, cand, x = candidate_features(self.index.ladder, deep, list(questions), opts, depth, int(st["per_chunk"]),
-                                          bool(st["cosine"]), self.encoder, self.artifacts, self.index.key)
+                                          bool(st["cosine"]), self.encoder, self.artifacts, self.index.key,
+                                          bool(st.get("context", False)))  # absent: written before the knob
         return deep, cand, x, lex.unit_tokens[cand.unit].astype(float)
 
     def table_tokens(self, deep, questions: Sequence[str]) -> np.ndarray:
