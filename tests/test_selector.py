@@ -95,7 +95,7 @@ def test_the_context_columns_against_brute_force():
     rows = {(int(q), int(u)): i for i, (q, u) in enumerate(zip(c.q, c.unit))}
     doc = lad.units.doc
     for i, (q, u) in enumerate(zip(c.q.tolist(), c.unit.tolist())):
-        def nb(v, off):
+        def nb(v, off, q=q, u=u):
             j = rows.get((q, u + off))
             return v[j] if j is not None and doc[u + off] == doc[u] else np.nan
         for name, off in (("prev_cosine", -1), ("next_cosine", 1)):
