@@ -272,3 +272,24 @@ def test_the_cross_fit_says_when_each_fold_stops_and_bars_follow_one_rule(caplog
         assert progress_disabled() is want
     monkeypatch.setenv("MOGG_PROGRESS", "0")
     assert progress(total=3).disable
+
+
+def test_a_heartbeat_logs_at_most_once_per_interval_and_builds_its_text_only_then(caplog):
+    """Issue 50: a batch log (no bars) hears from a long loop; the text is built only when logged."""
+    import logging
+
+    from mogg.core.progress import Heartbeat
+
+    log = logging.getLogger("mogg.test.heartbeat")
+    built = []
+
+    def text():
+        built.append(1)
+        return "still going"
+
+    with caplog.at_level(logging.INFO, logger="mogg.test.heartbeat"):
+        slow = Heartbeat(log, every=3600.0)
+        assert not any(slow.beat(text) for _ in range(100)) and not built  # nothing within the interval
+        fast = Heartbeat(log, every=0.0)
+        assert fast.beat(text) and fast.beat(text)
+    assert [r.getMessage() for r in caplog.records] == ["still going", "still going"] and len(built) == 2

@@ -144,12 +144,12 @@ def fit_action_routers(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, trains: Se
                 break
             bar.update()
             bar.set_postfix_str(f"{len(run)} of {n_f} still training", refresh=False)
-            n_run = len(run)
-            heart.beat(lambda e=epoch + 1, n=n_run: f"action router: epoch {e} of at most {max_epochs}, {n} of {n_f} "
-                                                   "fold(s) still training")
             perms = {k: trains[k][torch.randperm(len(trains[k]), generator=gens[k]).numpy()] for k in run}
             keys = {k: int(mix64(epoch_seed(int(seeds[k]), epoch))) for k in run}
+            n_run = len(run)
             for s in range(max(math.ceil(len(perms[k]) / bs) for k in run)):  # a few steps per epoch
+                heart.beat(lambda e=epoch + 1, n=n_run: f"action router: epoch {e} of at most {max_epochs}, {n} of "
+                                                       f"{n_f} fold(s) still training")
                 active = torch.zeros(n_f, dtype=torch.bool)  # folds with rows in this step (a fold alone: the same steps)
                 for k in run:  # the F folds, each on its own batch
                     rows = perms[k][s * bs:(s + 1) * bs]

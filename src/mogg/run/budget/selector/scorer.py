@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from mogg.core.artifacts import ArtifactError, atomic_path, strict_json
-from mogg.core.progress import progress_disabled
+from mogg.core.progress import Heartbeat, progress_disabled
 from mogg.routing.fitting.folds import CrossFit, check_run, make_folds
 
 log = logging.getLogger(__name__)
@@ -113,12 +113,17 @@ def fit_scorer(x: np.ndarray, y: np.ndarray, w: np.ndarray, rtr: np.ndarray, rva
     """One scorer (LightGBM regressor) on candidate rows ``rtr`` of ``x`` [N, F] with targets ``y``
     and weights ``w`` [N], early stopping on rows ``rva`` (none: every tree of ``n_estimators``)."""
     m = _model(params, seed, threads)
-    fit_kw = {}
+    heart = Heartbeat(log)  # a batch log hears from a long fit every 15 s
+
+    def beat(env) -> None:
+        heart.beat(lambda: f"selector scorer: tree {env.iteration + 1} of at most {env.end_iteration}")
+
+    fit_kw = {"callbacks": [beat]}
     if len(rva):
         import lightgbm as lgb
 
         fit_kw = {"eval_set": [(x[rva], y[rva])], "eval_sample_weight": [w[rva]],
-                  "callbacks": [lgb.early_stopping(EARLY_STOP, verbose=False)]}
+                  "callbacks": [lgb.early_stopping(EARLY_STOP, verbose=False), beat]}
     with warnings.catch_warnings():  # eval_set: deprecated in LightGBM 4.6+, the only form 4.0-4.5 know
         warnings.filterwarnings("ignore", message=".*'eval_set' is deprecated")
         m.fit(x[rtr], y[rtr], sample_weight=w[rtr], **fit_kw)
