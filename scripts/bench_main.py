@@ -46,9 +46,10 @@ def _run(checkout: Path, script: str, experiment: str, work: Path, side: str) ->
     env = {**os.environ, "PYTHONPATH": str(checkout / "src"),
            "MOGG_DATA_DIR": os.environ.get("MOGG_DATA_DIR") or str(ROOT / "data")}
     t0 = time.perf_counter()
-    r = subprocess.run(cmd, cwd=checkout, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # the command's log streams through (a minutes-long benchmark is never silent; issue 50)
+    r = subprocess.run(cmd, cwd=checkout, env=env, stdout=sys.stderr, stderr=subprocess.STDOUT)
     if r.returncode:
-        raise RuntimeError(f"{side}: {script} failed ({r.returncode}): {r.stderr[-2000:]}")
+        raise RuntimeError(f"{side}: {script} failed ({r.returncode}); its log is above")
     return time.perf_counter() - t0
 
 
@@ -62,6 +63,8 @@ def bench(sides: dict[str, Path], rounds: int, experiment: str) -> dict:
                 shutil.rmtree(work / side / "ckpt", ignore_errors=True)
                 for script in COMMANDS:
                     s = _run(checkout, script, experiment, work, side)
+                    print(f"round {r} of {rounds}{' (warm-up, not counted)' if not r else ''}: {side} {script} "
+                          f"{s:.1f} s", file=sys.stderr, flush=True)
                     if r:  # round 0 builds the ladders and warms the file cache
                         times[side][script].append(s)
     finally:
