@@ -201,3 +201,33 @@ def test_the_page_stand_in_groups_related_sections_into_pages(tmp_path):
 
     cfg = hcompose(["experiment=selector_pages"])
     assert cfg.questions.path.endswith("pages_standin/questions.jsonl") and cfg.corpus.allow_gold
+
+
+def test_selector_variants_pairs_runs_by_seed_and_question(tmp_path):
+    """Issue 49: scripts/selector_variants.py reads two run families and gives the per-question
+    difference averaged over seeds, its interval and each one's share of the oracle's gap."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("variants", ROOT / "scripts" / "selector_variants.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rng = np.random.default_rng(0)
+    base = rng.random((4, 50)) * 0.5 + 0.2
+    for seed in (0, 1):
+        for name, f1, area in (("a", base, 0.4), ("b", base + 0.1, 0.6)):
+            d = tmp_path / f"{name}_s{seed}"
+            d.mkdir()
+            z = np.stack([f1, np.full_like(f1, 100.0)], axis=1)  # [B, 2, Q]: F1 and tokens
+            np.savez(d / "mog_frontier_questions.npz", budgets=np.array([64, 128, 256, 512]), **{"policy:selector": z})
+            budgets = {str(b): {"envelope": {"f1": {"mean": 0.3}}, "sentence oracle": {"f1": {"mean": 0.9}}}
+                       for b in (64, 128, 256, 512)}
+            (d / "metrics.json").write_text(json.dumps({"mog": {"frontier": {"budgets": budgets, "area": {"selector": area}}}}))
+    lines = mod.compare(tmp_path, "a_s{seed}", "b_s{seed}", [0, 1, 2])
+    assert lines[0].startswith("2 seeds, 50 questions")
+    row = next(ln for ln in lines if ln.startswith("| 128 |"))
+    assert "+0.100 [+0.100, +0.100]" in row
+    share = (base[1].mean() - 0.3) / 0.6
+    assert f"{share:.0%} -> {share + 0.1 / 0.6:.0%}" in row
+    assert lines[-1] == "area: A 0.40 ± 0.00, B 0.60 ± 0.00"
+    with pytest.raises(SystemExit, match="no seed has both"):
+        mod.compare(tmp_path, "a_s{seed}", "c_s{seed}", [0])
