@@ -21,6 +21,7 @@ F1 then measures overlap with text the corpus lacks (:meth:`LeakReport.coverage_
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,8 @@ from pathlib import Path
 from mogg.core.artifacts import sha256_file
 from mogg.core.text import tokenize
 from mogg.data.records import QAItem
+
+log = logging.getLogger(__name__)
 
 SHINGLE = 12  # words per n-gram: long enough that boilerplate rarely matches
 MIN_SHARE = 0.5  # share of an evidence passage's n-grams one document must hold
@@ -147,7 +150,12 @@ def find_leaks(corpus_files: Sequence[Path], question_files: Sequence[Path], doc
     if not sizes:
         return rep
     seen_ev, seen_qa = set(), set()
-    for d, text in doc_texts:
+    from mogg.core.progress import Heartbeat, progress
+
+    heart, bar = Heartbeat(log), progress(total=len(doc_ids), desc="leakage scan", unit="doc")
+    for n_done, (d, text) in enumerate(doc_texts):
+        bar.update()
+        heart.beat(lambda n=n_done: f"leakage scan: {n} of {len(doc_ids)} documents")
         toks = tokenize(text)
         grams = {n: _grams(toks, n) for n in sizes}
         for p in evidence.found_in({n: grams[n] for n in evidence.sizes()}):
@@ -162,6 +170,7 @@ def find_leaks(corpus_files: Sequence[Path], question_files: Sequence[Path], doc
             if pair not in seen_qa and _grams(a[:SHINGLE], min(len(a), SHINGLE)) & _grams(toks, min(len(a), SHINGLE)):
                 seen_qa.add(pair)
                 rep.qa.append(pair)
+    bar.close()
     return rep
 
 

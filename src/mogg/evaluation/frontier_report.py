@@ -8,6 +8,7 @@ evidence take part (F1 is undefined without it).
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 
 import numpy as np
@@ -28,6 +29,8 @@ from mogg.evaluation.frontier_guard import BudgetPolicy, TableAt, cut_family
 
 GRID = 16.0 * np.sqrt(2.0) ** np.arange(13)  # 16 .. 1024 tokens, every half power of two
 TRANSFERRED, TRAINING_ENVELOPE = "transferred router", "training sets' envelope"  # leave-one-set-out rows
+
+log = logging.getLogger(__name__)
 
 
 def _most_common(fam: Family, choice: np.ndarray) -> str:
@@ -89,8 +92,12 @@ def frontier_evaluation(fixed: Family, others: list[Family], folds: np.ndarray, 
                 res[n]["vs_training_envelope"] = {"mean": d, "lo": lo, "hi": hi}
         return res
 
+    from mogg.core.progress import Heartbeat
+
+    heart = Heartbeat(log)  # a batch log hears from a long evaluation (COVID-QA: tens of seconds)
     table_budgets = {float(b) for b in budgets}
     for b in budgets:
+        heart.beat(lambda b=b: f"frontier: the table at B = {b:g}")
         out["budgets"][int(b)] = policies_at(b)
     table_budgets = set()  # the curves' grid: the table's policies only
     # every policy's per-question F1 and tokens at the table's budgets [n_budgets, n] (rows: ``rows`` of
@@ -101,7 +108,10 @@ def frontier_evaluation(fixed: Family, others: list[Family], folds: np.ndarray, 
     for b in budgets:
         for r in out["budgets"][int(b)].values():
             r.pop("_q", None)
-    curves = {float(b): policies_at(b) for b in GRID}
+    curves = {}
+    for b in GRID:
+        heart.beat(lambda b=b: f"frontier: the curves, B = {b:g} of {GRID[0]:g}-{GRID[-1]:g}")
+        curves[float(b)] = policies_at(b)
     for res in curves.values():
         for r in res.values():
             r.pop("_q", None)
