@@ -79,8 +79,8 @@ BEGIN, END = "<!-- run-times:begin (scripts/newcomer.py --write-times) -->", "<!
 
 def restated_times(steps: list[tuple[str, str]] | None = None, pages: list[Path] | None = None) -> list[str]:
     """``page:line`` of every line in README.md and docs/ (docs/benchmarks.md aside: it holds the
-    table) that states a run time beside one of the commands this script times: the table is their
-    one source."""
+    tables) that states a run time beside one of the commands this script times, or in the comment of
+    any command in a code block: docs/benchmarks.md's run-time tables are their one source."""
     steps = plan(False) if steps is None else steps
     readme = (ROOT / "README.md").read_text()
     raw = _blocks(_section(readme, "Two commands"))[0].split("# 2.")[0]  # command 1 as written, line by line
@@ -91,9 +91,13 @@ def restated_times(steps: list[tuple[str, str]] | None = None, pages: list[Path]
         if page.name == "benchmarks.md":
             continue
         lines = page.read_text().splitlines()
+        block = False
         for i, ln in enumerate(lines):
+            block = block != ln.startswith("```")
             near = " ".join(lines[max(i - 2, 0):i + 3])  # a command's comment may wrap onto its neighbours
-            if _TIME.search(ln) and any(c in near for c in commands):
+            # any command's comment in a code block, or any line beside one of the commands timed here
+            comment = ln.split("  #", 1)[1] if block and "  #" in ln and not ln.lstrip().startswith("#") else ""
+            if _TIME.search(comment) or (_TIME.search(ln) and any(c in near for c in commands)):
                 out.append(f"{page.name if page.parent.name != 'docs' else 'docs/' + page.name}:{i + 1}: {ln.strip()[:100]}")
     return out
 

@@ -326,6 +326,7 @@ def test_the_run_times_have_one_source_and_no_page_restates_them(tmp_path):
     # the check is not blind: a restated time beside a timed command is found
     page = tmp_path / "page.md"
     page.write_text("```bash\npython train.py experiment=frontier data=pubmedqa   # ~0.5 min + 7 s\n"
-                    "\n\n\npython train.py experiment=other   # 14.5 min\n```\n")
+                    "\n\n\npython train.py experiment=other   # 14.5 min\n```\nIt took 3 min.\n")
     found = newcomer.restated_times([("README headline", "python train.py experiment=frontier data=pubmedqa")], [page])
-    assert found == ["page.md:2: python train.py experiment=frontier data=pubmedqa   # ~0.5 min + 7 s"]
+    assert found == ["page.md:2: python train.py experiment=frontier data=pubmedqa   # ~0.5 min + 7 s",
+                     "page.md:6: python train.py experiment=other   # 14.5 min"]  # prose (line 8) is not a command's
