@@ -129,7 +129,7 @@ def _table(rows) -> list[str]:
     return md
 
 
-def write_times(rows, batch: bool) -> None:
+def write_times(rows, batch: bool, skip_install: bool = False) -> None:
     """Replace the run-times table of docs/benchmarks.md (between its markers) with ``rows``."""
     page = ROOT / "docs" / "benchmarks.md"
     text = page.read_text()
@@ -137,7 +137,8 @@ def write_times(rows, batch: bool) -> None:
         raise SystemExit(f"docs/benchmarks.md lacks the markers {BEGIN} ... {END}")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     head = [f"Measured by `python3 scripts/newcomer.py --write-times` on {datetime.date.today()}, commit {commit}, "
-            f"{os.cpu_count()} cores ({platform.machine()}), progress bars {'off (batch)' if batch else 'on'}:", ""]
+            f"{os.cpu_count()} cores ({platform.machine()}), progress bars {'off (batch)' if batch else 'on'}"
+            + ("; command 1 without its install (`--skip-install`)" if skip_install else "") + ":", ""]
     a, b = text.index(BEGIN) + len(BEGIN), text.index(END)
     page.write_text(text[:a] + "\n" + "\n".join(head + _table(rows)) + "\n" + text[b:])
 
@@ -172,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     worst = max(rows, key=lambda r: r[4])
     print(f"\nlongest silence: {worst[4]:.0f} s ({worst[0]}: {worst[1]}); bar {args.max_silence:.0f} s")
     if args.write_times:
-        write_times(rows, args.batch)
+        write_times(rows, args.batch, args.skip_install)
     ok = all(r[2] == 0 for r in rows) and worst[4] <= args.max_silence and not restated
     return 0 if ok else 1
 
