@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from mogg.core.artifacts import cached, config_hash
-from mogg.core.progress import progress_disabled
+from mogg.core.progress import Heartbeat, progress_disabled
 
 logger = logging.getLogger(__name__)
 
@@ -172,8 +172,6 @@ class HFEncoder:
     def _encode_batches(self, texts, batches, out, device, show_progress, what) -> None:
         import torch
         from tqdm.auto import tqdm
-
-        from mogg.core.progress import Heartbeat
 
         model, tokenizer = self.model, self.tokenizer
         heart, done = Heartbeat(logger), 0  # a batch job's log (no bar) hears from it every 15 s

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mogg.core.artifacts import sha256_file
+from mogg.core.progress import Heartbeat, progress
 from mogg.core.text import tokenize
 from mogg.data.records import QAItem
 
@@ -150,8 +151,6 @@ def find_leaks(corpus_files: Sequence[Path], question_files: Sequence[Path], doc
     if not sizes:
         return rep
     seen_ev, seen_qa = set(), set()
-    from mogg.core.progress import Heartbeat, progress
-
     heart, bar = Heartbeat(log), progress(total=len(doc_ids), desc="leakage scan", unit="doc")
     for n_done, (d, text) in enumerate(doc_texts):
         bar.update()

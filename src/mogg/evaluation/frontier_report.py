@@ -13,6 +13,7 @@ from collections import Counter
 
 import numpy as np
 
+from mogg.core.progress import Heartbeat
 from mogg.evaluation import names as N
 from mogg.evaluation.frontier import (
     Family,
@@ -91,8 +92,6 @@ def frontier_evaluation(fixed: Family, others: list[Family], folds: np.ndarray, 
                 d, lo, hi = paired_interval(named[n][0][sub], named[TRAINING_ENVELOPE][0][sub], n_boot, seed)
                 res[n]["vs_training_envelope"] = {"mean": d, "lo": lo, "hi": hi}
         return res
-
-    from mogg.core.progress import Heartbeat
 
     heart = Heartbeat(log)  # a batch log hears from a long evaluation (COVID-QA: tens of seconds)
     table_budgets = {float(b) for b in budgets}

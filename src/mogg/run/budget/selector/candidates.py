@@ -27,12 +27,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
 from mogg.core.segments import segment_rank
 from mogg.core.text import tokenize
 from mogg.ladders.base import Ladder
-from mogg.run.budget.selector.lexicon import Lexicon, UnitTerms, unit_terms  # noqa: F401  (re-exported)
+from mogg.run.budget.selector.lexicon import Lexicon, UnitTerms, _csr, unit_terms  # noqa: F401  (re-exported)
 from mogg.search import Hits
 
 
@@ -197,16 +196,16 @@ def _context_columns(cand: Candidates, doc: np.ndarray, cos: np.ndarray, match: 
         ok = (key[pos] == want) & (u + off >= 0) & (u + off < len(doc)) & (doc[v] == doc[u])
         return np.where(ok, x[pos], np.nan)
 
-    near_cos = np.stack([at(cos, o) for o in (-2, -1, 1, 2)], axis=1)
-    near_match = np.stack([at(match, o) for o in (-2, -1, 1, 2)], axis=1)
-    with np.errstate(all="ignore"):
-        win_cos = np.where(np.isnan(near_cos).all(axis=1), np.nan, np.nanmax(np.nan_to_num(near_cos, nan=-np.inf), axis=1))
-        win_match = np.where(np.isnan(near_match).all(axis=1), np.nan, np.nanmax(np.nan_to_num(near_match, nan=-np.inf), axis=1))
+    def window_max(x: np.ndarray) -> np.ndarray:  # the best of the units within two either side; NaN: none
+        near = np.stack([at(x, o) for o in (-2, -1, 1, 2)], axis=1)
+        return np.where(np.isnan(near).all(axis=1), np.nan, np.nan_to_num(near, nan=-np.inf).max(axis=1))
+
+    prev_cos, next_cos = at(cos, -1), at(cos, 1)
     dmean = np.bincount(dg, weights=cos) / np.maximum(np.bincount(dg), 1)
     order = np.lexsort((u, -cos, dg))
     rank = np.empty(len(u))
     rank[order] = segment_rank(dg[order])
-    return [near_cos[:, 1], near_cos[:, 2], win_cos, dmean[dg], rank, win_match]
+    return [prev_cos, next_cos, window_max(cos), dmean[dg], rank, window_max(match)]
 
 
 def evidence_overlap(cand: Candidates, lex: Lexicon, evidence: list[str], block: int = 200_000) -> np.ndarray:
@@ -216,9 +215,7 @@ def evidence_overlap(cand: Candidates, lex: Lexicon, evidence: list[str], block:
     for e in evidence:
         ind.extend(lex.vocab[w] for w in tokenize(e) if w in lex.vocab)
         ptr.append(len(ind))
-    ev = sp.csr_matrix((np.ones(len(ind), dtype=np.float32), np.asarray(ind, dtype=np.int64), np.asarray(ptr)),
-                       shape=(len(evidence), len(lex.vocab)))
-    ev.sum_duplicates()
+    ev = _csr(ind, ptr, len(lex.vocab))  # [Q, V] counts, as wide as the lexicon's unit matrices
     has = np.array([bool(e.strip()) for e in evidence])
     out = np.zeros(len(cand))
     for a in range(0, len(cand), block):
