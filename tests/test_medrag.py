@@ -202,6 +202,61 @@ def test_find_leaks_on_planted_leaks(tmp_path):
     assert rep.gold_ids == [("q3", "d9")] and not rep.evidence and not rep.same_files
 
 
+def _leaks_by_sets(doc_texts, items):
+    """The leakage rules of mogg.data.leakage by brute force: word n-grams as Python tuples, every
+    passage against every document (the reference the vectorized scan must agree with)."""
+    from mogg.core.text import tokenize
+    from mogg.data import leakage as L
+
+    def grams(t, n):
+        return {tuple(t[i:i + n]) for i in range(len(t) - n + 1)}
+
+    ev, qa = set(), set()
+    for d, text in doc_texts:
+        toks = tokenize(text)
+        for it in items:
+            for e in it.gold_evidence:
+                e = tokenize(e)
+                if len(e) >= L.MIN_WORDS:
+                    n = min(L.SHINGLE, len(e))
+                    share = L.MIN_SHARE if len(e) > L.SHINGLE else 1.0
+                    if len(grams(e, n) & grams(toks, n)) >= share * len(grams(e, n)):
+                        ev.add((it.id, d))
+            q, a = tokenize(it.question), tokenize(it.answer_text)
+            if len(q) >= 5 and a:
+                n = min(L.Q_SHINGLE, len(q))
+                share = L.Q_SHARE if len(q) > L.Q_SHINGLE else 1.0
+                m = min(len(a), L.SHINGLE)
+                if len(grams(q, n) & grams(toks, n)) >= share * len(grams(q, n)) and grams(a[:m], m) & grams(toks, m):
+                    qa.add((it.id, d))
+    return ev, qa
+
+
+def test_the_vectorized_leak_scan_agrees_with_brute_force_across_blocks(monkeypatch):
+    from mogg.data import leakage as L
+
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(40)]  # a small vocabulary: many shared n-grams, near misses
+    docs = [" ".join(rng.choice(words, size=int(rng.integers(3, 60)))) for _ in range(60)]
+    items = []
+    for i in range(25):
+        d = docs[int(rng.integers(len(docs)))].split()
+        a = int(rng.integers(0, max(1, len(d) - 4)))
+        ev = " ".join(d[a:a + int(rng.integers(3, 30))])  # a span of a document: whole, or cut at its end
+        if i % 3 == 0:
+            ev += " " + " ".join(rng.choice(words, size=8))  # half-present evidence
+        q = " ".join(d[max(0, a - 6):a + 4]) if i % 2 else " ".join(rng.choice(words, size=9))
+        items.append(QAItem(f"q{i}", q, " ".join(d[a + 4:a + 6]) or "w1", gold_evidence=[ev]))  # answer as text
+    texts = list(enumerate(docs))
+    ev, qa = _leaks_by_sets(texts, items)
+    assert ev and qa  # the test plants both kinds
+    monkeypatch.setattr(L, "BLOCK_TOKENS", 97)  # many blocks, documents never split across them
+    rep = find_leaks([], [], [str(d) for d in range(len(docs))], iter(texts), items)
+    assert {(q, int(d)) for q, d in rep.evidence} == ev
+    assert {(q, int(d)) for q, d in rep.qa} == qa
+    assert len(rep.evidence) == len(ev) and len(rep.qa) == len(qa)  # each pair once
+
+
 def test_mirage_reader_refuses_the_gold_corpus_and_runs_with_medrag(tmp_path, mirage):
     from mogg.run.prepare_stage import prepare_all
 

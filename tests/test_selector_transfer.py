@@ -93,6 +93,10 @@ def test_a_text_embedded_without_padding_is_the_same_bits_in_any_company(tmp_pat
     alone = np.stack([enc.encode_unpadded([t])[0] for t in texts])
     together = enc.encode_unpadded(texts)
     np.testing.assert_array_equal(alone, together)
+    # two workers, each taking whole batches on one thread: the same bits as one (and as alone)
+    many = [f"{t} Case {i}: {' '.join(['dose'] * (i % 7))}." for i, t in enumerate(texts * 6)]
+    np.testing.assert_array_equal(enc.encode_unpadded(many, workers=2), enc.encode_unpadded(many, workers=1))
+    np.testing.assert_array_equal(enc.encode_unpadded(many[:1], workers=2)[0], enc.encode_unpadded(many, workers=2)[0])
     stored = embed_texts(enc, texts[:2], tmp_path, show_progress=False)
     again = embed_texts(enc, texts[::-1], tmp_path, show_progress=False)[::-1]  # 2 stored, 3 new
     np.testing.assert_array_equal(again, together)

@@ -22,10 +22,11 @@ F1 then measures overlap with text the corpus lacks (:meth:`LeakReport.coverage_
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from mogg.core.artifacts import sha256_file
 from mogg.core.progress import Heartbeat, progress
@@ -89,52 +90,117 @@ def _digests(paths: Iterable[Path]) -> dict[str, str]:
     return out
 
 
-def _grams(toks: list[str], n: int) -> set[int]:
-    return {hash(tuple(toks[i:i + n])) for i in range(len(toks) - n + 1)}
+class _Hasher:
+    """Word n-gram hashes, vectorized: every word gets a random odd 64-bit value (one table, seeded,
+    grown as new words appear) and an n-gram at position i hashes to the polynomial
+    ``sum_j value[w_(i+j)] * P^(n-1-j)`` mod 2^64, built for all positions at once in n steps
+    (numpy's uint64 arithmetic wraps, which is the modulus). Collisions: about N^2 / 2^65 for N
+    distinct n-grams, none in practice; the exact-match reference in the tests agrees."""
+
+    P = np.uint64(0x9E3779B97F4A7C15)  # odd, so multiplying by it loses no bits mod 2^64
+
+    def __init__(self, seed: int = 0) -> None:
+        self.vocab: dict[str, int] = {}
+        self.values = np.zeros(0, dtype=np.uint64)
+        self.rng = np.random.default_rng(seed)
+
+    def ids(self, toks: list[str]) -> np.ndarray:
+        get = self.vocab.setdefault
+        out = np.fromiter((get(t, len(self.vocab)) for t in toks), dtype=np.int64, count=len(toks))
+        if len(self.vocab) > len(self.values):
+            more = self.rng.integers(0, 2**63, size=len(self.vocab) - len(self.values), dtype=np.uint64)
+            self.values = np.concatenate([self.values, more * np.uint64(2) + np.uint64(1)])
+        return out
+
+    def grams(self, ids: np.ndarray, ends: np.ndarray, sizes) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """Per size n: (start positions, hashes) of the n-grams of the token ids [T] that end within
+        their own text (``ends`` [T]: the end position of the text each token belongs to)."""
+        vals, out, h = self.values[ids], {}, np.zeros(len(ids), dtype=np.uint64)
+        pos = np.arange(len(ids))
+        with np.errstate(over="ignore"):
+            for n in range(1, max(sizes, default=0) + 1):
+                h = h[:len(ids) - n + 1] * self.P + vals[n - 1:]  # h[i]: the n-gram starting at i
+                if n in sizes:
+                    ok = pos[:len(h)] + n <= ends[:len(h)]
+                    out[n] = (pos[:len(h)][ok], h[ok])
+        return out
 
 
 class _Passages:
-    """Texts to look for in documents: per passage its n-gram size, its n-grams, and the share of
-    them one document must hold; indexed by (size, n-gram) -> passages."""
+    """Texts to look for in documents: per passage its n-gram size, its distinct n-gram hashes and
+    the number of them one document must hold."""
 
-    def __init__(self) -> None:
-        self.owners: dict[tuple[int, int], list[int]] = defaultdict(list)
-        self.meta: list[tuple[int, int, float]] = []  # (item index, number of n-grams, share needed)
+    def __init__(self, hasher: _Hasher) -> None:
+        self.hasher = hasher
+        self.item: list[int] = []
+        self.size: list[int] = []
+        self.need: list[float] = []
+        self.hashes: list[np.ndarray] = []
 
     def add(self, item: int, toks: list[str], n: int, share: float) -> None:
         n = min(n, len(toks))
-        grams = _grams(toks, n)
-        for g in grams:
-            self.owners[(n, g)].append(len(self.meta))
-        self.meta.append((item, len(grams), share))
+        ids = self.hasher.ids(toks)
+        h = np.unique(self.hasher.grams(ids, np.full(len(ids), len(ids)), {n})[n][1])
+        self.item.append(item)
+        self.size.append(n)
+        self.need.append(share * len(h))
+        self.hashes.append(h)
 
     def sizes(self) -> set[int]:
-        return {n for n, _ in self.owners}
+        return set(self.size)
 
-    def found_in(self, doc_grams: dict[int, set[int]]) -> list[int]:
-        """Passages the document (its n-grams per size) holds."""
-        hits: dict[int, int] = defaultdict(int)
-        for n, grams in doc_grams.items():
-            for g in grams:
-                for p in self.owners.get((n, g), ()):
-                    hits[p] += 1
-        return [p for p, k in hits.items() if k >= self.meta[p][2] * self.meta[p][1]]
+    def found_in(self, doc_grams: dict[int, tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+        """(passage, document) pairs where the document holds enough of the passage's n-grams,
+        sorted by document then passage; ``doc_grams``: per size, (document [G], hash [G])."""
+        size = np.asarray(self.size)
+        found_p, found_d = [], []
+        for n in sorted(set(self.size)):
+            if n not in doc_grams:
+                continue
+            ps = np.flatnonzero(size == n)
+            p_of = np.repeat(ps, [len(self.hashes[p]) for p in ps])  # passage of each of their n-grams
+            p_hash = np.concatenate([self.hashes[p] for p in ps])
+            d_doc, d_hash = doc_grams[n]
+            keep = np.isin(d_hash, p_hash)  # documents' n-grams some passage has
+            pairs = np.unique(np.stack([d_hash[keep], d_doc[keep].astype(np.uint64)], axis=1), axis=0)  # distinct per document
+            order = np.argsort(pairs[:, 0], kind="stable")
+            pairs = pairs[order]
+            lo = np.searchsorted(pairs[:, 0], p_hash, side="left")
+            hi = np.searchsorted(pairs[:, 0], p_hash, side="right")
+            reps = hi - lo
+            if not reps.sum():
+                continue
+            rows = np.repeat(lo - np.cumsum(np.r_[0, reps[:-1]]), reps) + np.arange(reps.sum())  # each match's row
+            doc = pairs[rows, 1].astype(np.int64)
+            key, count = np.unique(np.stack([doc, np.repeat(p_of, reps)], axis=1), axis=0, return_counts=True)
+            hit = count >= np.asarray(self.need)[key[:, 1]]
+            found_d.append(key[hit, 0])
+            found_p.append(key[hit, 1])
+        if not found_p:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        d, p = np.concatenate(found_d), np.concatenate(found_p)
+        order = np.lexsort((p, d))
+        return p[order], d[order]
+
+
+BLOCK_TOKENS = 4_000_000  # documents are scanned in blocks of about this many tokens (~100 MB of arrays)
 
 
 def find_leaks(corpus_files: Sequence[Path], question_files: Sequence[Path], doc_ids: Sequence[str],
                doc_texts: Iterable[tuple[int, str]], items: Sequence[QAItem]) -> LeakReport:
     """What the corpus shares with the questions (see the module doc).
 
-    ``doc_texts`` yields (document index into ``doc_ids``, text); it is read once, for the gold
-    evidence (passages of :data:`MIN_WORDS` words or more) and for the questions themselves.
+    ``doc_texts`` yields (document index into ``doc_ids``, text); it is read once, in blocks of
+    documents whose n-grams are hashed and joined with the passages' in numpy (no loop over n-grams).
     """
     rep = LeakReport()
     qd = _digests(question_files)
     rep.same_files = [(path, qd[d]) for d, path in _digests(corpus_files).items() if d in qd]
     have = set(doc_ids)
     rep.gold_ids = [(it.id, g) for it in items for g in it.gold_doc_ids if g in have]
-    evidence, questions = _Passages(), _Passages()
-    answers: dict[int, list[str]] = {}
+    hasher = _Hasher()
+    evidence, questions = _Passages(hasher), _Passages(hasher)
+    answers: dict[int, np.ndarray] = {}  # passage -> the ids of its answer's first words
     with_evidence = set()
     for i, it in enumerate(items):
         for ev in it.gold_evidence:
@@ -145,32 +211,61 @@ def find_leaks(corpus_files: Sequence[Path], question_files: Sequence[Path], doc
         q, a = tokenize(it.question), tokenize(it.answer_text)
         if len(q) >= 5 and a:
             questions.add(i, q, Q_SHINGLE, Q_SHARE if len(q) > Q_SHINGLE else 1.0)
-            answers[i] = a
+            answers[len(questions.item) - 1] = hasher.ids(a[:SHINGLE])
     rep.n_evidence = len(with_evidence)
     sizes = evidence.sizes() | questions.sizes()
     if not sizes:
         return rep
     seen_ev, seen_qa = set(), set()
     heart, bar = Heartbeat(log), progress(total=len(doc_ids), desc="leakage scan", unit="doc")
-    for n_done, (d, text) in enumerate(doc_texts):
-        bar.update()
-        heart.beat(lambda n=n_done: f"leakage scan: {n} of {len(doc_ids)} documents")
-        toks = tokenize(text)
-        grams = {n: _grams(toks, n) for n in sizes}
-        for p in evidence.found_in({n: grams[n] for n in evidence.sizes()}):
-            pair = (items[evidence.meta[p][0]].id, doc_ids[d])
+    block: list[tuple[int, list[str]]] = []
+    n_tokens = n_done = 0
+
+    def scan(block: list[tuple[int, list[str]]]) -> None:
+        docs = np.fromiter((d for d, _ in block), dtype=np.int64, count=len(block))
+        lens = np.fromiter((len(t) for _, t in block), dtype=np.int64, count=len(block))
+        ids = hasher.ids([w for _, t in block for w in t])
+        ends = np.repeat(np.cumsum(lens), lens)
+        doc_of = np.repeat(docs, lens)
+        starts, row = np.cumsum(lens) - lens, {int(d): j for j, d in enumerate(docs)}  # each document's first token
+        grams = {n: (doc_of[pos], h) for n, (pos, h) in hasher.grams(ids, ends, sizes).items()}
+        for p, d in zip(*evidence.found_in(grams)):
+            pair = (items[evidence.item[p]].id, doc_ids[d])
             if pair not in seen_ev:
                 seen_ev.add(pair)
                 rep.evidence.append(pair)
-        for p in questions.found_in({n: grams[n] for n in questions.sizes()}):
-            i = questions.meta[p][0]
-            a = answers[i]
-            pair = (items[i].id, doc_ids[d])
-            if pair not in seen_qa and _grams(a[:SHINGLE], min(len(a), SHINGLE)) & _grams(toks, min(len(a), SHINGLE)):
+        for p, d in zip(*questions.found_in(grams)):
+            pair = (items[questions.item[p]].id, doc_ids[d])
+            if pair in seen_qa:
+                continue
+            j = row[int(d)]
+            if _holds(ids[starts[j]:starts[j] + lens[j]], answers[p]):  # ... together with its answer
                 seen_qa.add(pair)
                 rep.qa.append(pair)
+
+    for d, text in doc_texts:
+        toks = tokenize(text)
+        block.append((d, toks))
+        n_tokens += len(toks)
+        n_done += 1
+        bar.update()
+        heart.beat(lambda n=n_done: f"leakage scan: {n} of {len(doc_ids)} documents")
+        if n_tokens >= BLOCK_TOKENS:
+            scan(block)
+            block, n_tokens = [], 0
+    if block:
+        scan(block)
     bar.close()
     return rep
+
+
+def _holds(doc: np.ndarray, words: np.ndarray) -> bool:
+    """Whether the token ids ``doc`` hold the run ``words`` (an answer's first words) verbatim."""
+    n = len(words)
+    if n == 0 or len(doc) < n:
+        return False
+    windows = np.lib.stride_tricks.sliding_window_view(doc, n)
+    return bool((windows == words).all(axis=1).any())
 
 
 def guard(report: LeakReport, allow_gold: bool, corpus_name: str = "the corpus") -> list[str]:
