@@ -127,6 +127,23 @@ def test_the_predicted_evidence_length_needs_no_labels():
     np.testing.assert_allclose(predicted_evidence(q, pred, tok, 3), [5.0 + 4.0, 5.0, 0.0])
 
 
+def test_the_document_evidence_length_is_the_best_candidates_document():
+    from mogg.run.budget.selector.plans import document_evidence, document_tokens, evidence_estimate
+
+    unit_doc = np.array([0, 0, 0, 1, 1, 2])  # six units in three documents
+    unit_tok = np.array([5.0, 7.0, 3.0, 10.0, 2.0, 40.0])
+    q = np.array([0, 0, 0, 2, 2])  # question 1 has no candidate
+    unit = np.array([3, 0, 5, 1, 4])
+    doc_tok = document_tokens(unit_doc, unit_tok, unit)
+    np.testing.assert_allclose(doc_tok, [12.0, 15.0, 40.0, 15.0, 12.0])  # by brute force: sum over each unit's document
+    pred = np.array([0.2, 0.9, 0.9, np.nan, 0.1])  # question 0: a tie at 0.9, the first row wins; NaN never wins
+    np.testing.assert_allclose(document_evidence(q, pred, doc_tok, 3), [15.0, 0.0, 12.0])
+    np.testing.assert_allclose(evidence_estimate("document", 99.0, q, pred, np.ones(5), doc_tok, 3), [15.0, 0.0, 12.0])
+    assert evidence_estimate("median", 99.0, q, pred, np.ones(5), doc_tok, 3) == 99.0
+    with pytest.raises(ValueError, match="document tokens"):
+        evidence_estimate("document", 99.0, q, pred, np.ones(5), None, 3)
+
+
 @pytest.fixture(scope="module")
 def transfer(tmp_path_factory, mirage):
     """A transfer selector trained on PubMedQA* and MedMCQA (small slices), read on the generic example."""
@@ -151,7 +168,8 @@ def test_the_transfer_selector_is_one_directory_and_its_rows_reach_the_report(tr
     dep = DeployedSelector.load(d)
     assert dep.deploy["fit"]["sources"] == ["pubmedqa", "medmcqa"] and dep.calibrated() == [64, 128, 256, 512]
     md = (transfer / "r" / "debug" / "results.md").read_text()
-    for row in ("transferred selector (E median)", "transferred selector (E predicted)", "training sets' envelope"):
+    for row in ("transferred selector (E median)", "transferred selector (E predicted)", "transferred selector (E document)",
+                "training sets' envelope"):
         assert f"| {row} |" in md
 
 

@@ -42,8 +42,8 @@ from mogg.run.budget.base import LadderFrontier
 from mogg.run.budget.selector.plans import (
     Ranked,
     estimated_f1,
+    evidence_estimate,
     plan_table,
-    predicted_evidence,
     rank_candidates,
     selector_learned,
 )
@@ -212,13 +212,13 @@ def fit_final_selector(ctx: RunContext, name: str, ladder: LadderFrontier, sel, 
     booster = lgb.Booster(model_str=model.booster_.model_to_string(num_iteration=model.best_iteration_ or None))
     e_len = float(np.median(data.evidence_len[train])) if len(train) else 0.0
     pred = booster.predict(data.x)
-    e = predicted_evidence(q, pred, tokens, n_q) if sel.evidence == "predicted" else e_len
+    e = evidence_estimate(sel.evidence, e_len, q, pred, tokens, data.doc_tokens, n_q)
     ranked, util, plan_tok = plans_of(pred, q, unit, tokens, texts, n_q, sel.plans, e)
     vf, vt = plan_table(ranked, texts, unit, evidence, val)
     # the guard: the cross-fitted selector out of fold against each fold's training-fold envelope
     sf = predict_selector_folds(data.x, q, prep.query_ids, selector_dir, _key(ctx, prep, data, sel), ctx.retrain)
     learned = selector_learned("selector", q, unit, tokens, sf.pred, sf.val, sf.evidence_len, sf.fold, texts, evidence,
-                               sel.plans, estimate=sel.evidence)
+                               sel.plans, estimate=sel.evidence, doc_tokens=data.doc_tokens)
     space, fixed = ladder.space, ladder.table
     guards = out_of_fold_guard(learned, sf.fold, fixed, fs.budgets, fs.guard, fs.guard_se)
     budgets, decisions, selector_own = {}, {}, {}

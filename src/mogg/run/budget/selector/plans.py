@@ -34,7 +34,9 @@ from mogg.evaluation.frontier import Family
 from mogg.evaluation.frontier_guard import Learned
 from mogg.evaluation.prefix import prefix_table
 
-EVIDENCE = ("median", "predicted")  # the estimated F1's evidence length E: a training median, or per question
+# the estimated F1's evidence length E: a training median, or per question (its candidates' predicted
+# evidence tokens, or the tokens of the document its best-scored candidate sits in)
+EVIDENCE = ("median", "predicted", "document")
 
 
 @dataclass
@@ -82,6 +84,43 @@ def predicted_evidence(cand_q: np.ndarray, pred: np.ndarray, tokens: np.ndarray,
     return np.bincount(cand_q, weights=p * tokens, minlength=n_questions)
 
 
+def document_evidence(cand_q: np.ndarray, pred: np.ndarray, doc_tokens: np.ndarray, n_questions: int) -> np.ndarray:
+    """Each question's evidence tokens bounded by the document its highest-predicted candidate sits
+    in, float64 [Q] (``doc_tokens`` [N]: each candidate's document's tokens; ties: the first row; a
+    question without candidates: 0). No labels: where evidence is a whole short document (an
+    abstract, an explanation) this is its length; where it is a sentence of a long paper it is far
+    too long, and the selector reads up to the budget."""
+    out = np.zeros(n_questions, dtype=np.float64)
+    if not len(cand_q):
+        return out
+    p = np.nan_to_num(np.asarray(pred, dtype=np.float64), nan=-np.inf)
+    order = np.lexsort((np.arange(len(cand_q)), -p, cand_q))
+    first = order[np.r_[True, cand_q[order][1:] != cand_q[order][:-1]]]
+    out[cand_q[first]] = doc_tokens[first]
+    return out
+
+
+def evidence_estimate(estimate: str, median: float, cand_q: np.ndarray, pred: np.ndarray, tokens: np.ndarray,
+                      doc_tokens: np.ndarray | None, n_questions: int):
+    """E for the estimated F1 by the selector's ``evidence`` knob (:data:`EVIDENCE`): ``median``
+    (one number), ``predicted`` or ``document`` (one per question, [Q])."""
+    if estimate == "predicted":
+        return predicted_evidence(cand_q, pred, tokens, n_questions)
+    if estimate == "document":
+        if doc_tokens is None:
+            raise ValueError("evidence=document needs each candidate's document tokens")
+        return document_evidence(cand_q, pred, doc_tokens, n_questions)
+    if estimate != "median":
+        raise ValueError(f"evidence={estimate!r}: one of {EVIDENCE}")
+    return median
+
+
+def document_tokens(unit_doc: np.ndarray, unit_tokens: np.ndarray, cand_unit: np.ndarray) -> np.ndarray:
+    """Each candidate's document's tokens, float64 [N] (``unit_doc``, ``unit_tokens``: every unit's, [U])."""
+    per_doc = np.bincount(np.asarray(unit_doc, dtype=np.int64), weights=np.asarray(unit_tokens, dtype=np.float64))
+    return per_doc[np.asarray(unit_doc, dtype=np.int64)[cand_unit]] if len(cand_unit) else np.zeros(0)
+
+
 def estimated_f1(ranked: Ranked, pred: np.ndarray, tokens: np.ndarray, rows: np.ndarray, evidence_len) -> np.ndarray:
     """F1_hat of every prefix [len(rows), K] (module doc); -inf past a question's candidates except
     that an empty ranking's first plan stays selectable (0). ``evidence_len``: E, one number, or
@@ -102,20 +141,24 @@ def selector_learned(name: str, cand_q: np.ndarray, unit: np.ndarray, tokens: np
                      fold_val: list[tuple[np.ndarray, np.ndarray, np.ndarray]], evidence_len: list[float],
                      fold: np.ndarray, texts: Sequence[str], evidence: Sequence[str], depth: int,
                      keep: np.ndarray | None = None, keep_val: list[np.ndarray] | None = None,
-                     estimate: str = "median") -> Learned:
+                     estimate: str = "median", doc_tokens: np.ndarray | None = None) -> Learned:
     """The selector as a :class:`Learned` policy: test plans from the out-of-fold ranking ``pred``
     [N], validation plans of fold j from fold j's own predictions on its validation questions;
     ``keep`` (and per fold ``keep_val``) restricts the candidates (route + trim). ``estimate``: the
-    estimated F1's E, each fold's training median (``evidence_len[j]``) or ``predicted`` per question."""
+    estimated F1's E (:func:`evidence_estimate`): each fold's training median (``evidence_len[j]``),
+    or per question (``predicted``; ``document``, from ``doc_tokens`` [N])."""
     n_q = len(fold)
     ranked = rank_candidates(cand_q, pred, tokens, unit, n_q, depth, keep)
     allq = np.arange(n_q)
     f1, tok = plan_table(ranked, texts, unit, evidence, allq)
     util = np.full(f1.shape, -np.inf)
-    predicted = predicted_evidence(cand_q, pred, tokens, n_q) if estimate == "predicted" else None
+    def est(p: np.ndarray, e: float, rows: np.ndarray):
+        out = evidence_estimate(estimate, e, cand_q, p, tokens, doc_tokens, n_q)
+        return out if np.ndim(out) == 0 else out[rows]
+
     for j, e in enumerate(evidence_len):  # folds: each test question's estimate uses its fold's E
         test = np.flatnonzero(fold == j)
-        util[test] = estimated_f1(ranked, pred, tokens, test, e if predicted is None else predicted[test])
+        util[test] = estimated_f1(ranked, pred, tokens, test, est(pred, e, test))
     val = []
     for j, (vq, vrows, vpred) in enumerate(fold_val):
         vp = np.full(len(cand_q), np.nan)
@@ -123,8 +166,7 @@ def selector_learned(name: str, cand_q: np.ndarray, unit: np.ndarray, tokens: np
         vk = None if keep_val is None else keep_val[j]
         rv = rank_candidates(cand_q, vp, tokens, unit, n_q, depth, vk, vq)
         vf, vt = plan_table(rv, texts, unit, evidence, vq)
-        ev = evidence_len[j] if predicted is None else predicted_evidence(cand_q, vp, tokens, n_q)[vq]
-        val.append((vq, estimated_f1(rv, vp, tokens, vq, ev), vf, vt))
+        val.append((vq, estimated_f1(rv, vp, tokens, vq, est(vp, evidence_len[j], vq)), vf, vt))
     return Learned(name, util, f1, tok, val)
 
 

@@ -24,7 +24,7 @@ import numpy as np
 from mogg.core.text import count_tokens
 from mogg.run.budget.explain import explained
 from mogg.run.budget.selector.final import DeployedSelector, plans_of
-from mogg.run.budget.selector.plans import predicted_evidence
+from mogg.run.budget.selector.plans import document_tokens, evidence_estimate
 from mogg.run.budget.selector.stage import candidate_features
 from mogg.run.budget.selector.transfer import read_here
 from mogg.run.budget.shared import action_contexts
@@ -59,7 +59,8 @@ class SelectorSession:
         return cls(dep, index, encoder, art)
 
     def inputs(self, questions: Sequence[str], options: Sequence[str] | None = None):
-        """(candidates, their features [N, F], their tokens [N]) for ``questions``."""
+        """(the deep hits, candidates, their features [N, F], their tokens [N], their documents' tokens [N])
+        for ``questions``."""
         _, deep = self.index.search_deep(list(questions), self.k_r, self.depth)
         opts = list(options) if options is not None else [""] * len(questions)
         st = self.deployed.deploy["settings"]
@@ -68,7 +69,8 @@ class SelectorSession:
         lex, cand, x = candidate_features(self.index.ladder, deep, list(questions), opts, depth, int(st["per_chunk"]),
                                           bool(st["cosine"]), self.encoder, self.artifacts, self.index.key,
                                           bool(st.get("context", False)))  # absent: written before the knob
-        return deep, cand, x, lex.unit_tokens[cand.unit].astype(float)
+        return deep, cand, x, lex.unit_tokens[cand.unit].astype(float), \
+            document_tokens(self.index.ladder.units.doc, lex.unit_tokens, cand.unit)
 
     def table_tokens(self, deep, questions: Sequence[str]) -> np.ndarray:
         """Every fixed (level, k, cap)'s tokens on these questions [Q, A] (no labels): where the guard
@@ -107,7 +109,7 @@ class SelectorSession:
         if dep.deploy.get("with_options", 0) > 0.5 and not any(o.strip() for o in (options or [])):
             log.warning("this selector was trained on questions with answer options (%.0f%%) and these have none: its "
                         "option features read 0 here (give each jsonl line its 'options')", 100 * dep.deploy["with_options"])
-        deep, cand, x, tokens = self.inputs(questions, options)
+        deep, cand, x, tokens, doc_tokens = self.inputs(questions, options)
         lad, sel = self.index.ladder, dep.deploy["settings"]
         pred = dep.booster.predict(x) if len(x) else np.zeros(0)
         evidence = dep.deploy.get("evidence", "median")  # directories from before the knob: the training median
@@ -115,12 +117,12 @@ class SelectorSession:
             table_tokens = self.table_tokens(deep, questions) if plan["deploy"] == "envelope" else None
             choice, ranked, plan_tok, applied = read_here(dep, pred, cand.q, cand.unit, tokens, lad.units.text,
                                                           len(questions), plan["budget"], evidence, table_tokens,
-                                                          plan["deploy"])
+                                                          plan["deploy"], doc_tokens)
             plan = {**plan, "lambda": applied["lambda"] if applied["lambda"] is not None else plan["lambda"],
                     "envelope": applied["envelope"], "calibrated_here": True}
         else:
-            e = predicted_evidence(cand.q, pred, tokens, len(questions)) if evidence == "predicted" \
-                else float(dep.deploy["evidence_len"])
+            e = evidence_estimate(evidence, float(dep.deploy["evidence_len"]), cand.q, pred, tokens, doc_tokens,
+                                  len(questions))
             ranked, util, plan_tok = plans_of(pred, cand.q, cand.unit, tokens, lad.units.text, len(questions),
                                               sel["plans"], e)
             choice = dep.choose(util, plan_tok, plan)

@@ -20,7 +20,7 @@ from mogg.evaluation.frontier_guard import Learned
 from mogg.prepared import Prepared
 from mogg.run.budget.selector.candidates import Candidates, candidates, evidence_overlap, features
 from mogg.run.budget.selector.lexicon import Lexicon, unit_terms
-from mogg.run.budget.selector.plans import context_units, selector_learned, sentence_oracle
+from mogg.run.budget.selector.plans import context_units, document_tokens, selector_learned, sentence_oracle
 from mogg.run.budget.selector.policy import Reading
 from mogg.run.budget.selector.scorer import crossfit_selector, predict_selector_folds, selector_key
 from mogg.run.context import RunContext
@@ -39,6 +39,7 @@ class ReadingData:
     evidence_len: np.ndarray
     unit_tokens: np.ndarray
     seconds: float
+    doc_tokens: np.ndarray | None = None  # [N]: each candidate's document's tokens (evidence=document)
 
 
 def reading_data(ctx: RunContext, prep: Prepared, sel) -> ReadingData:
@@ -55,8 +56,9 @@ def reading_data(ctx: RunContext, prep: Prepared, sel) -> ReadingData:
     from mogg.core.text import count_tokens
 
     ev_len = np.array([count_tokens(e) if e.strip() else np.nan for e in evidence], dtype=float)
+    doc_tokens = document_tokens(prep.ladder.units.doc, lex.unit_tokens, cand.unit)
     return ReadingData(cand, x, overlap / np.maximum(tokens, 1.0), tokens, ev_len, lex.unit_tokens.astype(float),
-                       time.perf_counter() - t0)
+                       time.perf_counter() - t0, doc_tokens)
 
 
 def candidate_features(ladder, deep, questions: list[str], options: list[str], depth: int, per_chunk: int,
@@ -118,7 +120,7 @@ def reading_policies(ctx: RunContext, prep: Prepared, sel, out_dir: Path, action
     texts, unit, evidence = prep.ladder.units.text, data.cand.unit, [it.evidence_text for it in prep.items]
     tokens, q = data.tokens, data.cand.q
     selector = selector_learned("selector", q, unit, tokens, sf.pred, sf.val, sf.evidence_len, sf.fold, texts, evidence,
-                                sel.plans, estimate=sel.evidence)
+                                sel.plans, estimate=sel.evidence, doc_tokens=data.doc_tokens)
     oracle = sentence_oracle(q, unit, tokens, data.density, len(prep.items), texts, evidence, sel.plans)
     budgets = {float(b) for b in budgets}
     lex_tokens = data.unit_tokens
@@ -139,7 +141,8 @@ def reading_policies(ctx: RunContext, prep: Prepared, sel, out_dir: Path, action
                 keep_val.append(context_units(prep.ladder, prep.deep.ids, _scatter(len(prep.items), vq, va), space,
                                               lex_tokens, q, unit) & np.isin(q, vq))
             out.append(selector_learned(f"route ({mult}B) + trim", q, unit, tokens, sf.pred, sf.val, sf.evidence_len,
-                                        sf.fold, texts, evidence, sel.plans, keep, keep_val, sel.evidence))
+                                        sf.fold, texts, evidence, sel.plans, keep, keep_val, sel.evidence,
+                                        data.doc_tokens))
         return out
 
     return Reading(selector, trims, oracle, cost, guard_se)

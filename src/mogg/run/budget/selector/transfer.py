@@ -13,9 +13,11 @@ questions by ``frontier.guard_se`` standard errors.
 smallest whose plans read at most B mean tokens on these questions (their token counts only), and
 where the guard kept the envelope, the training sets' best configuration among those reading <= B
 here. The estimated F1's evidence length E is label-free too: ``median`` (the training sets' median
-evidence tokens) or ``predicted`` (per question, the evidence tokens its candidates predict:
-:func:`mogg.run.budget.selector.plans.predicted_evidence`); the report shows both rows, the
-selector's ``evidence`` knob says which one a deployed directory reads with.
+evidence tokens), ``predicted`` (per question, the evidence tokens its candidates predict:
+:func:`mogg.run.budget.selector.plans.predicted_evidence`) or ``document`` (per question, the
+tokens of the document its best-scored candidate sits in: :func:`~mogg.run.budget.selector.plans.document_evidence`);
+the report shows a row for each, the selector's ``evidence`` knob says which one a deployed
+directory reads with.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from mogg.routing.fitting.folds import split_train_val
 from mogg.routing.plans import calibrate_lambda, decide
 from mogg.run.budget.base import LadderFrontier
 from mogg.run.budget.selector.final import FORMAT, DeployedSelector, plans_of
-from mogg.run.budget.selector.plans import EVIDENCE, plan_table, predicted_evidence
+from mogg.run.budget.selector.plans import EVIDENCE, evidence_estimate, plan_table
 from mogg.run.budget.selector.scorer import _weights, fit_scorer
 from mogg.run.budget.selector.stage import reading_data
 from mogg.run.budget.shared import config_stats, envelope_here
@@ -47,13 +49,6 @@ def set_weights(n_questions: list[int], weights: list[float]) -> np.ndarray:
     ``weights[s]`` in total (questions of a larger set weigh less each), normalised to mean 1."""
     out = np.concatenate([np.full(n, w / max(n, 1)) for n, w in zip(n_questions, weights)])
     return out * (len(out) / max(out.sum(), 1e-12))
-
-
-def evidence_len(kind_evidence: str, median: float, cand_q, pred, tokens, n_questions: int):
-    """E for the estimated F1 (module doc): the training sets' median, or per question predicted."""
-    if kind_evidence == "predicted":
-        return predicted_evidence(cand_q, pred, tokens, n_questions)
-    return median
 
 
 def fit_transfer_selector(ctx: RunContext, name: str, sources: dict[str, LadderFrontier], kind, selector_dir: Path,
@@ -97,7 +92,7 @@ def fit_transfer_selector(ctx: RunContext, name: str, sources: dict[str, LadderF
         d, lf = datas[s], sources[s]
         texts, ev = lf.prep.ladder.units.text, [it.evidence_text for it in lf.prep.items]
         pred = booster.predict(d.x)
-        e = evidence_len(kind.evidence, median, d.cand.q, pred, d.tokens, len(lf.prep.items))
+        e = evidence_estimate(kind.evidence, median, d.cand.q, pred, d.tokens, d.doc_tokens, len(lf.prep.items))
         ranked, util, _ = plans_of(pred, d.cand.q, d.cand.unit, d.tokens, texts, len(lf.prep.items), kind.plans, e)
         vf, vt = plan_table(ranked, texts, d.cand.unit, ev, v)
         util_v.append(util[v])
@@ -143,14 +138,15 @@ def fit_transfer_selector(ctx: RunContext, name: str, sources: dict[str, LadderF
 
 def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray,
               texts, n_questions: int, budget: float, evidence: str, table_tokens: np.ndarray | None = None,
-              deploy: str | None = None):
+              deploy: str | None = None, doc_tokens: np.ndarray | None = None):
     """A deployed selector read on new questions at ``budget`` without their labels (module doc):
     the plan per question (-1: the envelope, where the guard kept it), the ranking and plan tokens,
     the plan as applied (``{"lambda", "deploy", "envelope"}``). ``table_tokens`` [Q, A]: the fixed
     configurations' tokens on these questions (where the guard kept the envelope, it is chosen here);
-    ``deploy``: router | envelope instead of the guard's decision (``--unguarded``)."""
+    ``deploy``: router | envelope instead of the guard's decision (``--unguarded``); ``doc_tokens`` [N]:
+    each candidate's document's tokens (``evidence=document``)."""
     plans = int(dep.deploy["settings"]["plans"])
-    e = evidence_len(evidence, float(dep.deploy["evidence_len"]), cand_q, pred, tokens, n_questions)
+    e = evidence_estimate(evidence, float(dep.deploy["evidence_len"]), cand_q, pred, tokens, doc_tokens, n_questions)
     ranked, util, plan_tok = plans_of(pred, cand_q, unit, tokens, texts, n_questions, plans, e)
     p = dep.deploy["budgets"][str(int(budget))]
     applied = {"lambda": None, "deploy": deploy or p["deploy"], "envelope": int(p["envelope"])}
@@ -186,7 +182,7 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
         out = {}
         for evidence in EVIDENCE:
             choice, ranked, _, applied = read_here(dep, pred, d.cand.q, d.cand.unit, d.tokens, texts, n, b, evidence,
-                                                   table.tokens)
+                                                   table.tokens, doc_tokens=d.doc_tokens)
             if applied["deploy"] == "envelope":
                 env = applied["envelope"]
                 f1, tok, conf = table.f1[:, env], table.tokens[:, env], "envelope deployed"
