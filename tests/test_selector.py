@@ -240,13 +240,32 @@ def test_the_selector_experiment_runs_end_to_end(tmp_path):
     cfg = compose(["experiment=selector", "data=pubmedqa", "debug=tiny", "questions.limit=60", "frontier.routers.selector.cosine=false",
                    f"paths.artifacts={tmp_path / 'a'}", f"paths.checkpoints={tmp_path / 'c'}",
                    f"paths.reports={tmp_path / 'r'}", "frontier.routers.actions.max_epochs=3", "evaluate_after=true",
-                   "+frontier.routers.selector.params.n_estimators=20"])
+                   "+frontier.routers.selector.params.n_estimators=20",
+                   "+frontier.routers.selector.variants.ctx={context: true}", "+frontier.routers.selector.variants.doc={evidence: document}"])
     train(cfg)
     md = (tmp_path / "r" / "debug" / "results.md").read_text()
-    for row in ("| selector |", "| selector (unguarded) |", "| route + trim |", "| sentence oracle |"):
+    for row in ("| selector |", "| selector (unguarded) |", "| route + trim |", "| sentence oracle |",
+                "| selector (ctx) |", "| selector (doc) |"):  # the kind's variants: rows of the same run (issue 49)
         assert row in md
+    assert "selector (ctx) against the selector (same questions, paired 95% interval): B=" in md
+    assert (tmp_path / "c" / "debug" / "mog" / "selector" / "variants" / "ctx" / "folds.json").is_file()
     assert (tmp_path / "r" / "debug" / "mog_frontier_questions.npz").is_file()
     assert ROOT.exists()
+
+
+def test_a_selector_variant_is_checked_like_the_selector():
+    from mogg.run.budget.selector import EvidenceSelectorKind
+
+    k = EvidenceSelectorKind(params={"n_estimators": 20}, variants={"deep": {"depth": 4, "params": {"num_leaves": 7}}})
+    v = k.variant("deep")
+    assert v.depth == 4 and v.params["n_estimators"] == 20 and v.params["num_leaves"] == 7 and not v.variants
+    assert v.trim_of is None and k.depth == 8
+    with pytest.raises(ValueError, match="trim_of cannot vary"):
+        EvidenceSelectorKind(variants={"x": {"trim_of": None}})
+    with pytest.raises(ValueError, match="evidence="):
+        EvidenceSelectorKind(variants={"x": {"evidence": "mean"}})
+    with pytest.raises(ValueError, match="not a variant name"):
+        EvidenceSelectorKind(variants={"a/b": {"context": True}})
 
 
 def test_the_selector_on_the_generic_example(tmp_path):

@@ -10,6 +10,8 @@ oracle. Checkpoints: ``<checkpoint>/<ladder>/selector/`` (``fold<k>``, ``final``
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -19,6 +21,10 @@ from mogg.run.budget.selector.plans import EVIDENCE
 from mogg.run.budget.selector.scorer import check_params
 from mogg.run.budget.selector.stage import reading_policies, train_selector
 from mogg.run.context import RunContext
+
+VARIANTS = "variants"  # <checkpoint>/<ladder>/selector/variants/<name>: each variant's cross-fit
+VARIANT_KNOBS = ("depth", "per_chunk", "plans", "cosine", "params", "evidence", "context")
+VARIANT_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 @dataclass
@@ -33,7 +39,11 @@ class EvidenceSelectorKind(BudgetRouter):
     the estimated F1's evidence length, ``median`` (the training questions') or ``predicted`` (per
     question, from its candidates' predicted density: label-free on a new set); ``context``: also
     the neighbours' and the document's columns (the cosine of the units around it, its document's
-    mean and its rank there: :data:`mogg.run.budget.selector.candidates.CONTEXT_FEATURES`)."""
+    mean and its rank there: :data:`mogg.run.budget.selector.candidates.CONTEXT_FEATURES`);
+    ``variants``: name -> knobs that differ from these (any of :data:`VARIANT_KNOBS`), each cross-fitted
+    beside the selector (``<checkpoint>/<ladder>/selector/variants/<name>``) and a row of the same
+    run's frontier table, "selector (<name>)", on the same questions and folds, with its paired
+    interval against the selector under the table (issue 49). The deployed directory is the selector's."""
 
     depth: int = 8
     per_chunk: int = 24
@@ -43,6 +53,7 @@ class EvidenceSelectorKind(BudgetRouter):
     trim_of: str | None = "actions"
     evidence: str = "median"
     context: bool = False
+    variants: dict = field(default_factory=dict)
 
     TITLE: ClassVar[str] = "the evidence selector"
     HINT: ClassVar[str] = ""
@@ -64,6 +75,22 @@ class EvidenceSelectorKind(BudgetRouter):
         if self.evidence not in EVIDENCE:
             raise ValueError(f"frontier.routers.selector.evidence={self.evidence!r}: one of {EVIDENCE}")
         self.params = check_params(dict(self.params))
+        self.variants = {str(n): dict(v or {}) for n, v in dict(self.variants or {}).items()}
+        for n, v in self.variants.items():
+            if not VARIANT_NAME.fullmatch(n):
+                raise ValueError(f"frontier.routers.selector.variants: {n!r} is not a variant name (letters, digits, _ . -)")
+            bad = sorted(set(v) - set(VARIANT_KNOBS))
+            if bad:
+                raise ValueError(f"frontier.routers.selector.variants.{n}: {', '.join(bad)} cannot vary (one of "
+                                 f"{', '.join(VARIANT_KNOBS)})")
+            self.variant(n)  # its knobs checked like the selector's
+
+    def variant(self, name: str) -> "EvidenceSelectorKind":
+        """The selector with variant ``name``'s knobs (no route + trim, no variants of its own)."""
+        over = dict(self.variants[name])
+        if "params" in over:
+            over["params"] = {**self.params, **dict(over["params"] or {})}
+        return dataclasses.replace(self, **over, trim_of=None, variants={})
 
     def check(self, fs) -> None:
         if self.depth > fs.depth:
@@ -76,11 +103,20 @@ class EvidenceSelectorKind(BudgetRouter):
                              "(no route + trim)")
 
     def train(self, ctx: RunContext, ladder: LadderFrontier, out_dir: Path) -> dict:
-        return train_selector(ctx, ladder.prep, self, out_dir)
+        info = train_selector(ctx, ladder.prep, self, out_dir)
+        for name in self.variants:
+            train_selector(ctx, ladder.prep, self.variant(name), Path(out_dir) / VARIANTS / name)
+        return info
 
     def policy(self, ctx: RunContext, ladder: LadderFrontier, fold_dir: Path, chunk=None):
-        return reading_policies(ctx, ladder.prep, self, fold_dir, chunk, ladder.space, ladder.fs.budgets,
-                                ctx.retrain, ladder.fs.guard_se)
+        fs = ladder.fs
+        reading = reading_policies(ctx, ladder.prep, self, fold_dir, chunk, ladder.space, fs.budgets, ctx.retrain,
+                                   fs.guard_se)
+        for name in self.variants:
+            other = reading_policies(ctx, ladder.prep, self.variant(name), Path(fold_dir) / VARIANTS / name, None,
+                                     ladder.space, fs.budgets, ctx.retrain, fs.guard_se)
+            reading.variants[f"selector ({name})"] = other.selector
+        return reading
 
     def fit_final(self, ctx: RunContext, name: str, ladder: LadderFrontier, fold_dir: Path) -> dict:
         from mogg.run.budget.selector.final import fit_final_selector
