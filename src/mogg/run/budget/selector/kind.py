@@ -37,7 +37,10 @@ class EvidenceSelectorKind(BudgetRouter):
     :data:`mogg.run.budget.selector.scorer.PARAMS`; ``trim_of``: the chunk-level budget router whose
     plans route + trim trims (its slot in ``frontier.routers``; null: no route + trim); ``evidence``:
     the estimated F1's evidence length, ``median`` (the training questions') or ``predicted`` (per
-    question, from its candidates' predicted density: label-free on a new set); ``context``: also
+    question, from its candidates' predicted density: label-free on a new set) or ``document`` (per
+    question, the tokens of its best-scored candidate's document); ``transfer_evidence``: the same
+    for the selector trained on other sets (``train_sources``) and read on a new one: what its
+    directory deploys with (the report shows a row for each estimate); ``context``: also
     the neighbours' and the document's columns (the cosine of the units around it, its document's
     mean and its rank there: :data:`mogg.run.budget.selector.candidates.CONTEXT_FEATURES`);
     ``variants``: name -> knobs that differ from these (any of :data:`VARIANT_KNOBS`), each cross-fitted
@@ -52,6 +55,7 @@ class EvidenceSelectorKind(BudgetRouter):
     params: dict = field(default_factory=dict)
     trim_of: str | None = "actions"
     evidence: str = "median"
+    transfer_evidence: str = "median"
     context: bool = False
     variants: dict = field(default_factory=dict)
 
@@ -72,8 +76,9 @@ class EvidenceSelectorKind(BudgetRouter):
             raise ValueError(f"frontier.routers.selector.params={self.params!r}: LightGBM knobs as a mapping")
         if self.trim_of is not None and not isinstance(self.trim_of, str):
             raise ValueError(f"frontier.routers.selector.trim_of={self.trim_of!r}: a budget router's name or null")
-        if self.evidence not in EVIDENCE:
-            raise ValueError(f"frontier.routers.selector.evidence={self.evidence!r}: one of {EVIDENCE}")
+        for k in ("evidence", "transfer_evidence"):
+            if getattr(self, k) not in EVIDENCE:
+                raise ValueError(f"frontier.routers.selector.{k}={getattr(self, k)!r}: one of {EVIDENCE}")
         self.params = check_params(dict(self.params))
         self.variants = {str(n): dict(v or {}) for n, v in dict(self.variants or {}).items()}
         for n, v in self.variants.items():

@@ -16,8 +16,8 @@ here. The estimated F1's evidence length E is label-free too: ``median`` (the tr
 evidence tokens), ``predicted`` (per question, the evidence tokens its candidates predict:
 :func:`mogg.run.budget.selector.plans.predicted_evidence`) or ``document`` (per question, the
 tokens of the document its best-scored candidate sits in: :func:`~mogg.run.budget.selector.plans.document_evidence`);
-the report shows a row for each, the selector's ``evidence`` knob says which one a deployed
-directory reads with.
+the report shows a row for each, the selector's ``transfer_evidence`` knob says which one the
+transfer directory deploys (and ``mogg-route`` reads it with).
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def fit_transfer_selector(ctx: RunContext, name: str, sources: dict[str, LadderF
         d, lf = datas[s], sources[s]
         texts, ev = lf.prep.ladder.units.text, [it.evidence_text for it in lf.prep.items]
         pred = booster.predict(d.x)
-        e = evidence_estimate(kind.evidence, median, d.cand.q, pred, d.tokens, d.doc_tokens, len(lf.prep.items))
+        e = evidence_estimate(kind.transfer_evidence, median, d.cand.q, pred, d.tokens, d.doc_tokens, len(lf.prep.items))
         ranked, util, _ = plans_of(pred, d.cand.q, d.cand.unit, d.tokens, texts, len(lf.prep.items), kind.plans, e)
         vf, vt = plan_table(ranked, texts, d.cand.unit, ev, v)
         util_v.append(util[v])
@@ -124,7 +124,7 @@ def fit_transfer_selector(ctx: RunContext, name: str, sources: dict[str, LadderF
                         "max_context_tokens": first.max_context_tokens}
     spec["configs"] = config_stats(ff, ft)  # the training sets' envelope on a new set (envelope_here)
     with_options = float(np.mean([bool(it.options) for s in names for it in sources[s].prep.items]))
-    deploy = {"format": FORMAT, "settings": kind.knobs(), "evidence_len": median, "evidence": kind.evidence,
+    deploy = {"format": FORMAT, "settings": kind.knobs(), "evidence_len": median, "evidence": kind.transfer_evidence,
               "n_features": int(x.shape[1]), "with_options": with_options, "budgets": budgets, "space": space.to_json(),
               "spec": spec, "fit": {"seed": int(ctx.seed), "val_fraction": ctx.val_fraction, "sources": names,
                                     "n_train": int(sum(len(t) for t in trains)), "n_val": int(sum(len(v) for v in vals)),
