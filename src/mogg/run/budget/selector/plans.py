@@ -152,6 +152,7 @@ def selector_learned(name: str, cand_q: np.ndarray, unit: np.ndarray, tokens: np
     allq = np.arange(n_q)
     f1, tok = plan_table(ranked, texts, unit, evidence, allq)
     util = np.full(f1.shape, -np.inf)
+
     def est(p: np.ndarray, e: float, rows: np.ndarray):
         out = evidence_estimate(estimate, e, cand_q, p, tokens, doc_tokens, n_q)
         return out if np.ndim(out) == 0 else out[rows]
