@@ -156,8 +156,7 @@ def transfer(tmp_path_factory, mirage):
                    "~train_sources.covidqa", "train_sources.pubmedqa.questions.limit=40",
                    "train_sources.medmcqa.questions.limit=40", "frontier.routers.selector.cosine=false",
                    "+frontier.routers.selector.params={n_estimators: 20, min_child_samples: 5}",
-                   "frontier.routers.actions.max_epochs=3", "evaluate_after=true",
-                   "frontier.routers.selector.transfer_evidence=document"])  # mogg-route reads it with document E
+                   "frontier.routers.actions.max_epochs=3", "evaluate_after=true"])
     train(cfg)
     return tmp
 
@@ -168,7 +167,7 @@ def test_the_transfer_selector_is_one_directory_and_its_rows_reach_the_report(tr
     d = transfer / "c" / "debug" / "mog" / "selector" / "transfer"
     dep = DeployedSelector.load(d)
     assert dep.deploy["fit"]["sources"] == ["pubmedqa", "medmcqa"] and dep.calibrated() == [64, 128, 256, 512]
-    assert dep.deploy["evidence"] == "document"  # frontier.routers.selector.transfer_evidence
+    assert dep.deploy["evidence"] == "document"  # frontier.routers.selector.transfer_evidence's default: mogg-route reads with it
     md = (transfer / "r" / "debug" / "results.md").read_text()
     for row in ("transferred selector (E median)", "transferred selector (E predicted)", "transferred selector (E document)",
                 "training sets' envelope"):

@@ -55,7 +55,7 @@ class EvidenceSelectorKind(BudgetRouter):
     params: dict = field(default_factory=dict)
     trim_of: str | None = "actions"
     evidence: str = "median"
-    transfer_evidence: str = "median"
+    transfer_evidence: str = "document"  # chosen on the leave-one-set-out splits (docs/results.md)
     context: bool = False
     variants: dict = field(default_factory=dict)
 
