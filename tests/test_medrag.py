@@ -255,6 +255,9 @@ def test_the_vectorized_leak_scan_agrees_with_brute_force_across_blocks(monkeypa
     assert {(q, int(d)) for q, d in rep.evidence} == ev
     assert {(q, int(d)) for q, d in rep.qa} == qa
     assert len(rep.evidence) == len(ev) and len(rep.qa) == len(qa)  # each pair once
+    # texts shorter than the longest n-gram (a block of 3 words, 12-word evidence): nothing found, no error
+    short = find_leaks([], [], ["a", "b"], iter([(0, "w1 w2"), (1, "w3")]), items)
+    assert not short.evidence and not short.qa
 
 
 def test_mirage_reader_refuses_the_gold_corpus_and_runs_with_medrag(tmp_path, mirage):

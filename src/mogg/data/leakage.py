@@ -119,6 +119,8 @@ class _Hasher:
         pos = np.arange(len(ids))
         with np.errstate(over="ignore"):
             for n in range(1, max(sizes, default=0) + 1):
+                if n > len(ids):  # no n-gram this long in these texts
+                    break
                 h = h[:len(ids) - n + 1] * self.P + vals[n - 1:]  # h[i]: the n-gram starting at i
                 if n in sizes:
                     ok = pos[:len(h)] + n <= ends[:len(h)]
