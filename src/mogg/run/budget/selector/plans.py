@@ -116,9 +116,18 @@ def evidence_estimate(estimate: str, median: float, cand_q: np.ndarray, pred: np
 
 
 def document_tokens(unit_doc: np.ndarray, unit_tokens: np.ndarray, cand_unit: np.ndarray) -> np.ndarray:
-    """Each candidate's document's tokens, float64 [N] (``unit_doc``, ``unit_tokens``: every unit's, [U])."""
-    per_doc = np.bincount(np.asarray(unit_doc, dtype=np.int64), weights=np.asarray(unit_tokens, dtype=np.float64))
-    return per_doc[np.asarray(unit_doc, dtype=np.int64)[cand_unit]] if len(cand_unit) else np.zeros(0)
+    """Each candidate's document's tokens, float64 [N] (``unit_doc``, ``unit_tokens``: every unit's, [U],
+    in corpus order so that a document's units are one run). Only the candidates' documents' units
+    are read (binary search for each run): the cost follows the questions, not the corpus."""
+    if not len(cand_unit):
+        return np.zeros(0)
+    docs, inv = np.unique(np.asarray(unit_doc)[cand_unit], return_inverse=True)
+    lo, hi = np.searchsorted(unit_doc, docs, "left"), np.searchsorted(unit_doc, docs, "right")
+    size = hi - lo
+    starts = np.cumsum(size) - size
+    rows = np.repeat(lo - starts, size) + np.arange(size.sum())  # every unit of those documents
+    sums = np.add.reduceat(np.asarray(unit_tokens, dtype=np.float64)[rows], starts)
+    return sums[inv.ravel()]
 
 
 def estimated_f1(ranked: Ranked, pred: np.ndarray, tokens: np.ndarray, rows: np.ndarray, evidence_len) -> np.ndarray:
