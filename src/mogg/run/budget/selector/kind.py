@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from mogg.run.budget.base import BudgetRouter, LadderFrontier
-from mogg.run.budget.selector.plans import EVIDENCE
+from mogg.run.budget.selector.plans import EVIDENCE, LAMBDA_RULES
 from mogg.run.budget.selector.scorer import check_params
 from mogg.run.budget.selector.stage import reading_policies, train_selector
 from mogg.run.context import RunContext
@@ -40,7 +40,10 @@ class EvidenceSelectorKind(BudgetRouter):
     question, from its candidates' predicted density: label-free on a new set) or ``document`` (per
     question, the tokens of its best-scored candidate's document); ``transfer_evidence``: the same
     for the selector trained on other sets (``train_sources``) and read on a new one: what its
-    directory deploys with (the report shows a row for each estimate); ``context``: also
+    directory deploys with (the report shows a row for each estimate); ``transfer_lambda``: how that
+    selector's lambda is set on a new set, ``here`` (the smallest that reads <= B mean tokens on its
+    questions) or ``learned`` (at least the training sets' validation lambda for B; a row of its own);
+    ``context``: also
     the neighbours' and the document's columns (the cosine of the units around it, its document's
     mean and its rank there: :data:`mogg.run.budget.selector.candidates.CONTEXT_FEATURES`);
     ``variants``: name -> knobs that differ from these (any of :data:`VARIANT_KNOBS`), each cross-fitted
@@ -56,6 +59,7 @@ class EvidenceSelectorKind(BudgetRouter):
     trim_of: str | None = "actions"
     evidence: str = "median"
     transfer_evidence: str = "document"  # chosen on the leave-one-set-out splits (docs/results.md)
+    transfer_lambda: str = "here"
     context: bool = False
     variants: dict = field(default_factory=dict)
 
@@ -79,6 +83,8 @@ class EvidenceSelectorKind(BudgetRouter):
         for k in ("evidence", "transfer_evidence"):
             if getattr(self, k) not in EVIDENCE:
                 raise ValueError(f"frontier.routers.selector.{k}={getattr(self, k)!r}: one of {EVIDENCE}")
+        if self.transfer_lambda not in LAMBDA_RULES:
+            raise ValueError(f"frontier.routers.selector.transfer_lambda={self.transfer_lambda!r}: one of {LAMBDA_RULES}")
         self.params = check_params(dict(self.params))
         self.variants = {str(n): dict(v or {}) for n, v in dict(self.variants or {}).items()}
         for n, v in self.variants.items():

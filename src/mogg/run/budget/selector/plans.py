@@ -37,6 +37,8 @@ from mogg.evaluation.prefix import prefix_table
 # the estimated F1's evidence length E: a training median, or per question (its candidates' predicted
 # evidence tokens, or the tokens of the document its best-scored candidate sits in)
 EVIDENCE = ("median", "predicted", "document")
+# a selector read on a new set: lambda from its questions' tokens alone, or at least the training sets'
+LAMBDA_RULES = ("here", "learned")
 
 
 @dataclass

@@ -117,7 +117,8 @@ class SelectorSession:
             table_tokens = self.table_tokens(deep, questions) if plan["deploy"] == "envelope" else None
             choice, ranked, plan_tok, applied = read_here(dep, pred, cand.q, cand.unit, tokens, lad.units.text,
                                                           len(questions), plan["budget"], evidence, table_tokens,
-                                                          plan["deploy"], doc_tokens)
+                                                          plan["deploy"], doc_tokens,
+                                                          dep.deploy.get("lambda_rule", "here"))
             plan = {**plan, "lambda": applied["lambda"] if applied["lambda"] is not None else plan["lambda"],
                     "envelope": applied["envelope"], "calibrated_here": True}
         else:

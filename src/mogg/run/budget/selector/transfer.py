@@ -10,13 +10,17 @@ per budget, whether the selector beats the training sets' envelope on those pool
 questions by ``frontier.guard_se`` standard errors.
 
 **Read on a new set** (the leave-one-set-out rows, ``mogg-route --calibrate-here``): lambda is the
-smallest whose plans read at most B mean tokens on these questions (their token counts only), and
+smallest whose plans read at most B mean tokens on these questions (their token counts only;
+``transfer_lambda=here``), or that one raised to the lambda the training sets' pooled validation
+chose for B where it is larger (``learned``: their price of a token, which stops reading where more
+tokens lowered F1 there, as the in-set selector's validation lambda does; still at most B here), and
 where the guard kept the envelope, the training sets' best configuration among those reading <= B
 here. The estimated F1's evidence length E is label-free too: ``median`` (the training sets' median
 evidence tokens), ``predicted`` (per question, the evidence tokens its candidates predict:
 :func:`mogg.run.budget.selector.plans.predicted_evidence`) or ``document`` (per question, the
 tokens of the document its best-scored candidate sits in: :func:`~mogg.run.budget.selector.plans.document_evidence`);
-the report shows a row for each, the selector's ``transfer_evidence`` knob says which one the
+the report shows a row for each (lambda ``here``) and one for the deployed estimate with the
+learned lambda; the selector's ``transfer_evidence`` and ``transfer_lambda`` knobs say what the
 transfer directory deploys (and ``mogg-route`` reads it with).
 """
 
@@ -33,7 +37,7 @@ from mogg.routing.fitting.folds import split_train_val
 from mogg.routing.plans import calibrate_lambda, decide
 from mogg.run.budget.base import LadderFrontier
 from mogg.run.budget.selector.final import FORMAT, DeployedSelector, plans_of
-from mogg.run.budget.selector.plans import EVIDENCE, evidence_estimate, plan_table
+from mogg.run.budget.selector.plans import EVIDENCE, LAMBDA_RULES, evidence_estimate, plan_table
 from mogg.run.budget.selector.scorer import _weights, fit_scorer
 from mogg.run.budget.selector.stage import reading_data
 from mogg.run.budget.shared import config_stats, envelope_here
@@ -125,6 +129,7 @@ def fit_transfer_selector(ctx: RunContext, name: str, sources: dict[str, LadderF
     spec["configs"] = config_stats(ff, ft)  # the training sets' envelope on a new set (envelope_here)
     with_options = float(np.mean([bool(it.options) for s in names for it in sources[s].prep.items]))
     deploy = {"format": FORMAT, "settings": kind.knobs(), "evidence_len": median, "evidence": kind.transfer_evidence,
+              "lambda_rule": kind.transfer_lambda,
               "n_features": int(x.shape[1]), "with_options": with_options, "budgets": budgets, "space": space.to_json(),
               "spec": spec, "fit": {"seed": int(ctx.seed), "val_fraction": ctx.val_fraction, "sources": names,
                                     "n_train": int(sum(len(t) for t in trains)), "n_val": int(sum(len(v) for v in vals)),
@@ -138,13 +143,16 @@ def fit_transfer_selector(ctx: RunContext, name: str, sources: dict[str, LadderF
 
 def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray,
               texts, n_questions: int, budget: float, evidence: str, table_tokens: np.ndarray | None = None,
-              deploy: str | None = None, doc_tokens: np.ndarray | None = None):
+              deploy: str | None = None, doc_tokens: np.ndarray | None = None, rule: str = "here"):
     """A deployed selector read on new questions at ``budget`` without their labels (module doc):
     the plan per question (-1: the envelope, where the guard kept it), the ranking and plan tokens,
     the plan as applied (``{"lambda", "deploy", "envelope"}``). ``table_tokens`` [Q, A]: the fixed
     configurations' tokens on these questions (where the guard kept the envelope, it is chosen here);
     ``deploy``: router | envelope instead of the guard's decision (``--unguarded``); ``doc_tokens`` [N]:
-    each candidate's document's tokens (``evidence=document``)."""
+    each candidate's document's tokens (``evidence=document``); ``rule``: ``here`` (lambda from these
+    questions' tokens) or ``learned`` (at least the training sets' lambda for B)."""
+    if rule not in LAMBDA_RULES:
+        raise ValueError(f"lambda rule {rule!r}: one of {LAMBDA_RULES}")
     plans = int(dep.deploy["settings"]["plans"])
     e = evidence_estimate(evidence, float(dep.deploy["evidence_len"]), cand_q, pred, tokens, doc_tokens, n_questions)
     ranked, util, plan_tok = plans_of(pred, cand_q, unit, tokens, texts, n_questions, plans, e)
@@ -155,6 +163,8 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
             applied["envelope"] = envelope_here(dep.deploy["spec"]["configs"], table_tokens, budget)
         return np.full(n_questions, -1, dtype=np.int64), ranked, plan_tok, applied
     applied["lambda"] = calibrate_lambda(util, plan_tok, budget)  # these questions' own tokens: no labels
+    if rule == "learned":  # never below the training sets' price of a token (it only lowers mean tokens)
+        applied["lambda"] = max(applied["lambda"], float(p["lambda"]))
     return decide(util, plan_tok, applied["lambda"]).astype(np.int64), ranked, plan_tok, applied
 
 
@@ -176,20 +186,26 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
     texts, ev, n = prep.ladder.units.text, [it.evidence_text for it in prep.items], len(prep.items)
     rows = np.arange(n)
 
+    own = dep.deploy.get("evidence", "median")
+    # every E with lambda from this set's tokens, and the directory's own E with the training sets'
+    # lambda as a floor (that lambda was chosen with it)
+    reads = [(f"transferred selector (E {e})", e, "here") for e in EVIDENCE]
+    reads.append((f"transferred selector (E {own}, lambda learned)", own, "learned"))
+
     def at(b: float) -> dict:
         if str(int(b)) not in dep.deploy["budgets"]:
             return {}
         out = {}
-        for evidence in EVIDENCE:
+        for row, evidence, rule in reads:
             choice, ranked, _, applied = read_here(dep, pred, d.cand.q, d.cand.unit, d.tokens, texts, n, b, evidence,
-                                                   table.tokens, doc_tokens=d.doc_tokens)
+                                                   table.tokens, doc_tokens=d.doc_tokens, rule=rule)
             if applied["deploy"] == "envelope":
                 env = applied["envelope"]
                 f1, tok, conf = table.f1[:, env], table.tokens[:, env], "envelope deployed"
             else:
                 pf, pt = plan_table(ranked, texts, d.cand.unit, ev, rows)
                 f1, tok, conf = pf[rows, choice], pt[rows, choice], "selector deployed"
-            out[f"transferred selector (E {evidence})"] = (f1, tok, conf)
+            out[row] = (f1, tok, conf)
         env = envelope_here(dep.deploy["spec"]["configs"], table.tokens, b)
         out[TRAINING_ENVELOPE] = (table.f1[:, env], table.tokens[:, env], ladder.space.names()[env])
         return out
