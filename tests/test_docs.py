@@ -66,6 +66,21 @@ def _variants(args: list[str]) -> list[list[str]]:
     return out
 
 
+def _command_parts(line: str) -> list[list[str]]:
+    """A shell line's commands (split at ``&&``, ``;``, ``||`` outside quotes: a quoted ``;`` separates
+    a list option's items), each as its words."""
+    lex = shlex.shlex(line, posix=True, punctuation_chars=";&|")
+    lex.whitespace_split = True
+    parts, cur = [], []
+    for tok in lex:
+        if tok in (";", "&&", "||", "&", ";;"):
+            parts.append(cur)
+            cur = []
+        else:
+            cur.append(tok)
+    return [p for p in parts + [cur] if p]
+
+
 def documented_commands() -> list[tuple[str, list[str]]]:
     cmds = []
     for doc in DOCS:
@@ -74,12 +89,11 @@ def documented_commands() -> list[tuple[str, list[str]]]:
             joined = re.sub(r"\\\n\s*", " ", block)
             for line in joined.splitlines():
                 line = line.split(" #", 1)[0] if not line.lstrip().startswith("#") else ""
-                for part in re.split(r"&&|;|\|\|", line):
-                    toks = shlex.split(part, comments=True)
+                for toks in _command_parts(line):
                     for i, t in enumerate(toks):
                         if t.endswith(SCRIPTS) and i > 0 and toks[i - 1].startswith("python"):
                             args = [a for a in toks[i + 1:] if "=" in a and not a.startswith("-")]
-                            cmds.append((f"{doc.name}: {part.strip()[:120]}", args))
+                            cmds.append((f"{doc.name}: {' '.join(toks)[:120]}", args))
     return cmds
 
 

@@ -59,7 +59,7 @@ class EvidenceSelectorKind(BudgetRouter):
     trim_of: str | None = "actions"
     evidence: str = "median"
     transfer_evidence: str = "document"  # chosen on the leave-one-set-out splits (docs/results.md)
-    transfer_lambda: str = "here"
+    transfer_lambda: str = "learned"  # chosen on the leave-one-set-out splits (docs/results.md)
     context: bool = False
     variants: dict = field(default_factory=dict)
 
