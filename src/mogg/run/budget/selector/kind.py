@@ -43,9 +43,8 @@ class EvidenceSelectorKind(BudgetRouter):
     directory deploys with (the report shows a row for each estimate); ``transfer_lambda``: how that
     selector's lambda is set on a new set, ``here`` (the smallest that reads <= B mean tokens on its
     questions) or ``learned`` (at least the training sets' validation lambda for B; a row of its own);
-    ``context``: also
-    the neighbours' and the document's columns (the cosine of the units around it, its document's
-    mean and its rank there: :data:`mogg.run.budget.selector.candidates.CONTEXT_FEATURES`);
+    ``context``: also the neighbours' and the document's columns (the cosine of the units around it,
+    its document's mean and its rank there: :data:`mogg.run.budget.selector.candidates.CONTEXT_FEATURES`);
     ``variants``: name -> knobs that differ from these (any of :data:`VARIANT_KNOBS`), each cross-fitted
     beside the selector (``<checkpoint>/<ladder>/selector/variants/<name>``) and a row of the same
     run's frontier table, "selector (<name>)", on the same questions and folds, with its paired
