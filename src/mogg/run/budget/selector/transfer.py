@@ -141,21 +141,31 @@ def fit_transfer_selector(ctx: RunContext, name: str, sources: dict[str, LadderF
     return {"dir": str(out), "budgets": {b: p["deploy"] for b, p in budgets.items()}}
 
 
+def here_plans(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray,
+               texts, n_questions: int, evidence: str, doc_tokens: np.ndarray | None = None):
+    """The ranking, the plans' estimated F1 and their tokens [Q, K] of a deployed selector on new
+    questions with evidence estimate ``evidence`` (the same at every budget)."""
+    e = evidence_estimate(evidence, float(dep.deploy["evidence_len"]), cand_q, pred, tokens, doc_tokens, n_questions)
+    return plans_of(pred, cand_q, unit, tokens, texts, n_questions, int(dep.deploy["settings"]["plans"]), e)
+
+
 def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray,
               texts, n_questions: int, budget: float, evidence: str, table_tokens: np.ndarray | None = None,
-              deploy: str | None = None, doc_tokens: np.ndarray | None = None, rule: str = "here"):
+              deploy: str | None = None, doc_tokens: np.ndarray | None = None, rule: str = "here",
+              plans: tuple | None = None):
     """A deployed selector read on new questions at ``budget`` without their labels (module doc):
     the plan per question (-1: the envelope, where the guard kept it), the ranking and plan tokens,
     the plan as applied (``{"lambda", "deploy", "envelope"}``). ``table_tokens`` [Q, A]: the fixed
     configurations' tokens on these questions (where the guard kept the envelope, it is chosen here);
     ``deploy``: router | envelope instead of the guard's decision (``--unguarded``); ``doc_tokens`` [N]:
     each candidate's document's tokens (``evidence=document``); ``rule``: ``here`` (lambda from these
-    questions' tokens) or ``learned`` (at least the training sets' lambda for B)."""
+    questions' tokens) or ``learned`` (at least the training sets' lambda for B); ``plans``: what
+    :func:`here_plans` gives for these arguments (computed here when None)."""
     if rule not in LAMBDA_RULES:
         raise ValueError(f"lambda rule {rule!r}: one of {LAMBDA_RULES}")
-    plans = int(dep.deploy["settings"]["plans"])
-    e = evidence_estimate(evidence, float(dep.deploy["evidence_len"]), cand_q, pred, tokens, doc_tokens, n_questions)
-    ranked, util, plan_tok = plans_of(pred, cand_q, unit, tokens, texts, n_questions, plans, e)
+    if plans is None:
+        plans = here_plans(dep, pred, cand_q, unit, tokens, texts, n_questions, evidence, doc_tokens)
+    ranked, util, plan_tok = plans
     p = dep.deploy["budgets"][str(int(budget))]
     applied = {"lambda": None, "deploy": deploy or p["deploy"], "envelope": int(p["envelope"])}
     if applied["deploy"] == "envelope":
@@ -192,18 +202,25 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
     reads = [(f"transferred selector (E {e})", e, "here") for e in EVIDENCE]
     reads.append((f"transferred selector (E {own}, lambda learned)", own, "learned"))
 
+    # the plans of each E (the same at every budget), and their true F1 once: the ranking is by the
+    # scorer alone, so every E shares it
+    plans = {e: here_plans(dep, pred, d.cand.q, d.cand.unit, d.tokens, texts, n, e, d.doc_tokens) for e in EVIDENCE}
+    truth: list = []
+
     def at(b: float) -> dict:
         if str(int(b)) not in dep.deploy["budgets"]:
             return {}
         out = {}
         for row, evidence, rule in reads:
             choice, ranked, _, applied = read_here(dep, pred, d.cand.q, d.cand.unit, d.tokens, texts, n, b, evidence,
-                                                   table.tokens, doc_tokens=d.doc_tokens, rule=rule)
+                                                   table.tokens, rule=rule, plans=plans.get(evidence))
             if applied["deploy"] == "envelope":
                 env = applied["envelope"]
                 f1, tok, conf = table.f1[:, env], table.tokens[:, env], "envelope deployed"
             else:
-                pf, pt = plan_table(ranked, texts, d.cand.unit, ev, rows)
+                if not truth:
+                    truth.extend(plan_table(ranked, texts, d.cand.unit, ev, rows))
+                pf, pt = truth
                 f1, tok, conf = pf[rows, choice], pt[rows, choice], "selector deployed"
             out[row] = (f1, tok, conf)
         env = envelope_here(dep.deploy["spec"]["configs"], table.tokens, b)
