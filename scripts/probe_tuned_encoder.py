@@ -49,10 +49,11 @@ def compose(overrides: list[str]):
 
 def ranks(score: np.ndarray, q: np.ndarray) -> np.ndarray:
     """Each row's 0-based rank within its question, best score first."""
+    from mogg.core.segments import segment_rank
+
     order = np.lexsort((-score, q))
-    start = np.r_[0, np.flatnonzero(np.diff(q[order])) + 1]
     r = np.empty(len(q), dtype=np.int64)
-    r[order] = np.arange(len(q)) - np.repeat(start, np.diff(np.r_[start, len(q)]))
+    r[order] = segment_rank(q[order])
     return r
 
 

@@ -26,6 +26,7 @@ transfer directory deploys (and ``mogg-route`` reads it with).
 
 from __future__ import annotations
 
+import functools
 import logging
 from pathlib import Path
 
@@ -205,22 +206,23 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
     # the plans of each E (the same at every budget), and their true F1 once: the ranking is by the
     # scorer alone, so every E shares it
     plans = {e: here_plans(dep, pred, d.cand.q, d.cand.unit, d.tokens, texts, n, e, d.doc_tokens) for e in EVIDENCE}
-    truth: list = []
+
+    @functools.cache
+    def truth() -> tuple[np.ndarray, np.ndarray]:  # on the first row that deploys the selector
+        return plan_table(plans[EVIDENCE[0]][0], texts, d.cand.unit, ev, rows)
 
     def at(b: float) -> dict:
         if str(int(b)) not in dep.deploy["budgets"]:
             return {}
         out = {}
         for row, evidence, rule in reads:
-            choice, ranked, _, applied = read_here(dep, pred, d.cand.q, d.cand.unit, d.tokens, texts, n, b, evidence,
+            choice, _, _, applied = read_here(dep, pred, d.cand.q, d.cand.unit, d.tokens, texts, n, b, evidence,
                                                    table.tokens, rule=rule, plans=plans.get(evidence))
             if applied["deploy"] == "envelope":
                 env = applied["envelope"]
                 f1, tok, conf = table.f1[:, env], table.tokens[:, env], "envelope deployed"
             else:
-                if not truth:
-                    truth.extend(plan_table(ranked, texts, d.cand.unit, ev, rows))
-                pf, pt = truth
+                pf, pt = truth()
                 f1, tok, conf = pf[rows, choice], pt[rows, choice], "selector deployed"
             out[row] = (f1, tok, conf)
         env = envelope_here(dep.deploy["spec"]["configs"], table.tokens, b)
