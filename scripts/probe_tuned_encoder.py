@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import tempfile
@@ -92,6 +93,7 @@ def main() -> None:
     from mogg.run.frontier_stage import frontier_settings
     from mogg.run.prepare_stage import prepare_all
 
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")  # the stages say what they do
     configure_threads(None)
     tmp = Path(tempfile.mkdtemp(prefix="mogg-tuned-"))
     over = [f"experiment={args.experiment}", f"seed={args.seed}", f"paths.artifacts={args.artifacts or tmp / 'art'}"]
@@ -163,7 +165,8 @@ def main() -> None:
     eval_rows = rows_of(np.r_[val_q, test_q])
     uu = np.unique(data.cand.unit[eval_rows])
     t0 = time.perf_counter()
-    ue = np.concatenate([embed([units[u] for u in uu[a:a + 128]], False).numpy() for a in range(0, len(uu), 128)])
+    ue = np.concatenate([embed([units[u] for u in uu[a:a + 128]], False).numpy()
+                         for a in tqdm(range(0, len(uu), 128), desc="encoding the evaluated candidates", unit="batch")])
     qe = embed(questions, False).numpy()
     encode_s = time.perf_counter() - t0
     tuned = np.full(len(q), -np.inf)
