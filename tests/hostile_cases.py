@@ -329,7 +329,8 @@ def _route_cases() -> list[Case]:
     CLI runs in test_route_cli.py)."""
     from omegaconf import OmegaConf
 
-    from mogg.run.route import apply_overrides, check_corpus_paths, decode_lines, read_questions
+    from mogg.run.route import decode_lines, read_questions
+    from mogg.run.route_paths import route_components
 
     def questions(raw: bytes):
         def run(tmp):
@@ -347,7 +348,7 @@ def _route_cases() -> list[Case]:
             "retriever": {"k1": 1.5, "backend": "scipy"}, "ladder": {"unit_size": 1}, "data_dir": str(tmp)})
 
     def override(*sets):
-        return lambda tmp: check_corpus_paths(apply_overrides(comps(tmp), list(sets)))
+        return lambda tmp: route_components(comps(tmp), list(sets), tmp)
 
     bad = {
         "not UTF-8": (questions(b"Is aspirin good?\nAsp\xefrin?\n"), "q.jsonl:2"),
@@ -367,7 +368,8 @@ def _route_cases() -> list[Case]:
         "--set ladder size": (override("ladder.unit_size=3"), "ladder.unit_size"),
         "--set empty key": (override("=x"), "expected KEY=VALUE"),
         "--set bad YAML value": (override("retriever.backend=[x"), "retriever.backend"),
-        "--set to a missing file": (override("corpus.sources.0.paths=/nonexistent/c.jsonl"), "corpus.sources.0.paths=NEW_PATH"),
+        "--set to a missing file": (override("corpus.sources.0.paths=/nonexistent/c.jsonl"),
+                                    "--set corpus.sources.0.paths: /nonexistent/c.jsonl does not exist"),
     }
     ok = {
         "BOM and CRLF": questions(b"\xef\xbb\xbfIs aspirin good?\r\nIs it bad?\r\n"),

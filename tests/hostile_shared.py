@@ -103,7 +103,10 @@ def route(tmp: Path, d: Path, *flags: str, questions: str = "Is aspirin an antip
             sys.path.insert(0, "")
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                rc = main(["--checkpoint", str(d), "--artifacts", str(_shared("artifacts")), *flags, str(q)])
+                # the directories were trained on the shipped example, outside the data folder: routing
+                # names its corpus (mogg.run.route_corpus), unless the case names one itself
+                own = [] if "--corpus" in flags else ["--corpus", str(ROOT / "examples" / "generic" / "corpus.jsonl")]
+                rc = main(["--checkpoint", str(d), "--artifacts", str(_shared("artifacts")), *own, *flags, str(q)])
             except SystemExit as e:  # argparse refusing an option: its one-line error, exit 2
                 rc = e.code
     finally:

@@ -154,7 +154,7 @@ def test_a_new_router_kind_trains_saves_loads_and_routes(tmp_path):
     assert isinstance(fold.module, RidgeNet) and fold.spec["network"]["alpha"] == 2.0
     final = TrainedRouter.load(run / "final")  # a fresh network from router.json, the weights from safetensors
     assert isinstance(final.module, RidgeNet) and final.spec["provenance"]["run"]["settings"]["kind"] == "ridge"
-    session = RoutingSession.from_checkpoint(run / "final", artifacts=tmp_path / "a", data_dir=GENERIC)
+    session = RoutingSession.from_checkpoint(run / "final", artifacts=tmp_path / "a", corpus=[GENERIC / "corpus.jsonl"])
     import json
 
     questions = [json.loads(line)["question"] for line in (GENERIC / "questions.jsonl").read_text().splitlines()[:3]]

@@ -159,7 +159,8 @@ def test_input_errors_are_one_line_with_file_and_line(router, tmp_path):
 def test_output_folder_created_and_empty_questions_explicit(router, tmp_path):
     tmp, rdir, _ = router
     out = tmp_path / "new" / "folder" / "routed.jsonl"
-    p = _route(rdir, tmp / "artifacts", "--out", out, stdin="Is aspirin an antiplatelet drug?\n?? \U0001f48a !!\n")
+    p = _route(rdir, tmp / "artifacts", "--out", out, stdin="Is aspirin an antiplatelet drug?\n?? \U0001f48a !!\n",
+               env={"MOGG_DATA_DIR": str(tmp)})  # the training corpus is read under this machine's data folder only
     assert p.returncode == 0, p.stderr[-1500:]
     recs = [json.loads(line) for line in out.read_text().splitlines()]
     assert recs[0]["context"] and not recs[0].get("empty")

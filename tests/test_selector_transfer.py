@@ -206,7 +206,7 @@ def test_the_transfer_selector_is_one_directory_and_its_rows_reach_the_report(tr
     assert dep.deploy["lambda_rule"] == "learned"  # transfer_lambda's default
     md = (transfer / "r" / "debug" / "results.md").read_text()
     for row in ("transferred selector (E median)", "transferred selector (E predicted)", "transferred selector (E document)",
-                "transferred selector (E document, lambda learned)", "training sets' envelope"):
+                "transferred selector (deployed: E document, lambda learned)", "training sets' envelope"):
         assert f"| {row} |" in md
 
 
@@ -230,8 +230,8 @@ def test_calibrate_here_on_a_transfer_directory_spends_the_budget_from_another_f
 
     def mean_tokens(directory, *flags) -> float:
         out = tmp_path / "out.jsonl"
-        assert main(["--checkpoint", str(directory), "--artifacts", str(transfer / "a"), *flags, "--out", str(out),
-                     str(q)]) == 0
+        assert main(["--checkpoint", str(directory), "--artifacts", str(transfer / "a"), "--corpus",
+                     str(GENERIC / "corpus.jsonl"), *flags, "--out", str(out), str(q)]) == 0
         return float(np.mean([json.loads(x)["tokens"] for x in out.read_text().splitlines()]))
 
     binds = 0
@@ -251,6 +251,123 @@ def test_calibrate_here_on_a_transfer_directory_spends_the_budget_from_another_f
     dear = dep.save(tmp_path / "dear")
     assert mean_tokens(dear, "--budget", "128", "--calibrate-here", "--unguarded") < mean_tokens(
         here, "--budget", "128", "--calibrate-here", "--unguarded")
+
+
+DEPLOYED = "transferred selector (deployed: E document, lambda learned)"
+
+
+def test_a_transfer_directory_routes_the_users_corpus_from_another_folder_as_the_report_reads_it(
+        transfer, tmp_path, monkeypatch):
+    """Issue 58: a transfer directory holds no corpus. mogg-route --corpus builds the user's ladder from
+    the directory's recipe, in the user's cache (not ./artifacts of the folder it runs in), reads only that
+    corpus, and its contexts' evidence F1 is, question for question, what the report computes for the
+    row marked deployed."""
+    from mogg.data.qa import GenericQA
+    from mogg.evaluation.prefix import prefix_table
+    from mogg.run.budget.selector.final import DeployedSelector
+    from mogg.run.route import main
+
+    d = transfer / "c" / "debug" / "mog" / "selector" / "transfer"
+    assert DeployedSelector.load(d).deploy["spec"]["components"]["corpus"] is None  # a scorer and a recipe
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MOGG_ARTIFACTS", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    out = tmp_path / "routed.jsonl"
+    corpus = GENERIC / "corpus.jsonl"
+    assert main(["--checkpoint", str(d), "--budget", "128", "--calibrate-here", "--corpus", str(corpus),
+                 "--out", str(out), str(GENERIC / "questions.jsonl")]) == 0
+    records = [json.loads(x) for x in out.read_text().splitlines()]
+    docs = {json.loads(x)["id"] for x in corpus.read_text().splitlines()}
+    routed = [c["doc_id"] for r in records for c in r["context"]]
+    assert routed and set(routed) <= docs, set(routed) - docs
+    assert not (tmp_path / "artifacts").exists() and any((tmp_path / "cache" / "mogg" / "artifacts").iterdir())
+
+    items = GenericQA(str(GENERIC / "questions.jsonl")).load()
+    by_id = {it.id: it for it in items}
+    z = np.load(transfer / "r" / "debug" / "mog_frontier_questions.npz")
+    b = list(z["budgets"]).index(128)
+    report = dict(zip(z["ids"], z[f"policy:{DEPLOYED}"][b, 0]))
+    streams = [[c["text"] for c in r["context"]] for r in records]
+    pt = prefix_table(streams, [by_id[r["id"]].evidence_text for r in records], max(map(len, streams)))
+    mine = pt.f1[np.arange(len(records)), [max(len(s), 1) - 1 for s in streams], 0]
+    np.testing.assert_allclose(mine, [report[r["id"]] for r in records], atol=1e-9)
+    md = (transfer / "r" / "debug" / "results.md").read_text()
+    assert f"| {DEPLOYED} |" in md
+
+
+@pytest.mark.parametrize("path", ["ABS", "~/.ssh/id_rsa", "../secret.txt", "*.txt", "sub/../../secret.txt"])
+def test_a_directory_naming_a_file_outside_the_data_folder_is_refused_and_nothing_of_it_is_read(
+        transfer, tmp_path, monkeypatch, path):
+    """Issues 58/59: a re-sealed directory naming a corpus file outside this machine's data folder (an
+    absolute path elsewhere, ~, .., a glob) is refused in one line, and no byte of the file reaches the
+    artifact store."""
+    from mogg.run.budget.selector.final import DeployedSelector
+    from mogg.run.route import main
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("PRIVATE-KEY-MATERIAL aspirin cough bradykinin insulin heart failure")
+    dep = DeployedSelector.load(transfer / "c" / "debug" / "mog" / "selector" / "transfer")
+    named = str(secret) if path == "ABS" else path
+    dep.deploy["spec"]["components"]["corpus"] = {
+        "_target_": "mogg.data.corpus.Corpus", "allow_gold": False,
+        "sources": [{"_target_": "mogg.data.corpus.PlainText", "paths": [named]}]}
+    dep.deploy["spec"].pop("_dir", None)
+    bad = dep.save(tmp_path / "resealed")
+    data = tmp_path / "data"
+    (data / "sub").mkdir(parents=True)
+    monkeypatch.chdir(data / "sub")
+    art = tmp_path / "store"
+    q = tmp_path / "q.txt"
+    q.write_text("Why do ACE inhibitors cause a cough?\n")
+    rc = main(["--checkpoint", str(bad), "--artifacts", str(art), "--data-dir", str(data), "--budget", "128",
+               "--calibrate-here", "--out", str(tmp_path / "o.jsonl"), str(q)])
+    assert rc == 2
+    assert not (tmp_path / "o.jsonl").exists()
+    leaked = [f for f in art.rglob("*") if f.is_file() and b"PRIVATE-KEY-MATERIAL" in f.read_bytes()] if art.exists() else []
+    assert not leaked
+
+
+def test_an_in_set_directory_reads_its_corpus_under_this_machines_data_folder_only(tmp_path):
+    """The directory's own corpus paths are re-rooted under the routing machine's data folder; a
+    link leading out of it is refused; the user's --set path is theirs to name."""
+    from omegaconf import OmegaConf
+
+    from mogg.run.route_paths import check_corpus_paths
+
+    train_data, here = tmp_path / "train" / "data", tmp_path / "here" / "data"
+    (here / "mirage").mkdir(parents=True)
+    (here / "mirage" / "c.jsonl").write_text("{}\n")
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text("{}\n")
+
+    def comps(p):
+        return OmegaConf.create({"data_dir": str(train_data), "corpus": {
+            "_target_": "mogg.data.corpus.Corpus",
+            "sources": [{"_target_": "mogg.data.corpus.MedRAGJsonl", "paths": [p]}]}})
+
+    for saved in (str(train_data / "mirage" / "c.jsonl"), "data/mirage/c.jsonl", "mirage/c.jsonl"):
+        got = check_corpus_paths(comps(saved), here)
+        assert got.corpus.sources[0].paths == [str(here / "mirage" / "c.jsonl")], saved
+    (here / "mirage" / "link.jsonl").symlink_to(outside)
+    with pytest.raises(ValueError, match="leads out of the data folder"):
+        check_corpus_paths(comps("mirage/link.jsonl"), here)
+    with pytest.raises(ValueError, match="not under this machine's data folder"):
+        check_corpus_paths(comps("mirage/missing.jsonl"), here)
+    with pytest.raises(ValueError, match="outside the data folder"):
+        check_corpus_paths(comps(str(outside)), here)
+    got = check_corpus_paths(comps(str(outside)), here, named=["corpus.sources.0.paths"])
+    assert got.corpus.sources[0].paths == [str(outside)]
+
+
+def test_corpus_files_name_their_format():
+    from mogg.run.route_corpus import user_corpus
+
+    node = user_corpus([GENERIC / "corpus.jsonl", ROOT / "README.md"][:1])
+    assert node["sources"] == [{"_target_": "mogg.data.corpus.MedRAGJsonl", "paths": [str(GENERIC / "corpus.jsonl")]}]
+    with pytest.raises(ValueError, match="unknown format"):
+        user_corpus([ROOT / "README.md"])
+    with pytest.raises(ValueError, match="no such file"):
+        user_corpus([ROOT / "nope.jsonl"])
 
 
 def test_the_page_stand_in_groups_related_sections_into_pages(tmp_path):

@@ -109,8 +109,7 @@ def train(cfg: DictConfig) -> dict:
     if fs is not None and fs.actions:  # the learned budget routers: <run>/<ladder>/<kind>/
         in_set = fits_final and not nodes and cfg.get("train_questions") is None  # the deployable ones
         frontier = train_budget_routers(run_context(cfg), fs, preps, lambda n: checkpoint_dir(cfg, n), in_set,
-                                        source_preps if fits_final else None,
-                                        nodes[next(iter(nodes))]["corpus"] if nodes else None)
+                                        source_preps if fits_final else None)
         for name, r in frontier.items():
             results.setdefault(name, {}).update(r)
     if cfg.get("evaluate_after"):

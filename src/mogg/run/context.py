@@ -30,12 +30,13 @@ class RunContext:
     source_weights: dict = field(default_factory=dict)  # train_sources.<name>.weight
     use_router: bool = True  # evaluate.py reads the trained routers (false: baselines only)
     retrain: str = "python train.py"  # the command that retrains this run's routers
-    spec: Callable[..., dict] = field(default=lambda name, prep, corpus=None: {}, repr=False, compare=False)
+    spec: Callable[..., dict] = field(default=lambda name, prep, transfer=False: {}, repr=False, compare=False)
 
-    def router_spec(self, name: str, prep, corpus=None) -> dict:
+    def router_spec(self, name: str, prep, transfer: bool = False) -> dict:
         """A router directory's spec part from the data (levels, recipe, the components to rebuild,
-        provenance): :func:`mogg.run.router_store.router_spec` for this run."""
-        return self.spec(name, prep, corpus)
+        provenance): :func:`mogg.run.router_store.router_spec` for this run (``transfer``: a
+        directory trained on other sets, which holds no corpus)."""
+        return self.spec(name, prep, transfer)
 
 
 def run_context(cfg: DictConfig) -> RunContext:
@@ -52,4 +53,4 @@ def run_context(cfg: DictConfig) -> RunContext:
         source_weights={str(s): float((n or {}).get("weight", 1.0)) for s, n in (cfg.get("train_sources") or {}).items()},
         use_router=bool(cfg.get("use_router", True)),
         retrain=retrain_command(cfg),
-        spec=lambda name, prep, corpus=None: router_spec(cfg, name, prep, corpus))
+        spec=lambda name, prep, transfer=False: router_spec(cfg, name, prep, transfer))

@@ -157,10 +157,10 @@ def other_families(prep: Prepared, fs: FrontierSettings, weights: dict[str, np.n
 
 
 def train_budget_routers(ctx: RunContext, fs: FrontierSettings, preps: dict[str, Prepared], ckpt: Callable[[str], Path],
-                         in_set: bool, source_preps: dict | None = None, corpus_node=None) -> dict:
+                         in_set: bool, source_preps: dict | None = None) -> dict:
     """``train.py``'s frontier stage: every learned budget router cross-fitted per ladder
     (``ckpt(ladder)/<kind>/``), deployed on this set (``in_set``) or on ``train_sources``
-    (``source_preps``, with the first source's corpus node), and the router over every ladder where
+    (``source_preps``; such a directory holds no corpus: the user names one when routing), and the router over every ladder where
     a kind spans ladders (``ckpt(ALL_LADDERS)``). Returns ``{ladder: {kind: {...}}}``."""
     results: dict[str, dict] = {}
     for name, prep in preps.items():
@@ -175,7 +175,7 @@ def train_budget_routers(ctx: RunContext, fs: FrontierSettings, preps: dict[str,
         if source_preps:  # leave-one-set-out at matched cost: the kinds trained on the other sets
             sources = {s: ladder_frontier(p[name], fs) for s, p in source_preps.items()}
             for kind in fs.routers:
-                r = kind.fit_transfer(ctx, name, sources, ckpt(name) / kind.slot, corpus_node)
+                r = kind.fit_transfer(ctx, name, sources, ckpt(name) / kind.slot)
                 if r is not None:
                     results[name][kind.slot]["transfer"] = r
     kind = joint_router(fs) if len(preps) > 1 else None

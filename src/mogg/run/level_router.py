@@ -49,21 +49,22 @@ class RoutingSession:
     @classmethod
     def from_checkpoint(cls, router_dir: str | Path, artifacts: str | Path | None = "auto",
                         overrides: Sequence[str] = (), k: int | None = None,
-                        data_dir: str | Path | None = None) -> "RoutingSession":
+                        data_dir: str | Path | None = None, corpus: Sequence[str] = ()) -> "RoutingSession":
         """Load a router directory and rebuild (or load) its ladder, retrievers and encoder.
 
         ``overrides``: ``key=value`` strings applied to the saved component configs
         (``corpus.sources.0.path=/data/test_set.json``, ``retriever.backend=scipy``).
-        ``data_dir``: this machine's data folder (as ``MOGG_DATA_DIR`` for ``train.py``); corpus
-        files under the training machine's data folder are looked up under it. ``artifacts``: the
-        cache for the ladder and retriever state; ``"auto"`` (:func:`default_artifacts`):
-        ``$MOGG_ARTIFACTS``, else ``./artifacts``; None: no cache.
+        ``data_dir``: this machine's data folder (as ``MOGG_DATA_DIR`` for ``train.py``); the
+        directory's corpus files are read only under it. ``corpus``: the files of the corpus to
+        route instead (a transfer directory holds none: :mod:`mogg.run.route_corpus`).
+        ``artifacts``: the cache for the ladder and retriever state; ``"auto"``
+        (:func:`default_artifacts`): ``$MOGG_ARTIFACTS``, else the user's cache folder; None: no cache.
         """
         router = load_router(Path(router_dir))
         where = str(Path(router_dir) / "router.json")
         recipe = router.recipe
         comps, art, index = rebuild_index(router.spec.get("components"), overrides, data_dir, artifacts, where,
-                                          {"recipe.encoder": recipe.encoder})
+                                          {"recipe.encoder": recipe.encoder}, corpus)
         encoder = build_encoder(recipe.encoder, where, "recipe.encoder", art) if recipe.needs_embeddings else None
         return cls(router, index, k if k is not None else comps.get("k", 2), encoder, art, comps.get("max_context_tokens"))
 
@@ -127,8 +128,8 @@ class LevelRouter:
         self.session_ = session
 
     @classmethod
-    def session(cls, directory: Path, artifacts="auto", overrides=(), data_dir=None) -> "LevelRouter":
-        return cls(RoutingSession.from_checkpoint(directory, artifacts, overrides, None, data_dir))
+    def session(cls, directory: Path, artifacts="auto", overrides=(), data_dir=None, corpus=()) -> "LevelRouter":
+        return cls(RoutingSession.from_checkpoint(directory, artifacts, overrides, None, data_dir, corpus))
 
     def route(self, questions: Sequence[str], ids: Sequence[str] | None = None, k: int | None = None
               ) -> tuple[list[dict], dict]:

@@ -5,10 +5,15 @@
     mogg-route --checkpoint checkpoints/<run>/mog/actions/final --budget 128 q.jsonl   # the action router
     mogg-route --checkpoint checkpoints/<run>/mog/selector/final --budget 128 q.jsonl  # the evidence selector
 
-The router directory names the corpus, ladder builder, retriever and encoder it was trained with;
-they are rebuilt from there (loaded from the artifact store when already built), checked against
-the router, and every question is routed. ``--set`` overrides a component's config, e.g. the corpus
-path on another machine. The directory's kind (the level router, a budget-router kind) comes from
+    mogg-route --checkpoint checkpoints/<run>/mog/selector/transfer --corpus my/corpus.jsonl \
+        --budget 128 --calibrate-here my/questions.jsonl                          # your own corpus
+
+The router directory names the ladder builder, retriever and encoder it was trained with (and, for
+an in-set router, its corpus, read under this machine's data folder only); they are rebuilt from
+there (loaded from the artifact store when already built), checked against the router, and every
+question is routed. ``--corpus`` names the corpus to route over (a transfer directory holds none:
+:mod:`mogg.run.route_corpus`); ``--set`` overrides a component's config, e.g. the corpus path on
+another machine. The directory's kind (the level router, a budget-router kind) comes from
 the registry (:mod:`mogg.run.registry`), with the options it takes and its session: this module
 never asks which kind it holds. From Python: :class:`mogg.run.level_router.RoutingSession`
 (importable from here too) and each kind's ``session``.
@@ -151,6 +156,18 @@ _FLAG = {"budget": "--budget", "cost_weight": "--cost-weight", "max_tokens": "--
          "here": "--calibrate-here", "unguarded": "--unguarded", "k": "--k"}  # a budget router's route() keyword -> its flag
 
 
+def _corpus_arg(kind, corpus: list[str], checkpoint: str) -> dict:
+    """``{"corpus": files}`` for a kind whose session takes the user's corpus (every kind mogg
+    ships); a kind written before ``--corpus`` existed gets none, and refuses ``--corpus``."""
+    import inspect
+
+    if not corpus:
+        return {}
+    if "corpus" not in inspect.signature(kind.session).parameters:
+        raise ValueError(f"--corpus does not apply to {kind.TITLE} ({checkpoint}): its session reads no corpus of yours")
+    return {"corpus": corpus}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="mogg-route", description="Route questions with a trained mogg router.")
     ap.add_argument("--checkpoint", required=True, help="a router directory (e.g. checkpoints/<run>/<ladder>/final)")
@@ -164,13 +181,20 @@ def main(argv: list[str] | None = None) -> int:
                     help="budget router: lambda in argmax u - lambda * tokens, instead of --budget")
     ap.add_argument("--max-tokens", type=int, default=None, help="action router: a hard cap on every context's tokens")
     ap.add_argument("--calibrate-here", action="store_true",
-                    help="action router with --budget: spend B on these questions (lambda, and the envelope where the "
-                         "guard keeps it, re-chosen so their mean tokens are at most B; label-free: for a new set)")
+                    help="budget router (action router, evidence selector) with --budget: spend B on these questions "
+                         "(lambda, and the envelope where the guard keeps it, re-chosen so their mean tokens are at most "
+                         "B; label-free: for a new set)")
+    ap.add_argument("--corpus", action="append", default=[], metavar="FILE",
+                    help="the corpus to route over, in place of the directory's own (repeatable; MedRAG or generic "
+                         "jsonl with id, title, content, a folder of them, or plain .txt files): its ladder and "
+                         "retriever are built from the directory's recipe and cached in the artifact store. A transfer "
+                         "directory holds no corpus and needs it")
     ap.add_argument("--unguarded", action="store_true",
                     help="budget router: deploy it even at budgets where its guard kept the fixed envelope")
     ap.add_argument("--out", default="-", help="jsonl output path; '-' = stdout")
     ap.add_argument("--artifacts", default="auto",
-                    help="artifact store for the ladder and retriever state (default: $MOGG_ARTIFACTS, else ./artifacts)")
+                    help="artifact store for the ladder and retriever state (default: $MOGG_ARTIFACTS, else "
+                         "~/.cache/mogg/artifacts)")
     ap.add_argument("--k", type=int, default=None, help="snippets per question (default: the training run's k)")
     ap.add_argument("--data-dir", default=os.environ.get("MOGG_DATA_DIR"),
                     help="this machine's data folder, as MOGG_DATA_DIR for train.py (default: $MOGG_DATA_DIR)")
@@ -206,7 +230,8 @@ def main(argv: list[str] | None = None) -> int:
             takes = ", ".join(_FLAG[f] for f in kind.ROUTE_FLAGS if f in _FLAG) or "no option"
             raise ValueError(f"{' and '.join(wrong)} {'does' if len(wrong) == 1 else 'do'} not apply to {kind.TITLE} "
                              f"({args.checkpoint}); it takes {takes}{getattr(kind, 'HINT', '')}")
-        session = kind.session(args.checkpoint, args.artifacts, args.set, args.data_dir)
+        session = kind.session(args.checkpoint, args.artifacts, args.set, args.data_dir,
+                               **_corpus_arg(kind, args.corpus, args.checkpoint))
         opts = {f: v for f, v in {**given, "options": options}.items() if f in kind.ROUTE_FLAGS}
         records, summary = session.route(questions, ids, **opts)
         text = "".join(strict_json(r, ensure_ascii=False) + "\n" for r in records)

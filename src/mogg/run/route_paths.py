@@ -20,10 +20,14 @@ log = logging.getLogger(__name__)
 
 
 def default_artifacts() -> Path:
-    """Where ``mogg-route`` caches ladders and retriever state unless told: ``$MOGG_ARTIFACTS`` (what
-    ``paths.artifacts`` defaults to for train.py and evaluate.py too), else ``artifacts`` in the
-    current folder."""
-    return Path(os.environ.get("MOGG_ARTIFACTS") or "artifacts")
+    """Where ``mogg-route`` caches ladders and retriever state unless told (``--artifacts``):
+    ``$MOGG_ARTIFACTS`` (what ``paths.artifacts`` defaults to for train.py and evaluate.py too), else
+    the user's cache folder (``$XDG_CACHE_HOME/mogg/artifacts``, ``~/.cache/mogg/artifacts``): never
+    ``./artifacts`` of whatever folder the command runs in unless asked."""
+    if os.environ.get("MOGG_ARTIFACTS"):
+        return Path(os.environ["MOGG_ARTIFACTS"])
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "mogg" / "artifacts"
 
 
 # What --set may change on another machine: where files are and how the same numbers are
@@ -62,70 +66,79 @@ def apply_overrides(comps, overrides: Sequence[str]):
 _MISSING = object()
 
 
-def check_corpus_paths(comps, data_dir: str | Path | None = None):
-    """Every corpus file the router was trained on must exist here. A relative path under the
-    training run's data folder (``data/mirage/...``, as every shipped config has it) is that folder's
-    (saved as ``data_dir``, absolute), wherever this command runs; a missing file under that folder
-    is looked up under ``data_dir`` (this machine's ``MOGG_DATA_DIR``); one still missing names the
-    ``--set`` that fixes it, before anything is built. Returns the (possibly re-rooted) components."""
+def check_corpus_paths(comps, data_dir: str | Path | None = None, named: Sequence[str] = (),
+                       where: str = "the router directory"):
+    """The corpus files a routing reads (:mod:`mogg.run.route_corpus`): those the user named here
+    (``named``: the ``--set`` keys, e.g. ``corpus.sources.0.paths``) must exist; those the directory
+    names are read only under this machine's data folder (``data_dir``, else ``MOGG_DATA_DIR``, else
+    ``data``), re-rooted from the training machine's (saved as ``data_dir`` in the components), and
+    anything else is refused before anything is built. Returns the (re-rooted) components."""
     from omegaconf import OmegaConf
 
+    from mogg.run.route_corpus import data_folder, under_data_folder
+
     saved = comps.get("data_dir")
+    local = data_folder(data_dir)
     sources = (comps.get("corpus") or {}).get("sources") or []
     for i, src in enumerate(sources):
         for key in ("path", "paths"):
             value = src.get(key) if hasattr(src, "get") else None
+            if value is None:
+                continue
             many = not isinstance(value, str)
+            field = f"corpus.sources.{i}.{key}"
             found = []
             for p in ([value] if not many else list(value or [])):
-                p = _trained_path(str(p), saved)
-                if any(ch in p for ch in "*?[") or Path(p).exists():
+                p = str(p)
+                if field in named:  # the user's own path on this machine
+                    if not (any(ch in p for ch in "*?[") or Path(p).exists()):
+                        raise ValueError(f"--set {field}: {p} does not exist on this machine")
                     found.append(p)
                     continue
-                moved = _rerooted(p, saved, data_dir)
-                if moved is None:
-                    hint = "" if data_dir else " or set MOGG_DATA_DIR (--data-dir) to this machine's data folder"
-                    raise ValueError(f"corpus file {p} (corpus.sources.{i}.{key}) does not exist on this machine; "
-                                     f"pass --set corpus.sources.{i}.{key}=NEW_PATH{hint}")
-                log.info("corpus file %s found under the data folder %s: %s", p, data_dir, moved)
-                found.append(moved)
-            if value is not None:
-                OmegaConf.update(comps, f"corpus.sources.{i}.{key}", found if many else found[0], merge=False)
+                try:
+                    found.append(under_data_folder(p, saved, local, f"{where} ({field})"))
+                    log.info("corpus file %s (%s) read under this machine's data folder: %s", p, field, found[-1])
+                except FileNotFoundError as e:
+                    raise ValueError(f"corpus file {p} ({field}) is not under this machine's data folder {local} ({e} "
+                                     "does not exist); set MOGG_DATA_DIR (--data-dir) to the folder holding it, or "
+                                     f"name the corpus with --corpus FILE (or --set {field}=NEW_PATH)") from None
+            OmegaConf.update(comps, field, found if many else found[0], merge=False)
     return comps
 
 
-def _trained_path(path: str, saved: str | None) -> str:
-    """A corpus path as the training run saw it: a relative path that starts with the last part of
-    the training run's data folder ``saved`` (``data/mirage/x`` with ``saved`` = ``/proj/data``) is
-    that folder's (``/proj/data/mirage/x``), from wherever this runs; other paths as they are."""
-    p = Path(path)
-    if not p.is_absolute() and saved and p.parts and p.parts[0] == Path(saved).name and not p.exists():
-        return str(Path(saved).parent / p)
-    return path
+def route_components(comps, overrides: Sequence[str] = (), data_dir: str | Path | None = None,
+                     corpus: Sequence[str] = (), where: str = "the router directory"):
+    """A directory's saved components as this machine routes them: ``--set`` overrides applied
+    (:func:`apply_overrides`), the corpus the user names (``corpus``: ``--corpus`` files) in place of
+    the directory's, else the directory's own read under this machine's data folder only
+    (:func:`check_corpus_paths`); a transfer directory without ``corpus`` is refused."""
+    from omegaconf import OmegaConf
 
+    from mogg.run.route_corpus import NO_CORPUS, user_corpus
 
-def _rerooted(path: str, saved: str | None, data_dir: str | Path | None) -> str | None:
-    """``path`` moved from the training machine's data folder ``saved`` to ``data_dir``, if it
-    exists there."""
-    if not saved or not data_dir:
-        return None
-    try:
-        rel = Path(path).relative_to(saved)
-    except ValueError:
-        return None
-    moved = Path(data_dir) / rel
-    return str(moved) if moved.exists() else None
+    comps = apply_overrides(comps, overrides)
+    if corpus:  # the corpus this machine names replaces whatever the directory holds
+        own = comps.get("corpus") or {}
+        OmegaConf.update(comps, "corpus", user_corpus(corpus, bool(own.get("allow_gold", False))), merge=False)
+        return comps
+    if comps.get("corpus") is None:
+        raise ValueError(f"{where} {NO_CORPUS}")
+    named = [str(o).partition("=")[0].strip() for o in overrides]
+    return check_corpus_paths(comps, data_dir, named, where)
 
 
 def rebuild_index(components: dict, overrides: Sequence[str] = (), data_dir: str | Path | None = None,
-                  artifacts: str | Path | None = "auto", where: str = "the router directory", also: dict | None = None):
+                  artifacts: str | Path | None = "auto", where: str = "the router directory", also: dict | None = None,
+                  corpus: Sequence[str] = ()):
     """A saved directory's components (``spec["components"]``) with ``overrides`` applied and the
     corpus files looked up under ``data_dir``, the artifact store (``"auto"``:
     :func:`default_artifacts`; None: no cache) and the ladder index rebuilt (or loaded) from them:
     ``(components, artifacts, index)``. Every router session starts here. A directory is data:
     before anything is built, every component node (and ``also``: {field: node} the session builds
     later, a recipe's encoder) must name allowed components with plain arguments
-    (:mod:`mogg.core.trusted`; ``where`` names the file in errors)."""
+    (:mod:`mogg.core.trusted`; ``where`` names the file in errors). ``corpus``: the files of the
+    corpus to route (``mogg-route --corpus``) in place of the directory's own; a transfer directory
+    holds none and needs them (:mod:`mogg.run.route_corpus`)."""
     from omegaconf import OmegaConf
 
     from mogg.search import LadderIndex
@@ -135,7 +148,7 @@ def rebuild_index(components: dict, overrides: Sequence[str] = (), data_dir: str
     check_components(components, where, "components" if where.endswith("router.json") else "spec.components")
     for field, node in (also or {}).items():
         check_node(node, where, field)
-    comps = check_corpus_paths(apply_overrides(OmegaConf.create(components), overrides), data_dir)
+    comps = route_components(OmegaConf.create(components), overrides, data_dir, corpus, where)
     art = default_artifacts() if artifacts == "auto" else Path(artifacts) if artifacts else None
     parts = [build(comps.get(k), where, f"components.{k}", art) for k in ("corpus", "ladder", "retriever")]
     index = LadderIndex.build(*parts, art)

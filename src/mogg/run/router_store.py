@@ -69,11 +69,12 @@ def portable_config(node) -> dict | None:
     written into router directories and hashed into their fit keys)."""
     return _portable(redact(OmegaConf.to_container(node, resolve=True))) if node is not None else None
 
-def router_spec(cfg: DictConfig, name: str, prep: Prepared, corpus: DictConfig | None = None) -> dict:
+def router_spec(cfg: DictConfig, name: str, prep: Prepared, transfer: bool = False) -> dict:
     """The part of a router's spec that comes from the data: levels, feature recipe, the ladder and
     retriever it expects, where its training data came from, and the components' configs (so
     the route CLI can rebuild the ladder and retriever from the router directory alone);
-    ``corpus``: the training set's corpus node when it is not the run's (``train_sources``)."""
+    ``transfer``: a router trained on other sets (``train_sources``) holds no corpus (a scorer and
+    a recipe): ``mogg-route --corpus`` names the one it routes (:mod:`mogg.run.route_corpus`)."""
     datasets = sorted({it.dataset for it in prep.items if it.dataset}) or ["questions"]
     return {
         "levels": prep.ladder.level_names,
@@ -84,7 +85,7 @@ def router_spec(cfg: DictConfig, name: str, prep: Prepared, corpus: DictConfig |
             "n_questions": len(prep.items), "data_key": prep.data_key, "labels": portable_config(cfg.labels),
             "run_name": cfg.run_name, "ladder_name": name, "run": run_stamp(cfg),
         },
-        "components": {"corpus": portable_config(corpus if corpus is not None else cfg.corpus), "ladder": portable_config(cfg.ladders[name]),
+        "components": {"corpus": None if transfer else portable_config(cfg.corpus), "ladder": portable_config(cfg.ladders[name]),
                        "retriever": portable_config(retriever_node(cfg, name)), "encoder": portable_config(cfg.get("encoder")), "k": cfg.k,
                        "max_context_tokens": cfg.get("max_context_tokens"),
                        # the training machine's data folder: mogg-route re-roots corpus files under

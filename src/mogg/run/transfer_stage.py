@@ -39,14 +39,14 @@ def train_final(cfg: DictConfig, settings: RouterKind, trainer, preps: dict[str,
             srcs = [Source(s, router_inputs(cfg, settings, p[name]), *p[name].router_targets(), p[name].questions, nodes[s]["weight"])
                     for s, p in source_preps.items()]
             first = next(iter(source_preps))
-            spec = router_spec(cfg, name, source_preps[first][name], corpus=nodes[first]["corpus"])
+            spec = router_spec(cfg, name, source_preps[first][name], transfer=True)
             experts = settings.transfer == "experts" and len(srcs) > 1
             if not experts:
                 fit_sources(srcs, cfg.seed, settings, trainer, d / FINAL, spec)
             if len(srcs) > 1:
                 res["sources"], members = {}, {}
                 for s in srcs:
-                    one = router_spec(cfg, name, source_preps[s.name][name], corpus=nodes[s.name]["corpus"])
+                    one = router_spec(cfg, name, source_preps[s.name][name], transfer=True)
                     members[s.name] = fit_sources([s], cfg.seed, settings, trainer, d / source_dir(s.name), one)
                     res["sources"][s.name] = str(d / source_dir(s.name))
                 if experts:

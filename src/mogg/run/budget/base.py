@@ -94,8 +94,8 @@ class BudgetRouter:
         """The deployable directory on this set (``fold_dir/final``); None: the kind deploys none."""
         return None
 
-    def fit_transfer(self, ctx: RunContext, name: str, sources: dict[str, LadderFrontier], fold_dir: Path,
-                     corpus_node=None) -> dict | None:
+    def fit_transfer(self, ctx: RunContext, name: str, sources: dict[str, LadderFrontier], fold_dir: Path
+                     ) -> dict | None:
         """The deployable directory trained on ``train_sources``; None: the kind has no transfer fit."""
         return None
 
@@ -145,8 +145,8 @@ class BudgetRouter:
         return write_artifact(Path(directory), writer, config or {"kind": deploy["kind"], "content": config_hash(deploy)})
 
     @classmethod
-    def session(cls, directory: Path, artifacts="auto", overrides=(), data_dir=None):
+    def session(cls, directory: Path, artifacts="auto", overrides=(), data_dir=None, corpus=()):
         """A routing session over its deployed ``directory`` (``route(questions, ids, **flags)``
         with the flags of :attr:`ROUTE_FLAGS`: budget, cost_weight, max_tokens, here, unguarded,
-        options)."""
+        options); ``corpus``: the files of the corpus to route (``mogg-route --corpus``)."""
         raise NotImplementedError(f"{cls.TITLE} has no deployed form")

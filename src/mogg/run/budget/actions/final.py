@@ -89,7 +89,7 @@ def fit_final_actions(ctx: RunContext, name: str, ladder: LadderFrontier, kind, 
 
 
 def fit_transfer_actions(ctx: RunContext, name: str, sources: dict[str, LadderFrontier], kind,
-                         actions_dir: Path, corpus_node=None) -> dict:
+                         actions_dir: Path) -> dict:
     """The action router trained on several question sets (``train_sources``) for one ladder, into
     ``actions_dir/transfer``: one scorer over the pooled sets (each keeps its own seeded validation
     slice), lambda per budget on the pooled validation questions, the training sets' envelope per
@@ -137,7 +137,7 @@ def fit_transfer_actions(ctx: RunContext, name: str, sources: dict[str, LadderFr
         log.info("%s transfer action router (trained on %s) at B=%d: %s deployed (validation gain %+.4f ± %.4f over %d "
                  "questions, %.1f tokens)", name, " + ".join(parts), b, deploy, gain, se, g["n"], tokens)
     first = next(iter(source_preps))
-    spec = ctx.router_spec(name, source_preps[first], corpus_node)
+    spec = ctx.router_spec(name, source_preps[first], transfer=True)  # no corpus: the user's, named when routing
     spec["frontier"] = {"depth": fs.depth, "caps": list(fs.caps), "budgets": list(fs.budgets),
                         "max_context_tokens": source_preps[first].max_context_tokens}
     spec["fit"] = {**fit, "seed": int(ctx.seed), "val_fraction": val_fraction, "n_train": int(len(train)),

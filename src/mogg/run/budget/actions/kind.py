@@ -86,11 +86,11 @@ class ActionRouterKind(BudgetRouter):
 
         return fit_final_actions(ctx, name, ladder, self, fold_dir)
 
-    def fit_transfer(self, ctx: RunContext, name: str, sources: dict[str, LadderFrontier], fold_dir: Path,
-                     corpus_node=None) -> dict:
+    def fit_transfer(self, ctx: RunContext, name: str, sources: dict[str, LadderFrontier], fold_dir: Path
+                     ) -> dict:
         from mogg.run.budget.actions.final import fit_transfer_actions
 
-        return fit_transfer_actions(ctx, name, sources, self, fold_dir, corpus_node)
+        return fit_transfer_actions(ctx, name, sources, self, fold_dir)
 
     def transferred(self, ctx: RunContext, ladder: LadderFrontier, fold_dir: Path):
         """With ``train_sources`` and their action router (``<fold_dir>/transfer``,
@@ -151,10 +151,10 @@ class ActionRouterKind(BudgetRouter):
         return fr, frontier_section(ALL_LADDERS, fr, list(fs.budgets), [router])
 
     @classmethod
-    def session(cls, directory: Path, artifacts="auto", overrides=(), data_dir=None):
+    def session(cls, directory: Path, artifacts="auto", overrides=(), data_dir=None, corpus=()):
         from mogg.run.budget.actions.session import ActionSession
 
-        return ActionSession.from_checkpoint(directory, artifacts, overrides, data_dir)
+        return ActionSession.from_checkpoint(directory, artifacts, overrides, data_dir, corpus)
 
 
 def all_ladders_actions(ladders: dict[str, LadderFrontier]

@@ -44,14 +44,15 @@ class ActionSession:
 
     @classmethod
     def from_checkpoint(cls, directory: str | Path, artifacts: str | Path | None = "auto",
-                        overrides: Sequence[str] = (), data_dir: str | Path | None = None) -> "ActionSession":
+                        overrides: Sequence[str] = (), data_dir: str | Path | None = None,
+                        corpus: Sequence[str] = ()) -> "ActionSession":
         """Load the directory and rebuild (or load from the artifact store) its ladder, retriever
         and encoder, as :meth:`mogg.run.route.RoutingSession.from_checkpoint` does."""
         dep = DeployedActions.load(Path(directory))
         where = str(Path(directory) / "deploy.json")
         recipe = FeatureRecipe.from_json(dep.spec["recipe"])
         _, art, index = rebuild_index(dep.spec.get("components"), overrides, data_dir, artifacts, where,
-                                      {"spec.recipe.encoder": recipe.encoder})
+                                      {"spec.recipe.encoder": recipe.encoder}, corpus)
         encoder = build_encoder(recipe.encoder, where, "spec.recipe.encoder", art) if recipe.needs_embeddings else None
         return cls(dep, index, encoder, art)
 

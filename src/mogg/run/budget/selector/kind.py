@@ -133,11 +133,11 @@ class EvidenceSelectorKind(BudgetRouter):
 
         return fit_final_selector(ctx, name, ladder, self, fold_dir)
 
-    def fit_transfer(self, ctx: RunContext, name: str, sources: dict[str, LadderFrontier], fold_dir: Path,
-                     corpus_node=None) -> dict:
+    def fit_transfer(self, ctx: RunContext, name: str, sources: dict[str, LadderFrontier], fold_dir: Path
+                     ) -> dict:
         from mogg.run.budget.selector.transfer import fit_transfer_selector
 
-        return fit_transfer_selector(ctx, name, sources, self, fold_dir, corpus_node, ctx.source_weights)
+        return fit_transfer_selector(ctx, name, sources, self, fold_dir, ctx.source_weights)
 
     def transferred(self, ctx: RunContext, ladder: LadderFrontier, fold_dir: Path):
         """With ``train_sources`` and their selector (``<fold_dir>/transfer``): budget -> the transferred
@@ -154,7 +154,7 @@ class EvidenceSelectorKind(BudgetRouter):
         return transferred_rows(ctx, ladder, self, d)
 
     @classmethod
-    def session(cls, directory: Path, artifacts="auto", overrides=(), data_dir=None):
+    def session(cls, directory: Path, artifacts="auto", overrides=(), data_dir=None, corpus=()):
         from mogg.run.budget.selector.session import SelectorSession
 
-        return SelectorSession.from_checkpoint(directory, artifacts, overrides, data_dir)
+        return SelectorSession.from_checkpoint(directory, artifacts, overrides, data_dir, corpus)

@@ -46,12 +46,14 @@ class SelectorSession:
 
     @classmethod
     def from_checkpoint(cls, directory: str | Path, artifacts: str | Path | None = "auto",
-                        overrides: Sequence[str] = (), data_dir: str | Path | None = None) -> "SelectorSession":
+                        overrides: Sequence[str] = (), data_dir: str | Path | None = None,
+                        corpus: Sequence[str] = ()) -> "SelectorSession":
         """Load the directory and rebuild (or load from the artifact store) its ladder, retriever
         and encoder, as :meth:`mogg.run.budget.actions.session.ActionSession.from_checkpoint` does."""
         dep = DeployedSelector.load(Path(directory))
         where = str(Path(directory) / "deploy.json")
-        comps, art, index = rebuild_index(dep.deploy["spec"].get("components"), overrides, data_dir, artifacts, where)
+        comps, art, index = rebuild_index(dep.deploy["spec"].get("components"), overrides, data_dir, artifacts, where,
+                                          corpus=corpus)
         encoder = None
         if dep.deploy["settings"]["cosine"]:  # the unit embeddings cached in this machine's artifact store
             encoder = build_encoder(comps.encoder, where, "spec.components.encoder", art,

@@ -57,7 +57,7 @@ def set_weights(n_questions: list[int], weights: list[float]) -> np.ndarray:
 
 
 def fit_transfer_selector(ctx: RunContext, name: str, sources: dict[str, LadderFrontier], kind, selector_dir: Path,
-                          corpus_node=None, weights: dict[str, float] | None = None) -> dict:
+                          weights: dict[str, float] | None = None) -> dict:
     """Fit the transfer selector (module doc) into ``selector_dir/transfer``."""
     fs = next(iter(sources.values())).fs
     datas = {s: reading_data(ctx, lf.prep, kind) for s, lf in sources.items()}
@@ -124,7 +124,7 @@ def fit_transfer_selector(ctx: RunContext, name: str, sources: dict[str, LadderF
                  "%d questions, %.1f tokens); lambda %.3g", name, " + ".join(names), b, deploy, g["gain"], g["se"], g["n"],
                  g["tokens"], lam)
     first = sources[names[0]].prep
-    spec = ctx.router_spec(name, first, corpus_node)
+    spec = ctx.router_spec(name, first, transfer=True)  # no corpus: the user's, named when routing
     spec["frontier"] = {"depth": fs.depth, "caps": list(fs.caps), "budgets": list(fs.budgets),
                         "max_context_tokens": first.max_context_tokens}
     spec["configs"] = config_stats(ff, ft)  # the training sets' envelope on a new set (envelope_here)
@@ -179,6 +179,13 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
     return decide(util, plan_tok, applied["lambda"]).astype(np.int64), ranked, plan_tok, applied
 
 
+def deployed_row(dep: DeployedSelector) -> str:
+    """The report's name of the row a transfer directory deploys (its evidence estimate and lambda
+    rule, as ``mogg-route --calibrate-here`` reads it)."""
+    return (f"transferred selector (deployed: E {dep.deploy.get('evidence', 'median')}, "
+            f"lambda {dep.deploy.get('lambda_rule', 'here')})")
+
+
 def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: Path) -> dict:
     """budget -> {row: (F1 [Q], tokens [Q], config)} of the transfer selector on this set: with
     each evidence estimate (:data:`EVIDENCE`), and the training sets' envelope (both label-free)."""
@@ -198,10 +205,10 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
     rows = np.arange(n)
 
     own = dep.deploy.get("evidence", "median")
-    # every E with lambda from this set's tokens, and the directory's own E with the training sets'
-    # lambda as a floor (that lambda was chosen with it)
+    # every E with lambda from this set's tokens, and the rule the directory deploys (mogg-route
+    # --calibrate-here reads with it): its own E and lambda rule, marked so in the report
     reads = [(f"transferred selector (E {e})", e, "here") for e in EVIDENCE]
-    reads.append((f"transferred selector (E {own}, lambda learned)", own, "learned"))
+    reads.append((deployed_row(dep), own, dep.deploy.get("lambda_rule", "here")))
 
     # the plans of each E (the same at every budget), and their true F1 once: the ranking is by the
     # scorer alone, so every E shares it
