@@ -186,6 +186,11 @@ def deployed_row(dep: DeployedSelector) -> str:
             f"lambda {dep.deploy.get('lambda_rule', 'here')})")
 
 
+def candidate_row(evidence: str, rule: str) -> str:
+    """The report's name of a transfer rule the directory does not deploy."""
+    return f"transferred selector (E {evidence}{', lambda learned' if rule == 'learned' else ''})"
+
+
 def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: Path) -> dict:
     """budget -> {row: (F1 [Q], tokens [Q], config)} of the transfer selector on this set: with
     each evidence estimate (:data:`EVIDENCE`), and the training sets' envelope (both label-free)."""
@@ -204,11 +209,12 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
     texts, ev, n = prep.ladder.units.text, [it.evidence_text for it in prep.items], len(prep.items)
     rows = np.arange(n)
 
-    own = dep.deploy.get("evidence", "median")
-    # every E with lambda from this set's tokens, and the rule the directory deploys (mogg-route
-    # --calibrate-here reads with it): its own E and lambda rule, marked so in the report
-    reads = [(f"transferred selector (E {e})", e, "here") for e in EVIDENCE]
-    reads.append((deployed_row(dep), own, dep.deploy.get("lambda_rule", "here")))
+    # every candidate rule (E x lambda rule, the leave-one-shape-out choice's candidates:
+    # scripts/choose_transfer_rule.py), the one the directory deploys (mogg-route --calibrate-here
+    # reads with it) marked so in its name
+    own = (dep.deploy.get("evidence", "median"), dep.deploy.get("lambda_rule", "here"))
+    reads = [(deployed_row(dep) if (e, rule) == own else candidate_row(e, rule), e, rule)
+             for rule in LAMBDA_RULES for e in EVIDENCE]
 
     # the plans of each E (the same at every budget), and their true F1 once: the ranking is by the
     # scorer alone, so every E shares it
