@@ -142,10 +142,14 @@ def test_a_read_only_disk_is_a_user_error_naming_the_path(tmp_path):
     err = user_error(e)
     assert isinstance(err, DiskError) and str(tmp_path / "ckpt" / "run") in str(err) and "read-only" in str(err)
     assert user_error(OSError(errno.EIO, "I/O error")) is None  # not the user's disk: a bug, with its traceback
-    # an unrelated file refused inside a writer's block is named as the OS named it
-    with pytest.raises(DiskError, match="/elsewhere/x"):
+    # an unrelated file refused inside a writer's block is named as the OS named it (maybe a read)
+    with pytest.raises(DiskError, match="cannot use /elsewhere/x: not permitted"):
         with refused_writes(tmp_path / "report"):
             raise OSError(errno.EACCES, "Permission denied", "/elsewhere/x")
+    # a folder on the way to what the writer writes (the report's parent) is the writer's own
+    with pytest.raises(DiskError, match=f"cannot write {tmp_path / 'reports' / 'run'}: not permitted"):
+        with refused_writes(tmp_path / "reports" / "run"):
+            raise OSError(errno.EACCES, "Permission denied", str(tmp_path / "reports"))
 
 
 class _Index:

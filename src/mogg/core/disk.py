@@ -69,14 +69,16 @@ def disk_error(e: BaseException, path: str | Path | None = None, needed: int | N
         return None
     where = str(path) if path is not None else _named(e)
     full = e.errno in (errno.ENOSPC, errno.EDQUOT)
+    # a refusal named by the OS alone may be a read (no permission): only a writer's own is a write
+    verb = "write" if path is not None or e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS) else "use"
     reason = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
               errno.EROFS: "the file system is read-only"}.get(e.errno, f"not permitted ({e.strerror})")
     free = free_bytes(Path(where)) if where is not None else None
     parts = ([f"needs at least {needed:,} bytes"] if needed else []) + \
         ([f"{free:,} bytes free there"] if free is not None else [])
-    hint = "free space or choose another folder" if full else "choose a folder this user can write"
+    hint = "free space or choose another folder" if full else f"choose a folder this user can {verb}"
     detail = f" ({', '.join(parts)})" if parts else ""
-    err = DiskError(e.errno, f"cannot write {where or 'a file'}: {reason}{detail}; {hint}", where)
+    err = DiskError(e.errno, f"cannot {verb} {where or 'a file'}: {reason}{detail}; {hint}", where)
     err.needed = needed
     return err
 
@@ -105,7 +107,9 @@ def refused_writes(path: str | Path, staged: str | Path | None = None) -> Iterat
         if e.errno not in DISK_ERRNOS:
             raise
         name = _named(e)
-        ours = name is None or any(_under(name, Path(r)) for r in (path, staged) if r is not None)
+        # ours: a file under what this writer writes, or a folder it creates on the way there
+        ours = name is None or _under(str(path), Path(name)) or \
+            any(_under(name, Path(r)) for r in (path, staged) if r is not None)
         err = disk_error(e, path, folder_bytes(Path(staged)) if staged is not None else None) if ours \
             else disk_error(e)
         raise err from e

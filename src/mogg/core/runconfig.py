@@ -175,8 +175,9 @@ _USER_ERRORS = (ValueError, FileNotFoundError, FloatingPointError, KeyboardInter
 
 def user_error(e: BaseException) -> BaseException | None:
     """The user-facing error behind ``e``, or None for a bug: mogg's own error classes, bad
-    values, missing files, non-finite training, a full or read-only disk; looked up through Hydra's instantiation wrapper
-    (a component's constructor refusing a knob raises inside ``instantiate``)."""
+    values, missing files, non-finite training, a full or read-only disk; looked up through
+    Hydra's instantiation wrapper (a component's constructor refusing a knob raises inside
+    ``instantiate``)."""
     seen = 0
     while e is not None and seen < 5:
         if isinstance(e, _USER_ERRORS) or type(e).__module__.startswith("mogg."):

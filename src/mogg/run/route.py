@@ -201,8 +201,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"{source}: no questions")
         if args.out != "-":
             # never over an input: the questions (their options, answers and gold fields) or the router
-            refuse_overwrite(args.out, [("the questions file (--questions)", args.questions)] * (args.questions != "-")
-                             + [("inside the router directory (--checkpoint)", args.checkpoint)])
+            inputs = [("the questions file (--questions)", args.questions)] if args.questions != "-" else []
+            refuse_overwrite(args.out, inputs + [("inside the router directory (--checkpoint)", args.checkpoint)])
             check_writable(Path(args.out))  # before any routing: a bad --out fails in a second
         from mogg.run.registry import deployed_kind  # here, not at import: --help needs no torch
 
