@@ -59,13 +59,16 @@ def bench(sides: dict[str, Path], rounds: int, experiments: list[str], artifacts
 
 
 def main() -> None:
+    from mogg.core.flags import existing_dir, positive_int  # every flag checked before any work
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ref", type=Path, required=True, help="a checkout of the reference commit")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--ref", type=existing_dir, required=True, help="a checkout of the reference commit")
+    ap.add_argument("--rounds", type=positive_int, default=3)
     ap.add_argument("--experiments", nargs="+", default=list(EXPERIMENTS))
-    ap.add_argument("--artifacts", type=Path, default=None, help="a built artifact store to share (default: build one)")
+    ap.add_argument("--artifacts", type=existing_dir, default=None,
+                    help="a built artifact store to share (default: build one)")
     ap.add_argument("--no-warmup", dest="warmup", action="store_false", help="skip the untimed warm-up round")
-    ap.add_argument("--ref-rounds", type=int, default=None, help="time the reference in the first N rounds only")
+    ap.add_argument("--ref-rounds", type=positive_int, default=None, help="time the reference in the first N rounds only")
     args = ap.parse_args()
     if args.rounds < 1 or (args.ref_rounds is not None and not 1 <= args.ref_rounds <= args.rounds):
         ap.error("--rounds must be >= 1 and --ref-rounds in [1, --rounds]")

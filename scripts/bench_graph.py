@@ -196,28 +196,30 @@ def _size(row: dict, requested: int) -> bool:
 
 
 def main() -> None:
+    from mogg.core.flags import existing_dir, nonnegative_float, nonnegative_int, positive_int  # every flag checked before any work
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data-dir", default=os.environ.get("MOGG_DATA_DIR", "data"))
-    ap.add_argument("--nodes", type=int, nargs="+", default=[100_000, 300_000])
-    ap.add_argument("--node-sentences", type=int, default=2)
-    ap.add_argument("--k-graph", type=int, default=3)
-    ap.add_argument("--t-graph", type=float, default=0.2)
-    ap.add_argument("--hops", type=int, default=4)
-    ap.add_argument("--max-tokens", type=int, default=512)
-    ap.add_argument("--batch-size", type=int, default=2048)
-    ap.add_argument("--check-rows", type=int, default=2000, help="rows compared with brute force after the build (0: none)")
+    ap.add_argument("--data-dir", type=existing_dir, default=os.environ.get("MOGG_DATA_DIR", "data"))
+    ap.add_argument("--nodes", type=positive_int, nargs="+", default=[100_000, 300_000])
+    ap.add_argument("--node-sentences", type=positive_int, default=2)
+    ap.add_argument("--k-graph", type=positive_int, default=3)
+    ap.add_argument("--t-graph", type=nonnegative_float, default=0.2)
+    ap.add_argument("--hops", type=nonnegative_int, default=4)
+    ap.add_argument("--max-tokens", type=positive_int, default=512)
+    ap.add_argument("--batch-size", type=positive_int, default=2048)
+    ap.add_argument("--check-rows", type=nonnegative_int, default=2000, help="rows compared with brute force after the build (0: none)")
     ap.add_argument("--backends", nargs="+", default=["auto"], choices=["auto", "numba", "scipy"])
     ap.add_argument("--backend", default="auto", help=argparse.SUPPRESS)  # child process: one backend
     ap.add_argument("--similarity", choices=["bm25", "dense"], default="bm25")
     ap.add_argument("--dense-indexes", nargs="+", default=["Flat", "IVF1024,Flat"], help="faiss factory strings (dense)")
     ap.add_argument("--dense-index", default="Flat", help=argparse.SUPPRESS)  # child process: one index
-    ap.add_argument("--nprobe", type=int, default=32)
-    ap.add_argument("--ef-search", type=int, default=128)
+    ap.add_argument("--nprobe", type=positive_int, default=32)
+    ap.add_argument("--ef-search", type=positive_int, default=128)
     ap.add_argument("--encoder", choices=["minilm", "fake"], default="minilm")
     ap.add_argument("--cache", default="outputs/bench_graph_minilm.npz", help="MiniLM embeddings of the base nodes")
     ap.add_argument("--edges-out", default="", help=argparse.SUPPRESS)  # child process: where the edges go
     ap.add_argument("--out", default="reports/bench_graph.json")
-    ap.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)  # child process: one size
+    ap.add_argument("--one", type=positive_int, default=None, help=argparse.SUPPRESS)  # child process: one size
     args = ap.parse_args()
     if args.one is not None:
         print(json.dumps(run_one(args)))

@@ -73,13 +73,13 @@ def bench(sides: dict[str, Path], rounds: int, experiment: str) -> dict:
 
 
 def main() -> None:
+    from mogg.core.flags import existing_dir, positive_int  # every flag checked before any work
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ref", type=Path, required=True, help="a checkout of the reference commit")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--ref", type=existing_dir, required=True, help="a checkout of the reference commit")
+    ap.add_argument("--rounds", type=positive_int, default=3)
     ap.add_argument("--experiment", default="pubmedqa")
     args = ap.parse_args()
-    if args.rounds < 1:
-        ap.error("--rounds must be >= 1")
     times = bench({"reference": args.ref.resolve(), "this": ROOT}, args.rounds, args.experiment)
     print(f"cores: {len(os.sched_getaffinity(0))}; experiment={args.experiment}; {args.rounds} rounds, alternating")
     print("| command | reference s | this checkout s | reference / this (medians) |")

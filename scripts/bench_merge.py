@@ -73,10 +73,12 @@ def _status_mb(field: str) -> float:
 
 
 def main() -> None:
+    from mogg.core.flags import existing_dir, positive_float, positive_int  # every flag checked before any work
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data-dir", default=os.environ.get("MOGG_DATA_DIR", "data"))
-    ap.add_argument("--shards", type=int, default=4)
-    ap.add_argument("--words", type=float, default=2e6, help="words per shard")
+    ap.add_argument("--data-dir", type=existing_dir, default=os.environ.get("MOGG_DATA_DIR", "data"))
+    ap.add_argument("--shards", type=positive_int, default=4)
+    ap.add_argument("--words", type=positive_float, default=2e6, help="words per shard")
     ap.add_argument("--child", choices=sorted(KINDS), help=argparse.SUPPRESS)
     ap.add_argument("--root", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -100,7 +102,7 @@ def main() -> None:
         print(f"map: {time.perf_counter() - t0:.0f} s for both kinds")
         res, hits = {}, {}
         for kind, root in roots.items():
-            out = subprocess.run([sys.executable, __file__, "--child", kind, "--root", str(root), "--data-dir", args.data_dir,
+            out = subprocess.run([sys.executable, __file__, "--child", kind, "--root", str(root), "--data-dir", str(args.data_dir),
                                   "--shards", str(args.shards), "--words", str(args.words)],
                                  capture_output=True, text=True, check=True)
             res[kind] = json.loads(out.stdout.strip().splitlines()[-1])

@@ -21,10 +21,12 @@ import numpy as np
 
 
 def main() -> None:
+    from mogg.core.flags import positive_int  # every flag checked before any work
+
     ap = argparse.ArgumentParser()
-    ap.add_argument("--docs", type=int, default=600, help="PubMedQA* abstracts to chunk")
-    ap.add_argument("--queries", type=int, default=200)
-    ap.add_argument("--depth", type=int, default=20)
+    ap.add_argument("--docs", type=positive_int, default=600, help="PubMedQA* abstracts to chunk")
+    ap.add_argument("--queries", type=positive_int, default=200)
+    ap.add_argument("--depth", type=positive_int, default=20)
     args = ap.parse_args()
     import torch
 

@@ -112,13 +112,15 @@ def reference_collapsed(emb: np.ndarray, tok: np.ndarray, q: np.ndarray, budget:
 
 
 def main() -> None:
+    from mogg.core.flags import nonnegative_int, positive_int  # every flag checked before any work
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--leaves", type=int, nargs="+", default=[2000, 10000])
+    ap.add_argument("--leaves", type=positive_int, nargs="+", default=[2000, 10000])
     ap.add_argument("--encoder", choices=["fake", "minilm"], default="fake")
-    ap.add_argument("--queries", type=int, default=1000)
-    ap.add_argument("--ref-queries", type=int, default=20)
-    ap.add_argument("--budget", type=int, default=2000)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--queries", type=positive_int, default=1000)
+    ap.add_argument("--ref-queries", type=positive_int, default=20)
+    ap.add_argument("--budget", type=positive_int, default=2000)
+    ap.add_argument("--seed", type=nonnegative_int, default=0)
     ap.add_argument("--cache", default="/tmp/bench_raptor_minilm.npz")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)

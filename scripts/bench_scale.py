@@ -25,9 +25,11 @@ CORPORA = {"textbooks": (125_847, 182), "statpearls": (301_202, 119), "pubmed": 
 
 
 def main() -> None:
+    from mogg.core.flags import existing_dir, positive_float  # every flag checked before any work
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data-dir", default=os.environ.get("MOGG_DATA_DIR", "data"))
-    ap.add_argument("--words", type=float, default=2e6)
+    ap.add_argument("--data-dir", type=existing_dir, default=os.environ.get("MOGG_DATA_DIR", "data"))
+    ap.add_argument("--words", type=positive_float, default=2e6)
     ap.add_argument("--out", default="reports/bench_scale.json")
     args = ap.parse_args()
 

@@ -68,12 +68,15 @@ def _splice(a: str, b: str) -> str:
 
 
 def main() -> None:
+    sys.path.insert(0, str(ROOT / "src"))
+    from mogg.core.flags import nonnegative_int, positive_int  # every flag checked before any work
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default="pubmedqa", choices=("pubmedqa", "medmcqa", "covidqa"))
-    ap.add_argument("--pad", type=int, default=10, help="the padded corpus is this many times the original")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--pad", type=positive_int, default=10, help="the padded corpus is this many times the original")
+    ap.add_argument("--seed", type=nonnegative_int, default=0)
     ap.add_argument("--reference", action="store_true", help="also time encoding every unit (before issue 48)")
-    ap.add_argument("--reference-sample", type=int, default=2000)
+    ap.add_argument("--reference-sample", type=positive_int, default=2000)
     ap.add_argument("--artifacts", type=Path, default=None, help="ladder store (default: a temporary folder)")
     ap.add_argument("--out", type=Path, default=ROOT / "reports" / "bench_selector_cost.json")
     args = ap.parse_args()

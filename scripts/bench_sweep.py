@@ -68,10 +68,12 @@ def bench(checkout: Path, jobs: list[int], experiment: str, extra: list[str]) ->
 
 
 def main() -> None:
+    from mogg.core.flags import existing_dir, positive_int  # every flag checked before any work
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--jobs", type=int, nargs="+", default=[1, 2, 4])
+    ap.add_argument("--jobs", type=positive_int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--experiment", default="pubmedqa")
-    ap.add_argument("--ref", type=Path, help="a checkout of the reference commit, timed the same way")
+    ap.add_argument("--ref", type=existing_dir, help="a checkout of the reference commit, timed the same way")
     ap.add_argument("--extra", nargs="*", default=[], help="more overrides for every run, e.g. threads=1")
     args = ap.parse_args()
     after = bench(ROOT, args.jobs, args.experiment, args.extra)

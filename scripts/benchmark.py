@@ -25,16 +25,20 @@ import numpy as np
 
 
 def main() -> None:
+    from mogg.core.flags import existing_dir, nonnegative_int, positive_float, positive_int, positive_ints  # every flag checked before any work
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data-dir", default=os.environ.get("MOGG_DATA_DIR", "data"))
-    ap.add_argument("--level", type=int, default=2, help="MoG level whose chunks are indexed (0 = sentences)")
-    ap.add_argument("--ref-queries", type=int, default=200, help="queries timed with rank-bm25 (it is slow)")
-    ap.add_argument("--words", type=float, default=1e6, help="corpus size (words) for the ladder build timing")
-    ap.add_argument("--epochs", type=int, default=1000)
-    ap.add_argument("--sizes", default="100000,1000000", help="documents for the BM25-at-scale section ('' skips it)")
-    ap.add_argument("--scale-queries", type=int, default=2000)
-    ap.add_argument("--ref-seconds", type=float, default=120.0, help="rank-bm25 scoring time per size (>= 2 queries)")
-    ap.add_argument("--repeats", type=int, default=3, help="alternating timed runs per side; the best counts")
+    ap.add_argument("--data-dir", type=existing_dir, default=os.environ.get("MOGG_DATA_DIR", "data"))
+    ap.add_argument("--level", type=nonnegative_int, default=2, help="MoG level whose chunks are indexed (0 = sentences)")
+    ap.add_argument("--ref-queries", type=positive_int, default=200, help="queries timed with rank-bm25 (it is slow)")
+    ap.add_argument("--words", type=positive_float, default=1e6, help="corpus size (words) for the ladder build timing")
+    ap.add_argument("--epochs", type=positive_int, default=1000)
+    ap.add_argument("--sizes", type=positive_ints, default="100000,1000000",
+                    help="documents for the BM25-at-scale section ('' skips it)")
+    ap.add_argument("--scale-queries", type=positive_int, default=2000)
+    ap.add_argument("--ref-seconds", type=positive_float, default=120.0,
+                    help="rank-bm25 scoring time per size (>= 2 queries)")
+    ap.add_argument("--repeats", type=positive_int, default=3, help="alternating timed runs per side; the best counts")
     ap.add_argument("--device", default="cpu", help="cuda: mogg BM25 runs the torch backend on the GPU (GPU mode)")
     ap.add_argument("--out", default="reports/benchmark.json")
     args = ap.parse_args()
@@ -84,7 +88,7 @@ def main() -> None:
     }
 
     # --- 2. BM25 at scale: mogg vs bm25s vs rank-bm25 ----------------------------------
-    sizes = [int(float(x)) for x in args.sizes.split(",") if x.strip()]
+    sizes = args.sizes
     if sizes:
         sentences = ladder.texts(0)
         results["bm25_scale"] = [bm25_at_scale(sentences, questions[: args.scale_queries], n, args.ref_seconds, args.device,

@@ -62,8 +62,10 @@ def _wrap(seconds: dict, name: str, fn):
 
 
 def main() -> None:
+    from mogg.core.flags import existing_dir  # every flag checked before any work
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--checkout", type=Path, default=Path(__file__).resolve().parents[1])
+    ap.add_argument("--checkout", type=existing_dir, default=str(Path(__file__).resolve().parents[1]))
     ap.add_argument("--json", type=Path, default=None, help="also write the seconds here")
     ap.add_argument("script", choices=("train.py", "evaluate.py"))
     ap.add_argument("overrides", nargs="*")

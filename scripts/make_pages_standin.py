@@ -54,15 +54,17 @@ def pages(items, subjects: dict[str, tuple[str, str]], sections: int, seed: int)
 
 
 def main(argv: list[str] | None = None) -> int:
+    sys.path.insert(0, str(ROOT / "src"))
+    from mogg.core.flags import nonnegative_int, positive_int  # every flag checked before any work
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True, help="folder for questions.jsonl and corpus.jsonl")
-    ap.add_argument("--sections", type=int, default=5, help="explanations per page")
+    ap.add_argument("--sections", type=positive_int, default=5, help="explanations per page")
     ap.add_argument("--options", action="store_true", help="keep the answer options")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=nonnegative_int, default=0)
     args = ap.parse_args(argv)
     if args.sections < 2:
         ap.error("--sections must be >= 2 (a page of one section is the plain MedMCQA set)")
-    sys.path.insert(0, str(ROOT / "src"))
     os.environ.setdefault("MOGG_DATA_DIR", str(ROOT.parent / "shared" / "data"))
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate

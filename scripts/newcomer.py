@@ -143,12 +143,26 @@ def write_times(rows, batch: bool, skip_install: bool = False) -> None:
     page.write_text(text[:a] + "\n" + "\n".join(head + _table(rows)) + "\n" + text[b:])
 
 
+def _seconds(text: str) -> float:
+    """``--max-silence``: a finite number of seconds > 0. Checked here, not with mogg.core.flags: this
+    script runs in a fresh clone before mogg is installed."""
+    import math
+
+    try:
+        s = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (math.isfinite(s) and s > 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a finite number of seconds > 0")
+    return s
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--skip-install", action="store_true", help="command 1 without creating the venv and installing")
     ap.add_argument("--list", action="store_true", help="print the steps, run nothing")
     ap.add_argument("--batch", action="store_true", help="progress bars off, as in a batch job's log")
-    ap.add_argument("--max-silence", type=float, default=30.0, help="seconds a step may print nothing")
+    ap.add_argument("--max-silence", type=_seconds, default=30.0, help="seconds a step may print nothing")
     ap.add_argument("--write-times", action="store_true", help="write the table into docs/benchmarks.md")
     args = ap.parse_args(argv)
     steps = plan(args.skip_install)

@@ -65,16 +65,18 @@ def top1(score: np.ndarray, rows: np.ndarray, q: np.ndarray) -> np.ndarray:
 
 
 def main() -> None:
+    from mogg.core.flags import nonnegative_int, positive_float, positive_int  # every flag checked before any work
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default="covidqa", help="the gold-evidence set (data=...) of experiment=selector")
     ap.add_argument("--experiment", default="selector", help="e.g. selector_pages (the stand-in; then --data is ignored)")
-    ap.add_argument("--fold", type=int, default=0)
-    ap.add_argument("--questions", type=int, default=600, help="training questions fine-tuned on (of the fold's)")
-    ap.add_argument("--epochs", type=float, default=1.0)
-    ap.add_argument("--k", type=int, default=10, help="candidates per question (the selector's top k)")
-    ap.add_argument("--lr", type=float, default=2e-5)
-    ap.add_argument("--group", type=int, default=4, help="questions per step")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--fold", type=nonnegative_int, default=0)
+    ap.add_argument("--questions", type=positive_int, default=600, help="training questions fine-tuned on (of the fold's)")
+    ap.add_argument("--epochs", type=positive_float, default=1.0)
+    ap.add_argument("--k", type=positive_int, default=10, help="candidates per question (the selector's top k)")
+    ap.add_argument("--lr", type=positive_float, default=2e-5)
+    ap.add_argument("--group", type=positive_int, default=4, help="questions per step")
+    ap.add_argument("--seed", type=nonnegative_int, default=0)
     ap.add_argument("--artifacts", type=Path, default=None, help="an embedding / ladder store to reuse")
     ap.add_argument("--out", type=Path, default=ROOT / "outputs/probe_tuned_encoder.json")
     args = ap.parse_args()

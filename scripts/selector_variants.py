@@ -68,18 +68,19 @@ def compare(reports: Path, base: str, variant: str, seeds, ladder: str = "mog", 
 
 
 def main(argv: list[str] | None = None) -> int:
+    from mogg.core.flags import existing_dir, nonnegative_ints  # every flag checked before any work
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--reports", type=Path, default=Path("reports"))
+    ap.add_argument("--reports", type=existing_dir, default="reports")
     ap.add_argument("--base", required=True, help="run name with {seed}")
     ap.add_argument("--variant", required=True, help="run name with {seed}")
-    ap.add_argument("--seeds", default="0,1,2,3,4")
+    ap.add_argument("--seeds", type=nonnegative_ints, default="0,1,2,3,4")
     ap.add_argument("--ladder", default="mog")
     ap.add_argument("--policy", default="selector")
     args = ap.parse_args(argv)
     if "{seed}" not in args.base or "{seed}" not in args.variant:
         ap.error("--base and --variant must hold {seed}")
-    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    print("\n".join(compare(args.reports, args.base, args.variant, seeds, args.ladder, args.policy)))
+    print("\n".join(compare(args.reports, args.base, args.variant, args.seeds, args.ladder, args.policy)))
     return 0
 
 

@@ -5,7 +5,9 @@ wrong result (no error where one is due), a lost result (a run's outputs replace
 missing) or a leak (a secret in a file a run wrote). ``tests/test_hostile_replay.py`` runs it;
 ``python tests/hostile_cases.py`` prints the table and the counts. The cases through the real entry
 points (sweeps, stale routers, secrets, collect, one-line errors) are in ``tests/hostile_runs.py``;
-shared router directories and secrets of every shape (issue 46) in ``tests/hostile_shared.py``.
+shared router directories and secrets of every shape (issue 46) in ``tests/hostile_shared.py``; the
+command lines of issue 59 (a command's own input as its output, stopword-only questions, full and
+read-only disks, script flags) in ``tests/hostile_cli.py`` (``--only cli``: those alone).
 
 Surfaces: question files (generic jsonl, SQuAD), corpus files (MedRAG jsonl), router
 directories, run knobs (composed with the real Hydra config and checked as the entry points
@@ -385,11 +387,12 @@ def _route_cases() -> list[Case]:
 
 def all_cases() -> list[Case]:
     sys.path.insert(0, str(ROOT / "tests"))
+    from hostile_cli import cli_cases
     from hostile_runs import run_cases
     from hostile_shared import shared_cases
 
     return (_qa_cases() + _squad_cases() + _corpus_cases() + _router_dir_cases() + _knob_cases() + _guard_cases()
-            + _route_cases() + run_cases() + shared_cases())
+            + _route_cases() + run_cases() + shared_cases() + cli_cases())
 
 
 def replay(cases: list[Case] | None = None) -> list[dict]:
@@ -438,7 +441,14 @@ if __name__ == "__main__":
     import logging
 
     logging.disable(logging.WARNING)
-    res = replay()
+    # --only cli: the cases of tests/hostile_cli.py alone (issue 59)
+    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
+    if only not in (None, "cli"):
+        raise SystemExit(f"--only {only}: the one subset is 'cli'")
+    if only:
+        sys.path.insert(0, str(ROOT / "tests"))
+        from hostile_cli import cli_cases
+    res = replay(cli_cases() if only else None)
     for r in res:
         if r["outcome"] not in ("clear error", "correct"):
             print(f"{r['surface']:18} {r['case']:40} {r['outcome']:14} {r['detail']}")

@@ -37,6 +37,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from mogg.core.disk import refused_writes
+
 log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
@@ -122,14 +124,16 @@ def atomic_path(path: Path):
     """Yield a temporary path beside ``path`` (unique per writer) and rename it into place on
     success, so concurrent writers of one file never share a temp file or leave a torn one."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    with refused_writes(path):  # a full or read-only disk: one line naming path and bytes (mogg.core.disk)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
-        yield Path(tmp)
-        # mkstemp creates 0600; a published file gets the mode any new file would (the umask's),
-        # so a shared group can read reports and checkpoints
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
+        with refused_writes(path, tmp):
+            yield Path(tmp)
+            # mkstemp creates 0600; a published file gets the mode any new file would (the umask's),
+            # so a shared group can read reports and checkpoints
+            os.chmod(tmp, 0o666 & ~_umask())
+            os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -204,14 +208,16 @@ def staged_dir(final: Path):
     (a report is published as a unit: a killed run leaves the previous report intact, never a
     mix), on failure it is removed. Stale staging directories of killed runs are removed first."""
     final = Path(final)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    clean_stale_temps(final.parent)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-{_HOST}-{os.getpid()}-", dir=final.parent))
+    with refused_writes(final):
+        final.parent.mkdir(parents=True, exist_ok=True)
+        clean_stale_temps(final.parent)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-{_HOST}-{os.getpid()}-", dir=final.parent))
     try:
-        yield tmp
-        publish_modes(tmp)
-        with artifact_lock(final):
-            _swap_in(tmp, final)
+        with refused_writes(final, tmp):  # before the staged files are removed: their bytes are named
+            yield tmp
+            publish_modes(tmp)
+            with artifact_lock(final):
+                _swap_in(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -240,32 +246,40 @@ def write_artifact(
     then added and the directory renamed to ``directory`` (replacing an older one there).
     """
     directory = Path(directory)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    clean_stale_temps(directory.parent)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-{_HOST}-{os.getpid()}-", dir=directory.parent))
+    with refused_writes(directory):
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        clean_stale_temps(directory.parent)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-{_HOST}-{os.getpid()}-", dir=directory.parent))
     try:
-        writer(tmp)
-        files = sorted(p for p in tmp.rglob("*") if p.is_file())
-        manifest = {
-            "config": json.loads(canonical_json(config)),
-            "config_hash": config_hash(config),
-            "inputs": json.loads(canonical_json(inputs or {})),
-            "versions": library_versions(),
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "files": {str(p.relative_to(tmp)): sha256_file(p) for p in files},
-            **(dict(extra) if extra else {}),
-        }
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
-        publish_modes(tmp)
-        with artifact_lock(directory):
-            if not extra and _published_hash(directory) == manifest["config_hash"] and _intact(directory):
-                shutil.rmtree(tmp, ignore_errors=True)  # another writer published this config: adopt it
-                log.info("artifact %s already published by another writer: adopted", directory)
-                return directory
-            _swap_in(tmp, directory)
+        with refused_writes(directory, tmp):
+            return _publish(directory, tmp, writer, config, inputs, extra)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _publish(directory: Path, tmp: Path, writer: Callable[[Path], None], config: Mapping[str, Any],
+             inputs: Mapping[str, Any] | None, extra: Mapping[str, Any] | None) -> Path:
+    """:func:`write_artifact`'s work once its staging folder ``tmp`` exists."""
+    writer(tmp)
+    files = sorted(p for p in tmp.rglob("*") if p.is_file())
+    manifest = {
+        "config": json.loads(canonical_json(config)),
+        "config_hash": config_hash(config),
+        "inputs": json.loads(canonical_json(inputs or {})),
+        "versions": library_versions(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "files": {str(p.relative_to(tmp)): sha256_file(p) for p in files},
+        **(dict(extra) if extra else {}),
+    }
+    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
+    publish_modes(tmp)
+    with artifact_lock(directory):
+        if not extra and _published_hash(directory) == manifest["config_hash"] and _intact(directory):
+            shutil.rmtree(tmp, ignore_errors=True)  # another writer published this config: adopt it
+            log.info("artifact %s already published by another writer: adopted", directory)
+            return directory
+        _swap_in(tmp, directory)
     log.info("wrote artifact %s (%d files)", directory, len(manifest["files"]))
     return directory
 

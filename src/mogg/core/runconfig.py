@@ -22,6 +22,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from mogg.core.disk import disk_error
 from mogg.core.secrets import _top_level_split, redact, scrub_argv, scrub_logs, scrub_text
 
 log = logging.getLogger(__name__)
@@ -174,12 +175,16 @@ _USER_ERRORS = (ValueError, FileNotFoundError, FloatingPointError, KeyboardInter
 
 def user_error(e: BaseException) -> BaseException | None:
     """The user-facing error behind ``e``, or None for a bug: mogg's own error classes, bad
-    values, missing files, non-finite training; looked up through Hydra's instantiation wrapper
-    (a component's constructor refusing a knob raises inside ``instantiate``)."""
+    values, missing files, non-finite training, a full or read-only disk; looked up through
+    Hydra's instantiation wrapper (a component's constructor refusing a knob raises inside
+    ``instantiate``)."""
     seen = 0
     while e is not None and seen < 5:
         if isinstance(e, _USER_ERRORS) or type(e).__module__.startswith("mogg."):
             return e
+        disk = disk_error(e)  # a full or read-only disk: the user's, named by the file the OS refused
+        if disk is not None:
+            return disk
         knob = _unknown_knob(e)
         if knob is not None:
             return knob

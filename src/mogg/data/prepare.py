@@ -28,6 +28,7 @@ from pathlib import Path
 import requests
 
 from mogg.core.artifacts import sha256_file
+from mogg.core.flags import existing_path, nonnegative_int, positive_float
 from mogg.data.download import DownloadError, RemoteFile, download
 from mogg.data.errors import DataError
 
@@ -294,7 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(
-        "--from-local", metavar="DIR", help="copy from a local MIRAGE copy instead of downloading"
+        "--from-local", metavar="DIR", type=existing_path, help="copy from a local MIRAGE copy instead of downloading"
     )
     mode.add_argument("--verify", action="store_true", help="only check the files already in place")
     parser.add_argument(
@@ -304,8 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--base-url", default=None, help="base URL of the dataset's tree (default: its public repository)"
     )
     parser.add_argument("--no-mirrors", action="store_true", help="do not try the per-file fallback URLs")
-    parser.add_argument("--timeout", type=float, default=60.0, help="per-request timeout in seconds")
-    parser.add_argument("--retries", type=int, default=5, help="retries per file for transient failures")
+    parser.add_argument("--timeout", type=positive_float, default=60.0, help="per-request timeout in seconds")
+    parser.add_argument("--retries", type=nonnegative_int, default=5, help="retries per file for transient failures")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return parser

@@ -74,11 +74,9 @@ class RoutingSession:
         questions = [str(q) for q in questions]
         if not questions:
             return []
-        if any(not q.strip() for q in questions):
-            raise ValueError("empty question text")
         ids = list(ids) if ids is not None else [str(i) for i in range(len(questions))]
         split = route_with_empty(questions, ids, lambda keep: (self.route([questions[i] for i in keep],
-                                                                          [ids[i] for i in keep]), None))
+                                                                          [ids[i] for i in keep]), None), self.index)
         if split is not None:
             return split[0]
         lad = self.index.ladder

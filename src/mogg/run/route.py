@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mogg.core.artifacts import ArtifactError, atomic_path, strict_json
+from mogg.core.flags import MAX_QUESTION_BYTES, input_file, nonnegative_float, positive_int, refuse_overwrite
 from mogg.core.gcpolicy import configure_gc
 from mogg.data.errors import DataError
 from mogg.run.route_paths import (  # noqa: F401 (apply_overrides, check_corpus_paths, default_artifacts: public here)
@@ -171,15 +172,16 @@ def _corpus_arg(kind, corpus: list[str], checkpoint: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="mogg-route", description="Route questions with a trained mogg router.")
     ap.add_argument("--checkpoint", required=True, help="a router directory (e.g. checkpoints/<run>/<ladder>/final)")
-    ap.add_argument("--questions", default=None, help="jsonl with 'question' (and 'id'), or plain text lines; '-' = stdin")
-    ap.add_argument("questions_file", nargs="?", default=None, help="the same as --questions")
+    ap.add_argument("--questions", type=input_file, default=None,
+                    help="jsonl with 'question' (and 'id'), or plain text lines; '-' = stdin")
+    ap.add_argument("questions_file", nargs="?", type=input_file, default=None, help="the same as --questions")
     ap.add_argument("--budget", type=_tokens, default=None,
                     help="a deployed budget router (<run>/<ladder>/<kind>/final: the action router, the evidence selector): "
                          "the mean context tokens to deploy at, one of "
                          "the budgets it was calibrated for")
-    ap.add_argument("--cost-weight", type=float, default=None,
+    ap.add_argument("--cost-weight", type=nonnegative_float, default=None,
                     help="budget router: lambda in argmax u - lambda * tokens, instead of --budget")
-    ap.add_argument("--max-tokens", type=int, default=None, help="action router: a hard cap on every context's tokens")
+    ap.add_argument("--max-tokens", type=positive_int, default=None, help="action router: a hard cap on every context's tokens")
     ap.add_argument("--calibrate-here", action="store_true",
                     help="budget router (action router, evidence selector) with --budget: spend B on these questions "
                          "(lambda, and the envelope where the guard keeps it, re-chosen so their mean tokens are at most "
@@ -195,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--artifacts", default="auto",
                     help="artifact store for the ladder and retriever state (default: $MOGG_ARTIFACTS, else "
                          "~/.cache/mogg/artifacts)")
-    ap.add_argument("--k", type=int, default=None, help="snippets per question (default: the training run's k)")
+    ap.add_argument("--k", type=positive_int, default=None, help="snippets per question (default: the training run's k)")
     ap.add_argument("--data-dir", default=os.environ.get("MOGG_DATA_DIR"),
                     help="this machine's data folder, as MOGG_DATA_DIR for train.py (default: $MOGG_DATA_DIR)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -211,7 +213,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.questions == "-":
             if sys.stdin is None or sys.stdin.closed:
                 raise ValueError("<stdin>: closed; pass --questions FILE or pipe questions in")
-            data, source = sys.stdin.buffer.read(), "<stdin>"
+            data, source = sys.stdin.buffer.read(MAX_QUESTION_BYTES + 1), "<stdin>"
+            if len(data) > MAX_QUESTION_BYTES:  # an endless stream (`< /dev/zero`) is not read whole
+                raise ValueError(f"<stdin>: over the {MAX_QUESTION_BYTES:,} bytes a question set may have; "
+                                 "split it into smaller files")
         else:
             data, source = Path(args.questions).read_bytes(), args.questions
         options: list[str] = []
@@ -219,6 +224,10 @@ def main(argv: list[str] | None = None) -> int:
         if not questions:
             raise ValueError(f"{source}: no questions")
         if args.out != "-":
+            # never over an input: the questions (their options, answers and gold fields) or the router
+            inputs = [("the questions file (--questions)", args.questions)] if args.questions != "-" else []
+            inputs += [("a corpus file (--corpus)", c) for c in args.corpus]
+            refuse_overwrite(args.out, inputs + [("inside the router directory (--checkpoint)", args.checkpoint)])
             check_writable(Path(args.out))  # before any routing: a bad --out fails in a second
         from mogg.run.registry import deployed_kind  # here, not at import: --help needs no torch
 

@@ -172,18 +172,32 @@ def check_levels(spec: dict, ladder) -> None:
 EMPTY_REASON = "no indexable word: the retrievers have nothing to search with"
 
 
-def route_with_empty(questions: Sequence[str], ids: Sequence[str], route):
-    """Questions without an indexable word (emoji only, punctuation) get an explicit empty record,
-    never a silently empty context: ``route(keep)`` routes the others (their positions ``keep``) and
-    returns ``(records, summary)`` (summary None for a level router). Returns None when every
-    question has a word (the caller routes them all), else ``(records in order, summary with n_empty)``."""
-    from mogg.core.text import count_tokens
+def searchable(question: str, index=None) -> bool:
+    """Whether the retrievers have anything to search ``question`` with: a term of the BM25
+    tokenizer after stop words (:func:`mogg.core.text.tokenize`), the terms the index holds. A
+    question of stop words only ("what is the of and to in?"), punctuation, emoji or nothing has
+    none: BM25 scores every chunk 0 and its "top" chunks are arbitrary. ``index``: a
+    :class:`mogg.search.LadderIndex` whose BM25 kept stop words (``stopwords: false``) makes them
+    searchable; every router kind decides here."""
+    from mogg.core.text import tokenize
 
-    empty = {i for i, q in enumerate(questions) if count_tokens(q) == 0}
+    config = getattr(index, "retriever_config", None) or {}
+    return bool(tokenize(question, stopwords=bool(config.get("stopwords", True))))
+
+
+def route_with_empty(questions: Sequence[str], ids: Sequence[str], route, index=None):
+    """Questions the retrievers cannot search (:func:`searchable`: only stop words, punctuation,
+    emoji, blank) get an explicit empty record and a warning, never a context of unrelated chunks
+    or a silently empty one: ``route(keep)`` routes the others (their positions ``keep``) and
+    returns ``(records, summary)`` (summary None for a level router). Returns None when every
+    question is searchable (the caller routes them all), else ``(records in order, summary with
+    n_empty)``. ``index``: the session's ladder index (its retriever's stop-word setting)."""
+    empty = {i for i, q in enumerate(questions) if not searchable(q, index)}
     if not empty:
         return None
     first = ids[min(empty)]
-    log.warning("%d question(s) have no indexable word (e.g. id %s): empty records", len(empty), first)
+    log.warning("%d question(s) have no indexable word (only stop words, punctuation or symbols; e.g. id %s): "
+                "empty records", len(empty), first)
     keep = [i for i in range(len(questions)) if i not in empty]
     routed, summary = route(keep) if keep else ([], {"n": 0})
     it = iter(routed)

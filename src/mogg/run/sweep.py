@@ -116,8 +116,10 @@ def sweep_run_names(config: DictConfig) -> dict[str, str]:
     parsed = OverridesParser.create(config_loader=loader).parse_overrides(task)  # the loader expands glob()
     swept = [o.get_key_element().lstrip("+~") for o in parsed if o.is_sweep_override()]
     jobs = [list(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
-    if len(jobs) < 2:
+    if not jobs:
         return {}
+    # one job is mapped too (to its own name): without an entry, job_run_name's fallback for launchers
+    # that drop the environment renamed it by its overrides, and evaluate.py -m looked for a run never trained
     hydra_overrides = [str(o) for o in OmegaConf.to_container(config.hydra.overrides.hydra, resolve=False)]
     saved = HydraConfig.instance().cfg
     names, reader_labels = [], []

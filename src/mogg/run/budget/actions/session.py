@@ -79,14 +79,13 @@ class ActionSession:
         questions = [str(q) for q in questions]
         if not questions:
             return [], {"n": 0}
-        if any(not q.strip() for q in questions):
-            raise ValueError("empty question text")
         if max_tokens is not None and not (isinstance(max_tokens, int) and max_tokens >= 1):
             raise ValueError(f"max tokens must be an integer >= 1, got {max_tokens!r}")
         ids = list(ids) if ids is not None else [str(i) for i in range(len(questions))]
         plan = self.deployed.plan(budget, cost_weight, here, unguarded)
         split = route_with_empty(questions, ids, lambda keep: self.route(
-            [questions[i] for i in keep], [ids[i] for i in keep], budget, cost_weight, max_tokens, here, unguarded))
+            [questions[i] for i in keep], [ids[i] for i in keep], budget, cost_weight, max_tokens, here, unguarded),
+            self.index)
         if split is not None:
             return split
         deep, xq, xa, tokens = self.inputs(questions)

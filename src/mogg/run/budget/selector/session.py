@@ -96,8 +96,6 @@ class SelectorSession:
         questions = [str(q) for q in questions]
         if not questions:
             return [], {"n": 0}
-        if any(not q.strip() for q in questions):
-            raise ValueError("empty question text")
         ids = list(ids) if ids is not None else [str(i) for i in range(len(questions))]
         dep = self.deployed
         if here and budget is None:
@@ -105,7 +103,7 @@ class SelectorSession:
         plan = dep.plan(budget, cost_weight, unguarded)
         split = route_with_empty(questions, ids, lambda keep: self.route(
             [questions[i] for i in keep], [ids[i] for i in keep], budget, cost_weight,
-            None if options is None else [options[i] for i in keep], here, unguarded))
+            None if options is None else [options[i] for i in keep], here, unguarded), self.index)
         if split is not None:
             return split
         if dep.deploy.get("with_options", 0) > 0.5 and not any(o.strip() for o in (options or [])):
