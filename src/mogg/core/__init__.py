@@ -7,7 +7,8 @@ aggregates), ``vectors`` (normalisation), ``runconfig`` (run-config checks, secr
 ``gcpolicy`` (collector settings for a job), ``slots`` (at most N jobs computing at once on a machine),
 ``seal`` (a router directory's decisions bound to its weights), ``trusted`` (what a router
 directory may name: mogg components with plain arguments, kinds looked up without an import),
-``text_store`` (vectors kept by a text's digest: each text embedded once, ever).
+``text_store`` (vectors kept by a text's digest: each text embedded once, ever), ``bounded`` (a
+directory's JSON within depth and size limits, its numbers within bounds).
 
 Names are imported lazily (``__getattr__``), so importing this package loads none of its modules.
 """
