@@ -7,7 +7,8 @@ missing) or a leak (a secret in a file a run wrote). ``tests/test_hostile_replay
 points (sweeps, stale routers, secrets, collect, one-line errors) are in ``tests/hostile_runs.py``;
 shared router directories and secrets of every shape (issue 46) in ``tests/hostile_shared.py``; the
 command lines of issue 59 (a command's own input as its output, stopword-only questions, full and
-read-only disks, script flags) in ``tests/hostile_cli.py`` (``--only cli``: those alone).
+read-only disks, script flags) in ``tests/hostile_cli.py`` (``--only cli``: those alone); re-sealed
+directories' values and reused stores (issue 59) in ``tests/hostile_stores.py``.
 
 Surfaces: question files (generic jsonl, SQuAD), corpus files (MedRAG jsonl), router
 directories, run knobs (composed with the real Hydra config and checked as the entry points
@@ -390,9 +391,10 @@ def all_cases() -> list[Case]:
     from hostile_cli import cli_cases
     from hostile_runs import run_cases
     from hostile_shared import shared_cases
+    from hostile_stores import store_cases
 
     return (_qa_cases() + _squad_cases() + _corpus_cases() + _router_dir_cases() + _knob_cases() + _guard_cases()
-            + _route_cases() + run_cases() + shared_cases() + cli_cases())
+            + _route_cases() + run_cases() + shared_cases() + cli_cases() + store_cases())
 
 
 def replay(cases: list[Case] | None = None) -> list[dict]:

@@ -8,7 +8,8 @@ aggregates), ``vectors`` (normalisation), ``runconfig`` (run-config checks, secr
 ``seal`` (a router directory's decisions bound to its weights), ``trusted`` (what a router
 directory may name: mogg components with plain arguments, kinds looked up without an import),
 ``text_store`` (vectors kept by a text's digest: each text embedded once, ever), ``flags``
-(command-line flags checked before any work), ``disk`` (a full or read-only disk as one line).
+(command-line flags checked before any work), ``disk`` (a full or read-only disk as one line),
+``bounded`` (a directory's JSON within depth and size limits, its numbers within bounds).
 
 Names are imported lazily (``__getattr__``), so importing this package loads none of its modules.
 """

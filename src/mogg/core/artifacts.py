@@ -31,6 +31,7 @@ import shutil
 import socket
 import tempfile
 import time
+import zipfile
 from collections.abc import Callable, Mapping
 from contextlib import contextmanager
 from importlib import metadata
@@ -335,10 +336,12 @@ def read_manifest(directory: Path, config: Mapping[str, Any] | None = None, veri
     mpath = directory / MANIFEST
     if not mpath.is_file():
         raise ArtifactError(f"{directory}: no {MANIFEST}; partial or foreign artifact, delete it to rebuild")
+    from mogg.core.bounded import read_json  # it imports this module
+
     try:
-        manifest = json.loads(mpath.read_text())
-    except (ValueError, OSError) as e:
-        raise ArtifactError(f"{mpath}: corrupt manifest ({e})") from e
+        manifest = read_json(mpath)  # within the depth and size any manifest has
+    except ArtifactError as e:
+        raise ArtifactError(f"corrupt manifest: {e}") from None
     if not isinstance(manifest, dict):
         raise ArtifactError(f"{mpath}: corrupt manifest (not a JSON object)")
     if config is not None and manifest.get("config_hash") != config_hash(config):
@@ -372,18 +375,29 @@ def cached(
     save: Callable[[Any, Path], None],
     load: Callable[[Path], Any],
     inputs: Mapping[str, Any] | None = None,
+    derived: bool = False,
 ) -> Any:
     """Load the artifact for ``config`` if a valid one exists, else build, write and return it.
 
     ``config`` must include everything that changes the result (including input fingerprints),
-    so a changed config or input gives a new artifact directory.
+    so a changed config or input gives a new artifact directory. ``derived``: the artifact is a
+    cache of data this run can recompute, so a damaged one (a file failing its checksum, or
+    ``load`` refusing its content with ``ArtifactError``/``ValueError``) is named in a warning,
+    removed and rebuilt instead of refused.
     """
     d = artifact_dir(root, kind, config)
-    if (d / MANIFEST).exists():
-        with artifact_lock(d, shared=True):  # a writer publishing this key finishes first
-            read_manifest(d, config)
-            log.info("loading cached %s from %s", kind, d)
-            return load(d)
+    if (d / MANIFEST).exists() or (derived and d.exists()):
+        try:
+            with artifact_lock(d, shared=True):  # a writer publishing this key finishes first
+                read_manifest(d, config)
+                log.info("loading cached %s from %s", kind, d)
+                return load(d)
+        except (ArtifactError, ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as e:
+            if not derived:
+                raise
+            log.warning("cached %s %s is damaged (%s): removed and rebuilt", kind, d, e)
+            with artifact_lock(d):
+                shutil.rmtree(d, ignore_errors=True)
     obj = build()
     write_artifact(d, lambda tmp: save(obj, tmp), config, inputs)
     return obj

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from mogg.core.artifacts import ArtifactError
+from mogg.core.bounded import COMPONENT_INTS, integer
 
 # Every class a router directory's components may name (the paths the shipped configs write,
 # conf/{corpus,ladder,retriever,encoder}/: tests/test_shared_dirs.py checks that each one is here).
@@ -60,7 +61,15 @@ REFUSED = {
 # Arguments that name where a component writes: re-rooted under this machine's artifact store
 # (a subfolder of it), whatever the directory says. None: the argument is dropped.
 LOCAL_PATHS = {"directory": "summary_cache", "cache_dir": None}
-_META = {"_target_", "_partial_"}  # the only Hydra keys a directory's node may hold
+_META = {"_target_", "_partial_"}  # the only Hydra keys a directory's node may hold (_partial_: retrievers only)
+# Components mogg builds as factories (the ladder index calls them per level): the one place a saved
+# ``_partial_: true`` is accepted, as the shipped retriever configs write it; anywhere else it would
+# hand a half-built object to code expecting the component (issue 59).
+FACTORIES = frozenset({
+    "mogg.retrieval.BM25Retriever", "mogg.retrieval.bm25.BM25Retriever", "mogg.retrieval.DenseRetriever",
+    "mogg.retrieval.dense.DenseRetriever", "mogg.retrieval.bm25_sharded.ShardedBM25",
+    "mogg.retrieval.hybrid.HybridRetriever", "mogg.retrieval.rerank.RerankRetriever",
+})
 _NEVER = {"trust_remote_code"}  # a model repository's own code would run
 ENTRY_COMPONENTS = "mogg.components"  # entry-point group: a package's own components (value: "pkg.mod.Class")
 
@@ -96,9 +105,11 @@ def check_node(node: Any, where: str, field: str, allowed: frozenset[str] | None
                     + (why if why else "a router directory may only name mogg components (corpora, ladders, "
                        "retrievers, encoders; mogg.core.trusted.COMPONENTS, or a package's 'mogg.components' "
                        "entry points)"))
-            partial = node.get("_partial_", False)
-            if not isinstance(partial, bool):
-                raise ArtifactError(f"{where}: {field}._partial_={partial!r} must be true or false")
+            if "_partial_" in node and (node["_partial_"] is not True or target not in FACTORIES):
+                raise ArtifactError(f"{where}: {field}._partial_={node['_partial_']!r} is refused: only a retriever is "
+                                    "built as a factory (_partial_: true), and mogg decides that, not the directory")
+        elif "_partial_" in node:
+            raise ArtifactError(f"{where}: {field}._partial_ is refused: it steers nothing without a _target_")
         for key, value in node.items():
             if not isinstance(key, str) or not key.isidentifier():
                 raise ArtifactError(f"{where}: {field} holds the key {key!r}; a component's arguments are names")
@@ -108,6 +119,8 @@ def check_node(node: Any, where: str, field: str, allowed: frozenset[str] | None
             if key in _NEVER and value not in (None, False):
                 raise ArtifactError(f"{where}: {field}.{key}={value!r} is refused: it would run a model "
                                     "repository's own code")
+            if key in COMPONENT_INTS and value is not None:  # a token count, level or depth: bounded
+                integer(value, where, f"{field}.{key}", *COMPONENT_INTS[key])
             if key not in _META:
                 check_node(value, where, f"{field}.{key}", allowed)
     elif isinstance(node, (list, tuple)):
@@ -171,6 +184,7 @@ def resolve_kind(path: Any, builtin: Mapping[str, str], group: str, base: type, 
     package's entry points in ``group`` (installed code), or a class already loaded in this process
     (code the user ran). It must subclass ``base``. Else ``ArtifactError`` naming ``where`` and ``field``."""
     import importlib
+    import inspect
 
     if not isinstance(path, str) or ":" not in path.strip(":"):
         raise ArtifactError(f"{where}: {field}={path!r} is not a kind (\"package.module:Class\"); retrain the router")
@@ -192,4 +206,7 @@ def resolve_kind(path: Any, builtin: Mapping[str, str], group: str, base: type, 
             "loaded it")
     if not (isinstance(cls, type) and issubclass(cls, base)):
         raise ArtifactError(f"{where}: {field}={path!r} is not a {base.__name__}; retrain the router")
+    if (cls is base and base is not object) or inspect.isabstract(cls):
+        raise ArtifactError(f"{where}: {field}={path!r} is an abstract kind (the interface, not a router); retrain "
+                            "the router")
     return cls

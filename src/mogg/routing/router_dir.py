@@ -304,10 +304,12 @@ class TrainedRouter:
 def _json_file(path: Path, kind: type):
     """A router directory's JSON file, parsed and of the expected top-level type, or an
     ArtifactError naming it (its manifest may match: a writer that wrote nonsense)."""
+    from mogg.core.bounded import read_json
+
     try:
-        obj = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise ArtifactError(f"{path}: not valid JSON ({e}); the router directory is damaged, retrain it") from e
+        obj = read_json(path)  # within the depth and size any router directory has
+    except ArtifactError as e:
+        raise ArtifactError(f"{e}; the router directory is damaged, retrain it") from None
     if not isinstance(obj, kind):
         raise ArtifactError(f"{path}: expected a JSON {kind.__name__}, got {type(obj).__name__}")
     return obj

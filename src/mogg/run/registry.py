@@ -15,10 +15,10 @@ the directory chose (:func:`mogg.core.trusted.resolve_kind`).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from mogg.core.artifacts import ArtifactError, read_manifest
+from mogg.core.bounded import read_json
 from mogg.core.seal import check_seal
 from mogg.core.trusted import resolve_kind
 
@@ -55,10 +55,7 @@ def deployed_kind(directory: Path) -> type:
         raise ArtifactError(f"{d}: not a router directory (no router.json or deploy.json); train one with "
                             "`python train.py ... router.fit=all`")
     read_manifest(d)  # every file against its sha256, before anything it names is looked up
-    try:
-        deploy = json.loads(p.read_text())
-    except (OSError, ValueError) as e:
-        raise ArtifactError(f"{p}: unreadable ({e}); retrain the router") from None
+    deploy = read_json(p)  # within the depth and size any deploy.json has
     if not isinstance(deploy, dict):
         raise ArtifactError(f"{p}: expected a JSON object; retrain the router")
     check_seal(d, DEPLOY, deploy)

@@ -14,12 +14,25 @@ import hashlib
 import json
 import logging
 import shutil
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from mogg.core.artifacts import ArtifactError, atomic_path, config_hash, diff_fields, staged_dir, strict_json
+from mogg.core.artifacts import (
+    MANIFEST,
+    ArtifactError,
+    artifact_lock,
+    atomic_path,
+    config_hash,
+    diff_fields,
+    read_manifest,
+    staged_dir,
+    strict_json,
+    write_artifact,
+)
+from mogg.core.bounded import read_json
 
 log = logging.getLogger(__name__)
 
@@ -95,14 +108,25 @@ class CrossFit:
         """Where the artifact store keeps this run's folds (``<store>/crossfits/<run id>``), if any."""
         return None if self.store is None else Path(self.store) / "crossfits" / self.run_id
 
-    def finished(self, what: str) -> dict | None:
+    def finished(self, what: str, query_ids: list[str] | None = None,
+                 check: Callable[[Path, int], None] | None = None) -> dict | None:
         """``folds.json`` when it records this run (the folds are done: skip them); else the same
         folds from the artifact store when another run trained them (the run id hashes the data,
-        folds, seed, knobs and code: the same folds), copied in and said in the log; else None after
-        removing a stale ``folds.json`` (:func:`finished_run`)."""
+        folds, seed, knobs and code: the same folds), verified (:meth:`verify_stored`: ``query_ids``
+        and ``check``), copied in and said in the log; else None after removing a stale
+        ``folds.json`` (:func:`finished_run`). A damaged store entry is named in a warning and
+        removed: the folds are retrained and stored afresh."""
         found = finished_run(self.out_dir, self.run_id, what)
-        if found is not None or self.stored is None or not (self.stored / "folds.json").is_file():
+        if found is not None or self.stored is None or not self.stored.is_dir():
             return found
+        try:
+            with artifact_lock(self.stored, shared=True):
+                self.verify_stored(query_ids, check)
+        except (ArtifactError, ValueError, OSError) as e:
+            log.warning("%s fold store entry %s is damaged (%s): removed, the folds are retrained", what, self.stored, e)
+            with artifact_lock(self.stored):
+                shutil.rmtree(self.stored, ignore_errors=True)
+            return None
         for d in _fold_dirs(self.stored):
             with staged_dir(self.out_dir / d.name) as tmp:
                 shutil.copytree(d, tmp, dirs_exist_ok=True)
@@ -110,26 +134,62 @@ class CrossFit:
             shutil.copyfile(self.stored / "folds.json", tmp)
         log.info("%s folds of this run id (%s) already trained by another run: reused from %s (the same data, folds, "
                  "seed, knobs and code)", what, self.run_id, self.stored)
-        return json.loads(self.path.read_text())
+        return read_json(self.path)
+
+    def folds_record(self, query_ids: list[str]) -> list[dict]:
+        """Per fold its test, training and validation question ids (what ``folds.json`` records)."""
+        out = []
+        for k in range(self.n_folds):
+            train, val = self.split(k)
+            out.append({"test": [query_ids[i] for i in self.test(k)], "train": [query_ids[i] for i in train],
+                        "val": [query_ids[i] for i in val]})
+        return out
+
+    def verify_stored(self, query_ids: list[str] | None = None, check: Callable[[Path, int], None] | None = None) -> None:
+        """Refuse (``ArtifactError``) a store entry that is not this run's folds, whole: its manifest
+        (every file's sha256, its config this run's key), ``folds.json`` (this run id, and with
+        ``query_ids`` each fold's questions as this run's seed draws them: an edited or reordered
+        record does not pass a re-signed manifest), and each ``fold<k>`` (``check(dir, k)``: its
+        weights load and it says it is fold k of this run)."""
+        d = self.stored
+        if not (d / MANIFEST).is_file():
+            raise ArtifactError(f"{d}: no {MANIFEST} (written before store entries were verified)")
+        manifest = read_manifest(d, self.key)
+        info = read_json(d / "folds.json")
+        if not isinstance(info, dict) or info.get("run_id") != self.run_id or info.get("key") != json.loads(
+                strict_json(self.key)):
+            raise ArtifactError(f"{d / 'folds.json'}: records another run than {self.run_id}")
+        folds = info.get("folds")
+        if not isinstance(folds, list) or len(folds) != self.n_folds:
+            raise ArtifactError(f"{d / 'folds.json'}: records {len(folds) if isinstance(folds, list) else 'no'} folds, "
+                                f"not {self.n_folds}")
+        if query_ids is not None:
+            for k, (got, want) in enumerate(zip(folds, self.folds_record(query_ids))):
+                if not isinstance(got, dict) or any(got.get(s) != want[s] for s in want):
+                    raise ArtifactError(f"{d / 'folds.json'}: fold {k}'s questions are not the ones seed {self.seed} "
+                                        "draws (edited)")
+        dirs = sorted({Path(f).parts[0] for f in manifest.get("files", {}) if len(Path(f).parts) > 1})
+        if dirs != [f"fold{k}" for k in range(self.n_folds)] or [p.name for p in _fold_dirs(d)] != dirs:
+            raise ArtifactError(f"{d}: holds folds {[p.name for p in _fold_dirs(d)]}, not fold0..fold{self.n_folds - 1}")
+        for k in range(self.n_folds):
+            if check is not None:
+                check(d / f"fold{k}", k)
 
     def finish(self, query_ids: list[str], per_fold: list[dict] | None = None, indent: int | None = None,
                **extra) -> dict:
         """Write ``folds.json`` (last): the run id, folds, seed, any ``extra`` fields, the key and
         per fold its question ids (with ``per_fold[k]``'s facts: epochs, ...)."""
-        folds = []
-        for k in range(self.n_folds):
-            train, val = self.split(k)
-            folds.append({"test": [query_ids[i] for i in self.test(k)], "train": [query_ids[i] for i in train],
-                          "val": [query_ids[i] for i in val], **((per_fold or [{}] * self.n_folds)[k])})
+        folds = [{**f, **((per_fold or [{}] * self.n_folds)[k])} for k, f in enumerate(self.folds_record(query_ids))]
         info = {"run_id": self.run_id, "n_folds": self.n_folds, "seed": self.seed, **extra, "key": self.key,
                 "folds": folds}
         with atomic_path(self.path) as tmp:
             tmp.write_text(strict_json(info, indent=indent))
-        if self.stored is not None:  # kept for any later run that needs the same folds
-            with staged_dir(self.stored) as tmp:
+        if self.stored is not None:  # kept for any later run that needs the same folds, with a manifest
+            def write(tmp: Path) -> None:
                 for d in _fold_dirs(self.out_dir):
                     shutil.copytree(d, tmp / d.name)
                 shutil.copyfile(self.path, tmp / "folds.json")
+            write_artifact(self.stored, write, self.key)
         return info
 
 

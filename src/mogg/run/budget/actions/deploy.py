@@ -21,7 +21,6 @@ would deploy something nobody checked); ``cost_weight`` sets lambda directly ins
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,9 +28,11 @@ from pathlib import Path
 import numpy as np
 
 from mogg.core.artifacts import ArtifactError, artifact_lock, config_hash, read_manifest, strict_json, write_artifact
+from mogg.core.bounded import read_json
 from mogg.core.seal import check_seal, seal_holder
 from mogg.routing.plans import ActionSpace, calibrate_lambda, decide
 from mogg.run.budget.actions.network import ActionRouter
+from mogg.run.budget.bounds import check_deploy
 
 log = logging.getLogger(__name__)
 
@@ -149,8 +150,7 @@ class DeployedActions:
         with artifact_lock(d, shared=True):
             read_manifest(d)  # every file against its sha256: names the corrupt one
             try:
-                deploy = json.loads((d / DEPLOY).read_text())
-                decisions = json.loads((d / DECISIONS).read_text())
+                deploy, decisions = read_json(d / DEPLOY), read_json(d / DECISIONS)  # bounded depth and size
             except (OSError, ValueError) as e:
                 raise ArtifactError(f"{d}: unreadable {DEPLOY} or {DECISIONS} ({e}); retrain the router") from e
             # before anything is read for meaning: the decisions bound to the weights
@@ -160,6 +160,7 @@ class DeployedActions:
                                     "with `python train.py experiment=frontier data=<set> router.fit=all`")
             if not isinstance(deploy.get("spec"), dict):
                 raise ArtifactError(f"{d / DEPLOY}: spec is missing; retrain the router")
+            check_deploy(deploy, d)  # every number it carries, before any is read
             try:
                 router, _ = ActionRouter.load(d)
             except ValueError as e:

@@ -9,7 +9,6 @@ the cost weight lambda is calibrated).
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from mogg.core.artifacts import ArtifactError
+from mogg.core.bounded import read_json
 from mogg.routing.fitting.folds import CrossFit, make_folds
 from mogg.routing.fitting.kfold import RouterTrainingError, _digest
 from mogg.routing.plans import ActionSpace
@@ -49,7 +49,7 @@ def crossfit_actions(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, space: Actio
     key = action_key(xq, xa, y, space, n_folds, seed, fit_kwargs, val_fraction, data_key)
     cf = CrossFit(Path(out_dir), key, len(xq), n_folds, seed, val_fraction, store)
     out_dir, run_id = cf.out_dir, cf.run_id
-    done = cf.finished("action router")
+    done = cf.finished("action router", query_ids, lambda d, k: _check_fold(d, k, cf.run_id))
     if done is not None:
         return done
     splits = [cf.split(k) for k in range(n_folds)]
@@ -65,6 +65,13 @@ def crossfit_actions(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, space: Actio
         log.info("action fold %d: %d train / %d val / %d test, %d epochs, best val loss %.4f", k, len(train), len(val),
                  len(cf.test(k)), r.summary["epochs"], r.summary["best_val_loss"])
     return cf.finish(query_ids, space=space.to_json())
+
+
+def _check_fold(d: Path, k: int, run_id: str) -> None:
+    """A stored fold directory that loads (whole weights) and says it is fold ``k`` of ``run_id``."""
+    _, spec = ActionRouter.load(d)
+    if spec.get("fold") != k or spec.get("run_id") != run_id:
+        raise ArtifactError(f"{d} holds fold {spec.get('fold')} of run {spec.get('run_id')}, not fold {k} of {run_id}")
 
 
 def action_key(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, space: ActionSpace, n_folds: int, seed: int,
@@ -84,7 +91,7 @@ def predict_action_folds(xq: np.ndarray, xa: np.ndarray, query_ids: list[str], o
     path = out_dir / "folds.json"
     if not path.is_file():
         raise FileNotFoundError(f"no finished action-router cross-fit in {out_dir}: run `python train.py` with the same overrides")
-    info = json.loads(path.read_text())
+    info = read_json(path)
     if expected is not None:  # trained with the settings, folds, seed and data this evaluation asks for?
         from mogg.routing.fitting.folds import check_run
 
@@ -99,6 +106,9 @@ def predict_action_folds(xq: np.ndarray, xa: np.ndarray, query_ids: list[str], o
         r, spec = ActionRouter.load(out_dir / f"fold{k}")
         if spec.get("run_id") != info["run_id"]:
             raise ArtifactError(f"{out_dir / f'fold{k}'} belongs to another run than {path}: rerun `python train.py`")
+        if spec.get("fold") != k:  # a fold scored on the questions it was trained on
+            raise ArtifactError(f"{out_dir / f'fold{k}'} holds fold {spec.get('fold')}'s router, not fold {k}'s: "
+                                "rerun `python train.py`")
         rows = np.array([pos[q] for q in f["test"] if q in pos], dtype=np.int64)
         vrows = np.array([pos[q] for q in f["val"] if q in pos], dtype=np.int64)
         if len(rows):

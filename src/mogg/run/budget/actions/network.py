@@ -20,7 +20,6 @@ which the cost trade-off needs).
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +28,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from mogg.core.artifacts import atomic_path, strict_json
+from mogg.core.artifacts import ArtifactError, atomic_path, strict_json
+from mogg.core.bounded import integer, number, read_json
 from mogg.run.budget.actions.scorer import Weights, scores, split_columns
 
 log = logging.getLogger(__name__)
@@ -127,8 +127,8 @@ class ActionRouter:
 
         d = Path(directory)
         try:
-            spec = json.loads((d / "actions.json").read_text())
-        except (OSError, ValueError) as e:
+            spec = read_json(d / "actions.json")  # bounded depth and size
+        except ArtifactError as e:
             raise ValueError(f"{d / 'actions.json'}: unreadable ({e}); retrain the action router") from None
         net = spec.get("network") if isinstance(spec, dict) else None
         if not isinstance(net, dict) or net.get("kind") != "actions":
@@ -136,6 +136,12 @@ class ActionRouter:
         if net.get("activation", "gelu") != "relu":  # scorers saved before issue 37 used GELU
             raise ValueError(f"{d}: an action router with {net.get('activation', 'gelu')} units (saved by an older "
                              "mogg); this one scores with ReLU: retrain it with `python train.py` and the same overrides")
+        try:  # the network is built from these before any weight is read: bounded first
+            for k in ("d_query", "d_action", "hidden"):
+                integer(net.get(k), str(d / "actions.json"), f"network.{k}", 1, 1 << 16)
+            number(net.get("dropout"), str(d / "actions.json"), "network.dropout", 0.0, 1.0)
+        except ArtifactError as e:
+            raise ValueError(str(e)) from None
         try:
             tensors = load_file(str(d / "actions.safetensors"))
         except Exception as e:  # a truncated or foreign file (SafetensorError)

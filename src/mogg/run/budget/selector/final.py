@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from mogg.core.artifacts import ArtifactError, artifact_lock, config_hash, read_manifest, strict_json, write_artifact
+from mogg.core.bounded import read_json
 from mogg.core.seal import check_seal, seal_holder
 from mogg.evaluation.frontier import choose_config
 from mogg.evaluation.frontier_guard import best_lambda, out_of_fold_guard
@@ -39,6 +40,7 @@ from mogg.routing.fitting.folds import split_train_val
 from mogg.routing.plans import ActionSpace, decide
 from mogg.run.budget.actions.deploy import check_budget_value, check_budgets
 from mogg.run.budget.base import LadderFrontier
+from mogg.run.budget.bounds import check_deploy
 from mogg.run.budget.selector.plans import (
     Ranked,
     estimated_f1,
@@ -130,8 +132,7 @@ class DeployedSelector:
         with artifact_lock(d, shared=True):
             read_manifest(d)  # every file against its sha256
             try:
-                deploy = json.loads((d / DEPLOY).read_text())
-                decisions = json.loads((d / DECISIONS).read_text())
+                deploy, decisions = read_json(d / DEPLOY), read_json(d / DECISIONS)  # bounded depth and size
             except (OSError, ValueError) as e:
                 raise ArtifactError(f"{d}: unreadable {DEPLOY} or {DECISIONS} ({e}); retrain the selector") from None
             # before anything is read for meaning: the decisions bound to the trees
@@ -140,6 +141,7 @@ class DeployedSelector:
                 raise ArtifactError(f"{d / DEPLOY}: format {deploy.get('format')!r} is not {FORMAT!r}; retrain the selector")
             if not isinstance(deploy.get("spec"), dict):
                 raise ArtifactError(f"{d / DEPLOY}: spec is missing; retrain the selector")
+            check_deploy(deploy, d)  # every number it carries, before any is read
             check_model_text(d / MODEL)  # LightGBM aborts the process on a truncated file: checked first
             try:
                 booster = lgb.Booster(model_file=str(d / MODEL))

@@ -13,14 +13,17 @@ of (question, unit) rows.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
+from mogg.core.bounded import read_json
 from mogg.core.text import tokenize
 from mogg.ladders.base import Ladder
 
@@ -78,25 +81,70 @@ class UnitTerms:
         sp.save_npz(d / "content.npz", self.content)
 
     @classmethod
-    def load(cls, d: Path) -> "UnitTerms":
-        words = json.loads((d / "vocab.json").read_text())
+    def load(cls, d: Path, digest: str | None = None) -> "UnitTerms":
+        """Read ``d``; with ``digest`` (:func:`vocab_digest` of the ladder's units) its vocabulary, in
+        column order, and every unit's token count must be the ladder's: a reordered or edited
+        ``vocab.json`` (its manifest re-signed) is refused (``ValueError`` naming it)."""
+        words = read_json(d / "vocab.json")
+        if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+            raise ValueError(f"{d / 'vocab.json'}: not a list of words")
         counts, content = (sp.load_npz(d / f).tocsr() for f in ("counts.npz", "content.npz"))
         if counts.shape != content.shape or counts.shape[1] != max(len(words), 1):
             raise ValueError(f"{d}: unit term matrices {counts.shape} / {content.shape} do not match its "
                              f"{len(words)}-word vocabulary; remove the folder to rebuild it")
+        if digest is not None and _digest(words, np.asarray(counts.sum(axis=1)).ravel()) != digest:
+            raise ValueError(f"{d / 'vocab.json'}: its words, their order or the units' token counts are not the "
+                             "ladder's (edited or reordered)")
         return cls({w: i for i, w in enumerate(words)}, counts, content)
+
+
+def _digest(words: list[str], n_tokens: np.ndarray) -> str:
+    h = hashlib.sha256("\n".join(words).encode("utf-8", "surrogatepass"))
+    h.update(np.asarray(n_tokens, dtype=np.int64).tobytes())
+    return h.hexdigest()
+
+
+_DIGESTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # ladder -> its vocab digest, once per process
+
+
+def vocab_digest(ladder: Ladder) -> str:
+    """sha256 of the ladder's vocabulary in column order (each word where it first occurs in the
+    units, as :meth:`UnitTerms.build` numbers them) and of every unit's token count: one pass of the
+    tokenizer, without the matrices (a tenth of a build), once per ladder object and process."""
+    try:
+        return _DIGESTS[ladder]
+    except (KeyError, TypeError):  # not computed yet, or a ladder that cannot be weakly referenced
+        pass
+    vocab: dict[str, int] = {}
+    n_tokens = np.zeros(len(ladder.units), dtype=np.int64)
+    for i, t in enumerate(ladder.units.text):
+        toks = tokenize(t)
+        n_tokens[i] = len(toks)
+        for w in toks:
+            vocab.setdefault(w, len(vocab))
+    digest = _digest(list(vocab), n_tokens)
+    try:
+        _DIGESTS[ladder] = digest
+    except TypeError:
+        pass
+    return digest
 
 
 def unit_terms(ladder: Ladder, ladder_key: dict | None = None, artifacts: Path | None = None) -> UnitTerms:
     """The ladder's :class:`UnitTerms`: read from the artifact store beside the ladder (``ladder_key``:
-    the ladder's artifact key), built and stored there the first time; built in memory without a store."""
+    the ladder's artifact key), built and stored there the first time; built in memory without a store.
+
+    The entry's key binds :func:`vocab_digest` (recomputed from the units here), and reading checks
+    the stored vocabulary against it: a damaged, edited or reordered entry, even with its manifest
+    re-signed, is named in a warning and rebuilt (it is derived data)."""
     if artifacts is None or ladder_key is None:
         return UnitTerms.build(ladder)
     from mogg.core.artifacts import cached
 
-    key = {"ladder": ladder_key, "units": len(ladder.units), "version": TERMS_VERSION}
+    digest = vocab_digest(ladder)
+    key = {"ladder": ladder_key, "units": len(ladder.units), "version": TERMS_VERSION, "vocab": digest}
     terms = cached(Path(artifacts), "unit_terms", key, build=lambda: UnitTerms.build(ladder),
-                   save=lambda t, d: t.save(d), load=UnitTerms.load)
+                   save=lambda t, d: t.save(d), load=lambda d: UnitTerms.load(d, digest), derived=True)
     if terms.counts.shape[0] != len(ladder.units):
         raise ValueError(f"stored unit terms hold {terms.counts.shape[0]} units, the ladder {len(ladder.units)}")
     return terms
