@@ -167,6 +167,11 @@ def _questions(tmp: Path) -> Path:
     return q
 
 
+# the shared directories were trained on the shipped example, outside the data folder: routing names
+# its corpus (mogg.run.route_corpus)
+EXAMPLE_CORPUS = ("--corpus", str(Path(__file__).resolve().parents[1] / "examples" / "generic" / "corpus.jsonl"))
+
+
 def _out_over_input(target: Callable[[Path, Path, Path], Path], sub: str = "final",
                     flags: tuple[str, ...] = ()) -> Callable[[Path], None]:
     """``mogg-route --questions q.jsonl --out X`` with X = ``target(tmp, q, router_dir)`` (an input):
@@ -177,7 +182,7 @@ def _out_over_input(target: Callable[[Path, Path, Path], Path], sub: str = "fina
         out = target(tmp, q, d)
         watched = [q] + sorted(p for p in d.rglob("*") if p.is_file())
         before = {p: p.read_bytes() for p in watched}
-        rc, _, err = route_main(["--checkpoint", str(d), "--artifacts", str(_shared("artifacts")), *flags,
+        rc, _, err = route_main(["--checkpoint", str(d), "--artifacts", str(_shared("artifacts")), *EXAMPLE_CORPUS, *flags,
                                  "--questions", str(q), "--out", str(out)])
         changed = [str(p.relative_to(tmp)) for p in watched if not p.is_file() or p.read_bytes() != before[p]]
         if changed:
@@ -219,7 +224,7 @@ def _stopwords_only(sub: str, flags: tuple[str, ...] = ()) -> Callable[[Path], N
         d = _dirs(tmp) / sub
         q = tmp / "q.txt"
         q.write_text(f"{STOPWORDS_ONLY}\nIs aspirin an antiplatelet drug?\n")
-        rc, out, err = route_main(["--checkpoint", str(d), "--artifacts", str(_shared("artifacts")), *flags, str(q)])
+        rc, out, err = route_main(["--checkpoint", str(d), "--artifacts", str(_shared("artifacts")), *EXAMPLE_CORPUS, *flags, str(q)])
         _refused(rc, err)
         recs = [json.loads(x) for x in out.splitlines()]
         if len(recs) != 2 or not recs[0].get("empty") or recs[1].get("empty") or not recs[1]["context"]:
@@ -263,7 +268,7 @@ def _route_out_full_at_publish(tmp: Path) -> None:
     q = _questions(tmp)
     (tmp / "out").mkdir()
     with refusing_disk(tmp / "out", errno.ENOSPC, at_publish=True):
-        rc, _, err = route_main(["--checkpoint", str(d), "--artifacts", str(_shared("artifacts")), "--questions", str(q),
+        rc, _, err = route_main(["--checkpoint", str(d), "--artifacts", str(_shared("artifacts")), *EXAMPLE_CORPUS, "--questions", str(q),
                                  "--out", str(tmp / "out" / "routed.jsonl")])
     _refused(rc, err, str(tmp / "out" / "routed.jsonl"), "needs at least")
 
