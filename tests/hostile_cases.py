@@ -5,7 +5,9 @@ wrong result (no error where one is due), a lost result (a run's outputs replace
 missing) or a leak (a secret in a file a run wrote). ``tests/test_hostile_replay.py`` runs it;
 ``python tests/hostile_cases.py`` prints the table and the counts. The cases through the real entry
 points (sweeps, stale routers, secrets, collect, one-line errors) are in ``tests/hostile_runs.py``;
-shared router directories and secrets of every shape (issue 46) in ``tests/hostile_shared.py``.
+shared router directories and secrets of every shape (issue 46) in ``tests/hostile_shared.py``; the
+credentials of issue 59 (every shape planted the wrong way, and where each leaked) in
+``tests/hostile_secrets.py``.
 
 Surfaces: question files (generic jsonl, SQuAD), corpus files (MedRAG jsonl), router
 directories, run knobs (composed with the real Hydra config and checked as the entry points
@@ -384,10 +386,11 @@ def _route_cases() -> list[Case]:
 def all_cases() -> list[Case]:
     sys.path.insert(0, str(ROOT / "tests"))
     from hostile_runs import run_cases
+    from hostile_secrets import secret_cases
     from hostile_shared import shared_cases
 
     return (_qa_cases() + _squad_cases() + _corpus_cases() + _router_dir_cases() + _knob_cases() + _guard_cases()
-            + _route_cases() + run_cases() + shared_cases())
+            + _route_cases() + run_cases() + shared_cases() + secret_cases())
 
 
 def replay(cases: list[Case] | None = None) -> list[dict]:
