@@ -67,7 +67,7 @@ _SHAPES = (
                r"|(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}(?![A-Za-z0-9])"
                r"|eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*)"),
     # a password written as name=value or name: value (a DSN, a log line, a connection string)
-    re.compile(r"(?P<pre>(?<![\w\-])(?:password|passwd|passphrase|pwd)\s*[=:]\s*[\"']?)(?P<secret>[^\s'\",;&}]+)",
+    re.compile(r"(?P<pre>(?<![\w\-])(?:password|passwd|passphrase|pwd)\s*[=:]\s*[\"']?)(?P<secret>[^\s'\"`,;&}]+)",
                re.IGNORECASE),
 )
 # "Bearer <token>", "Basic <credentials>", "Token <token>" outside a header: only when what follows
