@@ -71,6 +71,13 @@ def _appended(key: str, value: str, needle: str, extra: tuple[str, ...] = ()) ->
     return run
 
 
+def _swept_append(tmp: Path) -> None:
+    """``-m +note=A,B``: refused before the sweep writes multirun.yaml or any job runs."""
+    rc, text = cli("train.py", ["-m", *BASE, "+note=SweptNote4242,SweptNote4243"], tmp)
+    _no_leak(tmp, ["SweptNote424"], text)
+    _refused_or_ok(rc, text)
+
+
 def _env_note(tmp: Path) -> None:
     """``'+note=${oc.env:TOKEN}'``: stored resolved in train_manifest.json before issue 59."""
     os.environ["MOGG_HOSTILE_TOKEN"] = "xoxb-123456789012-ENVNOTE4242"
@@ -211,6 +218,7 @@ def _cases() -> dict[str, tuple[Callable, str, str]]:
             _appended("ssh.passphrase", "WandbPassphrase4242", "WandbPassphrase4242", ("logger=wandb",)),
             "error", "ssh.passphrase"),
         "'+note=${oc.env:TOKEN}' (stored resolved)": (_env_note, "error", "note"),
+        "-m +note=A,B (a sweep over an appended key)": (_swept_append, "error", "+note"),
         "reader.model='${oc.env:..._TOKEN}' recorded unresolved": (_env_interpolation, "ok", ""),
         "a key typed into reader.model (answer cache)": (_key_in_model, "error", "reader.model"),
         "run_name=sk-... (report.json)": (_key_as_run_name, "error", "run_name"),

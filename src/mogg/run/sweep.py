@@ -118,9 +118,12 @@ def sweep_run_names(config: DictConfig) -> dict[str, str]:
     parsed = OverridesParser.create(config_loader=loader).parse_overrides(task)  # the loader expands glob()
     swept = [o.get_key_element().lstrip("+~") for o in parsed if o.is_sweep_override()]
     jobs = [list(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
-    if len(jobs) < 2:
-        return {}
     hydra_overrides = [str(o) for o in OmegaConf.to_container(config.hydra.overrides.hydra, resolve=False)]
+    if len(jobs) < 2:
+        if jobs and any(o.is_add() or o.is_force_add() for o in parsed):  # refused before multirun.yaml too
+            check_appends(compose(config_name=config.hydra.job.config_name, overrides=hydra_overrides + jobs[0],
+                                  return_hydra_config=True))
+        return {}
     saved = HydraConfig.instance().cfg
     names, reader_labels = [], []
     try:
