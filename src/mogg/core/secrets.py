@@ -1,18 +1,26 @@
-"""Secrets kept off disk: found by a key's name and by their shape, redacted in everything a run
-writes, moved off the command line into the environment.
+"""Secrets kept off disk: found by a key's name, by their shape and by their value, redacted in
+everything a run writes and prints, moved off the command line into the environment.
 
-* :func:`is_secret_key`: a key whose name contains key, token, secret, password, auth or
-  credential (any case, plurals included) holds a secret when its value is text.
-* :func:`scrub_text`: secrets found by their shape wherever they stand: URL user-info, bearer and
-  basic credentials, query-string credentials, provider tokens (``sk-...``, ``hf_...``).
+* :func:`is_secret_key`: a key whose name contains key, token, secret, password, passphrase, auth,
+  bearer, jwt, private or credential (any case, plurals included) holds a secret when its value is
+  text (``api_key_env``/``api_key_file`` name where one lives: :mod:`mogg.core.credentials`).
+* :func:`scrub_text`: the credentials this process knows (:func:`remember`,
+  :func:`remember_environment`) by value, and secrets found by their shape wherever they stand: URL
+  user-info, Authorization headers, query and fragment credentials, PEM private keys, provider
+  tokens (``sk-``, ``sk_live_``, ``hf_``, ``xoxb-``, ``AIza``, ``AKIA``, JWTs), ``password=...``, a
+  Bearer/Basic/Token credential; precise enough that prose (the docs, a report) passes unchanged.
 * :func:`redact` / :func:`redact_config` / :func:`redact_in_place`: a config or record with both
   kinds blanked (``<redacted>``), lists and maps included; interpolations (``${oc.env:...}``) are kept.
 * :func:`scrub_argv`: a secret on the command line moves into an environment variable before
   Hydra starts (a list or map keeps its shape, each secret leaf its own variable; a sweep over a
-  secret gets one variable per value, so one job per key), leaving ``${oc.env:...}`` behind.
-* :func:`scrub_logs`: every log record scrubbed by shape.
-"""
+  secret gets one variable per value, so one job per key), leaving ``${oc.env:...}`` behind; a
+  token typed into a knob that is no credential is refused.
+* :func:`scrub_logs`: every log record scrubbed.
 
+Length (over ~350 lines): one definition of what a secret is (its names, shapes and known values)
+serves the three places that must agree on it (configs redacted, text scrubbed, the command line
+moved); split, a shape added to one would be missing from the others, the bug of issue 59.
+"""
 from __future__ import annotations
 
 import logging
