@@ -8,7 +8,9 @@ points (sweeps, stale routers, secrets, collect, one-line errors) are in ``tests
 shared router directories and secrets of every shape (issue 46) in ``tests/hostile_shared.py``; the
 command lines of issue 59 (a command's own input as its output, stopword-only questions, full and
 read-only disks, script flags) in ``tests/hostile_cli.py`` (``--only cli``: those alone); re-sealed
-directories' values and reused stores (issue 59) in ``tests/hostile_stores.py``.
+directories' values and reused stores (issue 59) in ``tests/hostile_stores.py``; the
+credentials of issue 59 (every shape planted the wrong way, and where each leaked) in
+``tests/hostile_secrets.py``.
 
 Surfaces: question files (generic jsonl, SQuAD), corpus files (MedRAG jsonl), router
 directories, run knobs (composed with the real Hydra config and checked as the entry points
@@ -390,11 +392,12 @@ def all_cases() -> list[Case]:
     sys.path.insert(0, str(ROOT / "tests"))
     from hostile_cli import cli_cases
     from hostile_runs import run_cases
+    from hostile_secrets import secret_cases
     from hostile_shared import shared_cases
     from hostile_stores import store_cases
 
     return (_qa_cases() + _squad_cases() + _corpus_cases() + _router_dir_cases() + _knob_cases() + _guard_cases()
-            + _route_cases() + run_cases() + shared_cases() + cli_cases() + store_cases())
+            + _route_cases() + run_cases() + shared_cases() + cli_cases() + store_cases() + secret_cases())
 
 
 def replay(cases: list[Case] | None = None) -> list[dict]:

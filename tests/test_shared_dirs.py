@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -250,21 +249,19 @@ def test_a_secret_on_the_command_line_keeps_its_shape_and_a_sweep_gets_one_varia
 
 
 def test_no_planted_secret_reaches_any_file_a_run_writes(tmp_path):
-    """Every shape of the issue at once through the real CLI (train.py with evaluate_after): the
-    .hydra/ files, the log, the manifests, the router specs and the report hold none of them."""
+    """Every shape of the issue at once through the real CLI (train.py with evaluate_after): since
+    issue 59 the run is refused in one line (a token typed into +note; appended keys no component
+    reads), and nothing it wrote or printed holds any of them (a full run with every shape planted
+    the right and the wrong way: tests/test_secrets.py)."""
     out = {k: tmp_path / k for k in ("outputs", "ckpt", "reports", "artifacts", "answers")}
     cmd = [sys.executable, str(ROOT / "train.py"), "experiment=generic_example", "debug=tiny", "evaluate_after=true",
            "router.fit=both", f"questions.path={GENERIC / 'questions.jsonl'}",
            f"corpus.sources.0.paths={GENERIC / 'corpus.jsonl'}", *planted_secrets(),
            *(f"paths.{'checkpoints' if k == 'ckpt' else k}={p}" for k, p in out.items())]
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=600)
-    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.returncode == 2 and "note: its value has the shape of a credential" in p.stderr, p.stderr[-2000:]
     secrets = list(SECRETS.values())
     written = [f for f in tmp_path.rglob("*") if f.is_file()]
-    assert any(f.name == "config.yaml" for f in written) and any(f.name == "train_manifest.json" for f in written)
     hits = [f"{f.relative_to(tmp_path)}: {s}" for f in written for s in secrets if s.encode() in f.read_bytes()]
     assert not hits, hits
     assert not [s for s in secrets if s in p.stdout + p.stderr]
-    config = (next(f for f in written if f.name == "config.yaml")).read_text()
-    assert "oc.env:MOGG_SECRET_HEADERS" in config  # the job saw the header through the environment
-    json.loads(next(f for f in written if f.name == "train_manifest.json").read_text())

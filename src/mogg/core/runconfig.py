@@ -23,7 +23,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from mogg.core.disk import disk_error
-from mogg.core.secrets import _top_level_split, redact, scrub_argv, scrub_logs, scrub_text
+from mogg.core.secrets import _top_level_split, holds_secret, redact_config, scrub_argv, scrub_logs, scrub_text
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +82,9 @@ def retired_experiments(argv: Sequence[str]) -> list[str]:
 
 
 def container(cfg: DictConfig) -> dict:
-    """The resolved config as plain data, secrets redacted (for manifests and records)."""
-    return redact(OmegaConf.to_container(cfg, resolve=True))
+    """The config as plain data for manifests and records: interpolations unresolved
+    (``${oc.env:VAR}`` records where a value came from, never the value) and secrets redacted."""
+    return redact_config(OmegaConf.to_container(cfg, resolve=False))
 
 
 def _int(cfg, key: str, low: int, what: str, high: int | None = None) -> None:
@@ -108,6 +109,9 @@ def check_run_name(name: Any) -> None:
     if not isinstance(name, str) or not _RUN_NAME.fullmatch(name):
         raise ValueError(f"run_name={name!r}: a run name must be one folder name of letters, digits and . _ + = @ , - "
                          "(starting with a letter or digit, at most 200 characters), e.g. run_name=pubmedqa_s0")
+    if holds_secret(name):  # a folder name, report.json, every log line: never a credential (not echoed)
+        raise ValueError("run_name: it has the shape of a credential (a key or token); name the run for what it "
+                         "runs, e.g. run_name=pubmedqa_s0")
 
 
 def check_run_config(cfg: DictConfig, stage: str) -> None:
@@ -165,6 +169,9 @@ def check_run_config(cfg: DictConfig, stage: str) -> None:
         if key != "artifacts" and key in paths and (not isinstance(p, str) or not p.strip()):
             # an unset shell variable: reports/<run> would become /<run> at the file system's root
             raise ValueError(f"paths.{key}={p!r}: must name a folder (default: {key})")
+        if isinstance(p, str) and holds_secret(p):  # a folder name is written everywhere: never a credential
+            raise ValueError(f"paths.{key}: it holds the shape of a credential (a key, token or URL password); "
+                             "name a plain folder")
         if p and os.path.exists(p) and not os.path.isdir(p):
             raise ValueError(f"paths.{key}={p!r} exists and is not a directory")
 

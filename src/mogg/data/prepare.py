@@ -321,6 +321,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )
+    from mogg.core.secrets import remember_environment, scrub_logs
+
+    remember_environment()
+    scrub_logs()  # a --base-url http://user:PW@host/... never reaches a retry warning or an error line
     data_dir = resolve_data_dir(args.data_dir)
     if args.corpus:
         from mogg.data.medrag import prepare_corpus

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from mogg.core.artifacts import atomic_path, strict_json
+from mogg.core.secrets import scrub_known, scrub_text
 from mogg.evaluation import names as N
 
 log = logging.getLogger(__name__)
@@ -20,7 +21,7 @@ TABLE_METRICS = ("f1", "precision", "recall", "label_sim", "gold_hit", "ctx_toke
 
 def _atomic_write(path: Path, text: str) -> None:
     with atomic_path(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_text(scrub_text(text), encoding="utf-8")  # a second line of defence: no credential on disk
 
 
 def _fmt(a: dict, digits: int = 3) -> str:
@@ -137,13 +138,14 @@ def write_report(
         w.writerows(rows)
     with atomic_path(out_dir / "records.jsonl") as tmp, open(tmp, "w", encoding="utf-8") as f:
         for rec in records:
-            f.write(strict_json(rec, ensure_ascii=False) + "\n")
+            # answers and corpus text are data: only the credentials this run knows are taken out
+            f.write(scrub_known(strict_json(rec, ensure_ascii=False)) + "\n")
     plot_summaries(summaries, out_dir)
     if run_name is not None:
         files = sorted(p.name for p in out_dir.iterdir() if not p.name.startswith(".")) + [REPORT_MARKER]
         _atomic_write(out_dir / REPORT_MARKER, strict_json({"run_name": run_name, "files": sorted(set(files))}, indent=1))
     log.debug("report files written to %s", out_dir)
-    return {"markdown": md}
+    return {"markdown": scrub_text(md)}
 
 
 def plot_summaries(summaries: dict[str, dict], out_dir: Path) -> None:

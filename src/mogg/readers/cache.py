@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from mogg.core.secrets import scrub_known_in
+
 logger = logging.getLogger(__name__)
 
 
@@ -68,6 +70,8 @@ class AnswerCache:
         for rec in records:
             if not isinstance(rec.get("prompt_hash"), str) or not isinstance(rec.get("raw"), str):
                 raise ValueError("cache records need a str 'prompt_hash' and a str 'raw'")
+        # a credential this run knows (a server echoing the key in an answer) never reaches the cache
+        records = [scrub_known_in(rec) for rec in records]
         lines = "".join(json.dumps(rec, ensure_ascii=False) + "\n" for rec in records)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as fh:

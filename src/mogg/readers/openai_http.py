@@ -10,7 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
-from mogg.core.secrets import scrub_url
+from mogg.core.credentials import read_credential
+from mogg.core.secrets import remember, scrub_text, scrub_url
 from mogg.readers.base import ReaderError
 
 logger = logging.getLogger(__name__)
@@ -38,8 +39,12 @@ class OpenAIReader:
 
     429, 5xx, connection errors and timeouts are retried ``retries`` times with exponential
     backoff (``backoff * 2**attempt`` seconds, or the server's ``Retry-After``); any other 4xx
-    raises ``ReaderError`` with the server's message at once. The key comes from ``api_key``, else
-    ``MOGG_READER_API_KEY``, else ``OPENAI_API_KEY``, and is never part of ``config()``.
+    raises ``ReaderError`` with the server's message at once. The key is read from where the config
+    names it, never written in it: ``api_key_env`` (an environment variable's name) or
+    ``api_key_file`` (a file holding only the key); else ``api_key`` (on the command line it is moved
+    into the environment before Hydra starts), else ``MOGG_READER_API_KEY``, else ``OPENAI_API_KEY``.
+    It is never part of ``config()``, and it is redacted by value from every message and log line
+    (a server that echoes it in its 401 reply included).
     """
 
     def __init__(
@@ -53,12 +58,16 @@ class OpenAIReader:
         retries: int = 5,
         backoff: float = 1.0,
         timeout: float = 60,
+        api_key_env: str | None = None,
+        api_key_file: str | None = None,
     ) -> None:
         if concurrency < 1 or retries < 0 or backoff < 0 or timeout <= 0:
             raise ValueError("need concurrency >= 1, retries >= 0, backoff >= 0, timeout > 0")
         self.base_url = str(base_url).rstrip("/")
         self.model = str(model)
-        self.api_key = api_key or os.environ.get("MOGG_READER_API_KEY") or os.environ.get("OPENAI_API_KEY")
+        self.api_key = read_credential(api_key_env, api_key_file, "reader") or api_key \
+            or os.environ.get("MOGG_READER_API_KEY") or os.environ.get("OPENAI_API_KEY")
+        remember(self.api_key)  # redacted by value wherever it turns up (a server echoing it, a log line)
         self.max_tokens = int(max_tokens)
         self.temperature = float(temperature)
         self.concurrency = int(concurrency)
@@ -116,19 +125,20 @@ class OpenAIReader:
                     return self._content(resp)
                 last = f"HTTP {resp.status_code}: {_server_message(resp)}"
                 if resp.status_code not in _RETRY_STATUS:
-                    raise ReaderError(scrub_url(f"{url} refused the request ({last})"))
+                    raise ReaderError(scrub_text(f"{url} refused the request ({last})"))
             if attempt < self.retries:
                 delay = self._sleep_for(attempt, resp)
-                logger.warning("%s: %s; retry %d/%d in %.1fs", url, last, attempt + 1, self.retries, delay)
+                logger.warning("%s: %s; retry %d/%d in %.1fs", scrub_url(url), scrub_text(last), attempt + 1,
+                               self.retries, delay)
                 time.sleep(delay)
-        raise ReaderError(scrub_url(f"{url}: giving up after {self.retries + 1} attempts ({last})"))
+        raise ReaderError(scrub_text(f"{url}: giving up after {self.retries + 1} attempts ({last})"))
 
     def _content(self, resp: requests.Response) -> str:
         try:
             choice = resp.json()["choices"][0]
             content = choice["message"].get("content")
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-            raise ReaderError(f"unexpected response from {scrub_url(self.base_url)}: {resp.text[:300]}") from exc
+            raise ReaderError(scrub_text(f"unexpected response from {self.base_url}: {resp.text[:300]}")) from exc
         # Reasoning servers may send content=None with the text elsewhere; keep what is there.
         return content if isinstance(content, str) else ""
 

@@ -36,6 +36,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from mogg.run.appends import UnknownAppend, check_appends
+
 log = logging.getLogger(__name__)
 
 ENV = "MOGG_SWEEP_RUN_NAMES"
@@ -119,7 +121,8 @@ def sweep_run_names(config: DictConfig) -> dict[str, str]:
     if not jobs:
         return {}
     # one job is mapped too (to its own name): without an entry, job_run_name's fallback for launchers
-    # that drop the environment renamed it by its overrides, and evaluate.py -m looked for a run never trained
+    # that drop the environment renamed it by its overrides, and evaluate.py -m looked for a run never trained;
+    # its appends are checked in the loop below, before multirun.yaml
     hydra_overrides = [str(o) for o in OmegaConf.to_container(config.hydra.overrides.hydra, resolve=False)]
     saved = HydraConfig.instance().cfg
     names, reader_labels = [], []
@@ -128,6 +131,7 @@ def sweep_run_names(config: DictConfig) -> dict[str, str]:
             cfg = compose(config_name=config.hydra.job.config_name, overrides=hydra_overrides + job,
                           return_hydra_config=True)
             HydraConfig.instance().set_config(cfg)  # ${hydra:runtime.choices.experiment} in run names
+            check_appends(cfg)  # before multirun.yaml: a +key no component reads refuses the sweep
             names.append(str(OmegaConf.select(cfg, "run_name")))
             # labels=reader: the reader decided what the routers trained on, so its knobs are not evaluation-only
             reader_labels.append(OmegaConf.select(cfg, "labels.source") == "reader")
@@ -179,6 +183,12 @@ def job_run_name(cfg: DictConfig) -> str:
     return name
 
 
+def _refuse(config: DictConfig, e: Exception) -> None:
+    """One line on stderr and exit status 2, as the entry points refuse a bad knob."""
+    sys.stderr.write(f"{config.hydra.job.name}.py: {type(e).__name__}: {e}\n")
+    raise SystemExit(2) from None
+
+
 def _redacted_yaml(obj: Any, secrets: Sequence[str]) -> str:
     from mogg.core.secrets import REDACTED, redact_config
 
@@ -199,12 +209,20 @@ class RunFiles(Callback):
         except SweepError as e:
             sys.stderr.write(f"sweep refused: {e}\n")
             raise SystemExit(2) from None
+        except UnknownAppend as e:
+            _refuse(config, e)
         os.environ[ENV] = json.dumps(names)
         redact_in_place(config)  # before the sweeper saves multirun.yaml
 
     def on_job_start(self, config: DictConfig, **kwargs) -> None:
-        from mogg.core.secrets import secret_values
+        from mogg.core.secrets import remember, remember_environment, secret_values
 
+        try:
+            check_appends(config)  # before anything is written: a +key no component reads is refused
+        except UnknownAppend as e:
+            _refuse(config, e)
+        remember_environment()  # the credentials this job can see: redacted by value in all it writes
+        remember(*secret_values(config))
         out = Path(config.hydra.runtime.output_dir) / ".hydra"
         out.mkdir(parents=True, exist_ok=True)
         full = OmegaConf.to_container(config, resolve=False)
