@@ -22,6 +22,14 @@ in the same process).
 
     python scripts/probe_tuned_encoder.py --data covidqa [--questions 600] [--epochs 1] [--k 10]
     python scripts/probe_tuned_encoder.py --experiment selector_pages
+    python scripts/probe_tuned_encoder.py --experiment selector_pages \
+        questions.path=DIR/questions.jsonl corpus.sources.0.paths=DIR/corpus.jsonl   # Hydra overrides
+
+``--device`` (default ``auto``: CUDA when torch sees a device, else the CPU) places the fine-tuned
+model, its batches and the evaluation encodings, and is passed on as ``encoder.device`` so the
+selector's own encoder (its ``cosine`` feature, the ladder's embeddings) runs there too. On CUDA
+the arithmetic stays float32 and TF32 off, as on the CPU (``scripts/gpu_checks.sh`` runs both
+probes on a GPU machine).
 """
 
 from __future__ import annotations
@@ -79,6 +87,8 @@ def main() -> None:
     ap.add_argument("--seed", type=nonnegative_int, default=0)
     ap.add_argument("--artifacts", type=Path, default=None, help="an embedding / ladder store to reuse")
     ap.add_argument("--out", type=Path, default=ROOT / "outputs/probe_tuned_encoder.json")
+    ap.add_argument("--device", default="auto", help="auto (cuda if available, else cpu), cpu, cuda or cuda:N")
+    ap.add_argument("overrides", nargs="*", help="further Hydra overrides (e.g. the stand-in's questions.path=...)")
     args = ap.parse_args()
 
     import torch
@@ -97,11 +107,23 @@ def main() -> None:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")  # the stages say what they do
     configure_threads(None)
+    device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device)
+    if device.type == "cuda":
+        # float32 and no TF32 (torch's matmul default, set here explicitly): the same arithmetic as the
+        # CPU runs in docs/results.md, so a GPU run's ranking numbers compare with them and only the
+        # times change; bf16 or TF32 would be faster but would move the fine-tuned cosine's F1 too.
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        name = f"{device} ({torch.cuda.get_device_name(device)}, torch {torch.__version__}, CUDA {torch.version.cuda})"
+    else:
+        name = f"{device} (torch {torch.__version__})"
+    print(f"device: {name}", flush=True)
     tmp = Path(tempfile.mkdtemp(prefix="mogg-tuned-"))
-    over = [f"experiment={args.experiment}", f"seed={args.seed}", f"paths.artifacts={args.artifacts or tmp / 'art'}"]
+    over = [f"experiment={args.experiment}", f"seed={args.seed}", f"paths.artifacts={args.artifacts or tmp / 'art'}",
+            f"encoder.device='{device}'"]  # the selector's encoder (conf/encoder: device) on the same device
     if args.experiment == "selector":
         over.append(f"data={args.data}")
-    cfg = compose(over)
+    cfg = compose(over + list(args.overrides))
     sel = next(k for k in frontier_settings(cfg).routers if isinstance(k, EvidenceSelectorKind))
     prep = next(iter(prepare_all(cfg).values()))
     ctx = run_context(cfg)
@@ -128,11 +150,12 @@ def main() -> None:
 
     enc = instantiate(cfg.encoder)
     path, _ = resolve_model_path(enc.name_or_path)
-    tok, model = AutoTokenizer.from_pretrained(path), AutoModel.from_pretrained(path)
-    torch.manual_seed(args.seed)
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModel.from_pretrained(path).to(device=device, dtype=torch.float32)  # float32 on any device (above)
+    torch.manual_seed(args.seed)  # seeds the CUDA generators too (dropout draws differ from the CPU's all the same)
 
     def embed(texts: list[str], grad: bool) -> torch.Tensor:  # mean pooling, L2-normalised [n, d]
-        b = tok(texts, truncation=True, max_length=enc.max_length, padding=True, return_tensors="pt")
+        b = tok(texts, truncation=True, max_length=enc.max_length, padding=True, return_tensors="pt").to(device)
         with torch.set_grad_enabled(grad):
             h = model(**b).last_hidden_state
             m = b["attention_mask"].unsqueeze(-1).float()
@@ -155,21 +178,23 @@ def main() -> None:
         uv = embed([units[u] for u in data.cand.unit[rows]], True)
         loss, o = 0.0, 0
         for i, g in enumerate(gs):
-            p = torch.tensor(dens[g] / dens[g].sum(), dtype=torch.float32)
+            p = torch.tensor(dens[g] / dens[g].sum(), dtype=torch.float32, device=device)
             loss = loss - (p * torch.log_softmax(temp * uv[o:o + len(g)] @ qv[i], 0)).sum()
             o += len(g)
         opt.zero_grad()
         (loss / len(gs)).backward()
         opt.step()
         texts += len(rows) + len(gs)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)  # the steps are queued asynchronously: time them to their end
     tune_s = time.perf_counter() - t0
     model.eval()
     eval_rows = rows_of(np.r_[val_q, test_q])
     uu = np.unique(data.cand.unit[eval_rows])
     t0 = time.perf_counter()
-    ue = np.concatenate([embed([units[u] for u in uu[a:a + 128]], False).numpy()
+    ue = np.concatenate([embed([units[u] for u in uu[a:a + 128]], False).cpu().numpy()
                          for a in tqdm(range(0, len(uu), 128), desc="encoding the evaluated candidates", unit="batch")])
-    qe = embed(questions, False).numpy()
+    qe = embed(questions, False).cpu().numpy()
     encode_s = time.perf_counter() - t0
     tuned = np.full(len(q), -np.inf)
     tuned[eval_rows] = np.einsum("nd,nd->n", ue[np.searchsorted(uu, data.cand.unit[eval_rows])], qe[q[eval_rows]])
@@ -193,12 +218,12 @@ def main() -> None:
     n_train_all = int(((folds.fold != args.fold) & has).sum())
     per_text = tune_s / max(texts, 1)
     full_s = ctx.n_folds * (n_train_all * args.epochs * (args.k + 1) * per_text + encode_s * len(np.unique(data.cand.unit)) / max(len(uu), 1))
-    name = args.experiment if args.experiment != "selector" else args.data
-    print(f"\n{name}, fold {args.fold}: {len(test_q)} test questions with evidence, each question's top {args.k} "
+    label_set = args.experiment if args.experiment != "selector" else args.data
+    print(f"\n{label_set}, fold {args.fold}: {len(test_q)} test questions with evidence, each question's top {args.k} "
           f"candidates of the selector's out-of-fold ranking; fine-tuned on {len(groups)} training questions, "
-          f"{args.epochs:g} epoch(s), {os.cpu_count()} cores")
+          f"{args.epochs:g} epoch(s), {os.cpu_count()} cores, device {name}")
     print(f"{'scorer':<58} {'hit@1':>14} {'top-unit F1':>14} {'F1 - selector (paired)':>24}")
-    report = {"set": name, "fold": args.fold, "n": len(test_q), "k": args.k, "fine_tuned_questions": len(groups),
+    report = {"set": label_set, "device": name, "fold": args.fold, "n": len(test_q), "k": args.k, "fine_tuned_questions": len(groups),
               "epochs": args.epochs, "rows": {}}
     ref = score(test_q, folds.pred)[1]
 
