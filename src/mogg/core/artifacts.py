@@ -46,8 +46,17 @@ MANIFEST = "manifest.json"
 _VERSIONED = ("mogg", "numpy", "scipy", "torch", "transformers", "scikit-learn", "faiss-cpu", "lightning")
 
 
-class ArtifactError(RuntimeError):
-    """An artifact is missing, partial, corrupt or was built from a different config."""
+from mogg.core.artifact_error import ArtifactError  # noqa: E402 (public here, as before it had a module)
+
+
+def user_artifacts() -> Path:
+    """The artifact store a command uses unless told: ``$MOGG_ARTIFACTS``, else the user's cache
+    folder (``$XDG_CACHE_HOME``, else ``~/.cache``) under ``mogg/artifacts``; never a folder of
+    whatever directory the command runs in."""
+    if os.environ.get("MOGG_ARTIFACTS"):
+        return Path(os.environ["MOGG_ARTIFACTS"])
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "mogg" / "artifacts"
 
 
 def canonical_json(obj: Any) -> str:

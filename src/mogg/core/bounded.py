@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from mogg.core.artifacts import ArtifactError
+from mogg.core.artifact_error import ArtifactError
 
 MAX_JSON_BYTES = 256 << 20  # the largest directory JSON written: decisions over a few 100k questions
 MAX_JSON_DEPTH = 64  # the deepest written: a component config (hybrid retriever members) is ~8

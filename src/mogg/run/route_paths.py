@@ -22,12 +22,11 @@ log = logging.getLogger(__name__)
 def default_artifacts() -> Path:
     """Where ``mogg-route`` caches ladders and retriever state unless told (``--artifacts``):
     ``$MOGG_ARTIFACTS`` (what ``paths.artifacts`` defaults to for train.py and evaluate.py too), else
-    the user's cache folder (``$XDG_CACHE_HOME/mogg/artifacts``, ``~/.cache/mogg/artifacts``): never
-    ``./artifacts`` of whatever folder the command runs in unless asked."""
-    if os.environ.get("MOGG_ARTIFACTS"):
-        return Path(os.environ["MOGG_ARTIFACTS"])
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(cache) / "mogg" / "artifacts"
+    the user's cache folder (:func:`mogg.core.artifacts.user_artifacts`): never ``./artifacts`` of
+    whatever folder the command runs in unless asked."""
+    from mogg.core.artifacts import user_artifacts
+
+    return user_artifacts()
 
 
 # What --set may change on another machine: where files are and how the same numbers are
