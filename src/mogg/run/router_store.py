@@ -159,6 +159,22 @@ def _check_sources_override(composed) -> None:
                              f"{', '.join(extra)}; to drop them give ~train_sources (no sources: this set's own "
                              "questions) and add yours as +questions@train_sources.<name>.questions=...")
 
+FIT_ALL_IN_SET = ("router.fit=all trains one router on every question of this set, so it cannot be evaluated on them: "
+                  "evaluate it on another set (experiment=<B> router.checkpoint=...), set train_questions, or use "
+                  "router.fit=crossfit|both")
+
+
+def check_evaluable(cfg: DictConfig, settings: RouterKind) -> None:
+    """Refuse, before any work, an evaluation with no router to report: ``router.fit=all`` trains on
+    every question of this set, and nothing trained elsewhere is applied (no ``router.checkpoint``,
+    ``train_questions`` or ``train_sources``). :func:`router_weights` finds the same after the data
+    is prepared; ``train.py ... evaluate_after=true`` found it only after training (36 s, issue 61)."""
+    if cfg.get("use_router", True) is False or settings.fit != "all" or settings.checkpoint:
+        return
+    if not source_nodes(cfg) and cfg.get("train_questions") is None:
+        raise ValueError(FIT_ALL_IN_SET)
+
+
 def applied_dirs(cfg: DictConfig, settings: RouterKind, name: str) -> dict[str, Path]:
     """Policy name -> router directory of every router trained elsewhere that this run applies
     (``router.checkpoint`` is resolved by the caller): the final router when it was trained on
@@ -313,11 +329,8 @@ def router_weights(cfg: DictConfig, name: str, prep: Prepared) -> tuple[dict[str
             weights[N.ROUTER] = r.weights
             weights[N.other_rule(N.ROUTER, other)] = r.argmax_weights if other == "argmax" else r.fallback_weights
             weights[N.PRIOR] = r.prior
-    elif transfer is None:
-        raise ValueError(
-            "router.fit=all trains one router on every question of this set, so it cannot be evaluated on them: "
-            "evaluate it on another set (experiment=<B> router.checkpoint=...), set train_questions, or use router.fit=crossfit|both"
-        )
+    elif transfer is None:  # check_evaluable refuses this before any work; kept for callers that skip it
+        raise ValueError(FIT_ALL_IN_SET)
     if transfer is not None:
         t = route_prepared(cfg, transfer, prep)
         t.weights = t.fallback_weights if settings.decision == "fallback" else t.argmax_weights
