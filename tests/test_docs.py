@@ -7,6 +7,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import shlex
+from pathlib import Path
 
 import pytest
 from conftest import ROOT
@@ -365,3 +366,46 @@ def test_the_readme_stays_a_front_door():
     assert len(lines) <= 250, f"README.md has {len(lines)} lines (at most 250: move details to docs/)"
     assert len(text.split()) <= 2000, f"README.md has {len(text.split())} words (at most 2,000: move details to docs/)"
     assert not long, f"README.md lines of 120 characters or more (line, length): {long}"
+
+
+def _newcomer():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("newcomer", ROOT / "scripts" / "newcomer.py")
+    newcomer = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(newcomer)
+    return newcomer
+
+
+def test_the_run_times_table_gives_cold_and_warm_runs_apart(tmp_path):
+    """Issue 61: the table gave 0:36.3 for a frontier run with its folds cached while a profile gave
+    77-99 s from nothing. Each step is timed cold (fresh artifacts and checkpoints) and warm (again),
+    in two columns; docs/benchmarks.md's table has that format, and write_times writes it."""
+    newcomer = _newcomer()
+    rows = [("README headline", "python train.py experiment=frontier data=pubmedqa",
+             {"cold": (0, 95.0, 12.0), "warm": (0, 36.3, 5.0)}),
+            ("docs/x.md (first block)", "python build.py", {"warm": (1, 5.8, 1.0)})]
+    table = newcomer._table(rows)
+    assert table[0] == newcomer.HEADER == "| step | command | exit | cold | warm | longest silence |"
+    assert table[2] == "| README headline | `python train.py experiment=frontier data=pubmedqa` | 0 | 1:35.0 | 0:36.3 | 12 s |"
+    assert table[3] == "| docs/x.md (first block) | `python build.py` | 1 | - | 0:05.8 | 1 s |"
+    assert newcomer._table([("s", "c", {"cold": (1, 1.0, 1.0), "warm": (0, 1.0, 1.0)})])[2].split(" | ")[2] == "cold 1, warm 0"
+    page = tmp_path / "benchmarks.md"
+    page.write_text(f"before\n{newcomer.BEGIN}\nthe previous table\n{newcomer.END}\nafter\n")
+    newcomer.write_times(rows, batch=False, page=page)
+    text = page.read_text()
+    assert "the previous table" not in text and text.startswith("before\n") and text.endswith(f"{newcomer.END}\nafter\n")
+    assert "\n".join(table) in text and "cold: fresh artifacts and checkpoints" in text
+    bench = (ROOT / "docs" / "benchmarks.md").read_text()
+    inside = bench[bench.index(newcomer.BEGIN):bench.index(newcomer.END)]
+    assert newcomer.HEADER in inside  # the page's table is in the script's format
+
+
+def test_a_cold_run_gets_fresh_directories_and_the_warm_run_the_same_ones(tmp_path):
+    newcomer = _newcomer()
+    script = 'echo "$MOGG_ARTIFACTS|$MOGG_CHECKPOINTS" >> ' + str(tmp_path / "seen") + '; mkdir -p "$MOGG_ARTIFACTS"'
+    runs = newcomer.run_step(script, dict(__import__("os").environ), ("cold", "warm"))
+    assert set(runs) == {"cold", "warm"} and all(r[0] == 0 for r in runs.values())
+    cold, warm = (tmp_path / "seen").read_text().splitlines()
+    assert cold == warm and "newcomer-cold-" in cold  # the warm run finds what the cold one built
+    assert not Path(cold.split("|")[0]).exists()  # removed afterwards

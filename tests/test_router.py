@@ -83,6 +83,7 @@ def test_a_fit_raises_no_known_harmless_lightning_warning(tmp_path, monkeypatch)
         warnings.simplefilter("always")
         fit_router(x[:50], y[:50], x[50:], y[50:], kw, TrainerConfig(max_epochs=2, batch_size=32), seed=0,
                    ckpt_dir=tmp_path / "ckpt")
-        warnings.warn("The `srun` command is available on your system but is not used (a test's own)", UserWarning)
+        warnings.warn("The `srun` command is available on your system but is not used (a test's own)", UserWarning,
+                      stacklevel=1)
     assert [str(w.message) for w in seen] == ["The `srun` command is available on your system but is not used "
                                               "(a test's own)"]
