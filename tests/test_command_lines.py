@@ -193,7 +193,7 @@ def test_an_evaluation_that_must_fail_is_refused_before_the_training(tmp_path):
     trained: with the same message, nothing written, and seconds of the child's CPU time."""
     import resource
 
-    from mogg.run.router_store import FIT_ALL_IN_SET
+    from mogg.run.option_pairs import FIT_ALL_IN_SET
 
     cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     p = _run(str(ROOT / "train.py"), "experiment=selector_generic", "router.fit=all", "evaluate_after=true",

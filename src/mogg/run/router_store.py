@@ -28,6 +28,7 @@ from mogg.routing.fitting.kfold import predict_crossfit
 from mogg.routing.inputs.features import compute_features
 from mogg.routing.kinds.base import RouterKind, input_cost_ms
 from mogg.routing.router_dir import Routing, TrainedRouter
+from mogg.run.option_pairs import FIT_ALL_IN_SET
 from mogg.selection import level_contexts, one_hot
 
 log = logging.getLogger(__name__)
@@ -158,22 +159,6 @@ def _check_sources_override(composed) -> None:
             raise ValueError(f"{o}: Hydra merges it into the experiment's train_sources, which still holds "
                              f"{', '.join(extra)}; to drop them give ~train_sources (no sources: this set's own "
                              "questions) and add yours as +questions@train_sources.<name>.questions=...")
-
-FIT_ALL_IN_SET = ("router.fit=all trains one router on every question of this set, so it cannot be evaluated on them: "
-                  "evaluate it on another set (experiment=<B> router.checkpoint=...), set train_questions, or use "
-                  "router.fit=crossfit|both")
-
-
-def check_evaluable(cfg: DictConfig, settings: RouterKind) -> None:
-    """Refuse, before any work, an evaluation with no router to report: ``router.fit=all`` trains on
-    every question of this set, and nothing trained elsewhere is applied (no ``router.checkpoint``,
-    ``train_questions`` or ``train_sources``). :func:`router_weights` finds the same after the data
-    is prepared; ``train.py ... evaluate_after=true`` found it only after training (36 s, issue 61)."""
-    if cfg.get("use_router", True) is False or settings.fit != "all" or settings.checkpoint:
-        return
-    if not source_nodes(cfg) and cfg.get("train_questions") is None:
-        raise ValueError(FIT_ALL_IN_SET)
-
 
 def applied_dirs(cfg: DictConfig, settings: RouterKind, name: str) -> dict[str, Path]:
     """Policy name -> router directory of every router trained elsewhere that this run applies
@@ -329,7 +314,7 @@ def router_weights(cfg: DictConfig, name: str, prep: Prepared) -> tuple[dict[str
             weights[N.ROUTER] = r.weights
             weights[N.other_rule(N.ROUTER, other)] = r.argmax_weights if other == "argmax" else r.fallback_weights
             weights[N.PRIOR] = r.prior
-    elif transfer is None:  # check_evaluable refuses this before any work; kept for callers that skip it
+    elif transfer is None:  # option_pairs.check_evaluable refuses this before any work; kept for other callers
         raise ValueError(FIT_ALL_IN_SET)
     if transfer is not None:
         t = route_prepared(cfg, transfer, prep)
