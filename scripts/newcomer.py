@@ -7,10 +7,18 @@ from the repository root, the README's venv active), with its exit status and wa
     python3 scripts/newcomer.py --list           # only print what would run
     python3 scripts/newcomer.py --write-times    # also write the table into docs/benchmarks.md
 
+Every step runs twice: cold (a fresh, empty artifacts and checkpoints directory: ``MOGG_ARTIFACTS``,
+``MOGG_CHECKPOINTS``; the prepared data is kept) and warm (the same command again, finding what the
+cold run built), so the table gives both times side by side: a time measured with the folds cached
+and one measured from nothing are never one number (issue 61). ``--runs cold`` or ``--runs warm``
+runs one of them (warm alone: the repository's own artifacts and checkpoints, as they are). A
+command that names a router directory by path (``checkpoints/pubmedqa/...``) reads the repository's
+in its cold run, not the fresh one its own training wrote: such a step is cold only up to there.
+
 Each step's output is streamed and the longest silence (seconds between two pieces of output, the
 start and the exit included) is measured, with progress bars on as on a terminal
 (``MOGG_PROGRESS=1``; ``--batch`` leaves them off, as in a cluster job's log). The table printed at
-the end (step, command, exit, wall time, longest silence) is the one source of the documented
+the end (step, command, exit, cold and warm wall time, longest silence) is the one source of the documented
 commands' run times: ``--write-times`` puts it between the markers of docs/benchmarks.md's "Run
 times", and the README and docs cite it instead of restating a time beside one of these commands
 (:func:`restated_times` lists any that do; the exit status counts them).
@@ -122,23 +130,59 @@ def run_streamed(script: str, env: dict) -> tuple[int, float, float]:
     return rc, end - t0, max(gap, end - last)
 
 
+RUNS = ("cold", "warm")
+HEADER = "| step | command | exit | cold | warm | longest silence |"
+
+
+def _clock(dt: float | None) -> str:
+    return "-" if dt is None else f"{dt // 60:.0f}:{dt % 60:04.1f}"
+
+
 def _table(rows) -> list[str]:
-    md = ["| step | command | exit | wall time | longest silence |", "|---|---|---|---|---|"]
-    for where, cmd, rc, dt, quiet in rows:
-        md.append(f"| {where} | `{cmd}` | {rc} | {dt // 60:.0f}:{dt % 60:04.1f} | {quiet:.0f} s |")
+    """``rows``: (step, command, {run: (exit status, wall seconds, longest silence)}) with a run of
+    :data:`RUNS` each, or fewer; a run not made is ``-``. Exit: one status where the runs agree."""
+    md = [HEADER, "|---|---|---|---|---|---|"]
+    for where, cmd, runs in rows:
+        codes = [str(runs[r][0]) for r in RUNS if r in runs]
+        rc = codes[0] if len(set(codes)) == 1 else ", ".join(f"{r} {runs[r][0]}" for r in RUNS if r in runs)
+        quiet = max(runs[r][2] for r in runs)
+        md.append(f"| {where} | `{cmd}` | {rc} | {_clock(runs.get('cold', (0, None))[1])} | "
+                  f"{_clock(runs.get('warm', (0, None))[1])} | {quiet:.0f} s |")
     return md
 
 
-def write_times(rows, batch: bool, skip_install: bool = False) -> None:
-    """Replace the run-times table of docs/benchmarks.md (between its markers) with ``rows``."""
-    page = ROOT / "docs" / "benchmarks.md"
+def run_step(script: str, env: dict, runs: tuple[str, ...]) -> dict[str, tuple[int, float, float]]:
+    """``script`` cold (fresh artifacts and checkpoints directories) and/or warm (again in the same
+    ones; alone: the repository's own): run -> (exit status, wall seconds, longest silence)."""
+    import shutil
+    import tempfile
+
+    out, tmp = {}, None
+    if "cold" in runs:
+        tmp = Path(tempfile.mkdtemp(prefix="newcomer-cold-"))
+        env = dict(env, MOGG_ARTIFACTS=str(tmp / "artifacts"), MOGG_CHECKPOINTS=str(tmp / "checkpoints"))
+    try:
+        for run in runs:
+            print(f"--- {run} run", flush=True)
+            out[run] = run_streamed(script, env)
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def write_times(rows, batch: bool, skip_install: bool = False, page: Path | None = None) -> None:
+    """Replace the run-times table of docs/benchmarks.md (or ``page``; between its markers) with ``rows``."""
+    page = page or ROOT / "docs" / "benchmarks.md"
     text = page.read_text()
     if BEGIN not in text or END not in text:
         raise SystemExit(f"docs/benchmarks.md lacks the markers {BEGIN} ... {END}")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     head = [f"Measured by `python3 scripts/newcomer.py --write-times` on {datetime.date.today()}, commit {commit}, "
             f"{os.cpu_count()} cores ({platform.machine()}), progress bars {'off (batch)' if batch else 'on'}"
-            + ("; command 1 without its install (`--skip-install`)" if skip_install else "") + ":", ""]
+            + ("; command 1 without its install (`--skip-install`)" if skip_install else "")
+            + "; cold: fresh artifacts and checkpoints directories (the data prepared), warm: the same command "
+              "again:", ""]
     a, b = text.index(BEGIN) + len(BEGIN), text.index(END)
     page.write_text(text[:a] + "\n" + "\n".join(head + _table(rows)) + "\n" + text[b:])
 
@@ -164,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", action="store_true", help="progress bars off, as in a batch job's log")
     ap.add_argument("--max-silence", type=_seconds, default=30.0, help="seconds a step may print nothing")
     ap.add_argument("--write-times", action="store_true", help="write the table into docs/benchmarks.md")
+    ap.add_argument("--runs", choices=["cold,warm", "cold", "warm"], default="cold,warm",
+                    help="each step cold (fresh artifacts and checkpoints), then warm (again); or one of them")
     args = ap.parse_args(argv)
     steps = plan(args.skip_install)
     restated = restated_times(plan(False))
@@ -176,19 +222,22 @@ def main(argv: list[str] | None = None) -> int:
         # on its own line: "activate && <block>" bound the activation to the block's first command
         # (a block starting "# comment" then "server &" activated the venv in the background job only)
         venv = "" if where == "README command 1" and not args.skip_install else ". .venv/bin/activate\n"
-        rc, dt, quiet = run_streamed(f"set -eo pipefail\n{venv}{script}", env)
-        rows.append((where, script.strip().splitlines()[0][:70], rc, dt, quiet))
-        print(f"--- exit {rc} in {dt:.0f} s, longest silence {quiet:.0f} s", flush=True)
+        runs = run_step(f"set -eo pipefail\n{venv}{script}", env, tuple(args.runs.split(",")))
+        rows.append((where, script.strip().splitlines()[0][:70], runs))
+        for run, (rc, dt, quiet) in runs.items():
+            print(f"--- {run}: exit {rc} in {dt:.0f} s, longest silence {quiet:.0f} s", flush=True)
     for r in restated:
         print(f"restated run time (cite docs/benchmarks.md's 'Run times' instead): {r}")
     if args.list:
         return 0
     print("\n" + "\n".join(_table(rows)))
-    worst = max(rows, key=lambda r: r[4])
-    print(f"\nlongest silence: {worst[4]:.0f} s ({worst[0]}: {worst[1]}); bar {args.max_silence:.0f} s")
+    quiet = [(max(q for _, _, q in runs.values()), where, cmd) for where, cmd, runs in rows]
+    worst = max(quiet)
+    print(f"\nlongest silence: {worst[0]:.0f} s ({worst[1]}: {worst[2]}); bar {args.max_silence:.0f} s")
     if args.write_times:
         write_times(rows, args.batch, args.skip_install)
-    ok = all(r[2] == 0 for r in rows) and worst[4] <= args.max_silence and not restated
+    ok = all(rc == 0 for *_, runs in rows for rc, _, _ in runs.values()) and worst[0] <= args.max_silence \
+        and not restated
     return 0 if ok else 1
 
 

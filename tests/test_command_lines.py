@@ -184,3 +184,24 @@ def test_a_sweep_of_one_job_keeps_its_run_name():
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         names = sweep_run_names(master)
     assert names == {_job_id(args): "debug"}
+
+
+def test_an_evaluation_that_must_fail_is_refused_before_the_training(tmp_path):
+    """Issue 61: ``train.py experiment=selector_generic router.fit=all evaluate_after=true`` trained
+    for 36 s and then refused the evaluation (router.fit=all trains on every question of the set it
+    would evaluate). Through the real entry point it is now refused before anything is prepared or
+    trained: with the same message, nothing written, and seconds of the child's CPU time."""
+    import resource
+
+    from mogg.run.option_pairs import FIT_ALL_IN_SET
+
+    cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
+    p = _run(str(ROOT / "train.py"), "experiment=selector_generic", "router.fit=all", "evaluate_after=true",
+             f"paths.artifacts={tmp_path / 'a'}", f"paths.checkpoints={tmp_path / 'c'}",
+             f"paths.reports={tmp_path / 'r'}", f"hydra.run.dir={tmp_path / 'out'}")  # cwd: the repository (its example)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    used = (after.ru_utime - cpu.ru_utime) + (after.ru_stime - cpu.ru_stime)  # CPU time: not the machine's load
+    assert p.returncode == 2, p.stderr[-800:]
+    assert p.stderr.strip().splitlines()[-1] == f"train.py: ValueError: {FIT_ALL_IN_SET}"
+    assert not (tmp_path / "a").exists() and not (tmp_path / "c").exists()  # nothing prepared, nothing trained
+    assert used < 5, f"{used:.1f} s of CPU before the refusal"

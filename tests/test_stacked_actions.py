@@ -293,3 +293,53 @@ def test_a_heartbeat_logs_at_most_once_per_interval_and_builds_its_text_only_the
         fast = Heartbeat(log, every=0.0)
         assert fast.beat(text) and fast.beat(text)
     assert [r.getMessage() for r in caplog.records] == ["still going", "still going"] and len(built) == 2
+
+
+class _Bar:
+    """A stand-in for the tqdm bar: what it was told to show."""
+
+    def __init__(self, total=None, **_):
+        self.total, self.n, self.totals = total, 0, [total]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def update(self, n=1):
+        self.n += n
+
+    def set_postfix_str(self, *a, **k):
+        pass
+
+    def refresh(self):
+        self.totals.append(self.total)
+
+
+def test_the_epoch_bar_counts_to_where_early_stopping_ends_the_fit(monkeypatch):
+    """Issue 61: the bar counted to max_epochs ("4/200 [00:33<16:01]") for fits that stopped at 39;
+    its total is now the epoch early stopping ends the fit at unless a fold improves, and the bar
+    ends full at the epoch the fit stopped."""
+    from mogg.run.budget.actions import fit as fit_mod
+
+    bars = []
+    monkeypatch.setattr(fit_mod, "progress", lambda **kw: bars.append(_Bar(**kw)) or bars[-1])
+    xq, xa, y = _toy(n=160, noise_from=80)  # noise labels: the folds stop within a few epochs
+    trains, vals = [np.arange(80, 120), np.arange(100, 140)], [np.arange(140, 150), np.arange(150, 160)]
+    routers = fit_action_routers(xq, xa, y, trains, vals, [0, 1], **{**KW, "max_epochs": 200, "patience": 3})
+    ran = max(r.summary["epochs"] for r in routers)
+    assert ran < 200  # early stopping ended it
+    bar, = bars
+    assert bar.totals[0] == 3 and max(bar.totals) < 200  # never the cap the fit did not reach
+    assert bar.n == bar.total == ran  # full when the fit ends
+
+
+def test_stop_horizon():
+    from mogg.core.progress import stop_horizon
+
+    assert stop_horizon(0, [0, 0], 15, 200) == 15
+    assert stop_horizon(30, [2, 9], 15, 200) == 43  # the fold that improved 2 epochs ago stops last
+    assert stop_horizon(195, [0], 15, 200) == 200  # never past the cap
+    assert stop_horizon(30, [4], 0, 200) == 200  # no early stopping: the cap
+    assert stop_horizon(30, [], 15, 200) == 30  # nothing still training

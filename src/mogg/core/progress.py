@@ -20,6 +20,20 @@ def progress(total: int | None = None, desc: str = "", unit: str = "it", leave: 
     return tqdm(total=total, desc=desc, unit=unit, leave=leave, disable=progress_disabled())
 
 
+def stop_horizon(done: int, since_best, patience: int, cap: int) -> int:
+    """The epoch at which early stopping ends a fit if no run still training improves again: every
+    run stops ``patience - since_best`` epochs from now, the fit when the last one does (at most
+    ``cap``; ``patience`` 0: no early stopping, ``cap``). An epoch bar's total: a bar counting to
+    ``max_epochs`` promised 200 epochs and a 16-minute wait for fits that stopped at 39
+    (issue 61); this total only grows when a run improves, and the bar reaches it when the fit ends."""
+    waits = [int(b) for b in since_best]
+    if not waits:  # nothing still training: the fit ended here
+        return int(done)
+    if not patience:
+        return int(cap)
+    return min(int(cap), int(done) + int(patience) - min(waits))
+
+
 class Heartbeat:
     """A log line at most every ``every`` seconds from a long loop, so that a batch job's log (no
     bars there) is never silent for long: ``beat(lambda: "...")`` logs the text at INFO on ``log``

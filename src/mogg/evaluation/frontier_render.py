@@ -78,12 +78,25 @@ def frontier_section(name: str, fr: dict, budgets: list[int], policies=()) -> li
 
 
 def plot_frontier(name: str, fr: dict, path: Path, policies=()) -> None:
+    """:func:`frontier_figure` saved as a PNG at ``path``."""
+    fig = frontier_figure(name, fr, policies)  # selects the Agg backend before pyplot is imported here
+    import matplotlib.pyplot as plt
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(Path(path)) as tmp:
+        fig.savefig(tmp, dpi=130, format="png")
+    plt.close(fig)
+
+
+def frontier_figure(name: str, fr: dict, policies=()):
     """Two panels: (a) evidence F1 against mean context tokens for every family, the oracle frontier
     dotted, the report table's budgets B marked on the envelope and the router policy; (b) each
     policy's gain over the envelope at the same budget, with the router policy's paired 95%
     bootstrap band and the oracle's gain, the table's budgets as vertical lines. Colours follow
-    :func:`mogg.evaluation.style.policy_style` and the ``policies``' own styles; the legend sits
-    below the panels."""
+    :func:`mogg.evaluation.style.policy_style` and the ``policies``' own styles; a row faded in (a)
+    is faded in (b) too, so that its one legend swatch matches both panels' lines. The legend sits
+    below the panels, outside them: the layout makes room for it, however many rows it has (drawn
+    over the panels, a transfer report's legend covered both x-axis labels, issue 61)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -91,14 +104,16 @@ def plot_frontier(name: str, fr: dict, path: Path, policies=()) -> None:
 
     from mogg.evaluation.style import policy_style
 
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12.5, 5.2))
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12.5, 5.2), layout="constrained")
     c, budgets = fr["curves"], sorted(int(b) for b in fr["budgets"])
     own = {n: st for p in policies for n, st in p.STYLES.items()}
 
-    def style(n: str) -> dict:
-        return policy_style(n, own=own)
-
     last = {"envelope", *(n for p in policies for n in p.HEADLINE)}
+
+    def style(n: str) -> dict:  # the other learned and reference rows faded: (a) reads envelope vs best vs ceilings
+        st = policy_style(n, own=own)
+        return st if n in last else {**st, "lw": 0.9, "alpha": 0.35}
+
     order = sorted(c, key=lambda n: (n in last, n))  # the ones that matter drawn last
     shaded = {"envelope", *(n for p in policies for n in p.SHADED)}
     for n in order:
@@ -106,8 +121,8 @@ def plot_frontier(name: str, fr: dict, path: Path, policies=()) -> None:
         x, y = np.array(c[n]["tokens"]), np.array(c[n]["f1"])
         if n in last:
             ax.plot(x, y, marker="o", ms=2.5, label=n, **st)
-        else:  # the other learned and reference rows, faded: panel (a) reads envelope vs best vs ceilings
-            ax.plot(x, y, label=f"{n} (faded)", **{**st, "lw": 0.9, "alpha": 0.35})
+        else:
+            ax.plot(x, y, label=f"{n} (faded)", **st)
         if n in shaded:
             se = np.array(c[n]["se"])
             ax.fill_between(x, y - 1.96 * se, y + 1.96 * se, color=st["color"], alpha=0.12, lw=0)
@@ -117,12 +132,12 @@ def plot_frontier(name: str, fr: dict, path: Path, policies=()) -> None:
     ceilings = [n for p in policies for n in p.ceilings]
     for n in ceilings:  # a learned policy's own ceiling (the sentence oracle)
         if n in grid_:
-            ax.plot(grid_[f"{n} tokens"], grid_[n], label=f"{n} (ceiling)", **style(n))
+            ax.plot(grid_[f"{n} tokens"], grid_[n], label=f"{n} (ceiling)", **policy_style(n, own=own))
     row0 = fr["budgets"][budgets[0]]
     for n in [n for n in row0 if n not in c and n != "oracle" and n not in ceilings]:  # rows without a curve
         pts = [(fr["budgets"][b][n]["tokens"]["mean"], fr["budgets"][b][n]["f1"]["mean"]) for b in budgets]
         ax.plot(*zip(*sorted(set(pts))), marker="^", ms=5, label=f"{n} (the table's budgets only)",
-                **{**style(n), "ls": "--"})
+                **{**policy_style(n, own=own), "ls": "--"})
     marked = {n: m for p in policies for n, m in p.MARKS.items()}
     for n in (n for n in last if n in row0 and n != "envelope" and n not in marked):  # every headline row
         marked[n] = "D"
@@ -155,8 +170,8 @@ def plot_frontier(name: str, fr: dict, path: Path, policies=()) -> None:
         for n in order:
             if n == "envelope" or n == "envelope (hindsight)":
                 continue
-            st = style(n)
-            bx.plot(grid, np.array(c[n]["f1"]) - env, marker="o", ms=2.5, **st)
+            st = style(n)  # as in (a): one legend swatch for both panels' line
+            bx.plot(grid, np.array(c[n]["f1"]) - env, **({"marker": "o", "ms": 2.5} if n in last else {}), **st)
 
         def bands(inside: bool) -> None:  # a chunk-level router's band under the ceilings, an inside one's over them
             for n in (n for p in policies if p.reads_units == inside for n in p.BANDS):
@@ -168,7 +183,7 @@ def plot_frontier(name: str, fr: dict, path: Path, policies=()) -> None:
         bx.plot(grid, np.array(fr["grid"]["oracle"]) - env, **policy_style("oracle"))
         for n in ceilings:
             if n in fr["grid"]:
-                bx.plot(grid, np.array(fr["grid"][n]) - env, **style(n))
+                bx.plot(grid, np.array(fr["grid"][n]) - env, **policy_style(n, own=own))
         bands(True)
         for b in budgets:
             bx.axvline(b, color="0.6", lw=0.8, ls=(0, (2, 3)))
@@ -182,12 +197,10 @@ def plot_frontier(name: str, fr: dict, path: Path, policies=()) -> None:
         bx.grid(alpha=0.3)
     handles, labels = ax.get_legend_handles_labels()
     h2, l2 = bx.get_legend_handles_labels()
-    fig.legend(handles + h2, labels + l2, loc="lower center", ncol=4, fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.16, 1, 1))
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(Path(path)) as tmp:
-        fig.savefig(tmp, dpi=130, format="png")
-    plt.close(fig)
+    # "outside": the constrained layout shrinks the panels to make room (a legend placed in a fixed
+    # margin overlapped the x-axis labels once it had more rows than the margin)
+    fig.legend(handles + h2, labels + l2, loc="outside lower center", ncol=4, fontsize=8, frameon=False)
+    return fig
 
 
 def plot_ladders_frontier(frontiers: dict[str, dict], path: Path) -> None:

@@ -27,6 +27,7 @@ from mogg.routing.fitting.kfold import crossfit
 from mogg.run.budget.base import ALL_LADDERS
 from mogg.run.context import run_context
 from mogg.run.frontier_stage import evaluate_frontier, frontier_settings, ladders_section, train_budget_routers
+from mogg.run.option_pairs import check_evaluable
 from mogg.run.prepare_stage import ladder_policies, ladder_reports, make_reader, prepare_all
 from mogg.run.router_store import (
     checkpoint_dir,
@@ -72,6 +73,8 @@ def train(cfg: DictConfig) -> dict:
     """
     check_run_config(cfg, "train")
     settings = router_settings(cfg)
+    if cfg.get("evaluate_after"):  # an evaluation that must fail is refused before the training, not after
+        check_evaluable(cfg, settings, source_nodes(cfg))
     trainer = instantiate(cfg.trainer)
     reader = make_reader(cfg) if cfg.labels.get("source") == "reader" else None  # one model for all label passes
     nodes = source_nodes(cfg)  # checked before anything is prepared
@@ -121,6 +124,7 @@ def evaluate(cfg: DictConfig) -> dict:
     """Route -> select -> metrics for every ladder; writes the report to ``cfg.report_dir``, whole:
     everything is written into a staging folder that replaces the report in one step."""
     check_run_config(cfg, "evaluate")
+    check_evaluable(cfg, router_settings(cfg), source_nodes(cfg))  # before the data is prepared
     check_report_dir(Path(cfg.report_dir), cfg.run_name)  # never replaces another run's results
     with staged_dir(Path(cfg.report_dir)) as stage:
         summaries, markdown = _evaluate(cfg, stage)

@@ -28,6 +28,7 @@ from mogg.routing.fitting.kfold import predict_crossfit
 from mogg.routing.inputs.features import compute_features
 from mogg.routing.kinds.base import RouterKind, input_cost_ms
 from mogg.routing.router_dir import Routing, TrainedRouter
+from mogg.run.option_pairs import FIT_ALL_IN_SET
 from mogg.selection import level_contexts, one_hot
 
 log = logging.getLogger(__name__)
@@ -313,11 +314,8 @@ def router_weights(cfg: DictConfig, name: str, prep: Prepared) -> tuple[dict[str
             weights[N.ROUTER] = r.weights
             weights[N.other_rule(N.ROUTER, other)] = r.argmax_weights if other == "argmax" else r.fallback_weights
             weights[N.PRIOR] = r.prior
-    elif transfer is None:
-        raise ValueError(
-            "router.fit=all trains one router on every question of this set, so it cannot be evaluated on them: "
-            "evaluate it on another set (experiment=<B> router.checkpoint=...), set train_questions, or use router.fit=crossfit|both"
-        )
+    elif transfer is None:  # option_pairs.check_evaluable refuses this before any work; kept for other callers
+        raise ValueError(FIT_ALL_IN_SET)
     if transfer is not None:
         t = route_prepared(cfg, transfer, prep)
         t.weights = t.fallback_weights if settings.decision == "fallback" else t.argmax_weights

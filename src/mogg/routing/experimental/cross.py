@@ -194,7 +194,7 @@ def fit_cross_routers(states: PairStates, targets: Sequence[np.ndarray], train: 
     import lightning as L
 
     from mogg.routing.experimental.cross_module import CrossModule
-    from mogg.routing.networks.training import lightning_trainer
+    from mogg.routing.networks.training import lightning_noise_off, lightning_trainer
     spec = {"base": settings.base, "max_length": int(encoder.max_length), "train_layers": int(settings.train_layers),
             "encoder": encoder.config()}
     out = []
@@ -213,7 +213,8 @@ def fit_cross_routers(states: PairStates, targets: Sequence[np.ndarray], train: 
         if resume:
             log.info("resuming cross router %d from %s", k, resume)
         t0 = time.perf_counter()
-        t_.fit(module, module.epoch_loader(), ckpt_path=resume)
+        with lightning_noise_off():
+            t_.fit(module, module.epoch_loader(), ckpt_path=resume)
         summary = {"epochs": int(module.stop_epoch or t_.current_epoch)}
         if len(va):
             if not math.isfinite(module.best_loss):

@@ -13,7 +13,8 @@ import logging
 import math
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,9 +95,7 @@ def fit_routers(
     if resume:
         log.info("resuming router training from %s", resume)
     # few-thousand-parameter MLPs: threads only add synchronisation (and spin under contention)
-    with single_threaded(), warnings.catch_warnings():
-        # Lightning's own use of a deprecated torch pytree API: third-party noise on every fit
-        warnings.filterwarnings("ignore", message=r".*LeafSpec.*")
+    with single_threaded(), lightning_noise_off():
         t0 = time.perf_counter()
         t.fit(module, EpochTicks(), ckpt_path=resume)
     log.info("trained %d router(s) as one model: %d epochs in %.2f s", f, t.current_epoch, time.perf_counter() - t0)
@@ -142,6 +141,24 @@ def fit_router(
     return fit_routers(x, [y], [rows[0]], [rows[1]], [seed], module_kwargs, trainer, ckpt_dir, logger)[0]
 
 
+@contextmanager
+def lightning_noise_off() -> Iterator[None]:
+    """Lightning's known-harmless warnings off, by message, while a ``Trainer`` is built and fits
+    (around each call, not globally: a warning anyone else raises still shows), so that a warning in
+    a run or a test run means something (issue 61: 174 a test run, nearly all of them these):
+
+    - "The `srun` command is available on your system but is not used": Lightning's SLURM detection,
+      twice a fit (the ``Trainer`` and ``fit``'s checkpoint path) wherever ``srun`` is installed. It
+      warns of multi-process jobs hanging without ``srun``; every mogg fit is one process on one
+      device (``devices=1``), so there is nothing to launch with ``srun``.
+    - "LeafSpec": Lightning's own use of a deprecated torch pytree API, on every fit.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"The `srun` command is available on your system but is not used")
+        warnings.filterwarnings("ignore", message=r".*LeafSpec.*")
+        yield
+
+
 def lightning_trainer(trainer: TrainerConfig, max_epochs: int, ckpt_dir: Path | None, logger=False):
     """A Lightning ``Trainer`` for one router fit and the checkpoint to resume from (None: a fresh
     fit): checkpoints every ``trainer.checkpoint_every`` epochs in ``ckpt_dir``, SLURM requeue per
@@ -155,20 +172,21 @@ def lightning_trainer(trainer: TrainerConfig, max_epochs: int, ckpt_dir: Path | 
         from lightning.pytorch.callbacks import ModelCheckpoint
 
         callbacks.append(ModelCheckpoint(dirpath=ckpt_dir, save_last=True, save_top_k=1, every_n_epochs=trainer.checkpoint_every))
-    t = L.Trainer(
-        max_epochs=max_epochs,
-        accelerator=trainer.accelerator,
-        devices=1,
-        deterministic=trainer.deterministic,
-        logger=logger,
-        callbacks=callbacks,
-        enable_checkpointing=trainer.checkpoint_every > 0,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=str(ckpt_dir) if ckpt_dir else None,
-        num_sanity_val_steps=0,
-        plugins=_requeue_plugins(trainer.requeue),
-    )
+    with lightning_noise_off():  # Lightning's SLURM check warns here (and again in fit)
+        t = L.Trainer(
+            max_epochs=max_epochs,
+            accelerator=trainer.accelerator,
+            devices=1,
+            deterministic=trainer.deterministic,
+            logger=logger,
+            callbacks=callbacks,
+            enable_checkpointing=trainer.checkpoint_every > 0,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            default_root_dir=str(ckpt_dir) if ckpt_dir else None,
+            num_sanity_val_steps=0,
+            plugins=_requeue_plugins(trainer.requeue),
+        )
     last = Path(ckpt_dir) / "last.ckpt" if ckpt_dir else None
     resume = str(last) if (trainer.checkpoint_every > 0 and last is not None and last.is_file()) else None
     return t, resume

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from mogg.core.progress import Heartbeat, progress
+from mogg.core.progress import Heartbeat, progress, stop_horizon
 from mogg.routing.networks.stacked import StackedAdam, epoch_seed
 from mogg.run.budget.actions import scorer as scorer_math
 from mogg.run.budget.actions._jit import mix64
@@ -135,7 +135,10 @@ def fit_action_routers(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, trains: Se
     best_epoch, bad, epochs = np.zeros(n_f, dtype=np.int64), np.zeros(n_f, dtype=np.int64), np.zeros(n_f, dtype=np.int64)
     stopped = np.zeros(n_f, dtype=bool)
     bs = max(1, int(batch_size))
-    bar = progress(total=max_epochs, desc=f"action router: {n_f} fold(s)", unit="epoch")
+    # the bar counts to the epoch early stopping ends the fit at unless a fold improves (it grows when one
+    # does), not to max_epochs: its ETA is then the time to that epoch, not to a cap the fit rarely reaches
+    horizon = stop_horizon(0, bad, patience, max_epochs)
+    bar = progress(total=horizon, desc=f"action router: {n_f} fold(s)", unit="epoch")
     heart = Heartbeat(log)  # a batch log (no bar) hears from the cross-fit every 15 s
     with torch.no_grad(), bar:
         for epoch in range(max_epochs):
@@ -143,13 +146,13 @@ def fit_action_routers(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, trains: Se
             if not len(run):
                 break
             bar.update()
-            bar.set_postfix_str(f"{len(run)} of {n_f} still training", refresh=False)
+            bar.set_postfix_str(f"{len(run)} of {n_f} still training; cap {max_epochs}", refresh=False)
             perms = {k: trains[k][torch.randperm(len(trains[k]), generator=gens[k]).numpy()] for k in run}
             keys = {k: int(mix64(epoch_seed(int(seeds[k]), epoch))) for k in run}
             n_run = len(run)
             for s in range(max(math.ceil(len(perms[k]) / bs) for k in run)):  # a few steps per epoch
-                heart.beat(lambda e=epoch + 1, n=n_run: f"action router: epoch {e} of at most {max_epochs}, {n} of "
-                                                       f"{n_f} fold(s) still training")
+                heart.beat(lambda e=epoch + 1, n=n_run, h=horizon: f"action router: epoch {e}, stops by epoch {h} "
+                           f"unless a fold improves (cap {max_epochs}), {n} of {n_f} fold(s) still training")
                 active = torch.zeros(n_f, dtype=torch.bool)  # folds with rows in this step (a fold alone: the same steps)
                 for k in run:  # the F folds, each on its own batch
                     rows = perms[k][s * bs:(s + 1) * bs]
@@ -170,6 +173,10 @@ def fit_action_routers(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, trains: Se
                     if stopped[k]:  # a line as each fold ends: a log shows the cross-fit moving
                         log.info("action router fold %d of %d stopped at epoch %d (best %d, val loss %.4f)", k + 1, n_f,
                                  epoch + 1, best_epoch[k] + 1, best[k])
+            horizon = stop_horizon(epoch + 1, bad[~stopped], patience, max_epochs)
+            if horizon != bar.total:
+                bar.total = horizon
+                bar.refresh()
     for k, r in enumerate(routers):
         if not math.isfinite(best[k]):
             from mogg.routing.networks.training import FitError
