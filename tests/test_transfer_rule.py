@@ -45,6 +45,17 @@ def test_the_rule_with_the_best_worst_shape_is_chosen_not_the_best_mean(tmp_path
     assert "E median, lambda here **(chosen)**" in md and "loso_shapes_b" in md
 
 
+def test_a_worst_shape_tie_inside_the_noise_goes_to_the_best_next_worst_shape(tmp_path):
+    a, b = "transferred selector (E predicted, lambda learned)", "transferred selector (E document, lambda learned)"
+    for shape, (fa, fb) in {"c": (0.3305, 0.330), "m": (0.40, 0.48), "p": (0.53, 0.51)}.items():
+        _run(tmp_path, f"loso_shapes_{shape}_s0", {"envelope": 0.5, "training sets' envelope": 0.3, a: fa, b: fb})
+    res = choose_rule(tmp_path, "loso_shapes_*")
+    assert res["worst"][("predicted", "learned")][0] == res["worst"][("document", "learned")][0] == "loso_shapes_c"
+    assert res["worst"][("predicted", "learned")][1] > res["worst"][("document", "learned")][1]  # a hair better there
+    assert set(res["tied"]) == {("predicted", "learned"), ("document", "learned")}
+    assert res["chosen"] == ("document", "learned")  # its next-worst shape (m) is far better
+
+
 def test_rule_names_parse_and_one_shape_is_refused(tmp_path):
     assert rule_of("transferred selector (E predicted)") == ("predicted", "here")
     assert rule_of("transferred selector (E median, lambda learned)") == ("median", "learned")

@@ -14,8 +14,10 @@ learned])`` row of the runs' reports) and held-out shape:
   the pooled 95% interval (what a user without labels would deploy otherwise);
 * ``at own``: at how many budgets it is at or above the shape's own envelope, mean for mean.
 
-The chosen rule maximises the worst shape's ``gain`` (ties: more shapes above the training
-envelope at 3 or more budgets).
+The chosen rule maximises the worst shape's ``gain``; rules whose worst shape is within one standard
+error of the best one's (the pooled interval's half-width over 1.96, averaged over budgets) are tied,
+and the tie goes to the best next-worst shape, and so on (leximin): a worst-shape difference inside the
+noise does not decide.
 
     python scripts/choose_transfer_rule.py --reports reports --pattern 'loso_shapes_*'
 """
@@ -63,8 +65,9 @@ def choose_rule(reports: Path, pattern: str) -> dict:
             if not rows:
                 continue
             gains = [r["diff_mean"] for r in rows]
+            ses = [(r["diff_hi"] - r["diff_lo"]) / (2 * 1.96) for r in rows]
             table.setdefault(names[p], {})[shape] = {
-                "gain": sum(gains) / len(gains),
+                "gain": sum(gains) / len(gains), "se": sum(ses) / len(ses),
                 "above_training": sum(train[(r["budget"], p)].get("diff_lo", float("nan")) > 0 for r in rows),
                 "at_own": sum(g >= 0 for g in gains), "budgets": len(rows), "seeds": rows[0]["seeds"],
                 "n": rows[0]["n"], "deployed": "(deployed:" in p}
@@ -74,11 +77,12 @@ def choose_rule(reports: Path, pattern: str) -> dict:
         raise FrontierCollectError("no rule has rows on every held-out shape")
     worst = {r: min(((x, s[x]["gain"]) for x in shapes), key=lambda t: t[1]) for r, s in complete.items()}
 
-    def key(r):
-        return (worst[r][1], sum(complete[r][x]["above_training"] >= 3 for x in shapes))
-
-    chosen = max(complete, key=key)
-    return {"table": complete, "shapes": shapes, "worst": worst, "chosen": chosen}
+    best = max(complete, key=lambda r: worst[r][1])
+    tol = complete[best][worst[best][0]]["se"]
+    tied = [r for r in complete if worst[r][1] >= worst[best][1] - tol]
+    # leximin among the tied: the next-worst shape decides (the worst ones are equal within the noise)
+    chosen = max(tied, key=lambda r: tuple(sorted(complete[r][x]["gain"] for x in shapes))[1:])
+    return {"table": complete, "shapes": shapes, "worst": worst, "chosen": chosen, "tied": tied, "tolerance": tol}
 
 
 def rule_markdown(res: dict) -> str:
@@ -95,7 +99,9 @@ def rule_markdown(res: dict) -> str:
         w = res["worst"][r]
         lines.append(f"| E {r[0]}, lambda {r[1]}{mark} | " + " | ".join(cells) + f" | {w[0]} ({w[1]:+.3f}) |")
     first = res["table"][res["chosen"]][shapes[0]]
+    tied = ", ".join(f"E {r[0]}, lambda {r[1]}" for r in res["tied"])
     lines += ["", f"Cells: the mean over budgets of the paired F1 difference to the held-out shape's own envelope "
                   f"(pooled over {first['seeds']} seed(s)); (budgets above the training sets' envelope beyond the "
-                  "pooled 95% interval, budgets at or above the shape's own envelope). Chosen: the best worst shape."]
+                  "pooled 95% interval, budgets at or above the shape's own envelope). Chosen: the best worst shape; "
+                  f"within one standard error of it ({res['tolerance']:.3f}): {tied}, decided by the next-worst shape."]
     return "\n".join(lines) + "\n"
