@@ -3,6 +3,8 @@
 * :mod:`mogg.sharding.ladders`: document-local ladders (MoG) with BM25 or dense retriever state.
 * :mod:`mogg.sharding.graph`: ladders that link documents through a kNN graph (MoGG), in two
   stages (nodes + node index, then kNN against the full index).
+* :mod:`mogg.sharding.keys`: shard keys from the documents a shard reads (a moved or touched corpus
+  orphans no shard), and the merge's error for missing shards.
 
 :func:`shard_task` and :func:`merge_task` pick the strategy from what the builder declares
 (``document_local``, ``shard_stages``), never from its method name.

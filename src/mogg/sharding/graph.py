@@ -26,9 +26,18 @@ from pathlib import Path
 
 import numpy as np
 
-from mogg.core.artifacts import artifact_dir, write_artifact
+from mogg.core.artifacts import artifact_dir, atomic_path, read_manifest, write_artifact
+from mogg.core.text import TEXT_VERSION
 from mogg.ladders.base import Ladder, Units, partition_level
-from mogg.sharding.ladders import build_once, check_unique_ids, concat_ladders, shard_dirs, shard_documents
+from mogg.sharding.keys import content_digest, corpus_shard_digests
+from mogg.sharding.ladders import (
+    build_command,
+    build_once,
+    check_unique_ids,
+    concat_ladders,
+    shard_dirs,
+    shard_documents,
+)
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +47,27 @@ STAGES = ("nodes", "knn")
 NODES = "nodes"  # the node-index shard state prefix
 
 
-def _key(builder, corpus, count: int, **extra) -> dict:
-    return {"builder": builder.config(), "corpus": corpus.fingerprint(), "count": count, **extra}
+def _key(builder, count: int, **extra) -> dict:
+    # no corpus fingerprint: a nodes shard is keyed by its documents' digest, the node index by
+    # all shards' digests in order, a kNN shard by its node index (mogg.sharding.keys)
+    return {"builder": builder.config(), "count": count, "text_version": TEXT_VERSION, **extra}
+
+
+def _index_key(builder, digests: list[dict]) -> dict:
+    return _key(builder, len(digests), shards=digests)
+
+
+def _latest_index(root: Path, builder, count: int) -> Path:
+    """The node index the last ``nodes`` merge of this builder and count wrote (a kNN task reads no
+    corpus; the kNN merge checks that the index is the one of the current documents)."""
+    pointer = artifact_dir(root, "graph_index", _key(builder, count)).with_suffix(".latest")
+    if not pointer.is_file():
+        raise FileNotFoundError(f"graph_index: no node index for these {count} shards under {root / 'graph_index'}; "
+                                f"merge the nodes stage first (`python build.py shard.count={count} "
+                                "shard.merge=true shard.stage=nodes`)")
+    d = pointer.parent / pointer.read_text().strip()
+    read_manifest(d)  # a damaged node index is named here, not used
+    return d
 
 
 def _check(builder, stage: str) -> None:
@@ -61,10 +89,14 @@ def _node_ladder(units: Units) -> Ladder:
 def build_graph_shard(corpus, builder, stage: str, index: int, count: int, root: Path) -> Path:
     """Map task ``index`` of ``count`` for ``stage`` (``nodes`` or ``knn``); idempotent."""
     _check(builder, stage)
-    key = _key(builder, corpus, count, stage=stage, shard=index)
+    if stage == "nodes":
+        docs = shard_documents(corpus, index, count)  # its slice only: the key is its content
+        key = _key(builder, count, stage=stage, shard=index, content=content_digest(docs))
+    else:
+        idx_dir = _latest_index(root, builder, count)
+        key = _key(builder, count, stage=stage, shard=index, graph_index=idx_dir.name)
 
     def nodes():
-        docs = shard_documents(corpus, index, count)
         units = builder.nodes(docs, show_progress=True)
 
         def write(tmp: Path) -> None:
@@ -74,7 +106,6 @@ def build_graph_shard(corpus, builder, stage: str, index: int, count: int, root:
         return write, {"extra": {"documents": len(docs), "first": docs[0].id, "nodes": len(units)}}
 
     def knn():
-        idx_dir = shard_dirs(root, "graph_index", [_key(builder, corpus, count)])[0]
         offsets = np.load(idx_dir / "node_offsets.npy", allow_pickle=False)  # [count + 1]
         lo, hi = int(offsets[index]), int(offsets[index + 1])
         texts = Ladder.load(idx_dir).units.text[lo:hi]
@@ -95,29 +126,36 @@ def merge_graph_shards(corpus, builder, stage: str, count: int, root: Path,
     """Reduce step of ``stage``: the node index (``nodes``) or the MoGG ladder (``knn``); returns
     the artifact directory it wrote (``Ladder.load`` it for the ``knn`` stage)."""
     _check(builder, stage)
-    keys = [_key(builder, corpus, count, stage=stage, shard=i) for i in range(count)]
-    dirs = shard_dirs(root, "graph_shard", keys)
+    digests = corpus_shard_digests(corpus, count)
+    index_key = _index_key(builder, digests)
+    if stage == "nodes":
+        keys = [_key(builder, count, stage=stage, shard=i, content=c) for i, c in enumerate(digests)]
+    else:
+        idx_dir = shard_dirs(root, "graph_index", [index_key], lambda _: f"python build.py shard.count={count} "
+                             "shard.merge=true shard.stage=nodes")[0]
+        keys = [_key(builder, count, stage=stage, shard=i, graph_index=idx_dir.name) for i in range(count)]
+    dirs = shard_dirs(root, "graph_shard", keys, build_command(count, stage))
     if stage == "nodes":
         parts = [Ladder.load(d) for d in dirs]
         nodes = concat_ladders(parts)
         check_unique_ids(nodes.units.doc_ids, dirs)
         offsets = np.cumsum([0] + [len(p.units) for p in parts]).astype(np.int64)
         index = builder.node_index().fit_shards(dirs, NODES)
-        key = _key(builder, corpus, count)
 
         def write(tmp: Path) -> None:
             nodes.save(tmp)
             np.save(tmp / "node_offsets.npy", offsets, allow_pickle=False)
             index.save(tmp)
 
-        d = write_artifact(artifact_dir(root, "graph_index", key), write, key,
+        d = write_artifact(artifact_dir(root, "graph_index", index_key), write, index_key,
                            inputs={"shards": [str(x) for x in dirs]})
+        with atomic_path(artifact_dir(root, "graph_index", _key(builder, count)).with_suffix(".latest")) as tmp:
+            tmp.write_text(d.name + "\n")  # where the kNN tasks find it
         log.info("graph node index: %d nodes from %d shards -> %s", len(nodes.units), count, d)
         return d
 
     from mogg.ladders.store import ladder_key
 
-    idx_dir = shard_dirs(root, "graph_index", [_key(builder, corpus, count)])[0]
     units = Ladder.load(idx_dir).units
     sim = np.concatenate([np.load(d / "knn_sim.npy", allow_pickle=False) for d in dirs])
     ids = np.concatenate([np.load(d / "knn_ids.npy", allow_pickle=False) for d in dirs])

@@ -7,8 +7,9 @@ and average length for BM25; one faiss index for dense) and writes the *same* la
 retriever artifacts a single-machine build writes (same keys), so ``train.py``/``evaluate.py``
 pick them up unchanged. Graph ladders link nodes across shards: see :mod:`mogg.sharding.graph`.
 
-Shard tasks are artifacts too: a finished shard (valid manifest) is skipped on rerun, a
-half-written one (no manifest: killed before the atomic rename) is rebuilt.
+Shard tasks are artifacts too, keyed by their own documents (:mod:`mogg.sharding.keys`): a
+finished shard (valid manifest) is skipped on rerun, also after the corpus was moved, copied or
+touched; a half-written one (no manifest: killed before the atomic rename) is rebuilt.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from mogg.core.artifacts import MANIFEST, artifact_dir, read_manifest, write_artifact
+from mogg.core.text import TEXT_VERSION
 from mogg.ladders.base import Ladder
 from mogg.ladders.concat import concat_ladders
 from mogg.search import retriever_key
+from mogg.sharding.keys import content_digest, corpus_shard_digests, missing_shards_error
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +67,17 @@ def shard_range(n_docs: int, index: int, count: int) -> tuple[int, int]:
     return n_docs * index // count, n_docs * (index + 1) // count
 
 
-def _shard_key(builder, corpus, retriever, index: int, count: int) -> dict:
-    return {"builder": builder.config(), "corpus": corpus.fingerprint(), "retriever": retriever.config(),
-            "shard": index, "count": count}
+def _shard_key(builder, retriever, index: int, count: int, content: dict) -> dict:
+    # the shard's own documents (mogg.sharding.keys), not the corpus files' paths, mtimes or sha256
+    return {"builder": builder.config(), "retriever": retriever.config(), "shard": index, "count": count,
+            "content": content, "text_version": TEXT_VERSION}
+
+
+def build_command(count: int, stage: str | None = None) -> Callable[[list[int]], str]:
+    """The ``build.py`` command line that builds the given shards (for the merge's error)."""
+    extra = f" shard.stage={stage}" if stage else ""
+    return lambda missing: (f"python build.py -m shard.index={','.join(map(str, missing))} "
+                            f"shard.count={count}{extra}")
 
 
 def check_shard_retriever(retriever) -> None:
@@ -91,8 +102,9 @@ def build_shard(corpus, builder, make_retriever: Callable[[], object], index: in
     if not getattr(builder, "document_local", False):
         raise ValueError(f"{builder.method!r} ladders link documents: they are sharded in stages {builder.shard_stages}")
 
+    docs = shard_documents(corpus, index, count)  # its slice only: the key is its content
+
     def produce():
-        docs = shard_documents(corpus, index, count)
         ladder = builder.build(docs, show_progress=True)
 
         def write(tmp: Path) -> None:
@@ -102,16 +114,18 @@ def build_shard(corpus, builder, make_retriever: Callable[[], object], index: in
 
         return write, {"extra": {"documents": len(docs), "first": docs[0].id, "last": docs[-1].id}}
 
-    return build_once(root, "shard", _shard_key(builder, corpus, retr, index, count), produce, f"shard {index}/{count}")
+    key = _shard_key(builder, retr, index, count, content_digest(docs))
+    return build_once(root, "shard", key, produce, f"shard {index}/{count}")
 
 
-def shard_dirs(root: Path, stage: str, keys: Sequence[dict]) -> list[Path]:
-    """The finished artifact directories of all shards of a stage, or a clear error naming the missing ones."""
+def shard_dirs(root: Path, stage: str, keys: Sequence[dict],
+               command: Callable[[list[int]], str] | None = None) -> list[Path]:
+    """The finished artifact directories of all shards of a stage, or an error naming the missing
+    ones and the command that builds them (a corrupt one is named by :func:`finished`)."""
     dirs = [artifact_dir(root, stage, k) for k in keys]
     missing = [i for i, (d, k) in enumerate(zip(dirs, keys)) if not finished(d, k)]
     if missing:
-        raise FileNotFoundError(f"{stage}: shards {missing} of {len(keys)} are not built (under {root / stage}); "
-                                f"run their tasks first")
+        raise missing_shards_error(root, stage, keys, missing, command or build_command(len(keys)))
     return dirs
 
 
@@ -121,7 +135,8 @@ def merge_shards(corpus, builder, make_retriever: Callable[[], object], count: i
 
     retr0 = make_retriever()
     check_shard_retriever(retr0)
-    dirs = shard_dirs(root, "shard", [_shard_key(builder, corpus, retr0, i, count) for i in range(count)])
+    keys = [_shard_key(builder, retr0, i, count, c) for i, c in enumerate(corpus_shard_digests(corpus, count))]
+    dirs = shard_dirs(root, "shard", keys)
     ladder = concat_ladders([Ladder.load(d) for d in dirs])
     check_unique_ids(ladder.units.doc_ids, dirs)
     lkey = ladder_key(corpus, builder)
