@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,9 +79,16 @@ class UnitTerms:
         sp.save_npz(d / "counts.npz", self.counts)
         sp.save_npz(d / "content.npz", self.content)
 
+    def digest(self) -> str:
+        """sha256 of the vocabulary in column order and of every unit's token count."""
+        words = [""] * len(self.vocab)
+        for w, i in self.vocab.items():
+            words[i] = w
+        return _digest(words, np.asarray(self.counts.sum(axis=1)).ravel())
+
     @classmethod
     def load(cls, d: Path, digest: str | None = None) -> "UnitTerms":
-        """Read ``d``; with ``digest`` (:func:`vocab_digest` of the ladder's units) its vocabulary, in
+        """Read ``d``; with ``digest`` (:meth:`digest` of the terms as built) its vocabulary, in
         column order, and every unit's token count must be the ladder's: a reordered or edited
         ``vocab.json`` (its manifest re-signed) is refused (``ValueError`` naming it)."""
         words = read_json(d / "vocab.json")
@@ -104,50 +110,51 @@ def _digest(words: list[str], n_tokens: np.ndarray) -> str:
     return h.hexdigest()
 
 
-_DIGESTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # ladder -> its vocab digest, once per process
-
-
-def vocab_digest(ladder: Ladder) -> str:
-    """sha256 of the ladder's vocabulary in column order (each word where it first occurs in the
-    units, as :meth:`UnitTerms.build` numbers them) and of every unit's token count: one pass of the
-    tokenizer, without the matrices (a tenth of a build), once per ladder object and process."""
-    try:
-        return _DIGESTS[ladder]
-    except (KeyError, TypeError):  # not computed yet, or a ladder that cannot be weakly referenced
-        pass
-    vocab: dict[str, int] = {}
-    n_tokens = np.zeros(len(ladder.units), dtype=np.int64)
-    for i, t in enumerate(ladder.units.text):
-        toks = tokenize(t)
-        n_tokens[i] = len(toks)
-        for w in toks:
-            vocab.setdefault(w, len(vocab))
-    digest = _digest(list(vocab), n_tokens)
-    try:
-        _DIGESTS[ladder] = digest
-    except TypeError:
-        pass
-    return digest
-
-
 def unit_terms(ladder: Ladder, ladder_key: dict | None = None, artifacts: Path | None = None) -> UnitTerms:
     """The ladder's :class:`UnitTerms`: read from the artifact store beside the ladder (``ladder_key``:
     the ladder's artifact key), built and stored there the first time; built in memory without a store.
 
-    The entry's key binds :func:`vocab_digest` (recomputed from the units here), and reading checks
-    the stored vocabulary against it: a damaged, edited or reordered entry, even with its manifest
-    re-signed, is named in a warning and rebuilt (it is derived data)."""
+    The vocabulary's digest (its words in column order and every unit's token count) is written in an
+    entry of its own (``unit_vocab``) when the terms are first built, and binds the terms' key; reading
+    them checks the stored vocabulary against it: a damaged, edited or reordered ``vocab.json``, even
+    with its manifest re-signed, is named in a warning and rebuilt (it is derived data). A later run
+    or ``mogg-route`` never tokenizes the units again: cost follows the questions."""
     if artifacts is None or ladder_key is None:
         return UnitTerms.build(ladder)
     from mogg.core.artifacts import cached
 
-    digest = vocab_digest(ladder)
-    key = {"ladder": ladder_key, "units": len(ladder.units), "version": TERMS_VERSION, "vocab": digest}
-    terms = cached(Path(artifacts), "unit_terms", key, build=lambda: UnitTerms.build(ladder),
+    base = {"ladder": ladder_key, "units": len(ladder.units), "version": TERMS_VERSION}
+    built: list[UnitTerms] = []  # terms built to learn the digest, stored below (one tokenizer pass)
+
+    def first_digest() -> str:
+        built.append(UnitTerms.build(ladder))
+        return built[0].digest()
+
+    digest = cached(Path(artifacts), "unit_vocab", base, build=first_digest,
+                    save=lambda h, d: (d / "digest.json").write_text(json.dumps(h)),
+                    load=lambda d: _read_digest(d / "digest.json"), derived=True)
+    def rebuilt() -> UnitTerms:  # the digest entry stands; the terms were missing or damaged
+        t = UnitTerms.build(ladder)
+        if t.digest() != digest:
+            from mogg.core.artifacts import artifact_dir
+
+            raise ValueError(f"{artifact_dir(Path(artifacts), 'unit_vocab', base)}: its vocabulary digest is not "
+                             "the ladder's (edited or stale); remove that folder to rebuild it")
+        return t
+
+    terms = cached(Path(artifacts), "unit_terms", {**base, "vocab": digest},
+                   build=lambda: built[0] if built else rebuilt(),
                    save=lambda t, d: t.save(d), load=lambda d: UnitTerms.load(d, digest), derived=True)
     if terms.counts.shape[0] != len(ladder.units):
         raise ValueError(f"stored unit terms hold {terms.counts.shape[0]} units, the ladder {len(ladder.units)}")
     return terms
+
+
+def _read_digest(path: Path) -> str:
+    h = read_json(path)
+    if not (isinstance(h, str) and len(h) == 64 and all(c in "0123456789abcdef" for c in h)):
+        raise ValueError(f"{path}: not a sha256 digest")
+    return h
 
 
 class Lexicon:
