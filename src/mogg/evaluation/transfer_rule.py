@@ -75,14 +75,20 @@ def choose_rule(reports: Path, pattern: str) -> dict:
     complete = {r: s for r, s in table.items() if all(x in s for x in shapes)}
     if not complete:
         raise FrontierCollectError("no rule has rows on every held-out shape")
-    worst = {r: min(((x, s[x]["gain"]) for x in shapes), key=lambda t: t[1]) for r, s in complete.items()}
+    return {"table": complete, "shapes": shapes, **worst_shape_choice(complete, shapes)}
 
-    best = max(complete, key=lambda r: worst[r][1])
-    tol = complete[best][worst[best][0]]["se"]
-    tied = [r for r in complete if worst[r][1] >= worst[best][1] - tol]
+
+def worst_shape_choice(table: dict, shapes: list[str]) -> dict:
+    """``{"worst": {candidate: (shape, gain)}, "chosen", "tied", "tolerance"}`` over ``table``
+    (candidate -> shape -> {"gain", "se"}): the best worst-shape gain, candidates within one standard
+    error of it tied and decided by the next-worst shape, and so on (leximin; the module doc)."""
+    worst = {r: min(((x, s[x]["gain"]) for x in shapes), key=lambda t: t[1]) for r, s in table.items()}
+    best = max(table, key=lambda r: worst[r][1])
+    tol = table[best][worst[best][0]]["se"]
+    tied = [r for r in table if worst[r][1] >= worst[best][1] - tol]
     # leximin among the tied: the next-worst shape decides (the worst ones are equal within the noise)
-    chosen = max(tied, key=lambda r: tuple(sorted(complete[r][x]["gain"] for x in shapes))[1:])
-    return {"table": complete, "shapes": shapes, "worst": worst, "chosen": chosen, "tied": tied, "tolerance": tol}
+    chosen = max(tied, key=lambda r: tuple(sorted(table[r][x]["gain"] for x in shapes))[1:])
+    return {"worst": worst, "chosen": chosen, "tied": tied, "tolerance": tol}
 
 
 def rule_markdown(res: dict) -> str:

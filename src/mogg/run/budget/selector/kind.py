@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from mogg.run.budget.base import BudgetRouter, LadderFrontier
+from mogg.run.budget.selector.adapt import VIEWS
 from mogg.run.budget.selector.plans import EVIDENCE, LAMBDA_RULES
 from mogg.run.budget.selector.scorer import check_params
 from mogg.run.budget.selector.stage import reading_policies, train_selector
@@ -43,6 +44,8 @@ class EvidenceSelectorKind(BudgetRouter):
     directory deploys with (the report shows a row for each estimate); ``transfer_lambda``: how that
     selector's lambda is set on a new set, ``here`` (the smallest that reads <= B mean tokens on its
     questions) or ``learned`` (at least the training sets' validation lambda for B; a row of its own);
+    ``transfer_features``: that selector's feature view (:data:`mogg.run.budget.selector.adapt.VIEWS`:
+    ``within_question`` adds each column's z-score and rank among the question's candidates);
     ``context``: also the neighbours' and the document's columns (the cosine of the units around it,
     its document's mean and its rank there: :data:`mogg.run.budget.selector.candidates.CONTEXT_FEATURES`);
     ``variants``: name -> knobs that differ from these (any of :data:`VARIANT_KNOBS`), each cross-fitted
@@ -59,6 +62,7 @@ class EvidenceSelectorKind(BudgetRouter):
     evidence: str = "median"
     transfer_evidence: str = "document"  # chosen on the leave-one-set-out splits (docs/results.md)
     transfer_lambda: str = "learned"  # chosen on the leave-one-set-out splits (docs/results.md)
+    transfer_features: str = "raw"  # the transfer scorer's feature view (adapt.VIEWS; docs/results.md)
     context: bool = False
     variants: dict = field(default_factory=dict)
 
@@ -82,6 +86,8 @@ class EvidenceSelectorKind(BudgetRouter):
         for k in ("evidence", "transfer_evidence"):
             if getattr(self, k) not in EVIDENCE:
                 raise ValueError(f"frontier.routers.selector.{k}={getattr(self, k)!r}: one of {EVIDENCE}")
+        if self.transfer_features not in VIEWS:
+            raise ValueError(f"frontier.routers.selector.transfer_features={self.transfer_features!r}: one of {VIEWS}")
         if self.transfer_lambda not in LAMBDA_RULES:
             raise ValueError(f"frontier.routers.selector.transfer_lambda={self.transfer_lambda!r}: one of {LAMBDA_RULES}")
         self.params = check_params(dict(self.params))

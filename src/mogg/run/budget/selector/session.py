@@ -26,7 +26,7 @@ from mogg.run.budget.explain import explained
 from mogg.run.budget.selector.final import DeployedSelector, plans_of
 from mogg.run.budget.selector.plans import document_tokens, evidence_estimate
 from mogg.run.budget.selector.stage import candidate_features
-from mogg.run.budget.selector.transfer import read_here
+from mogg.run.budget.selector.transfer import read_here, transfer_view
 from mogg.run.budget.shared import action_contexts
 from mogg.run.route_paths import build_encoder, check_levels, rebuild_index, route_with_empty
 from mogg.search import LadderIndex
@@ -68,9 +68,12 @@ class SelectorSession:
         st = self.deployed.deploy["settings"]
         # a directory written before depth > frontier.depth was refused trained with the clamp to it
         depth = min(int(st["depth"]), self.depth)
+        context = bool(st.get("context", False))  # absent: written before the knob
         lex, cand, x = candidate_features(self.index.ladder, deep, list(questions), opts, depth, int(st["per_chunk"]),
-                                          bool(st["cosine"]), self.encoder, self.artifacts, self.index.key,
-                                          bool(st.get("context", False)))  # absent: written before the knob
+                                          bool(st["cosine"]), self.encoder, self.artifacts, self.index.key, context)
+        view = self.deployed.deploy.get("features_view", "raw")  # a transfer directory's; absent: raw
+        if view != "raw":
+            x = transfer_view(x, cand.q, len(questions), view, self.index.ladder.level_names, context)
         return deep, cand, x, lex.unit_tokens[cand.unit].astype(float), \
             document_tokens(self.index.ladder.units.doc, lex.unit_tokens, cand.unit)
 

@@ -37,6 +37,8 @@ from mogg.evaluation.frontier_guard import best_lambda, guard_check
 from mogg.routing.fitting.folds import split_train_val
 from mogg.routing.plans import calibrate_lambda, decide
 from mogg.run.budget.base import LadderFrontier
+from mogg.run.budget.selector.adapt import feature_view
+from mogg.run.budget.selector.candidates import feature_names
 from mogg.run.budget.selector.final import FORMAT, DeployedSelector, plans_of
 from mogg.run.budget.selector.plans import EVIDENCE, LAMBDA_RULES, evidence_estimate, plan_table
 from mogg.run.budget.selector.scorer import _weights, fit_scorer
@@ -56,11 +58,21 @@ def set_weights(n_questions: list[int], weights: list[float]) -> np.ndarray:
     return out * (len(out) / max(out.sum(), 1e-12))
 
 
+def transfer_view(x: np.ndarray, cand_q: np.ndarray, n_questions: int, view: str, level_names, context: bool
+                  ) -> np.ndarray:
+    """A set's candidate features [N, F] as the transfer scorer reads them (``view``:
+    :data:`mogg.run.budget.selector.adapt.VIEWS`; the same on the training sets and the new one)."""
+    return feature_view(x, cand_q, n_questions, view, feature_names(list(level_names), context))
+
+
 def fit_transfer_selector(ctx: RunContext, name: str, sources: dict[str, LadderFrontier], kind, selector_dir: Path,
                           weights: dict[str, float] | None = None) -> dict:
     """Fit the transfer selector (module doc) into ``selector_dir/transfer``."""
     fs = next(iter(sources.values())).fs
     datas = {s: reading_data(ctx, lf.prep, kind) for s, lf in sources.items()}
+    view = kind.transfer_features
+    xv = {s: transfer_view(d.x, d.cand.q, len(sources[s].prep.items), view, sources[s].prep.ladder.level_names,
+                           kind.context) for s, d in datas.items()}
     names = list(sources)
     n_q = [len(sources[s].prep.items) for s in names]
     space = sources[names[0]].space
@@ -80,7 +92,7 @@ def fit_transfer_selector(ctx: RunContext, name: str, sources: dict[str, LadderF
         labelled = ~np.isnan(d.density)
         rtr.append(np.flatnonzero(np.isin(q, t) & labelled) + off_c)
         rva.append(np.flatnonzero(np.isin(q, v) & labelled) + off_c)
-        xs.append(d.x)
+        xs.append(xv[s])
         ys.append(d.density)
         ws.append(_weights(q, d.tokens) * per_q[off_q + q])
         off_c += len(q)
@@ -96,7 +108,7 @@ def fit_transfer_selector(ctx: RunContext, name: str, sources: dict[str, LadderF
     for s, t, v in zip(names, trains, vals):
         d, lf = datas[s], sources[s]
         texts, ev = lf.prep.ladder.units.text, [it.evidence_text for it in lf.prep.items]
-        pred = booster.predict(d.x)
+        pred = booster.predict(xv[s])
         e = evidence_estimate(kind.transfer_evidence, median, d.cand.q, pred, d.tokens, d.doc_tokens, len(lf.prep.items))
         ranked, util, _ = plans_of(pred, d.cand.q, d.cand.unit, d.tokens, texts, len(lf.prep.items), kind.plans, e)
         vf, vt = plan_table(ranked, texts, d.cand.unit, ev, v)
@@ -130,7 +142,7 @@ def fit_transfer_selector(ctx: RunContext, name: str, sources: dict[str, LadderF
     spec["configs"] = config_stats(ff, ft)  # the training sets' envelope on a new set (envelope_here)
     with_options = float(np.mean([bool(it.options) for s in names for it in sources[s].prep.items]))
     deploy = {"format": FORMAT, "settings": kind.knobs(), "evidence_len": median, "evidence": kind.transfer_evidence,
-              "lambda_rule": kind.transfer_lambda,
+              "lambda_rule": kind.transfer_lambda, "features_view": view,
               "n_features": int(x.shape[1]), "with_options": with_options, "budgets": budgets, "space": space.to_json(),
               "spec": spec, "fit": {"seed": int(ctx.seed), "val_fraction": ctx.val_fraction, "sources": names,
                                     "n_train": int(sum(len(t) for t in trains)), "n_val": int(sum(len(v) for v in vals)),
@@ -205,7 +217,9 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
     if any(settings.get(k) != getattr(kind, k) for k in ("depth", "per_chunk", "cosine")):
         raise ValueError(f"{directory}: trained with selector knobs {settings}; this run's differ: retrain it")
     d = reading_data(ctx, prep, kind)
-    pred = dep.booster.predict(d.x) if len(d.x) else np.zeros(0)
+    x = transfer_view(d.x, d.cand.q, len(prep.items), dep.deploy.get("features_view", "raw"), prep.ladder.level_names,
+                      kind.context)
+    pred = dep.booster.predict(x) if len(x) else np.zeros(0)
     texts, ev, n = prep.ladder.units.text, [it.evidence_text for it in prep.items], len(prep.items)
     rows = np.arange(n)
 

@@ -1,0 +1,280 @@
+"""Label-free adaptations of the transferred evidence selector, leave one shape out (issue 58).
+
+For each held-out evidence shape (PubMedQA*, MedMCQA explanations, COVID-QA, the page stand-in;
+MedMCQA and the stand-in leave together, as ``experiment=loso_shapes``), the transfer scorer is
+fitted on the other shapes as ``fit_transfer_selector`` fits it (the same weights, validation
+slices and learned lambda), under each adaptation of :mod:`mogg.run.budget.selector.adapt`, and read
+on the held-out shape without its labels. Per adaptation and shape: the mean over B = 64 / 128 /
+256 / 512 of the paired F1 difference to the shape's own labelled envelope (the best fixed
+(level, k, cap) reading <= B there, chosen on all its questions: a yardstick a little above the
+report's cross-fitted one), the budgets above the training sets' envelope beyond the 95% interval,
+and the budgets at or above the shape's own envelope; the adaptation kept is the one with the best
+**worst** shape (:func:`mogg.evaluation.transfer_rule.worst_shape_choice`).
+
+    python scripts/make_pages_standin.py --out data/pages_standin
+    python scripts/transfer_adaptations.py --seeds 0,1,2,3,4 [--only raw,within_question] [--out FILE]
+
+The four sets are prepared through the artifact store (``paths.artifacts``; a second run only
+loads). About 40 s per adaptation, shape and seed on 2 idle cores (self-training and the
+covariate-shift weights several times that).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+BUDGETS = (64, 128, 256, 512)
+# held-out shape -> the training shapes (MedMCQA and the stand-in share texts: they leave together)
+SPLITS = {"pubmedqa": ("medmcqa", "covidqa", "pages"), "covidqa": ("pubmedqa", "medmcqa", "pages"),
+          "medmcqa": ("pubmedqa", "covidqa"), "pages": ("pubmedqa", "covidqa")}
+# name -> (feature view, covariate-shift weights, self-training, E, stopping rule); "raw" is the
+# directory's rule before these were measured (E document, lambda learned)
+ADAPTATIONS = {
+    "raw": ("raw", False, False, "document", "learned"),
+    "lambda here": ("raw", False, False, "document", "here"),
+    "no_options": ("no_options", False, False, "document", "learned"),
+    "within_question": ("within_question", False, False, "document", "learned"),
+    "within_question_only": ("within_question_only", False, False, "document", "learned"),
+    "covariate-shift weights": ("raw", True, False, "document", "learned"),
+    "self-training": ("raw", False, True, "document", "learned"),
+    "within_question, E median": ("within_question", False, False, "median", "learned"),
+    "within_question, E predicted": ("within_question", False, False, "predicted", "learned"),
+    "within_question, E block": ("within_question", False, False, "block", "learned"),
+    "within_question, price from scores": ("within_question", False, False, "document", "relative"),
+    "raw, price from scores": ("raw", False, False, "document", "relative"),
+}
+
+
+@dataclass
+class Shape:
+    """One set's candidates, labels and fixed table (what the probe reads of a prepared ladder)."""
+
+    x: np.ndarray
+    names: list
+    density: np.ndarray
+    q: np.ndarray
+    unit: np.ndarray
+    tokens: np.ndarray
+    doc_tokens: np.ndarray
+    unit_doc: np.ndarray
+    evidence_len: np.ndarray
+    texts: list
+    evidence: list
+    table_f1: np.ndarray
+    table_tokens: np.ndarray
+    n: int
+
+
+def load_shapes(overrides: list[str]) -> tuple[dict, object]:
+    """The four shapes prepared under ``experiment=loso_shapes`` (cached artifacts) and the selector's knobs."""
+    from hydra import compose, initialize_config_dir
+
+    from mogg.run.budget.selector.candidates import feature_names
+    from mogg.run.budget.selector.stage import reading_data
+    from mogg.run.context import run_context
+    from mogg.run.frontier_stage import frontier_settings, ladder_frontier
+    from mogg.run.prepare_stage import prepare_all
+
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    with initialize_config_dir(config_dir=str(conf), version_base=None):
+        cfg = compose("config", overrides=["experiment=loso_shapes", "heldout=pubmedqa", *overrides])
+    fs, ctx = frontier_settings(cfg), run_context(cfg)
+    kind = next(k for k in fs.routers if k.slot == "selector")
+    preps = {"pubmedqa": prepare_all(cfg)}
+    preps.update({s: prepare_all(cfg, n["questions"], corpus_cfg=n["corpus"]) for s, n in cfg.train_sources.items()})
+    out = {}
+    for s, p in preps.items():
+        prep = next(iter(p.values()))
+        lf, d = ladder_frontier(prep, fs), reading_data(ctx, prep, kind)
+        out[s] = Shape(d.x, feature_names(prep.ladder.level_names, kind.context), d.density, d.cand.q, d.cand.unit,
+                       d.tokens, d.doc_tokens, np.asarray(prep.ladder.units.doc), d.evidence_len,
+                       prep.ladder.units.text, [it.evidence_text for it in prep.items], lf.table.f1, lf.table.tokens,
+                       len(prep.items))
+    return out, kind
+
+
+def _evidence(sh: Shape, pred: np.ndarray, e_rule: str, median: float):
+    from mogg.run.budget.selector.adapt import block_evidence
+    from mogg.run.budget.selector.plans import evidence_estimate
+
+    if e_rule == "block":
+        return block_evidence(sh.q, sh.unit, sh.unit_doc, sh.tokens, pred, sh.n)
+    return evidence_estimate(e_rule, median, sh.q, pred, sh.tokens, sh.doc_tokens, sh.n)
+
+
+def _ranked_pred(ranked, pred: np.ndarray) -> np.ndarray:
+    return np.where(ranked.rows >= 0, pred[np.maximum(ranked.rows, 0)], -np.inf)
+
+
+def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind) -> dict:
+    """Fit on the other shapes, read on ``target``: per budget (F1 [Q], tokens [Q], own envelope's F1 [Q],
+    training sets' envelope's F1 [Q])."""
+    from mogg.evaluation.frontier import choose_config
+    from mogg.evaluation.frontier_guard import best_lambda
+    from mogg.routing.fitting.folds import split_train_val
+    from mogg.routing.plans import calibrate_lambda, decide
+    from mogg.run.budget.selector.adapt import feature_view, relative_choice, self_train, shift_weights
+    from mogg.run.budget.selector.final import plans_of
+    from mogg.run.budget.selector.plans import plan_table
+    from mogg.run.budget.selector.scorer import _weights, fit_scorer
+    from mogg.run.budget.selector.transfer import set_weights
+    from mogg.run.budget.shared import config_stats, envelope_here
+
+    view, shift, selftrain, e_rule, rule = adaptation
+    sources = SPLITS[target]
+    xv = {s: feature_view(shapes[s].x, shapes[s].q, shapes[s].n, view, shapes[s].names) for s in (*sources, target)}
+    per_q = set_weights([shapes[s].n for s in sources], [1.0] * len(sources))
+    sw = shift_weights([xv[s] for s in sources], xv[target], seed) if shift else None
+    ys, ws, rtr, rva, trains, vals, off_c, off_q = [], [], [], [], [], [], 0, 0
+    for i, s in enumerate(sources):
+        sh = shapes[s]
+        t, v = split_train_val(np.flatnonzero(~np.isnan(sh.evidence_len)), 0.2, seed + 3000 + i)
+        trains.append(t)
+        vals.append(v)
+        lab = ~np.isnan(sh.density)
+        rtr.append(np.flatnonzero(np.isin(sh.q, t) & lab) + off_c)
+        rva.append(np.flatnonzero(np.isin(sh.q, v) & lab) + off_c)
+        ys.append(sh.density)
+        ws.append(_weights(sh.q, sh.tokens) * per_q[off_q + sh.q] * (sw[i] if sw is not None else 1.0))
+        off_c += len(sh.q)
+        off_q += sh.n
+    model = fit_scorer(np.concatenate([xv[s] for s in sources]), np.concatenate(ys), np.concatenate(ws),
+                       np.concatenate(rtr), np.concatenate(rva), kind.params, seed, 1)
+    median = float(np.median(np.concatenate([shapes[s].evidence_len[t] for s, t in zip(sources, trains)])))
+    util_v, f_v, t_v, rp_v, ff, ft = [], [], [], [], [], []
+    for s, t, v in zip(sources, trains, vals):  # the training sets' validation slices: lambda (or ratio) per B
+        sh = shapes[s]
+        pred = model.predict(xv[s])
+        ranked, util, _ = plans_of(pred, sh.q, sh.unit, sh.tokens, sh.texts, sh.n, kind.plans,
+                                   _evidence(sh, pred, e_rule, median))
+        vf, vt = plan_table(ranked, sh.texts, sh.unit, sh.evidence, v)
+        util_v.append(util[v])
+        f_v.append(vf)
+        t_v.append(vt)
+        rp_v.append(_ranked_pred(ranked, pred)[v])
+        ff.append(sh.table_f1[t])
+        ft.append(sh.table_tokens[t])
+    util_v, f_v, t_v, rp_v = (np.concatenate(a) for a in (util_v, f_v, t_v, rp_v))
+    rows_v = np.arange(len(util_v))
+    price = {}
+    for b in BUDGETS:
+        if rule == "relative":  # the ratio with the best validation F1 among those reading <= B there
+            fits = [(float(np.nanmean(f_v[rows_v, c])), -r) for r in np.linspace(0.05, 0.95, 19)
+                    for c in [relative_choice(rp_v, r)] if t_v[rows_v, c].mean() <= b]
+            price[b] = -max(fits)[1] if fits else 0.95
+        else:
+            price[b] = best_lambda(util_v, t_v, f_v, b)
+    stats = config_stats(np.concatenate(ff), np.concatenate(ft))
+
+    sh = shapes[target]
+    pred = model.predict(xv[target])
+    if selftrain:  # the new set's own scorer from the transferred one's confident choices, mixed in by rank
+        own = self_train(xv[target], sh.q, sh.n, pred, seed)
+        pred = 0.5 * pred + 0.5 * own * float(np.nanmax(pred))
+    ranked, util, pt = plans_of(pred, sh.q, sh.unit, sh.tokens, sh.texts, sh.n, kind.plans,
+                                _evidence(sh, pred, e_rule, median))
+    rows = np.arange(sh.n)
+    tf, tt = plan_table(ranked, sh.texts, sh.unit, sh.evidence, rows)
+    rp = _ranked_pred(ranked, pred)
+    out = {}
+    for b in BUDGETS:
+        if rule == "relative":  # raised until these questions read <= B
+            r = price[b]
+            a = relative_choice(rp, r)
+            while pt[rows, a].mean() > b and r < 1.0:
+                r = min(1.0, r + 0.01)
+                a = relative_choice(rp, r)
+        else:
+            lam = calibrate_lambda(util, pt, b)
+            a = decide(util, pt, max(lam, price[b]) if rule == "learned" else lam)
+        own = choose_config(sh.table_f1, sh.table_tokens, rows, b)
+        out[b] = (tf[rows, a], tt[rows, a], sh.table_f1[:, own], sh.table_f1[:, envelope_here(stats, sh.table_tokens, b)])
+    return out
+
+
+def summarise(per_seed: list[dict]) -> dict:
+    """Pooled over seeds (question by question): gain and se per budget against the own envelope,
+    mean tokens, and the two counts."""
+    gains, ses, above, at_own, cells = [], [], 0, 0, []
+    for b in BUDGETS:
+        f, tok, own, train = (np.concatenate([o[b][i] for o in per_seed]) for i in range(4))
+        ok = ~np.isnan(f) & ~np.isnan(own)
+        n = ok.sum() / len(per_seed)  # the questions (seeds repeat them: the interval is over questions)
+        d, dt = (f - own)[ok], (f - train)[ok]
+        gains.append(float(d.mean()))
+        ses.append(float(d.std() / np.sqrt(n)))
+        above += bool(dt.mean() - 1.96 * dt.std() / np.sqrt(n) > 0)
+        at_own += bool(d.mean() >= 0)
+        cells.append(f"{np.nanmean(f):.3f} ({tok.mean():.0f})")
+    return {"gain": float(np.mean(gains)), "se": float(np.mean(ses)), "above_training": above, "at_own": at_own,
+            "budgets": len(BUDGETS), "cells": cells, "n": int(ok.sum() / len(per_seed))}
+
+
+def markdown(table: dict, shapes: list[str], choice: dict, seeds: list[int], seconds: dict) -> str:
+    head = "| adaptation | " + " | ".join(shapes) + " | worst shape (gain) |"
+    lines = [head, "|" + "---|" * (len(shapes) + 2)]
+    for a in sorted(table, key=lambda a: -choice["worst"][a][1]):
+        mark = " **(kept)**" if a == choice["chosen"] else ""
+        cells = [f"{table[a][x]['gain']:+.3f} ({table[a][x]['above_training']}/4, {table[a][x]['at_own']}/4)" for x in shapes]
+        w = choice["worst"][a]
+        lines.append(f"| {a}{mark} | " + " | ".join(cells) + f" | {w[0]} ({w[1]:+.3f}) |")
+    n = ", ".join(f"{x} {table[choice['chosen']][x]['n']}" for x in shapes)
+    lines += ["", f"Seeds {','.join(map(str, seeds))}; n = {n} questions. Cells: the mean over B = 64/128/256/512 of "
+                  "the paired F1 difference to the held-out shape's own envelope (budgets above the training sets' "
+                  "envelope beyond the 95% interval, budgets at or above its own envelope). Kept: the best worst shape; "
+                  f"within one standard error ({choice['tolerance']:.3f}) of it: {', '.join(choice['tied'])} (the "
+                  "next-worst shape decides).", "",
+              "The kept adaptation, F1 (mean tokens) at B = 64 / 128 / 256 / 512:", ""]
+    for x in shapes:
+        lines.append(f"- {x}: " + " / ".join(table[choice["chosen"]][x]["cells"]))
+    lines += ["", "Seconds per adaptation (all shapes and seeds): "
+              + ", ".join(f"{a} {s:.0f}" for a, s in seconds.items())]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seeds", default="0", help="comma-separated seeds (the validation slices and the scorer's)")
+    ap.add_argument("--only", default="", help=f"comma-separated adaptations (default: all of {', '.join(ADAPTATIONS)})")
+    ap.add_argument("--out", type=Path, default=None, help="also write the table here (markdown)")
+    ap.add_argument("overrides", nargs="*", help="config overrides, e.g. paths.artifacts=/scratch/artifacts")
+    args = ap.parse_args(argv)
+    try:
+        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    except ValueError:
+        ap.error(f"--seeds {args.seeds!r}: comma-separated integers")
+    names = [a.strip() for a in args.only.split(",") if a.strip()] or list(ADAPTATIONS)
+    bad = [a for a in names if a not in ADAPTATIONS]
+    if bad:
+        ap.error(f"--only: unknown adaptation(s) {bad}; one of {list(ADAPTATIONS)}")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    log = logging.getLogger("transfer_adaptations")
+    from mogg.core.artifacts import atomic_path
+    from mogg.evaluation.transfer_rule import worst_shape_choice
+
+    shapes, kind = load_shapes(args.overrides)
+    table, seconds = {}, {}
+    for a in names:
+        t0 = time.perf_counter()
+        table[a] = {x: summarise([run_one(shapes, x, s, ADAPTATIONS[a], kind) for s in seeds]) for x in SPLITS}
+        seconds[a] = time.perf_counter() - t0
+        log.info("%s: %s (%.0f s)", a, "  ".join(f"{x} {v['gain']:+.3f}" for x, v in table[a].items()), seconds[a])
+    order = sorted(SPLITS)
+    md = markdown(table, order, worst_shape_choice(table, order), seeds, seconds)
+    sys.stdout.write(md)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(args.out) as tmp:
+            tmp.write_text(md)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,169 @@
+"""Label-free adaptations of the transferred evidence selector to a new set (issue 58), measured
+leave one shape out by ``scripts/transfer_adaptations.py`` and chosen by the worst held-out shape
+(docs/results.md).
+
+* :func:`feature_view`: the scorer's columns as they are (``raw``), or with each column's z-score
+  and rank within its question added (``within_question``): a BM25 score or a vote means different
+  things on a 200-token abstract and inside a 4,000-token paper, its place among the question's own
+  candidates means the same; ``within_question_only`` keeps only those (and the question's length),
+  ``no_options`` drops the answer-option columns.
+* :func:`shift_weights`: covariate-shift weights for the training candidates, from a classifier
+  telling the training sets' candidates from the new set's (features only, no labels).
+* :func:`self_train`: a scorer refitted on the new set's own candidates with pseudo-labels from the
+  transferred scorer's confident choices, cross-fitted over the new set's questions (no question is
+  scored by a model that saw its own pseudo-label).
+
+Every function is vectorised over candidates; loops run over columns or folds only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mogg.core.segments import segment_rank
+
+VIEWS = ("raw", "within_question", "within_question_only", "no_options")
+OPTION_MARK = "option"  # the answer-option columns' names hold it (candidates.FEATURES)
+QUESTION_COLUMNS = ("question_log_tokens",)  # one value per question: nothing to normalise within it
+
+
+def within_question(x: np.ndarray, q: np.ndarray, n_questions: int) -> np.ndarray:
+    """Each column's z-score and rank percentile among its question's candidates, float32 [N, 2F]
+    (``x`` [N, F], ``q`` [N] each row's question; NaN reads 0 for the z-score and ranks last;
+    a question with one candidate: z 0, rank 0)."""
+    x = np.asarray(x, dtype=np.float64)
+    n_rows, n_cols = x.shape
+    if not n_rows:
+        return np.zeros((0, 2 * n_cols), dtype=np.float32)
+    xx = np.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0)
+    n = np.bincount(q, minlength=n_questions).astype(np.float64)
+    # per question sums of every column at once: [Q, F] by a sparse-free scatter (np.add.at on rows)
+    s1 = np.zeros((n_questions, n_cols))
+    s2 = np.zeros((n_questions, n_cols))
+    np.add.at(s1, q, xx)
+    np.add.at(s2, q, xx * xx)
+    mean = s1 / np.maximum(n, 1.0)[:, None]
+    var = np.maximum(s2 / np.maximum(n, 1.0)[:, None] - mean * mean, 0.0)
+    sd = np.sqrt(var)
+    z = np.where(sd[q] > 1e-9, (xx - mean[q]) / np.maximum(sd[q], 1e-9), 0.0)
+    rank = np.empty((n_rows, n_cols))
+    keyed = np.where(np.isnan(x), np.inf, -x)  # best first; NaN last
+    for j in range(n_cols):  # F columns, each one sort over every row
+        order = np.lexsort((keyed[:, j], q))
+        rank[order, j] = segment_rank(q[order])
+    rank /= np.maximum(n[q] - 1.0, 1.0)[:, None]
+    return np.concatenate([z, rank], axis=1).astype(np.float32)
+
+
+def feature_view(x: np.ndarray, q: np.ndarray, n_questions: int, view: str, names: list[str] | None = None
+                 ) -> np.ndarray:
+    """The scorer's input under ``view`` (:data:`VIEWS`; module doc); ``names``: the columns'
+    names (:func:`mogg.run.budget.selector.candidates.feature_names`), needed by the views that
+    drop columns."""
+    if view not in VIEWS:
+        raise ValueError(f"feature view {view!r}: one of {VIEWS}")
+    if view == "raw":
+        return x
+    if view == "within_question":
+        return np.concatenate([x, within_question(x, q, n_questions)], axis=1)
+    if names is None or len(names) != x.shape[1]:
+        raise ValueError(f"feature view {view!r} needs the {x.shape[1]} columns' names")
+    if view == "no_options":
+        return x[:, [i for i, f in enumerate(names) if OPTION_MARK not in f]]
+    keep = [i for i, f in enumerate(names) if f in QUESTION_COLUMNS]
+    return np.concatenate([x[:, keep], within_question(x, q, n_questions)], axis=1)
+
+
+def shift_weights(sources: list[np.ndarray], target: np.ndarray, seed: int, clip: tuple[float, float] = (0.05, 20.0),
+                  threads: int | None = None) -> list[np.ndarray]:
+    """Per training set, a weight for each of its candidates [N_s], mean 1 within the set: the odds
+    that a classifier (cross-fitted over two halves) takes the candidate for one of the new set's
+    ``target`` candidates, corrected for the two pools' sizes and clipped to ``clip``."""
+    import lightgbm as lgb
+
+    xs = np.concatenate(sources)
+    x = np.concatenate([xs, target])
+    y = np.r_[np.zeros(len(xs)), np.ones(len(target))]
+    half = np.random.default_rng(seed).integers(0, 2, len(x))
+    p = np.zeros(len(x))
+    for k in range(2):  # two halves: no candidate's odds come from a model that saw it
+        m = lgb.LGBMClassifier(n_estimators=100, num_leaves=15, min_child_samples=200, learning_rate=0.1,
+                               random_state=seed, deterministic=True, force_col_wise=True, n_jobs=threads or 1,
+                               verbose=-1)
+        m.fit(x[half != k], y[half != k])
+        p[half == k] = m.predict_proba(x[half == k])[:, 1]
+    ps = p[: len(xs)]
+    odds = np.clip(ps / np.maximum(1.0 - ps, 1e-6) * len(xs) / max(len(target), 1), *clip)
+    bounds = np.cumsum([0] + [len(s) for s in sources])
+    return [odds[a:b] / max(odds[a:b].mean(), 1e-12) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def self_train(x: np.ndarray, q: np.ndarray, n_questions: int, pred: np.ndarray, seed: int, top: int = 2,
+               confident: float = 0.5, threads: int | None = None) -> np.ndarray:
+    """A new set's own scorer from pseudo-labels, float64 [N] in [0, 1]: on the questions where the
+    transferred prediction ``pred`` [N] separates its best candidate from the second by more than
+    the ``confident`` quantile of those margins, its ``top`` candidates are positives and the rest
+    negatives; a classifier over the new set's features ``x`` fitted on one half of the questions
+    scores the other half (two folds)."""
+    import lightgbm as lgb
+
+    order = np.lexsort((-pred, q))
+    rank = np.empty(len(q))
+    rank[order] = segment_rank(q[order])
+    best = np.full(n_questions, -np.inf)
+    second = np.full(n_questions, -np.inf)
+    np.maximum.at(best, q, pred)
+    np.maximum.at(second, q, np.where(rank == 1, pred, -np.inf))
+    margin = best - second
+    finite = np.isfinite(margin)
+    y = (rank < top).astype(float)
+    half = np.random.default_rng(seed).integers(0, 2, n_questions)
+    out = np.zeros(len(q))
+    for k in range(2):  # a question is scored by the model of the other half (cross-fitted)
+        pool = finite & (half != k)  # the confidence threshold too comes from the fitting half only
+        sure = pool & (margin > (np.quantile(margin[pool], confident) if pool.any() else np.inf))
+        fit_rows = sure[q]
+        score_rows = half[q] == k
+        if not fit_rows.any() or len(np.unique(y[fit_rows])) < 2:
+            out[score_rows] = 0.5
+            continue
+        m = lgb.LGBMClassifier(n_estimators=200, num_leaves=31, min_child_samples=40, learning_rate=0.05,
+                               random_state=seed + k, deterministic=True, force_col_wise=True, n_jobs=threads or 1,
+                               verbose=-1)
+        m.fit(x[fit_rows], y[fit_rows])
+        out[score_rows] = m.predict_proba(x[score_rows])[:, 1]
+    return out
+
+
+def block_evidence(cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, tokens: np.ndarray, pred: np.ndarray,
+                   n_questions: int, ratio: float = 0.5) -> np.ndarray:
+    """E per question, float64 [Q]: the tokens of the contiguous block around its best-scored
+    candidate (the same document, consecutive units that are all candidates of the question and all
+    predicted at least ``ratio`` times the best's density). Candidates cluster into a block where the
+    evidence is a passage (an abstract, a section) and stay one sentence where it is one sentence of a
+    long paper: a length the new set's own candidates show, no labels. Rows sorted by (question,
+    unit), as :func:`mogg.run.budget.selector.candidates.candidates` gives them; 0 without candidates."""
+    out = np.zeros(n_questions)
+    if not len(cand_q):
+        return out
+    doc = np.asarray(unit_doc)[unit]
+    order = np.lexsort((np.arange(len(cand_q)), -pred, cand_q))
+    first = order[np.r_[True, cand_q[order][1:] != cand_q[order][:-1]]]
+    top = np.full(n_questions, -1)
+    top[cand_q[first]] = first
+    good = (pred >= ratio * pred[top[cand_q]]) & (doc == doc[top[cand_q]])
+    cut = np.r_[True, (cand_q[1:] != cand_q[:-1]) | (unit[1:] != unit[:-1] + 1) | (good[1:] != good[:-1])
+                | (doc[1:] != doc[:-1])]
+    run = np.cumsum(cut) - 1  # consecutive rows of one block share a run id
+    has = top >= 0
+    out[has] = np.bincount(run, weights=tokens)[run[top[has]]]
+    return out
+
+
+def relative_choice(ranked_pred: np.ndarray, ratio: float) -> np.ndarray:
+    """Per question the last plan [Q] (0-based prefix length - 1) whose every unit is predicted at
+    least ``ratio`` times the question's best unit (``ranked_pred`` [Q, K]: the predictions in rank
+    order, -inf past the candidates): a price of a token read off each question's own scores."""
+    top = np.maximum(ranked_pred[:, :1], 1e-9)
+    ok = np.cumprod(ranked_pred / top >= ratio, axis=1).astype(bool)
+    return np.maximum(ok.sum(axis=1) - 1, 0)

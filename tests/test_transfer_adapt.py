@@ -1,0 +1,120 @@
+"""The transferred selector's label-free adaptations (mogg.run.budget.selector.adapt) against brute
+force, and the feature view a transfer directory records being the one mogg-route reads with."""
+
+import numpy as np
+import pytest
+
+from mogg.run.budget.selector.adapt import VIEWS, feature_view, self_train, shift_weights, within_question
+
+
+def _toy(seed=0, n_q=7, f=3):
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 9, n_q)
+    q = np.repeat(np.arange(n_q), sizes)
+    x = rng.normal(size=(len(q), f)).round(1)  # rounded: ties happen
+    x[rng.random(x.shape) < 0.1] = np.nan
+    return x, q, n_q
+
+
+def test_within_question_matches_a_loop_over_questions():
+    x, q, n_q = _toy()
+    got = within_question(x, q, n_q)
+    f = x.shape[1]
+    for qi in range(n_q):
+        rows = np.flatnonzero(q == qi)
+        xx = np.nan_to_num(x[rows], nan=0.0)
+        sd = xx.std(axis=0)
+        z = np.where(sd > 1e-9, (xx - xx.mean(axis=0)) / np.maximum(sd, 1e-9), 0.0)
+        np.testing.assert_allclose(got[rows, :f], z, rtol=1e-5, atol=1e-5)
+        for j in range(f):
+            key = np.where(np.isnan(x[rows, j]), np.inf, -x[rows, j])
+            order = np.lexsort((key,))  # stable: ties keep row order, as the vectorised sort does
+            rank = np.empty(len(rows))
+            rank[order] = np.arange(len(rows))
+            np.testing.assert_allclose(got[rows, f + j], rank / max(len(rows) - 1, 1), atol=1e-6)
+
+
+def test_within_question_is_the_same_whatever_the_other_questions():
+    x, q, n_q = _toy(1)
+    a = within_question(x, q, n_q)
+    keep = q < 3  # the first three questions alone
+    b = within_question(x[keep], q[keep], 3)
+    np.testing.assert_allclose(a[keep], b)
+
+
+def test_views():
+    x, q, n_q = _toy(2, f=4)
+    names = ["score mog", "option_match", "question_log_tokens", "bm25"]
+    assert feature_view(x, q, n_q, "raw", names) is x
+    assert feature_view(x, q, n_q, "within_question", names).shape == (len(q), 12)
+    assert feature_view(x, q, n_q, "no_options", names).shape == (len(q), 3)
+    only = feature_view(x, q, n_q, "within_question_only", names)
+    assert only.shape == (len(q), 9) and np.array_equal(only[:, 0], x[:, 2], equal_nan=True)
+    with pytest.raises(ValueError, match="one of"):
+        feature_view(x, q, n_q, "zscore", names)
+    with pytest.raises(ValueError, match="names"):
+        feature_view(x, q, n_q, "no_options")
+    assert set(VIEWS) >= {"raw", "within_question"}
+
+
+def test_shift_weights_favour_training_rows_that_look_like_the_new_set():
+    rng = np.random.default_rng(0)
+    a = rng.normal(0.0, 1.0, (3000, 2))
+    b = rng.normal(0.0, 1.0, (3000, 2))
+    target = rng.normal(1.5, 0.5, (3000, 2))
+    wa, wb = shift_weights([a, b], target, seed=0)
+    assert wa.shape == (3000,) and abs(wa.mean() - 1) < 1e-9 and abs(wb.mean() - 1) < 1e-9
+    near = (a[:, 0] > 1.0) & (a[:, 1] > 1.0)
+    assert wa[near].mean() > 2 * wa[~near].mean()
+
+
+def test_self_train_is_cross_fitted_and_learns_the_confident_choice():
+    rng = np.random.default_rng(0)
+    n_q, per = 400, 6
+    q = np.repeat(np.arange(n_q), per)
+    signal = rng.normal(size=len(q))
+    x = np.stack([signal, rng.normal(size=len(q))], axis=1)
+    pred = signal + rng.normal(0, 0.3, len(q))  # the transferred scorer: right, noisily
+    out = self_train(x, q, n_q, pred, seed=0)
+    assert out.shape == (len(q),) and (out >= 0).all() and (out <= 1).all()
+    assert np.corrcoef(out, signal)[0, 1] > 0.5
+    # cross-fitted: changing one half's pseudo-labels leaves the other half's scores unchanged
+    half = np.random.default_rng(0).integers(0, 2, n_q)
+    pred2 = pred.copy()
+    pred2[half[q] == 0] = rng.normal(size=(half[q] == 0).sum())
+    out2 = self_train(x, q, n_q, pred2, seed=0)
+    np.testing.assert_allclose(out[half[q] == 0], out2[half[q] == 0])
+
+
+def test_block_evidence_against_a_walk_from_the_best_candidate():
+    from mogg.run.budget.selector.adapt import block_evidence
+
+    rng = np.random.default_rng(3)
+    unit_doc = np.repeat(np.arange(6), 5)  # 6 documents of 5 units
+    rows = []
+    for qi in range(40):
+        units = np.sort(rng.choice(30, size=rng.integers(1, 12), replace=False))
+        rows += [(qi, u) for u in units]
+    q, u = (np.array(c) for c in zip(*rows))
+    tokens = rng.integers(5, 40, len(q)).astype(float)
+    pred = rng.random(len(q))
+    got = block_evidence(q, u, unit_doc, tokens, pred, 40, ratio=0.5)
+    for qi in range(40):
+        r = np.flatnonzero(q == qi)
+        best = r[np.argmax(pred[r])]
+        ok = {int(u[i]): i for i in r if pred[i] >= 0.5 * pred[best] and unit_doc[u[i]] == unit_doc[u[best]]}
+        total, k = tokens[best], int(u[best])
+        for step in (-1, 1):  # walk out while the next unit is a good candidate of the same document
+            j = k + step
+            while j in ok:
+                total += tokens[ok[j]]
+                j += step
+        assert got[qi] == total, qi
+
+
+def test_relative_choice():
+    from mogg.run.budget.selector.adapt import relative_choice
+
+    rp = np.array([[1.0, 0.8, 0.3, 0.9], [0.5, 0.1, -np.inf, -np.inf], [0.2, -np.inf, -np.inf, -np.inf]])
+    assert relative_choice(rp, 0.5).tolist() == [1, 0, 0]
+    assert relative_choice(rp, 0.2).tolist() == [3, 1, 0]  # 0.1 / 0.5 = 0.2: kept
