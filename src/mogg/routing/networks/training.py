@@ -101,7 +101,10 @@ def fit_routers(
         try:
             t.fit(module, EpochTicks(), ckpt_path=resume)
         except SIGTERMException:  # Lightning's SystemExit(None) would read as a success: no result, exit 143
-            raise Preempted(f"router fit at epoch {t.current_epoch}; last.ckpt in {ckpt_dir}") from None
+            log.warning("router fit stopped by SIGTERM after epoch %d (%s); exiting without a result",
+                        t.current_epoch - 1, f"last.ckpt in {ckpt_dir}" if trainer.checkpoint_every > 0 else
+                        "no checkpoint: trainer.checkpoint_every=0, a rerun starts the fit over")
+            raise Preempted(f"router fit at epoch {t.current_epoch}") from None
     log.info("trained %d router(s) as one model: %d epochs in %.2f s", f, t.current_epoch, time.perf_counter() - t0)
     out = []
     best = {name: getattr(module, f"best_{name}") for name, _ in module.net.named_parameters()}
