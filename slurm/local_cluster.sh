@@ -189,6 +189,8 @@ node_ready() {
 }
 
 start() {
+    # the daemons run as root (SlurmUser=root, munged --force): a one-user test cluster, not a site's
+    [[ $(id -u) -eq 0 ]] || die "runs its daemons as root: run it as root (sudo $0 start)"
     mkdir -p "$STATE/run" "$STATE/log" && chmod 700 "$STATE"
     install_packages
     write_configs

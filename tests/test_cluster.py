@@ -6,8 +6,8 @@ Each test runs the commands of ``docs/cluster.md`` and compares what they wrote 
 the same commands run locally (``hydra/launcher=local``, or one plain build): the sharded build
 array plus merge (through the launcher and through the sbatch templates), a train sweep plus
 ``collect``, ``scontrol requeue`` in the middle of a shard task and of a router fit (which resumes
-from its ``last.ckpt``: the log names the epoch), and a cancelled array task (the sweep names it when
-it happens; a rerun builds only that shard).
+from its ``last.ckpt``: the log names the epoch), the USR1 requeue of ``slurm/train.sbatch``,
+and a cancelled array task (the sweep names it when it happens; a rerun builds only that shard).
 """
 
 from __future__ import annotations
@@ -326,4 +326,34 @@ def test_requeue_in_the_middle_of_a_router_fit_resumes_from_last_ckpt(slurm, tmp
     assert 0 < epoch < epochs // 2  # most of the fit was still to run: it outlasted the grace period
     print(f"resumed-epoch log line: resumed router training from {resumed[0][0]} at epoch {epoch} of {epochs}")
     assert reference.wait(timeout=TIMEOUT) == 0, _text(local / "outputs" / "local.log")[-3000:]
+    assert_same_tree(_tree(on / "reports"), _tree(local / "reports"))
+
+
+def test_train_sbatch_usr1_checkpoints_requeues_and_resumes(slurm, tmp_path):
+    """slurm/README.md: `sbatch slurm/train.sbatch ...` (the job owns USR1, sent 90 s before the time
+    limit; here at once with `scancel --signal=USR1`): the job requeues itself, the requeue's SIGTERM
+    stops the fit at its epoch's end (after last.ckpt), the rerun resumes from it, and the report equals
+    a local run's. (Lightning's auto-requeue, used before, failed this test 1 run in 3: its USR1 handler
+    saved a checkpoint inside the epoch's own checkpoint save.)"""
+    args = [*GENERIC, "debug=tiny", "trainer.max_epochs=1000", "trainer.patience=0", "threads=1"]
+    on, local = tmp_path / "slurm", tmp_path / "local"
+    job = run(slurm, "sbatch", "--parsable", "slurm/train.sbatch", *args, *_paths(on)).stdout.strip()
+    log = ROOT / "slurm" / "logs" / f"mogg-train-{job}.out"
+    try:
+        _wait("the fit's first last.ckpt", lambda: list((on / "checkpoints").rglob("last.ckpt")), timeout=300, every=0.2)
+        time.sleep(1.0)
+        run(slurm, "scancel", "--signal=USR1", job)
+        py(slurm, "train.py", "trainer.requeue=job", "trainer.checkpoint_every=1", "evaluate_after=true", *args,
+           *_paths(local))  # what train.sbatch runs, here, uninterrupted
+        _wait("the requeued job", lambda: not _state(slurm, job), timeout=TIMEOUT, every=2)
+        text = _text(log)
+    finally:
+        if log.exists():
+            shutil.move(log, tmp_path / log.name)  # kept with the test's files, out of the repository
+    assert f"SIGUSR1: asking SLURM to requeue job {job}" in text and "router fit stopped by SIGTERM" in text, \
+        text[-3000:]
+    assert "Traceback" not in text and "Error executing job" not in text, text[-3000:]
+    resumed = re.findall(r"resumed router training from \S+last\.ckpt at epoch (\d+) of 1000", text)
+    assert resumed and 0 < int(resumed[0]) < 500, text[-3000:]
+    assert "report written to" in text
     assert_same_tree(_tree(on / "reports"), _tree(local / "reports"))

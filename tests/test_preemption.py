@@ -104,3 +104,31 @@ def test_sigterm_mid_fit_checkpoints_the_epoch_and_the_requeued_fit_resumes(tmp_
         assert s_res["epochs"] == s_ref["epochs"]
         assert s_res["best_val_loss"] == pytest.approx(s_ref["best_val_loss"], rel=1e-6)
         assert np.allclose(r_res.weights(x), r_ref.weights(x), atol=1e-6)
+
+
+def test_trainer_requeue_lightning_is_refused_with_its_reason():
+    from mogg.routing.networks.training import check_requeue
+
+    for ok in ("none", "submitit", "job"):
+        check_requeue(ok)
+    with pytest.raises(ValueError, match="inside its signal handler.*trainer.requeue=job"):
+        check_requeue("lightning")
+
+
+@main_thread_only
+def test_usr1_requeues_the_job_when_the_job_owns_the_signal(monkeypatch):
+    from mogg.core import preemption
+
+    calls = []
+    monkeypatch.setattr(preemption.subprocess, "run", lambda cmd, **kw: calls.append(cmd) or
+                        subprocess.CompletedProcess(cmd, 0, "", ""))
+    monkeypatch.setenv("SLURM_JOB_ID", "41")
+    monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "40")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "3")
+    before = signal.getsignal(signal.SIGUSR1)
+    with preemption.requeue_on_usr1(False):
+        assert signal.getsignal(signal.SIGUSR1) is before
+    with preemption.requeue_on_usr1(True):
+        os.kill(os.getpid(), signal.SIGUSR1)
+        time.sleep(0.05)
+    assert calls == [["scontrol", "requeue", "40_3"]] and signal.getsignal(signal.SIGUSR1) is before

@@ -15,8 +15,12 @@ finished shards), and a router fit checkpoints at every epoch's end (``trainer.c
 A Lightning fit stops at its next epoch's end instead (:func:`deferred`; Lightning's own
 SIGTERM handler raises there), so its ``last.ckpt`` is never cut mid-write.
 
-The requeue itself is SLURM's (SIGTERM) or one owner's for time limits: submitit's USR2 with
-the launcher, Lightning's USR1 with ``slurm/train.sbatch`` (``trainer.requeue``), never both.
+A time limit has one owner of its warning signal (``trainer.requeue``), never two: submitit's USR2
+with the launcher (``submitit``), or the job itself with ``slurm/train.sbatch`` (``job``:
+:func:`requeue_on_usr1` asks SLURM to requeue the job, whose SIGTERM then stops it as above).
+Lightning's own auto-requeue is not used: it saves a checkpoint from inside its USR1 handler, which
+can land inside the epoch's own ``last.ckpt`` save and fail the job (an AttributeError in fsspec's
+nested transaction, seen on the local cluster); the per-epoch checkpoint already holds the fit.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import subprocess
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -94,3 +99,32 @@ def deferred(how: str) -> Iterator[None]:
         _received[0] = received and bool(_deferring)  # an outer deferred block still owes the exit
     if received and not _deferring:
         raise Preempted(f"SLURM job {_job()}")
+
+
+def _requeue(signum, frame) -> None:
+    job = _job()
+    log.warning("%s: asking SLURM to requeue job %s (its SIGTERM then stops the job at the next safe point)",
+                signal.Signals(signum).name, job)
+    try:
+        res = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        log.error("scontrol requeue %s failed (%s): the job runs on until SLURM stops it", job, e)
+        return
+    if res.returncode:
+        log.error("scontrol requeue %s failed (%s): the job runs on until SLURM stops it", job,
+                  (res.stderr or res.stdout).strip())
+
+
+@contextmanager
+def requeue_on_usr1(enabled: bool) -> Iterator[None]:
+    """With ``enabled``, inside a SLURM job: SIGUSR1 (``sbatch --signal=SIGUSR1@90``: 90 s before the
+    time limit) requeues the job for the block (``scontrol requeue``; SLURM's SIGTERM follows and
+    :func:`sigterm_ends_job` stops the job). Otherwise nothing changes."""
+    if not enabled or not os.environ.get("SLURM_JOB_ID") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGUSR1, _requeue)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGUSR1, before)

@@ -39,7 +39,7 @@ class TrainerConfig:
     accelerator: str = "cpu"  # the router is tiny: the GPU only adds transfer latency
     deterministic: bool = True
     checkpoint_every: int = 0  # epochs between Lightning checkpoints on disk (0 = none; best is kept in memory)
-    requeue: str = "none"  # who requeues a preempted SLURM job: "lightning" (SLURMEnvironment) | "submitit" | "none"
+    requeue: str = "none"  # who owns a SLURM time limit's warning signal: "submitit" (USR2) | "job" (USR1) | "none"
 
 
 class FitError(FloatingPointError):
@@ -207,13 +207,26 @@ def lightning_trainer(trainer: TrainerConfig, max_epochs: int, ckpt_dir: Path | 
     return t, resume
 
 
+REQUEUE = ("none", "submitit", "job")
+
+
+def check_requeue(requeue: str) -> None:
+    """``trainer.requeue`` names one owner of a SLURM time limit's warning signal: submitit (USR2)
+    or the job itself (USR1, :func:`mogg.core.preemption.requeue_on_usr1`), or none; never Lightning
+    (its auto-requeue checkpoints inside the signal handler: :mod:`mogg.core.preemption`)."""
+    if requeue == "lightning":
+        raise ValueError("trainer.requeue=lightning: Lightning's auto-requeue saves a checkpoint inside its signal "
+                         "handler, which can break the epoch's own checkpoint; use trainer.requeue=job (the job "
+                         "requeues itself on USR1, as slurm/train.sbatch does)")
+    if requeue not in REQUEUE:
+        raise ValueError(f"trainer.requeue must be {'|'.join(REQUEUE)}, got {requeue!r}")
+
+
 def _requeue_plugins(requeue: str) -> list:
-    """One owner of SLURM's preemption signal: Lightning requeues itself, or submitit does (then
-    Lightning must not also act on the signal), or nobody."""
-    if requeue not in ("none", "lightning", "submitit"):
-        raise ValueError(f"requeue must be none|lightning|submitit, got {requeue!r}")
+    """Lightning's SLURM environment without its auto-requeue (the owner is submitit or the job)."""
+    check_requeue(requeue)
     if requeue == "none":
         return []
     from lightning.pytorch.plugins.environments import SLURMEnvironment
 
-    return [SLURMEnvironment(auto_requeue=requeue == "lightning")]
+    return [SLURMEnvironment(auto_requeue=False)]
