@@ -253,7 +253,8 @@ def test_requeue_in_the_middle_of_a_shard_task(slurm, tmp_path):
 
 def test_a_cancelled_array_task_is_reported_when_it_happens_and_a_rerun_builds_it(slurm, tmp_path):
     """`scancel <array>_1`: the sweep logs task #1 as CANCELLED while task #0 still runs, then fails
-    naming it; the same sweep again skips the finished shard and builds the cancelled one."""
+    naming it; the same sweep again skips the finished shard and builds the cancelled one, and the
+    merge equals one build."""
     corpus = ["corpus=jsonl", f"corpus.sources.0.paths={_corpus(tmp_path / 'corpus.jsonl', 30000)}"]
     args = (*corpus, "shard.index=0,1", "shard.count=2", *_paths(tmp_path))
     sweep = Sweep(slurm, tmp_path, "build.py", *args)
@@ -272,6 +273,10 @@ def test_a_cancelled_array_task_is_reported_when_it_happens_and_a_rerun_builds_i
     logs = [tmp_path / "sweep" / ".submitit" / f"{again}_{i}" / f"{again}_{i}_0_log.out" for i in range(2)]
     assert "shard 0/2 already built" in _text(logs[0]) and "shard 1/2: " in _text(logs[1])
     py(slurm, "build.py", *corpus, "shard.count=2", "shard.merge=true", *_paths(tmp_path))
+    single = tmp_path / "single"
+    py(slurm, "build.py", *corpus, *_paths(single))
+    merged = {k: v for k, v in _tree(tmp_path / "artifacts", ("ladder/", "retriever/")).items() if "manifest" not in k}
+    assert merged == {k: v for k, v in _tree(single / "artifacts").items() if "manifest" not in k}
 
 
 # --------------------------------------------------------------------------- training
