@@ -76,3 +76,21 @@ def test_cached_ladder_built_once_and_rebuilt_on_change(tmp_path):
     (d / "units.jsonl").write_text("[]\n")
     with pytest.raises(ArtifactError):
         get(MoGLadderBuilder(n_levels=2))
+
+
+def test_a_store_without_folder_flocks_is_named_in_one_line(tmp_path, monkeypatch):
+    """On NFS an exclusive flock of the store folder fails (EBADF: the client emulates flock with a
+    POSIX lock, which needs a descriptor open for writing); the error names the folder and the ways
+    out (docs/cluster.md). On this machine's local file system the lock is taken (every other test)."""
+    import errno
+    import fcntl
+
+    from mogg.core.artifacts import ArtifactError, write_artifact
+
+    def nfs_flock(fd, op):
+        raise OSError(errno.EBADF, "Bad file descriptor")
+
+    monkeypatch.setattr(fcntl, "flock", nfs_flock)
+    with pytest.raises(ArtifactError, match=f"cannot lock the artifact store folder {tmp_path / 'kind'}.*local_lock=flock"):
+        write_artifact(tmp_path / "kind" / "abc", lambda d: (d / "x.json").write_text("{}"), {"a": 1})
+    assert not [p for p in (tmp_path / "kind").iterdir()]  # the staging folder is removed

@@ -108,8 +108,28 @@ def test_corrupt_shard_is_named(tmp_path):
     corpus, dirs = _build_all(files, builder, root)
     victim = next(p for p in sorted(dirs[1].iterdir()) if p.name != "manifest.json")
     victim.write_bytes(victim.read_bytes() + b"x")
-    with pytest.raises(Exception, match=f"{dirs[1]}.*sha256"):
+    with pytest.raises(Exception, match=f"{dirs[1]}.*sha256") as err:
         merge_shards(corpus, builder, BM25Retriever, COUNT, root)
+    assert f"python build.py -m shard.index=1 shard.count={COUNT}" in str(err.value)
+
+
+@pytest.mark.parametrize("damage", ["payload", "manifest"])
+def test_rerunning_a_damaged_shards_task_rebuilds_it(tmp_path, damage):
+    """Issue 60: the merge names a corrupt shard, and rerunning that shard's task rebuilds it (before,
+    the rerun refused the damaged directory again); the merge then equals the single build."""
+    files = _write_corpus(tmp_path / "a")
+    builder, root = _Counting(n_levels=2, document_level=True), tmp_path / "store"
+    corpus, dirs = _build_all(files, builder, root)
+    victim = dirs[1] / "manifest.json" if damage == "manifest" else \
+        next(p for p in sorted(dirs[1].iterdir()) if p.name != "manifest.json")
+    victim.write_bytes(victim.read_bytes()[:-7])
+    _Counting.calls = 0
+    assert build_shard(corpus, builder, BM25Retriever, 1, COUNT, root) == dirs[1]
+    assert _Counting.calls == 1  # rebuilt, not refused
+    _, dirs2 = _build_all(files, builder, root)
+    assert _Counting.calls == 1 and dirs2 == dirs  # the intact shards are reused
+    merged = Ladder.load(merge_shards(corpus, builder, BM25Retriever, COUNT, root))
+    _same_ladder(merged, build_ladder(corpus, builder, None)[0])
 
 
 def test_moved_corpus_reuses_graph_shards(tmp_path):

@@ -139,8 +139,8 @@ def test_scrub_argv_moves_secrets_to_the_environment():
 
 
 def test_documented_trainer_overrides_compose():
-    cfg = compose(["trainer.checkpoint_every=1", "trainer.requeue=lightning"])
-    assert cfg.trainer.checkpoint_every == 1 and cfg.trainer.requeue == "lightning"
+    cfg = compose(["trainer.checkpoint_every=1", "trainer.requeue=job"])
+    assert cfg.trainer.checkpoint_every == 1 and cfg.trainer.requeue == "job"
     cfg = compose(["trainer.requeue=submitit"])
     assert cfg.trainer.requeue == "submitit"
 

@@ -20,6 +20,7 @@ atomic writes, locks, build-or-load), whose parts rely on each other's invariant
 from __future__ import annotations
 
 import ctypes
+import errno
 import fcntl
 import hashlib
 import json
@@ -149,6 +150,9 @@ def atomic_path(path: Path):
             os.unlink(tmp)
 
 
+_NO_FLOCK = (errno.EBADF, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL)  # a file system without folder flocks
+
+
 @contextmanager
 def artifact_lock(directory: Path, shared: bool = False):
     """Hold the artifact's lock (exclusive for publishing, shared for reading) for the block: a
@@ -159,7 +163,16 @@ def artifact_lock(directory: Path, shared: bool = False):
     directory.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(directory.parent, os.O_RDONLY)
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        except OSError as e:
+            if e.errno not in _NO_FLOCK:
+                raise
+            # NFS emulates flock with a POSIX lock on the server, and an exclusive one needs a descriptor
+            # open for writing, which a folder cannot have (flock(2), "NFS details"; docs/cluster.md)
+            raise ArtifactError(f"cannot lock the artifact store folder {directory.parent} ({e.strerror}): its file "
+                                "system does not take a flock on a folder (NFS); put paths.artifacts on a local or "
+                                "flock-capable file system, or mount NFS with local_lock=flock (docs/cluster.md)") from e
         yield
     finally:
         os.close(fd)  # closing releases the lock

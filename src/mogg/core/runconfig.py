@@ -23,6 +23,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from mogg.core.disk import disk_error
+from mogg.core.preemption import sigterm_ends_job
 from mogg.core.secrets import _top_level_split, holds_secret, redact_config, scrub_argv, scrub_logs, scrub_text
 
 log = logging.getLogger(__name__)
@@ -222,14 +223,16 @@ def cli_errors(script: str) -> Iterator[None]:
     missing files, non-finite training) is logged as ``<script>: <Error>: <message>`` and the
     process exits with status 2. ``MOGG_TRACEBACK=1`` re-raises it with the traceback; anything
     else (a bug) keeps its traceback. Progress bars and log lines share one channel (log lines are
-    written above the bars, not through them)."""
+    written above the bars, not through them). In a SLURM job, SIGTERM ends the work without a
+    result (:mod:`mogg.core.preemption`)."""
     from tqdm.contrib.logging import logging_redirect_tqdm
 
     scrub_logs()  # a secret's shape (a bearer token, an sk-... key) never reaches a log line
     # the first line before the slow imports and loads (torch, the ladder): a run is never silent
     logging.getLogger("mogg").info("%s: starting", script)
     try:
-        with logging_redirect_tqdm():
+        # in a SLURM job, SIGTERM (requeue, preemption, cancel) stops the job without a result (mogg.core.preemption)
+        with logging_redirect_tqdm(), sigterm_ends_job():
             yield
     except BaseException as e:
         cause = user_error(e)

@@ -16,6 +16,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from mogg.core.artifacts import staged_dir
+from mogg.core.preemption import requeue_on_usr1
 from mogg.core.runconfig import check_run_config, container
 from mogg.evaluation import names as N
 from mogg.evaluation.budgets import budget_overview, budget_section, budget_table, plot_budgets
@@ -24,6 +25,7 @@ from mogg.evaluation.qa_accuracy import accuracy_section, plot_accuracy, read_po
 from mogg.evaluation.report import check_report_dir, log_summaries, write_report
 from mogg.evaluation.sections import question_records, questions_key, transfer_section, verdict
 from mogg.routing.fitting.kfold import crossfit
+from mogg.routing.networks.training import check_requeue
 from mogg.run.budget.base import ALL_LADDERS
 from mogg.run.context import run_context
 from mogg.run.frontier_stage import evaluate_frontier, frontier_settings, ladders_section, train_budget_routers
@@ -72,10 +74,18 @@ def train(cfg: DictConfig) -> dict:
     set (those sets) instead: the transfer protocol, :mod:`mogg.run.transfer_stage`.
     """
     check_run_config(cfg, "train")
+    trainer = instantiate(cfg.trainer)
+    check_requeue(trainer.requeue)
+    # trainer.requeue=job (slurm/train.sbatch): SLURM's USR1 before the time limit requeues the job, at
+    # any stage of the run (mogg.core.preemption)
+    with requeue_on_usr1(trainer.requeue == "job"):
+        return _train(cfg, trainer)
+
+
+def _train(cfg: DictConfig, trainer) -> dict:
     settings = router_settings(cfg)
     if cfg.get("evaluate_after"):  # an evaluation that must fail is refused before the training, not after
         check_evaluable(cfg, settings, source_nodes(cfg))
-    trainer = instantiate(cfg.trainer)
     reader = make_reader(cfg) if cfg.labels.get("source") == "reader" else None  # one model for all label passes
     nodes = source_nodes(cfg)  # checked before anything is prepared
     preps = prepare_all(cfg, reader=reader)

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from mogg.core.artifacts import MANIFEST, artifact_dir, read_manifest, write_artifact
+from mogg.core.artifacts import MANIFEST, ArtifactError, artifact_dir, read_manifest, write_artifact
 from mogg.core.text import TEXT_VERSION
 from mogg.ladders.base import Ladder
 from mogg.ladders.concat import concat_ladders
@@ -31,12 +31,18 @@ def build_once(root: Path, kind: str, key: dict, produce: Callable[[], tuple], l
     """A map task as an artifact: skipped when finished (manifest), else ``produce()`` and written.
 
     ``produce()`` returns ``(writer(tmp_dir), manifest kwargs)`` (``inputs`` / ``extra``); a task
-    killed before the atomic rename left no manifest and is redone.
+    killed before the atomic rename left no manifest and is redone; a damaged one (a file failing
+    its checksum, a corrupt manifest) is rebuilt.
     """
     d = artifact_dir(root, kind, key)
-    if finished(d, key):
-        log.info("%s already built: %s", label, d)
-        return d
+    try:
+        if finished(d, key):
+            log.info("%s already built: %s", label, d)
+            return d
+    except ArtifactError as e:
+        # a shard is derived data its task can make again: rerunning the task the merge named rebuilds
+        # it (write_artifact replaces the damaged directory), where refusing would fail every rerun
+        log.warning("%s is damaged (%s): rebuilding it", label, e)
     writer, meta = produce()
     write_artifact(d, writer, key, **meta)
     log.info("%s: %s -> %s", label, meta.get("extra"), d)
@@ -120,12 +126,23 @@ def build_shard(corpus, builder, make_retriever: Callable[[], object], index: in
 
 def shard_dirs(root: Path, stage: str, keys: Sequence[dict],
                command: Callable[[list[int]], str] | None = None) -> list[Path]:
-    """The finished artifact directories of all shards of a stage, or an error naming the missing
-    ones and the command that builds them (a corrupt one is named by :func:`finished`)."""
+    """The finished artifact directories of all shards of a stage, or an error naming the damaged
+    (checksum, manifest) or missing ones and the command that builds them."""
     dirs = [artifact_dir(root, stage, k) for k in keys]
-    missing = [i for i, (d, k) in enumerate(zip(dirs, keys)) if not finished(d, k)]
+    command = command or build_command(len(keys))
+    missing, damaged = [], {}
+    for i, (d, k) in enumerate(zip(dirs, keys)):
+        try:
+            if not finished(d, k):
+                missing.append(i)
+        except ArtifactError as e:
+            damaged[i] = e
+    if damaged:
+        raise ArtifactError(f"{stage}: shards {list(damaged)} of {len(keys)} are damaged ({'; '.join(map(str, damaged.values()))}); "
+                            f"rebuild them with `{command(list(damaged))}` (a rerun of a damaged shard's task rebuilds "
+                            "it), then merge again")
     if missing:
-        raise missing_shards_error(root, stage, keys, missing, command or build_command(len(keys)))
+        raise missing_shards_error(root, stage, keys, missing, command)
     return dirs
 
 

@@ -10,6 +10,7 @@ a parameter, buffer or optimizer state, so Lightning's checkpoints carry it.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 
@@ -20,6 +21,20 @@ import torch
 from mogg.routing.inputs import objectives
 from mogg.routing.networks.mlp import RouterMLP
 from mogg.routing.networks.stacked import StackedAdam, StackedMLP, epoch_seed
+
+log = logging.getLogger(__name__)
+
+
+class ResumedAt(L.Callback):
+    """Logs the epoch a fit resumed from ``last.ckpt`` starts at, as Lightning restored it (what a
+    requeued job's log shows)."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        log.info("resumed router training from %s at epoch %d of %d (the epochs before it restored)",
+                 self.path, trainer.current_epoch, trainer.max_epochs)
 
 
 class EpochTicks:

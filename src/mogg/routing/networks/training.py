@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from mogg.core.preemption import Preempted, deferred
 from mogg.core.threads import single_threaded
 from mogg.routing.networks.mlp import RouterMLP, warn_flat
 
@@ -38,7 +39,7 @@ class TrainerConfig:
     accelerator: str = "cpu"  # the router is tiny: the GPU only adds transfer latency
     deterministic: bool = True
     checkpoint_every: int = 0  # epochs between Lightning checkpoints on disk (0 = none; best is kept in memory)
-    requeue: str = "none"  # who requeues a preempted SLURM job: "lightning" (SLURMEnvironment) | "submitit" | "none"
+    requeue: str = "none"  # who owns a SLURM time limit's warning signal: "submitit" (USR2) | "job" (USR1) | "none"
 
 
 class FitError(FloatingPointError):
@@ -71,6 +72,7 @@ def fit_routers(
     """
     # Lightning (with torchmetrics, transformers, sympy) takes seconds to import: only a fit needs it
     import lightning as L
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
 
     from mogg.routing.networks.lightning_module import EpochTicks, StackedRouterModule
 
@@ -92,12 +94,17 @@ def fit_routers(
                                  patience=trainer.patience, objective=module_kwargs["objective"],
                                  lr=module_kwargs["lr"], weight_decay=module_kwargs["weight_decay"])
     t, resume = lightning_trainer(trainer, trainer.max_epochs, ckpt_dir, logger)
-    if resume:
-        log.info("resuming router training from %s", resume)
-    # few-thousand-parameter MLPs: threads only add synchronisation (and spin under contention)
-    with single_threaded(), lightning_noise_off():
+    # few-thousand-parameter MLPs: threads only add synchronisation (and spin under contention); a SLURM
+    # SIGTERM stops the fit at its next epoch's end, after that epoch's checkpoint (mogg.core.preemption)
+    with single_threaded(), lightning_noise_off(resuming=resume is not None), deferred("the router fit stops at its next epoch's end"):
         t0 = time.perf_counter()
-        t.fit(module, EpochTicks(), ckpt_path=resume)
+        try:
+            t.fit(module, EpochTicks(), ckpt_path=resume)
+        except SIGTERMException:  # Lightning's SystemExit(None) would read as a success: no result, exit 143
+            log.warning("router fit stopped by SIGTERM after epoch %d (%s); exiting without a result",
+                        t.current_epoch - 1, f"last.ckpt in {ckpt_dir}" if trainer.checkpoint_every > 0 else
+                        "no checkpoint: trainer.checkpoint_every=0, a rerun starts the fit over")
+            raise Preempted(f"router fit at epoch {t.current_epoch}") from None
     log.info("trained %d router(s) as one model: %d epochs in %.2f s", f, t.current_epoch, time.perf_counter() - t0)
     out = []
     best = {name: getattr(module, f"best_{name}") for name, _ in module.net.named_parameters()}
@@ -142,7 +149,7 @@ def fit_router(
 
 
 @contextmanager
-def lightning_noise_off() -> Iterator[None]:
+def lightning_noise_off(resuming: bool = False) -> Iterator[None]:
     """Lightning's known-harmless warnings off, by message, while a ``Trainer`` is built and fits
     (around each call, not globally: a warning anyone else raises still shows), so that a warning in
     a run or a test run means something (issue 61: 174 a test run, nearly all of them these):
@@ -152,10 +159,14 @@ def lightning_noise_off() -> Iterator[None]:
       warns of multi-process jobs hanging without ``srun``; every mogg fit is one process on one
       device (``devices=1``), so there is nothing to launch with ``srun``.
     - "LeafSpec": Lightning's own use of a deprecated torch pytree API, on every fit.
+    - ``resuming``: "Checkpoint directory ... exists and is not empty": it holds the ``last.ckpt``
+      the fit resumes from (a fresh fit still gets the warning).
     """
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"The `srun` command is available on your system but is not used")
         warnings.filterwarnings("ignore", message=r".*LeafSpec.*")
+        if resuming:
+            warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
         yield
 
 
@@ -167,11 +178,17 @@ def lightning_trainer(trainer: TrainerConfig, max_epochs: int, ckpt_dir: Path | 
 
     # Lightning announces devices and tips at INFO on every fit: noise for 5-fold x sweeps.
     logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
+    last = Path(ckpt_dir) / "last.ckpt" if ckpt_dir else None
+    resume = str(last) if (trainer.checkpoint_every > 0 and last is not None and last.is_file()) else None
     callbacks: list = []
     if trainer.checkpoint_every > 0:
         from lightning.pytorch.callbacks import ModelCheckpoint
 
         callbacks.append(ModelCheckpoint(dirpath=ckpt_dir, save_last=True, save_top_k=1, every_n_epochs=trainer.checkpoint_every))
+    if resume:
+        from mogg.routing.networks.lightning_module import ResumedAt
+
+        callbacks.append(ResumedAt(resume))
     with lightning_noise_off():  # Lightning's SLURM check warns here (and again in fit)
         t = L.Trainer(
             max_epochs=max_epochs,
@@ -187,18 +204,29 @@ def lightning_trainer(trainer: TrainerConfig, max_epochs: int, ckpt_dir: Path | 
             num_sanity_val_steps=0,
             plugins=_requeue_plugins(trainer.requeue),
         )
-    last = Path(ckpt_dir) / "last.ckpt" if ckpt_dir else None
-    resume = str(last) if (trainer.checkpoint_every > 0 and last is not None and last.is_file()) else None
     return t, resume
 
 
+REQUEUE = ("none", "submitit", "job")
+
+
+def check_requeue(requeue: str) -> None:
+    """``trainer.requeue`` names one owner of a SLURM time limit's warning signal: submitit (USR2)
+    or the job itself (USR1, :func:`mogg.core.preemption.requeue_on_usr1`), or none; never Lightning
+    (its auto-requeue checkpoints inside the signal handler: :mod:`mogg.core.preemption`)."""
+    if requeue == "lightning":
+        raise ValueError("trainer.requeue=lightning: Lightning's auto-requeue saves a checkpoint inside its signal "
+                         "handler, which can break the epoch's own checkpoint; use trainer.requeue=job (the job "
+                         "requeues itself on USR1, as slurm/train.sbatch does)")
+    if requeue not in REQUEUE:
+        raise ValueError(f"trainer.requeue must be {'|'.join(REQUEUE)}, got {requeue!r}")
+
+
 def _requeue_plugins(requeue: str) -> list:
-    """One owner of SLURM's preemption signal: Lightning requeues itself, or submitit does (then
-    Lightning must not also act on the signal), or nobody."""
-    if requeue not in ("none", "lightning", "submitit"):
-        raise ValueError(f"requeue must be none|lightning|submitit, got {requeue!r}")
+    """Lightning's SLURM environment without its auto-requeue (the owner is submitit or the job)."""
+    check_requeue(requeue)
     if requeue == "none":
         return []
     from lightning.pytorch.plugins.environments import SLURMEnvironment
 
-    return [SLURMEnvironment(auto_requeue=requeue == "lightning")]
+    return [SLURMEnvironment(auto_requeue=False)]
