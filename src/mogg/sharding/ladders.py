@@ -108,9 +108,13 @@ def build_shard(corpus, builder, make_retriever: Callable[[], object], index: in
         ladder = builder.build(docs, show_progress=True)
 
         def write(tmp: Path) -> None:
+            from mogg.retrieval.unit_terms import LadderTerms
+            from mogg.search import save_level_shard
+
             ladder.save(tmp)
+            terms = LadderTerms(ladder)  # units tokenized once for all levels
             for j in range(ladder.n_levels):
-                retr.save_shard(ladder.texts(j), tmp, f"level{j}")
+                save_level_shard(retr, ladder, j, terms, tmp, f"level{j}")
 
         return write, {"extra": {"documents": len(docs), "first": docs[0].id, "last": docs[-1].id}}
 
