@@ -15,7 +15,7 @@ from mogg.data.records import Document
 from mogg.ladders import MoGLadderBuilder
 from mogg.ladders.base import Ladder, Level, Units
 from mogg.retrieval import BM25Retriever
-from mogg.retrieval.unit_terms import LadderTerms
+from mogg.ladders.unit_terms import LadderTerms
 
 
 def _docs() -> list[Document]:

@@ -69,7 +69,7 @@ def level_retrievers(
     """
     from tqdm.auto import tqdm
 
-    from mogg.retrieval.unit_terms import LadderTerms
+    from mogg.ladders.unit_terms import LadderTerms
 
     out = []
     terms = LadderTerms(ladder)  # the units tokenized once for all levels (only if a level is fitted)
@@ -99,7 +99,7 @@ def level_retrievers(
 
 def fit_level(retriever, ladder: Ladder, level: int, terms):
     """Fit ``retriever`` on level ``level``: from the units' terms (tokenized once per ladder,
-    :class:`mogg.retrieval.unit_terms.LadderTerms`) when it takes them (``fit_terms``: BM25), else on
+    :class:`mogg.ladders.unit_terms.LadderTerms`) when it takes them (``fit_terms``: BM25), else on
     the chunk texts (dense encoders read the text)."""
     if hasattr(retriever, "fit_terms"):
         return retriever.fit_terms(terms.level(level, bool(retriever.config().get("stopwords", True))))

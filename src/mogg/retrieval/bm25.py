@@ -102,9 +102,12 @@ class BM25Retriever:
         return list(self.vocab), tf, doc_len
 
     def fit_terms(self, terms) -> Self:
-        """Index one ladder level from its units' terms (:class:`mogg.retrieval.unit_terms.LevelTerms`):
-        the same index as :meth:`fit` on the level's chunk texts, without tokenizing them again."""
+        """:meth:`fit` on a ladder level from its units' terms (:class:`mogg.ladders.unit_terms.LevelTerms`)."""
         return self.fit_counts(*terms.counts())
+
+    def save_shard_terms(self, terms, directory: Path, prefix: str) -> None:
+        """:meth:`save_shard` from a level's unit terms (no tokenizer pass over its chunk texts)."""
+        self.save_shard((), directory, prefix, terms.counts())
 
     def fit_counts(self, vocab: list[str], tf: sp.csr_matrix, doc_len: np.ndarray) -> Self:
         """The reduce step: global document frequencies -> idf, avgdl -> weights ``W``."""
@@ -122,17 +125,9 @@ class BM25Retriever:
         return self
 
     # ------------------------------------------------------------------ shards (map / reduce)
-    def save_shard(self, texts: Sequence[str], directory: Path, prefix: str) -> None:
-        """Map step: term counts of one shard's ``texts`` as ``{prefix}_vocab.json / _tf.npz / _doclen.npy``."""
-        self._write_counts(self.count_terms(texts), directory, prefix)
-
-    def save_shard_terms(self, terms, directory: Path, prefix: str) -> None:
-        """:meth:`save_shard` from a level's unit terms (:class:`mogg.retrieval.unit_terms.LevelTerms`)."""
-        self._write_counts(terms.counts(), directory, prefix)
-
-    @staticmethod
-    def _write_counts(counts, directory: Path, prefix: str) -> None:
-        vocab, tf, dl = counts
+    def save_shard(self, texts: Sequence[str], directory: Path, prefix: str, counts=None) -> None:
+        """Map step: term counts of one shard's ``texts`` (or the given ``counts``) as ``{prefix}_vocab.json / _tf.npz / _doclen.npy``."""
+        vocab, tf, dl = counts or self.count_terms(texts)
         directory = Path(directory)
         (directory / f"{prefix}_vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
         sp.save_npz(directory / f"{prefix}_tf.npz", tf.astype(np.float32), compressed=True)

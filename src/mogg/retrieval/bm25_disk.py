@@ -112,7 +112,7 @@ class DiskBM25:
         return self._fit_tokens(" ".join(tokenize(t, self.stopwords)) for t in texts)
 
     def fit_terms(self, terms) -> Self:
-        """Index one ladder level from its units' tokens (:class:`mogg.retrieval.unit_terms.LevelTerms`)."""
+        """Index one ladder level from its units' tokens (:class:`mogg.ladders.unit_terms.LevelTerms`)."""
         return self._fit_tokens(terms.token_texts())
 
     def _fit_tokens(self, token_texts: Iterable[str]) -> Self:
@@ -156,7 +156,7 @@ class DiskBM25:
         self._write_index((" ".join(tokenize(t, self.stopwords)) for t in texts), _shard_dir(directory, prefix))
 
     def save_shard_terms(self, terms, directory: Path, prefix: str) -> None:
-        """:meth:`save_shard` from a level's unit tokens (:mod:`mogg.retrieval.unit_terms`)."""
+        """:meth:`save_shard` from a level's unit tokens (:mod:`mogg.ladders.unit_terms`)."""
         self._write_index(terms.token_texts(), _shard_dir(directory, prefix))
 
     def fit_shards(self, directories: Sequence[Path], prefix: str) -> Self:

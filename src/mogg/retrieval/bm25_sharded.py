@@ -103,7 +103,7 @@ class ShardedBM25:
         self._proto.save_shard(texts, directory, prefix)
 
     def save_shard_terms(self, terms, directory: Path, prefix: str) -> None:
-        """:meth:`save_shard` from a level's unit terms (:mod:`mogg.retrieval.unit_terms`)."""
+        """:meth:`save_shard` from a level's unit terms (:mod:`mogg.ladders.unit_terms`)."""
         self._proto.save_shard_terms(terms, directory, prefix)
 
     def fit_shards(self, directories: Sequence[Path], prefix: str) -> Self:

@@ -108,7 +108,7 @@ def build_shard(corpus, builder, make_retriever: Callable[[], object], index: in
         ladder = builder.build(docs, show_progress=True)
 
         def write(tmp: Path) -> None:
-            from mogg.retrieval.unit_terms import LadderTerms
+            from mogg.ladders.unit_terms import LadderTerms
             from mogg.search import save_level_shard
 
             ladder.save(tmp)
