@@ -31,7 +31,7 @@ ENGINES = ("mogg", "bm25s", "tantivy")
 
 def _child(args) -> None:
     """One build or one search, in this process; prints one JSON line."""
-    from mogg.core.measure import rss_now
+    from mogg.core.measure import child_report, rss_now
     from mogg.core.text import encode_texts, tokenize
 
     if args.child == "build":
@@ -58,7 +58,7 @@ def _child(args) -> None:
             r = DiskBM25(heap_mb=args.heap_mb, threads=1).fit(texts)
             r.save(Path(args.index))
         size = sum(p.stat().st_size for p in Path(args.index).rglob("*") if p.is_file())
-        print(json.dumps({"disk_mb": size / 2**20, "cpu_main_s": time.process_time() - t0}))
+        print(child_report(disk_mb=size / 2**20, cpu_main_s=time.process_time() - t0))
         return
     questions = json.loads(Path(args.qfile).read_text())
     before = rss_now()
@@ -88,10 +88,8 @@ def _child(args) -> None:
     t0, c0 = time.perf_counter(), time.process_time()
     run()
     secs, cpu = time.perf_counter() - t0, time.process_time() - c0
-    after = rss_now()
-    print(json.dumps({"load_s": load_s, "search_s": secs, "search_cpu_s": cpu, "qps": len(questions) / secs,
-                      "rss_mb": after.get("rss"), "anon_mb": after.get("anon"), "file_mb": after.get("file"),
-                      "rss_before_mb": before.get("rss")}))
+    print(child_report(load_s=load_s, search_s=secs, search_cpu_s=cpu, qps=len(questions) / secs,
+                       rss_before_mb=before.get("rss")))
 
 
 def main() -> None:

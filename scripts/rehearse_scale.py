@@ -52,7 +52,7 @@ def _level_dirs(work: Path, corpus, builder, make) -> tuple[Path, list[tuple[Pat
 
 def _child(args) -> None:
     """One step in this process; prints one JSON line."""
-    from mogg.core.measure import rss_now
+    from mogg.core.measure import child_report
 
     work = Path(args.work)
     corpus, builder, make = _setup(work, args.heap_mb)
@@ -124,9 +124,7 @@ def _child(args) -> None:
             return rs[j].retrieve([tokenize(q, True) for q in qs], k=args.k, show_progress=False, n_threads=1)
 
         out.update(_timed_search(run, questions))
-    rss = rss_now()
-    out.update({"rss_mb": rss.get("rss"), "anon_mb": rss.get("anon"), "file_mb": rss.get("file")})
-    print(json.dumps(out))
+    print(child_report(**out))
 
 
 def _timed_search(run, questions: list[str]) -> dict:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["rss_now", "run_child"]
+__all__ = ["child_report", "rss_now", "run_child"]
 
 
 def rss_now() -> dict:
@@ -38,7 +38,12 @@ def rss_now() -> dict:
 def run_child(args: Sequence[str], env: dict | None = None, log: Path | None = None) -> dict:
     """Run ``args`` to completion; its last stdout line, if a JSON object, is merged into the result
     with ``wall_s``, ``cpu_s`` (user + system of the child and its own children), ``peak_rss_mb``
-    and ``rc``. stderr goes to ``log`` (appended) or is inherited."""
+    and ``rc``. stderr goes to ``log`` (appended) or is inherited.
+
+    ``peak_rss_mb`` is the child's own high-water mark when it reports one (``hwm_mb``: VmHWM of
+    its exec'd image, :func:`child_report`): the kernel's ``ru_maxrss`` of a child starts from the
+    parent's RSS at fork, so a large parent would be counted as the child's peak (kept as
+    ``ru_maxrss_mb``)."""
     t0 = time.perf_counter()
     err = open(log, "a") if log else None  # noqa: SIM115 - closed below
     try:
@@ -54,4 +59,13 @@ def run_child(args: Sequence[str], env: dict | None = None, log: Path | None = N
     last = out.strip().splitlines()[-1] if out.strip() else ""
     if last.startswith("{"):
         res.update(json.loads(last))
+    if res.get("hwm_mb"):
+        res["ru_maxrss_mb"], res["peak_rss_mb"] = res["peak_rss_mb"], res["hwm_mb"]
     return res
+
+
+def child_report(**values) -> str:
+    """The JSON line a measured child prints last: ``values`` plus its RSS now by kind and its peak."""
+    rss = rss_now()
+    return json.dumps({**values, "rss_mb": rss.get("rss"), "anon_mb": rss.get("anon"), "file_mb": rss.get("file"),
+                       "hwm_mb": rss.get("peak")})
