@@ -39,6 +39,7 @@ class UnitTerms:
     ids: np.ndarray
     ptr: np.ndarray
     _strings: list[str] | None = field(default=None, repr=False)
+    _tf: sp.csr_matrix | None = field(default=None, repr=False)
 
     @classmethod
     def from_texts(cls, texts, stopwords: bool) -> "UnitTerms":
@@ -61,10 +62,13 @@ class UnitTerms:
         return self._strings
 
     def counts(self) -> sp.csr_matrix:
-        """tf [V, N] float64 CSR (sorted indices, duplicates summed)."""
+        """tf [V, N] float64 CSR (sorted indices, duplicates summed; memoised: levels share it)."""
+        if self._tf is not None:
+            return self._tf
         cols = np.repeat(np.arange(len(self), dtype=np.int64), self.lengths)
         tf = sp.csr_matrix((np.ones(len(self.ids)), (self.ids, cols)), shape=(len(self.vocab), len(self)))
         tf.sum_duplicates()
+        self._tf = tf
         return tf
 
 
@@ -74,7 +78,6 @@ class LevelTerms:
 
     unit_terms: UnitTerms  # of the units, or of the level's own stored texts (then coverage is None)
     coverage: sp.csr_matrix | None  # [C, U] chunks x units, or None: chunk i is text i of unit_terms
-    _unit_tf: sp.csr_matrix | None = None
 
     def __len__(self) -> int:
         return len(self.unit_terms) if self.coverage is None else self.coverage.shape[0]
@@ -87,7 +90,7 @@ class LevelTerms:
             return list(ut.vocab), ut.counts(), ut.lengths.astype(np.int64)
         cov = self.coverage.tocsr()
         cov.sort_indices()  # a chunk's text joins its units in ascending order
-        unit_tf = self._unit_tf if self._unit_tf is not None else ut.counts()
+        unit_tf = ut.counts()  # built on first use (an engine reading token_texts never needs it)
         ones = sp.csr_matrix((np.ones(cov.nnz), cov.indices, cov.indptr), shape=cov.shape)  # 0/1 float64
         tf = (unit_tf @ ones.T).tocsr()  # [V, C]: counts summed over each chunk's units
         doc_len = np.asarray(ones @ ut.lengths.astype(np.float64)).astype(np.int64)
@@ -144,14 +147,13 @@ class LadderTerms:
 
     def __init__(self, ladder: Ladder) -> None:
         self.ladder = ladder
-        self._units: dict[bool, tuple[UnitTerms, sp.csr_matrix]] = {}
+        self._units: dict[bool, UnitTerms] = {}
         self.tokenizer_passes = 0  # texts passes over the corpus (units, or a level's stored texts)
 
-    def units(self, stopwords: bool) -> tuple[UnitTerms, sp.csr_matrix]:
+    def units(self, stopwords: bool) -> UnitTerms:
         if stopwords not in self._units:
-            ut = UnitTerms.from_texts(self.ladder.units.text, stopwords)
+            self._units[stopwords] = UnitTerms.from_texts(self.ladder.units.text, stopwords)
             self.tokenizer_passes += 1
-            self._units[stopwords] = (ut, ut.counts())
         return self._units[stopwords]
 
     def level(self, j: int, stopwords: bool) -> LevelTerms:
@@ -159,5 +161,4 @@ class LadderTerms:
         if lv.texts is not None:  # stored chunk texts (summaries): they are the level's own tokens
             self.tokenizer_passes += 1
             return LevelTerms(UnitTerms.from_texts(lv.texts, stopwords), None)
-        ut, tf = self.units(stopwords)
-        return LevelTerms(ut, lv.coverage, tf)
+        return LevelTerms(self.units(stopwords), lv.coverage)
