@@ -246,7 +246,10 @@ class DiskBM25:
         params = {"config": self.config(), "n_docs": self.n_docs,
                   "offsets": [[str(p), o] for p, o in self._offsets.items()]}  # str: JSON loses 63-bit ints in some readers
         (directory / PARAMS_FILE).write_text(json.dumps(params, indent=2), encoding="utf-8")
-        return [*names, PARAMS_FILE]
+        # tantivy's reader flock()s this file while it reads meta.json; made here, a search never
+        # creates a file in the published artifact
+        (directory / ".tantivy-meta.lock").touch()
+        return [*names, PARAMS_FILE, ".tantivy-meta.lock"]
 
     def restore(self, directory: Path) -> Self:
         """Open a saved index memory-mapped (files are read as searches touch them), keeping this
