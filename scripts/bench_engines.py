@@ -13,6 +13,12 @@ on ``--threads`` threads; queries/s include tokenizing the questions. Pyserini i
 Lucene needs Java 21, which this machine's Debian does not package.
 
     python scripts/bench_engines.py --sentences 300000 1000000
+    python scripts/bench_engines.py --per-level 300000   # tokenise once per unit vs once per level
+
+``--per-level N`` builds a 5-level MoG ladder of N recombined sentences (10 per document) and
+times, side by side in this process, every level's BM25 term counts (and token texts for tantivy)
+from the chunk texts (a tokenizer pass per level, as before issue 60) and from the units' terms
+(:class:`mogg.ladders.unit_terms.LadderTerms`: one pass), checking that both give the same counts.
 """
 
 from __future__ import annotations
@@ -92,6 +98,45 @@ def _child(args) -> None:
                        rss_before_mb=before.get("rss")))
 
 
+def _per_level(args) -> None:
+    import numpy as np
+
+    from mogg.core.text import tokenize
+    from mogg.data.synthetic import real_sentences, recombined_documents
+    from mogg.ladders import MoGLadderBuilder
+    from mogg.ladders.unit_terms import LadderTerms
+    from mogg.retrieval import BM25Retriever
+
+    pool = real_sentences(args.data_dir)
+    docs = list(recombined_documents(pool, args.per_level // 10, 10))
+    ladder = MoGLadderBuilder(unit="sentences", unit_size=1, n_levels=5).build(docs)
+    texts = [ladder.texts(j) for j in range(ladder.n_levels)]  # joined outside the timing
+    tokenize("warm up", True)
+    rows = []
+    c0 = time.process_time()
+    per_level = [BM25Retriever().count_terms(t) for t in texts]
+    rows.append(("BM25 counts, a tokenizer pass per level", time.process_time() - c0))
+    c0 = time.process_time()
+    terms = LadderTerms(ladder)
+    once = [terms.level(j, True).counts() for j in range(ladder.n_levels)]
+    rows.append(("BM25 counts from the units' terms", time.process_time() - c0))
+    same = all(a[0] == b[0] and (a[1] != b[1]).nnz == 0 and np.array_equal(a[2], b[2]) for a, b in zip(per_level, once))
+    c0 = time.process_time()
+    for t in texts:
+        for _ in (" ".join(tokenize(x, True)) for x in t):
+            pass
+    rows.append(("token texts (tantivy), a tokenizer pass per level", time.process_time() - c0))
+    c0 = time.process_time()
+    terms = LadderTerms(ladder)
+    for j in range(ladder.n_levels):
+        for _ in terms.level(j, True).token_texts():
+            pass
+    rows.append(("token texts from the units' terms", time.process_time() - c0))
+    print(f"{len(ladder.units):,} units, chunks per level {[len(lv) for lv in ladder.levels]}; counts equal: {same}")
+    for (name, secs), ratio in zip(rows, [1, rows[0][1] / rows[1][1], 1, rows[2][1] / rows[3][1]]):
+        print(f"{name:<55} {secs:7.1f} s CPU" + (f"   {ratio:.2f}x faster" if ratio != 1 else ""))
+
+
 def main() -> None:
     from mogg.core.flags import existing_dir
 
@@ -103,6 +148,7 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1, help="search threads of every engine")
     ap.add_argument("--heap-mb", type=int, default=256, help="tantivy's writer budget")
+    ap.add_argument("--per-level", type=int, default=0, metavar="N", help="tokenise once per unit vs per level, N sentences")
     ap.add_argument("--out", default="reports/bench_engines.json")
     ap.add_argument("--child", choices=["build", "search"], help=argparse.SUPPRESS)
     ap.add_argument("--engine", choices=ENGINES, help=argparse.SUPPRESS)
@@ -112,6 +158,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.child:
         return _child(args)
+    if args.per_level:
+        return _per_level(args)
 
     from mogg.core.measure import run_child
     from mogg.data.qa import MirageBenchmark

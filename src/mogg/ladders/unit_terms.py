@@ -94,6 +94,11 @@ class LevelTerms:
         ones = sp.csr_matrix((np.ones(cov.nnz), cov.indices, cov.indptr), shape=cov.shape)  # 0/1 float64
         tf = (unit_tf @ ones.T).tocsr()  # [V, C]: counts summed over each chunk's units
         doc_len = np.asarray(ones @ ut.lengths.astype(np.float64)).astype(np.int64)
+        if cov.nnz == len(ut) and np.array_equal(cov.indices, np.arange(len(ut))):
+            # every unit once, in corpus order (nested MoG levels): the chunk texts read the units'
+            # tokens in their order, so the units' vocabulary order is the level's
+            tf.sort_indices()
+            return list(ut.vocab), tf, doc_len
         order = self._first_occurrence(cov)  # level term i is unit term order[i]
         tf = tf[order]
         tf.sort_indices()
