@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from hostile_runs import BASE, CLIFailed, Leaked, SilentWrong, _files_holding, cli  # noqa: E402
+from hostile_runs import BASE, CLIFailed, Leaked, SilentWrong, _files_holding, cli
 
 ROOT = Path(__file__).resolve().parents[1]
 

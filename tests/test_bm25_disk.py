@@ -15,7 +15,7 @@ from mogg.retrieval import BM25Retriever
 
 pytest.importorskip("tantivy")
 
-from mogg.retrieval.bm25_disk import DiskBM25  # noqa: E402
+from mogg.retrieval.bm25_disk import DiskBM25
 
 
 def _lucene_reference(docs: list[str], queries: list[str], k: int):

@@ -13,9 +13,9 @@ from mogg.core.text import encode_texts, tokenize
 from mogg.data.corpus import DocumentList
 from mogg.data.records import Document
 from mogg.ladders import MoGLadderBuilder
-from mogg.ladders.base import Ladder, Level, Units
-from mogg.retrieval import BM25Retriever
+from mogg.ladders.base import Ladder, Level
 from mogg.ladders.unit_terms import LadderTerms
+from mogg.retrieval import BM25Retriever
 
 
 def _docs() -> list[Document]:

@@ -45,7 +45,7 @@ def run_child(args: Sequence[str], env: dict | None = None, log: Path | None = N
     parent's RSS at fork, so a large parent would be counted as the child's peak (kept as
     ``ru_maxrss_mb``)."""
     t0 = time.perf_counter()
-    err = open(log, "a") if log else None  # noqa: SIM115 - closed below
+    err = open(log, "a") if log else None
     try:
         p = subprocess.Popen(list(args), stdout=subprocess.PIPE, stderr=err, env=env, text=True)
         out = p.stdout.read()

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from mogg.core.text import count_tokens, log_cuts, split_sentences
+from mogg.core.text import log_cuts, split_sentences
 from mogg.data.records import Document
 from mogg.ladders.base import Ladder, Level, Units, partition_level
 from mogg.ladders.builder import LadderBuilder

@@ -25,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from mogg.core.text import encode_texts
-from mogg.ladders.base import Ladder  # noqa: F401 (the type LadderTerms reads)
+from mogg.ladders.base import Ladder
 
 __all__ = ["LadderTerms", "LevelTerms", "UnitTerms"]
 
