@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from hostile_runs import BASE, CLIFailed, Leaked, SilentWrong, _files_holding, cli
+from hostile_runs import BASE, CLIFailed, Leaked, SilentWrong, _files_holding, cli  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
