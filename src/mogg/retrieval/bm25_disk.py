@@ -206,6 +206,9 @@ class DiskBM25:
         m = min(k, self.n_docs)
         searcher = self._searcher
 
+        # One engine call per query: the bindings have no batch search. Each call runs in Rust
+        # (block-max WAND over the query terms' postings, GIL released); the Python per query is
+        # its tokenizing and clause list (~0.1 ms for a 70-token MedQA vignette).
         def one(q: str):
             query = self.query(q)
             return [] if query is None else searcher.search(query, m, count=False).hits
