@@ -86,7 +86,8 @@ class DiskBM25:
         heap_mb: the index writer's memory budget in MiB (all its threads together; tantivy
             needs at least 15 MiB per thread): a build's memory is about this plus the texts in flight.
         threads: indexing threads (0: tantivy's choice, up to the cores).
-        search_threads: queries searched in parallel (tantivy releases the GIL while it searches).
+        search_threads: threads the queries are dealt to (one engine call each; the default, 1, is what
+            the benchmarks measured).
     """
 
     def __init__(self, stopwords: bool = True, heap_mb: int = 256, threads: int = 1, search_threads: int = 1) -> None:
@@ -207,7 +208,7 @@ class DiskBM25:
         searcher = self._searcher
 
         # One engine call per query: the bindings have no batch search. Each call runs in Rust
-        # (block-max WAND over the query terms' postings, GIL released); the Python per query is
+        # (block-max WAND over the query terms' postings); the Python per query is
         # its tokenizing and clause list (~0.1 ms for a 70-token MedQA vignette).
         def one(q: str):
             query = self.query(q)
