@@ -81,6 +81,9 @@ def _child(args) -> None:
             rs.append(make().restore(d))
         out["open_s"] = time.perf_counter() - t0
         out.update(_timed_search(lambda j, qs: rs[j].search(qs, args.k), questions))
+        if 0 < args.compare_questions < len(questions):  # the subset bm25s answers, for the ratio
+            sub = _timed_search(lambda j, qs: rs[j].search(qs, args.k), questions[: args.compare_questions])
+            out["compare"] = {k: sub[k] for k in ("qps", "search_s", "search_cpu_s")}
     elif args.child == "bm25s_prep":
         from mogg.core.text import encode_texts
 
@@ -93,7 +96,14 @@ def _child(args) -> None:
         np.save(work / "bm25s_ptr.npy", np.r_[0, np.cumsum(lengths)].astype(np.int64))
         (work / "bm25s_vocab.json").write_text(json.dumps(vocab, ensure_ascii=False))
     elif args.child == "bm25s_build":
+        import resource
+
         import bm25s
+
+        # a cap on this process's address space: bm25s holds the level in memory (1.5 GB per 1M
+        # chunks), and a shared machine should see a MemoryError here rather than its OOM killer
+        cap = int(args.bm25s_mem_gb * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
         import numpy as np
         import scipy.sparse as sp
 
@@ -117,6 +127,8 @@ def _child(args) -> None:
         from mogg.core.text import tokenize
 
         questions = json.loads((work / "questions.json").read_text())
+        if args.compare_questions:
+            questions = questions[: args.compare_questions]
         t0 = time.perf_counter()
         rs = [bm25s.BM25.load(str(work / f"bm25s_level{j}"), mmap=True) for j in range(N_LEVELS)]
         out["open_s"] = time.perf_counter() - t0
@@ -163,6 +175,10 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=3)
     ap.add_argument("--heap-mb", type=int, default=256, help="tantivy's writer budget per task")
     ap.add_argument("--no-bm25s", action="store_true", help="skip the bm25s side of the search")
+    ap.add_argument("--compare-questions", type=int, default=0,
+                    help="bm25s answers only the first N questions (0: all; it scores every chunk per query), "
+                         "and tantivy's rate on the same N is printed beside it")
+    ap.add_argument("--bm25s-mem-gb", type=float, default=12.0, help="address-space cap of each bm25s build process")
     ap.add_argument("--work", default="", help="working folder (default: a new temp folder, removed at the end)")
     ap.add_argument("--keep", action="store_true", help="keep the working folder")
     ap.add_argument("--out", default="reports/rehearse_scale.json")
@@ -197,7 +213,7 @@ def main() -> None:
           f"{shards} shards, {args.workers} at a time; log {log}", flush=True)
     env = {**os.environ, "NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     me = [sys.executable, os.path.abspath(__file__), "--work", str(work), "--heap-mb", str(args.heap_mb),
-          "--k", str(args.k)]
+          "--k", str(args.k), "--compare-questions", str(args.compare_questions), "--bm25s-mem-gb", str(args.bm25s_mem_gb)]
     res: dict = {"sentences": n_docs * PER_DOC, "documents": n_docs, "shards": shards, "workers": args.workers,
                  "pool": len(pool), "questions": args.questions, "k": args.k}
     t0 = time.perf_counter()
@@ -230,12 +246,22 @@ def main() -> None:
         print(f"bm25s build (in memory, one process per level, tokens given): {res['bm25s_build']['wall_s']:.0f} s wall, "
               f"{res['bm25s_build']['cpu_s']:.0f} s CPU, peak RSS per level "
               f"{[round(b['peak_rss_mb']) for b in builds]} MiB [rc {[b['rc'] for b in [prep, *builds]]}]", flush=True)
-        res["bm25s_search"] = b = run_child([*me, "--child", "bm25s_search"], env, log)
-        print(f"search (bm25s, memory-mapped): {b.get('qps', 0):.1f} questions/s over {N_LEVELS} levels "
-              f"({b.get('search_s', 0):.1f} s wall), RSS {b.get('rss_mb', 0):.0f} MiB (anon {b.get('anon_mb', 0):.0f}, "
-              f"file {b.get('file_mb', 0):.0f}), peak {b['peak_rss_mb']:.0f} MiB [rc {b['rc']}]", flush=True)
-        if b.get("qps") and s.get("qps"):
-            print(f"tantivy / bm25s: queries/s {s['qps'] / b['qps']:.2f}x, search RSS {s['rss_mb'] / b['rss_mb']:.2f}x, "
+        if any(b["rc"] != 0 for b in [prep, *builds]):
+            print(f"bm25s could not build every level here (rc {[b['rc'] for b in [prep, *builds]]}; log {log}): "
+                  "no bm25s search", flush=True)
+            b = {}
+        else:
+            res["bm25s_search"] = b = run_child([*me, "--child", "bm25s_search"], env, log)
+            n_b = args.compare_questions or args.questions
+            print(f"search (bm25s, memory-mapped): {b.get('qps', 0):.1f} questions/s over {N_LEVELS} levels "
+                  f"({b.get('search_s', 0):.1f} s wall, {b.get('search_cpu_s', 0):.1f} s CPU for {n_b}), RSS "
+                  f"{b.get('rss_mb', 0):.0f} MiB (anon {b.get('anon_mb', 0):.0f}, file {b.get('file_mb', 0):.0f}), "
+                  f"peak {b['peak_rss_mb']:.0f} MiB [rc {b['rc']}]", flush=True)
+        s_cmp = s.get("compare", s)  # tantivy on the questions bm25s answered
+        if b.get("qps") and s_cmp.get("qps"):
+            print(f"tantivy / bm25s on the same {args.compare_questions or args.questions} questions: queries/s "
+                  f"{s_cmp['qps'] / b['qps']:.2f}x (per CPU-s {b['search_cpu_s'] / s_cmp['search_cpu_s']:.2f}x), "
+                  f"search RSS {s['rss_mb'] / b['rss_mb']:.2f}x, "
                   f"build CPU {res['build_cpu_s'] / res['bm25s_build']['cpu_s']:.2f}x (tantivy's includes the ladder)",
                   flush=True)
     res["load"] = open("/proc/loadavg").read().split()[:3] if os.path.exists("/proc/loadavg") else None
