@@ -83,7 +83,7 @@ def _child(args) -> None:
         out.update(_timed_search(lambda j, qs: rs[j].search(qs, args.k), questions))
         if 0 < args.compare_questions < len(questions):  # the subset bm25s answers, for the ratio
             sub = _timed_search(lambda j, qs: rs[j].search(qs, args.k), questions[: args.compare_questions])
-            out["compare"] = {k: sub[k] for k in ("qps", "search_s", "search_cpu_s")}
+            out["compare"] = sub
     elif args.child == "bm25s_prep":
         from mogg.core.text import encode_texts
 
@@ -130,27 +130,73 @@ def _child(args) -> None:
         if args.compare_questions:
             questions = questions[: args.compare_questions]
         t0 = time.perf_counter()
-        rs = [bm25s.BM25.load(str(work / f"bm25s_level{j}"), mmap=True) for j in range(N_LEVELS)]
+        # the levels bm25s could build here (a level's in-memory build may exceed --bm25s-mem-gb)
+        built = [j for j in range(N_LEVELS) if (work / f"bm25s_level{j}").is_dir()]
+        rs = {j: bm25s.BM25.load(str(work / f"bm25s_level{j}"), mmap=True) for j in built}
         out["open_s"] = time.perf_counter() - t0
         def run(j, qs):  # queries/s include tokenizing the questions, as DiskBM25.search's do
             return rs[j].retrieve([tokenize(q, True) for q in qs], k=args.k, show_progress=False, n_threads=1)
 
-        out.update(_timed_search(run, questions))
+        out.update(_timed_search(run, questions, built))
     print(child_report(**out))
 
 
-def _timed_search(run, questions: list[str]) -> dict:
-    """Warm up on 8 questions per level, then all questions level by level: queries/s over the 5 levels."""
-    for j in range(N_LEVELS):
+def _timed_search(run, questions: list[str], levels=range(N_LEVELS)) -> dict:
+    """Warm up on 8 questions per level, then all questions level by level: queries/s over the levels."""
+    levels = list(levels)
+    for j in levels:
         run(j, questions[:8])
     t0, c0 = time.perf_counter(), time.process_time()
-    per = []
-    for j in range(N_LEVELS):
-        t = time.perf_counter()
+    per, per_cpu = [], []
+    for j in levels:
+        t, c = time.perf_counter(), time.process_time()
         run(j, questions)
         per.append(time.perf_counter() - t)
+        per_cpu.append(time.process_time() - c)
     secs, cpu = time.perf_counter() - t0, time.process_time() - c0
-    return {"search_s": secs, "search_cpu_s": cpu, "qps": len(questions) / secs, "per_level_s": per}
+    return {"levels": levels, "search_s": secs, "search_cpu_s": cpu, "qps": len(questions) / secs,
+            "per_level_s": per, "per_level_cpu_s": per_cpu}
+
+
+def _search_side_by_side(args, res: dict, me: list[str], env: dict, log: Path) -> None:
+    """tantivy's search, then bm25s's (built here unless --search-only) on the same levels and questions."""
+    from mogg.core.measure import run_child
+
+    res["search"] = s = run_child([*me, "--child", "search"], env, log)
+    print(f"search (tantivy, memory-mapped): {s.get('qps', 0):.1f} questions/s over {N_LEVELS} levels "
+          f"({s.get('search_s', 0):.1f} s wall, {s.get('search_cpu_s', 0):.1f} s CPU for {args.questions}), RSS "
+          f"{s.get('rss_mb', 0):.0f} MiB (anon {s.get('anon_mb', 0):.0f}, file {s.get('file_mb', 0):.0f}), "
+          f"peak {s['peak_rss_mb']:.0f} MiB, open {s.get('open_s', 0):.1f} s [rc {s['rc']}]", flush=True)
+    if args.no_bm25s:
+        return
+    if not args.search_only:
+        prep = run_child([*me, "--child", "bm25s_prep"], env, log)
+        builds = [run_child([*me, "--child", "bm25s_build", "--index", str(j)], env, log) for j in range(N_LEVELS)]
+        res["bm25s_build"] = {"prep": prep, "levels": builds,
+                              "wall_s": prep["wall_s"] + sum(b["wall_s"] for b in builds),
+                              "cpu_s": prep["cpu_s"] + sum(b["cpu_s"] for b in builds)}
+        print(f"bm25s build (in memory, one process per level, tokens given): {res['bm25s_build']['wall_s']:.0f} s wall, "
+              f"{res['bm25s_build']['cpu_s']:.0f} s CPU, peak RSS per level "
+              f"{[round(b['peak_rss_mb']) for b in builds]} MiB [rc {[b['rc'] for b in [prep, *builds]]}: a level "
+              f"over --bm25s-mem-gb {args.bm25s_mem_gb:g} GiB fails and is left out of its search]", flush=True)
+    res["bm25s_search"] = b = run_child([*me, "--child", "bm25s_search"], env, log)
+    if b["rc"] != 0 or not b.get("levels"):
+        print(f"bm25s search: nothing to search (rc {b['rc']}; log {log})", flush=True)
+        return
+    n_b = args.compare_questions or args.questions
+    lv = b["levels"]
+    print(f"search (bm25s, memory-mapped): {b['qps']:.2f} questions/s over levels {lv} ({b['search_s']:.1f} s wall, "
+          f"{b['search_cpu_s']:.1f} s CPU for {n_b}), RSS {b['rss_mb']:.0f} MiB (anon {b['anon_mb']:.0f}, "
+          f"file {b['file_mb']:.0f}), peak {b['peak_rss_mb']:.0f} MiB [rc {b['rc']}]", flush=True)
+    t = s.get("compare", s)  # tantivy on the questions bm25s answered, on the levels it searched
+    t_wall = sum(t["per_level_s"][j] for j in lv)
+    t_cpu = sum(t["per_level_cpu_s"][j] for j in lv)
+    b_cpu = sum(b["per_level_cpu_s"])
+    res["ratio"] = {"levels": lv, "questions": n_b, "tantivy_qps": n_b / t_wall, "bm25s_qps": n_b / sum(b["per_level_s"]),
+                    "qps": sum(b["per_level_s"]) / t_wall, "per_cpu": b_cpu / t_cpu}
+    print(f"side by side on the same {n_b} questions, levels {lv}: tantivy {n_b / t_wall:.1f} questions/s, bm25s "
+          f"{n_b / sum(b['per_level_s']):.2f} ({res['ratio']['qps']:.1f}x; per CPU-second {res['ratio']['per_cpu']:.1f}x); "
+          f"search RSS {s['rss_mb']:.0f} vs {b['rss_mb']:.0f} MiB", flush=True)
 
 
 def _pool(jobs: list[list[str]], workers: int, env: dict, log: Path) -> list[dict]:
@@ -181,6 +227,8 @@ def main() -> None:
     ap.add_argument("--bm25s-mem-gb", type=float, default=12.0, help="address-space cap of each bm25s build process")
     ap.add_argument("--work", default="", help="working folder (default: a new temp folder, removed at the end)")
     ap.add_argument("--keep", action="store_true", help="keep the working folder")
+    ap.add_argument("--search-only", action="store_true",
+                    help="only the two searches, over what an earlier run built in --work (with --keep or --work)")
     ap.add_argument("--out", default="reports/rehearse_scale.json")
     ap.add_argument("--child", choices=["shard", "merge", "search", "bm25s_prep", "bm25s_build", "bm25s_search"],
                     help=argparse.SUPPRESS)
@@ -206,16 +254,22 @@ def main() -> None:
     random.Random(0).shuffle(items)
     (work / "questions.json").write_text(json.dumps([it.question for it in items[: args.questions]]))
     t0 = time.perf_counter()
-    if not (work / "corpus.jsonl").exists():
+    if not (work / "corpus.jsonl").exists() and not args.search_only:
         write_recombined_jsonl(work / "corpus.jsonl", pool, n_docs, PER_DOC, seed=0)
-    print(f"corpus: {n_docs:,} documents of {PER_DOC} real sentences ({len(pool):,} in the pool), "
-          f"{(work / 'corpus.jsonl').stat().st_size / 2**30:.2f} GiB, written in {time.perf_counter() - t0:.0f} s; "
-          f"{shards} shards, {args.workers} at a time; log {log}", flush=True)
+    if not args.search_only:
+        print(f"corpus: {n_docs:,} documents of {PER_DOC} real sentences ({len(pool):,} in the pool), "
+              f"{(work / 'corpus.jsonl').stat().st_size / 2**30:.2f} GiB, written in {time.perf_counter() - t0:.0f} s; "
+              f"{shards} shards, {args.workers} at a time; log {log}", flush=True)
     env = {**os.environ, "NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     me = [sys.executable, os.path.abspath(__file__), "--work", str(work), "--heap-mb", str(args.heap_mb),
           "--k", str(args.k), "--compare-questions", str(args.compare_questions), "--bm25s-mem-gb", str(args.bm25s_mem_gb)]
     res: dict = {"sentences": n_docs * PER_DOC, "documents": n_docs, "shards": shards, "workers": args.workers,
                  "pool": len(pool), "questions": args.questions, "k": args.k}
+    if args.search_only:  # the built artifacts (and bm25s levels) of an earlier run in --work
+        _search_side_by_side(args, res, me, env, log)
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(res, indent=2))
+        return
     t0 = time.perf_counter()
     res["shard_tasks"] = _pool([[*me, "--child", "shard", "--index", str(i), "--count", str(shards)] for i in range(shards)],
                                args.workers, env, log)
@@ -232,38 +286,7 @@ def main() -> None:
           f"(CPU {sum(r['cpu_s'] for r in sh) / len(sh):.0f} s each), merge {res['merge']['wall_s']:.0f} s wall, "
           f"{res['merge']['cpu_s']:.0f} s CPU, peak RSS {res['merge']['peak_rss_mb']:.0f} MiB; chunks per level "
           f"{res['merge'].get('chunks')}, indexes {res['merge'].get('index_mb', 0):.0f} MiB", flush=True)
-    res["search"] = s = run_child([*me, "--child", "search"], env, log)
-    print(f"search (tantivy, memory-mapped): {s.get('qps', 0):.1f} questions/s over {N_LEVELS} levels "
-          f"({s.get('search_s', 0):.1f} s wall, {s.get('search_cpu_s', 0):.1f} s CPU for {args.questions}), RSS "
-          f"{s.get('rss_mb', 0):.0f} MiB (anon {s.get('anon_mb', 0):.0f}, file {s.get('file_mb', 0):.0f}), "
-          f"peak {s['peak_rss_mb']:.0f} MiB, open {s.get('open_s', 0):.1f} s [rc {s['rc']}]", flush=True)
-    if not args.no_bm25s:
-        prep = run_child([*me, "--child", "bm25s_prep"], env, log)
-        builds = [run_child([*me, "--child", "bm25s_build", "--index", str(j)], env, log) for j in range(N_LEVELS)]
-        res["bm25s_build"] = {"prep": prep, "levels": builds,
-                              "wall_s": prep["wall_s"] + sum(b["wall_s"] for b in builds),
-                              "cpu_s": prep["cpu_s"] + sum(b["cpu_s"] for b in builds)}
-        print(f"bm25s build (in memory, one process per level, tokens given): {res['bm25s_build']['wall_s']:.0f} s wall, "
-              f"{res['bm25s_build']['cpu_s']:.0f} s CPU, peak RSS per level "
-              f"{[round(b['peak_rss_mb']) for b in builds]} MiB [rc {[b['rc'] for b in [prep, *builds]]}]", flush=True)
-        if any(b["rc"] != 0 for b in [prep, *builds]):
-            print(f"bm25s could not build every level here (rc {[b['rc'] for b in [prep, *builds]]}; log {log}): "
-                  "no bm25s search", flush=True)
-            b = {}
-        else:
-            res["bm25s_search"] = b = run_child([*me, "--child", "bm25s_search"], env, log)
-            n_b = args.compare_questions or args.questions
-            print(f"search (bm25s, memory-mapped): {b.get('qps', 0):.1f} questions/s over {N_LEVELS} levels "
-                  f"({b.get('search_s', 0):.1f} s wall, {b.get('search_cpu_s', 0):.1f} s CPU for {n_b}), RSS "
-                  f"{b.get('rss_mb', 0):.0f} MiB (anon {b.get('anon_mb', 0):.0f}, file {b.get('file_mb', 0):.0f}), "
-                  f"peak {b['peak_rss_mb']:.0f} MiB [rc {b['rc']}]", flush=True)
-        s_cmp = s.get("compare", s)  # tantivy on the questions bm25s answered
-        if b.get("qps") and s_cmp.get("qps"):
-            print(f"tantivy / bm25s on the same {args.compare_questions or args.questions} questions: queries/s "
-                  f"{s_cmp['qps'] / b['qps']:.2f}x (per CPU-s {b['search_cpu_s'] / s_cmp['search_cpu_s']:.2f}x), "
-                  f"search RSS {s['rss_mb'] / b['rss_mb']:.2f}x, "
-                  f"build CPU {res['build_cpu_s'] / res['bm25s_build']['cpu_s']:.2f}x (tantivy's includes the ladder)",
-                  flush=True)
+    _search_side_by_side(args, res, me, env, log)
     res["load"] = open("/proc/loadavg").read().split()[:3] if os.path.exists("/proc/loadavg") else None
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=2))
