@@ -74,8 +74,7 @@ def concat_saved(dirs: Sequence[Path], out: Path) -> dict:
         homes = [np.load(d / f"level{j}_home.npy", allow_pickle=False) for d in dirs]
         chunk_off = np.cumsum([0] + [c.shape[0] for c in covs])
         home = np.concatenate([np.where(h >= 0, h + o, -1) for h, o in zip(homes, chunk_off)])
-        sp.save_npz(out / f"level{j}_coverage.npz", sp.block_diag(covs, format="csr", dtype=np.float32).tocsr(),
-                    compressed=True)
+        sp.save_npz(out / f"level{j}_coverage.npz", _block_diag_csr(covs), compressed=True)
         np.save(out / f"level{j}_home.npy", home.astype(np.int64))
         if lv0["stored_texts"]:
             _copy_bytes([d / f"level{j}_texts.jsonl" for d in dirs], out / f"level{j}_texts.jsonl")
@@ -93,3 +92,16 @@ def _copy_bytes(sources: Sequence[Path], dest: Path) -> None:
         for s in sources:
             with open(s, "rb") as f:
                 shutil.copyfileobj(f, out, 1 << 20)
+
+
+def _block_diag_csr(covs: Sequence[sp.csr_matrix]) -> sp.csr_matrix:
+    """``sp.block_diag(covs, format="csr", dtype=float32)`` from the parts' CSR arrays directly (its
+    COO detour holds two int64 index arrays per entry: ~4x the memory at PubMed's 275M units)."""
+    col_off = np.cumsum([0] + [c.shape[1] for c in covs])
+    nnz_off = np.cumsum([0] + [c.nnz for c in covs])
+    shape = (sum(c.shape[0] for c in covs), int(col_off[-1]))
+    idx_dtype = np.int32 if max(shape[1], int(nnz_off[-1])) < np.iinfo(np.int32).max else np.int64
+    indices = np.concatenate([c.indices.astype(idx_dtype) + idx_dtype(o) for c, o in zip(covs, col_off)])
+    indptr = np.concatenate([np.zeros(1, idx_dtype)] + [c.indptr[1:].astype(idx_dtype) + idx_dtype(o) for c, o in zip(covs, nnz_off)])
+    data = np.concatenate([c.data.astype(np.float32, copy=False) for c in covs])
+    return sp.csr_matrix((data, indices, indptr), shape=shape)
