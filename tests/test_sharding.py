@@ -40,6 +40,35 @@ def test_concat_equals_single_build():
     assert merged_r.vocab == ref.vocab and (merged_r.weights != ref.weights).nnz == 0
 
 
+def test_concat_saved_writes_the_files_of_the_in_memory_concatenation(tmp_path):
+    """The merge concatenates saved shard ladders file by file (no unit text in memory): every file
+    equals what concat_ladders(...).save writes, stored chunk texts included."""
+    from mogg.ladders.base import Level
+    from mogg.ladders.concat import concat_saved
+
+    docs = [Document(f"d{i}", "", " ".join(f"Sentence {j} of {i}, \u00e9t\u00e9 \"q\" {(i * j) % 7}." for j in range(i % 9 + 1)))
+            for i in range(40)]
+    b = MoGLadderBuilder(n_levels=3, document_level=True)
+    parts = [b.build(docs[slice(*shard_range(40, i, 3))]) for i in range(3)]
+    for p in parts:  # a level with stored texts, as summaries are
+        lv = p.levels[1]
+        p.levels.append(Level("stored", lv.coverage, lv.home, [f"summary {c}" for c in range(len(lv))]))
+    dirs = []
+    for i, p in enumerate(parts):
+        (tmp_path / f"s{i}").mkdir()
+        p.save(tmp_path / f"s{i}")
+        dirs.append(tmp_path / f"s{i}")
+    (tmp_path / "mem").mkdir()
+    (tmp_path / "disk").mkdir()
+    concat_ladders(parts).save(tmp_path / "mem")
+    info = concat_saved(dirs, tmp_path / "disk")
+    names = sorted(p.name for p in (tmp_path / "mem").iterdir())
+    assert names == sorted(p.name for p in (tmp_path / "disk").iterdir())
+    for n in names:
+        assert (tmp_path / "mem" / n).read_bytes() == (tmp_path / "disk" / n).read_bytes(), n
+    assert info["units"] == sum(len(p.units) for p in parts) and len(info["chunks"]) == 5
+
+
 @pytest.mark.slow  # ~15-20 s: the default run stays under 10 minutes on 2 cores (pytest -m slow runs it)
 def test_three_shards_through_submitit_local(tmp_path, mirage):
     common = [f"paths.data_dir={mirage.parent}", "corpus.sources.1.min_chars=300"]

@@ -69,14 +69,17 @@ def level_retrievers(
     """
     from tqdm.auto import tqdm
 
+    from mogg.ladders.unit_terms import LadderTerms
+
     out = []
+    terms = LadderTerms(ladder)  # the units tokenized once for all levels (only if a level is fitted)
     # a bar over the levels (ETA per level fit); silent when every level is restored from the store
     quiet = ladder.n_levels < 2 or not log.isEnabledFor(logging.INFO)
     for j in tqdm(range(ladder.n_levels), desc="index levels", unit="level", leave=False,
                   disable=True if quiet else progress_disabled()):  # mogg.core.progress's rule
         r = make_retriever()
         if root is None or ladder_key is None:
-            out.append(r.fit(ladder.texts(j)))
+            out.append(fit_level(r, ladder, j, terms))
             continue
         key = retriever_key(ladder_key, j, r)
         d = artifact_dir(root, "retriever", key)
@@ -86,12 +89,29 @@ def level_retrievers(
             log.info("level %d: restored %s from %s", j, type(r).__name__, d)
             continue
         t0 = time.perf_counter()
-        r.fit(ladder.texts(j))
+        fit_level(r, ladder, j, terms)
         write_artifact(d, r.save, key)
         log.info("level %d: fitted %s on %d chunks in %.1f s", j, type(r).__name__, len(ladder.levels[j]),
                  time.perf_counter() - t0)
         out.append(r)
     return out
+
+
+def fit_level(retriever, ladder: Ladder, level: int, terms):
+    """Fit ``retriever`` on level ``level``: from the units' terms (tokenized once per ladder,
+    :class:`mogg.ladders.unit_terms.LadderTerms`) when it takes them (``fit_terms``: BM25), else on
+    the chunk texts (dense encoders read the text)."""
+    if hasattr(retriever, "fit_terms"):
+        return retriever.fit_terms(terms.level(level, bool(retriever.config().get("stopwords", True))))
+    return retriever.fit(ladder.texts(level))
+
+
+def save_level_shard(retriever, ladder: Ladder, level: int, terms, directory: Path, prefix: str) -> None:
+    """The map step's retriever state of one level, from the units' terms where the retriever takes them."""
+    if hasattr(retriever, "save_shard_terms"):
+        retriever.save_shard_terms(terms.level(level, bool(retriever.config().get("stopwords", True))), directory, prefix)
+    else:
+        retriever.save_shard(ladder.texts(level), directory, prefix)
 
 
 def search_levels(retrievers: Sequence, queries: Sequence[str], k_r: int) -> Hits:

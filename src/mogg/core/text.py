@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from array import array
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
+from itertools import count
 
+import numpy as np
 import regex
 
 # Bumped whenever tokenize / split_sentences change what they return: part of every ladder's
@@ -69,6 +73,39 @@ def tokenize(text: str, stopwords: bool = False) -> list[str]:
         stop = stop_words()
         return [t for t in toks if t not in stop]
     return toks
+
+
+def encode_texts(texts: Iterable[str], stopwords: bool = False) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """:func:`tokenize` of every text as term ids: ``(vocab, ids int64 [T], lengths int64 [N])``.
+
+    ``vocab`` lists the terms in order of first occurrence over the texts, ``ids`` the tokens of all
+    texts one after the other, ``lengths[i]`` text i's token count: the same tokens as
+    ``[tokenize(t, stopwords) for t in texts]`` (a test holds it to that). Per token the work is
+    C-level (a ``defaultdict`` whose factory numbers new terms, read through ``map``), and stop words
+    are dropped afterwards by one mask over the term ids instead of a set test per token.
+    """
+    index: defaultdict[str, int] = defaultdict(count().__next__)  # term -> id, numbered on first sight
+    get = index.__getitem__
+    findall = _TOKEN_RE.findall
+    ids, lengths = array("q"), array("q")
+    for text in texts:
+        before = len(ids)
+        ids.extend(map(get, findall(text.lower())))
+        lengths.append(len(ids) - before)
+    vocab = list(index)  # insertion order = id order
+    ids_np = np.frombuffer(ids, dtype=np.int64) if len(ids) else np.zeros(0, np.int64)
+    len_np = np.frombuffer(lengths, dtype=np.int64) if len(lengths) else np.zeros(0, np.int64)
+    if stopwords and vocab:
+        stop = stop_words()
+        keep = np.fromiter((t not in stop for t in vocab), dtype=bool, count=len(vocab))  # [V]
+        tok_keep = keep[ids_np]
+        # renumber the kept terms: dropping others leaves their first-occurrence order unchanged
+        new_id = np.cumsum(keep) - 1
+        rows = np.repeat(np.arange(len(len_np)), len_np)
+        ids_np = new_id[ids_np[tok_keep]]
+        len_np = np.bincount(rows[tok_keep], minlength=len(len_np)).astype(np.int64)
+        vocab = [t for t, k in zip(vocab, keep) if k]
+    return vocab, ids_np, len_np
 
 
 @lru_cache(maxsize=1 << 16)

@@ -86,6 +86,28 @@ class Ladder:
             self._texts[level] = self.levels[level].chunk_texts(self.units)
         return self._texts[level]
 
+    def chunk_tokens(self, level: int) -> np.ndarray:
+        """:func:`~mogg.core.text.count_tokens` of every chunk of a level (float64 [C], memoised).
+
+        A chunk joined from its units has their token counts summed (no token spans the joining
+        space), so the units are counted once for all levels instead of each level's texts again.
+        """
+        key = ("tokens", level)
+        if key not in self._texts:
+            from mogg.core.text import count_tokens
+
+            lv = self.levels[level]
+            if lv.texts is not None:
+                n = np.fromiter((count_tokens(t) for t in lv.texts), dtype=np.float64, count=len(lv.texts))
+            else:
+                if "unit_tokens" not in self._texts:
+                    self._texts["unit_tokens"] = np.fromiter((count_tokens(t) for t in self.units.text),
+                                                             dtype=np.float64, count=len(self.units))
+                ones = lv.coverage.astype(bool).astype(np.float64)
+                n = np.asarray(ones @ self._texts["unit_tokens"], dtype=np.float64)
+            self._texts[key] = n
+        return self._texts[key]
+
     def chunk_doc(self, level: int) -> np.ndarray:
         """Document index of every chunk of a level (int64 [C]).
 

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from mogg.core.text import count_tokens, log_cuts, split_sentences
+from mogg.core.text import log_cuts, split_sentences
 from mogg.data.records import Document
 from mogg.ladders.base import Ladder, Level, Units, partition_level
 from mogg.ladders.builder import LadderBuilder
@@ -163,8 +163,5 @@ class StructuralLadderBuilder(LadderBuilder):
 
 
 def token_lengths(ladder: Ladder, level: int) -> np.ndarray:
-    """Tokens of every chunk of a level (memoised on the ladder)."""
-    key = ("tokens", level)
-    if key not in ladder._texts:
-        ladder._texts[key] = np.fromiter((count_tokens(t) for t in ladder.texts(level)), dtype=np.float64)
-    return ladder._texts[key]
+    """Tokens of every chunk of a level (memoised on the ladder: :meth:`Ladder.chunk_tokens`)."""
+    return ladder.chunk_tokens(level)

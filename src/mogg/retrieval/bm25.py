@@ -19,7 +19,7 @@ from typing import Any, Self
 import numpy as np
 import scipy.sparse as sp
 
-from mogg.core.text import tokenize
+from mogg.core.text import encode_texts, tokenize
 from mogg.retrieval.base import check_runtime_kwargs, check_saved_config, empty_topk, topk_rows, trivial_topk
 
 logger = logging.getLogger(__name__)
@@ -101,6 +101,14 @@ class BM25Retriever:
         tf.sum_duplicates()
         return list(self.vocab), tf, doc_len
 
+    def fit_terms(self, terms) -> Self:
+        """:meth:`fit` on a ladder level from its units' terms (:class:`mogg.ladders.unit_terms.LevelTerms`)."""
+        return self.fit_counts(*terms.counts())
+
+    def save_shard_terms(self, terms, directory: Path, prefix: str) -> None:
+        """:meth:`save_shard` from a level's unit terms (no tokenizer pass over its chunk texts)."""
+        self.save_shard((), directory, prefix, terms.counts())
+
     def fit_counts(self, vocab: list[str], tf: sp.csr_matrix, doc_len: np.ndarray) -> Self:
         """The reduce step: global document frequencies -> idf, avgdl -> weights ``W``."""
         self.vocab = list(vocab)
@@ -117,9 +125,9 @@ class BM25Retriever:
         return self
 
     # ------------------------------------------------------------------ shards (map / reduce)
-    def save_shard(self, texts: Sequence[str], directory: Path, prefix: str) -> None:
-        """Map step: term counts of one shard's ``texts`` as ``{prefix}_vocab.json / _tf.npz / _doclen.npy``."""
-        vocab, tf, dl = self.count_terms(texts)
+    def save_shard(self, texts: Sequence[str], directory: Path, prefix: str, counts=None) -> None:
+        """Map step: term counts of one shard's ``texts`` (or the given ``counts``) as ``{prefix}_vocab.json / _tf.npz / _doclen.npy``."""
+        vocab, tf, dl = counts or self.count_terms(texts)
         directory = Path(directory)
         (directory / f"{prefix}_vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
         sp.save_npz(directory / f"{prefix}_tf.npz", tf.astype(np.float32), compressed=True)
@@ -135,19 +143,10 @@ class BM25Retriever:
         return self.fit_counts(*merge_term_counts(parts))
 
     def _encode_corpus(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        # Streams texts once: flat term ids [total tokens] and lengths [N], no token lists kept.
-        self.vocab, self.term_index = [], {}
-        index, vocab = self.term_index, self.vocab
-        flat, lengths = array("q"), array("q")
-        for text in texts:
-            toks = tokenize(text, stopwords=self.stopwords)
-            for t in toks:
-                if t not in index:
-                    index[t] = len(vocab)
-                    vocab.append(t)
-            flat.extend(index[t] for t in toks)
-            lengths.append(len(toks))
-        return np.frombuffer(flat, dtype=np.int64), np.frombuffer(lengths, dtype=np.int64)
+        # One pass over the texts: flat term ids [total tokens] and lengths [N], no token lists kept.
+        vocab, ids, lengths = encode_texts(texts, self.stopwords)
+        self.vocab, self.term_index = vocab, {t: i for i, t in enumerate(vocab)}
+        return ids, lengths
 
     def _weights_from_tf(self, tf: sp.csr_matrix, avgdl: float | None = None) -> sp.csr_matrix:
         # w[t, d] = idf[t] * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl[d] / avgdl)), in float64.

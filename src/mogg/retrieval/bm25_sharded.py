@@ -102,6 +102,10 @@ class ShardedBM25:
         """Map step: the shard's term counts (the same files as :meth:`BM25Retriever.save_shard`)."""
         self._proto.save_shard(texts, directory, prefix)
 
+    def save_shard_terms(self, terms, directory: Path, prefix: str) -> None:
+        """:meth:`save_shard` from a level's unit terms (:mod:`mogg.ladders.unit_terms`)."""
+        self._proto.save_shard_terms(terms, directory, prefix)
+
     def fit_shards(self, directories: Sequence[Path], prefix: str) -> Self:
         """Reduce step over shard files, one shard's counts in memory at a time."""
         self.total_len = 0

@@ -14,6 +14,7 @@ touched; a half-written one (no manifest: killed before the atomic rename) is re
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,7 +22,7 @@ from pathlib import Path
 from mogg.core.artifacts import MANIFEST, ArtifactError, artifact_dir, read_manifest, write_artifact
 from mogg.core.text import TEXT_VERSION
 from mogg.ladders.base import Ladder
-from mogg.ladders.concat import concat_ladders
+from mogg.ladders.concat import concat_ladders, concat_saved  # noqa: F401 (concat_ladders: re-exported)
 from mogg.search import retriever_key
 from mogg.sharding.keys import content_digest, corpus_shard_digests, missing_shards_error
 
@@ -114,9 +115,13 @@ def build_shard(corpus, builder, make_retriever: Callable[[], object], index: in
         ladder = builder.build(docs, show_progress=True)
 
         def write(tmp: Path) -> None:
+            from mogg.ladders.unit_terms import LadderTerms
+            from mogg.search import save_level_shard
+
             ladder.save(tmp)
+            terms = LadderTerms(ladder)  # units tokenized once for all levels
             for j in range(ladder.n_levels):
-                retr.save_shard(ladder.texts(j), tmp, f"level{j}")
+                save_level_shard(retr, ladder, j, terms, tmp, f"level{j}")
 
         return write, {"extra": {"documents": len(docs), "first": docs[0].id, "last": docs[-1].id}}
 
@@ -154,14 +159,15 @@ def merge_shards(corpus, builder, make_retriever: Callable[[], object], count: i
     check_shard_retriever(retr0)
     keys = [_shard_key(builder, retr0, i, count, c) for i, c in enumerate(corpus_shard_digests(corpus, count))]
     dirs = shard_dirs(root, "shard", keys)
-    ladder = concat_ladders([Ladder.load(d) for d in dirs])
-    check_unique_ids(ladder.units.doc_ids, dirs)
+    check_unique_ids([i for d in dirs for i in json.loads((d / "doc_ids.json").read_text())], dirs)
     lkey = ladder_key(corpus, builder)
     ldir = artifact_dir(root, "ladder", lkey)
-    write_artifact(ldir, ladder.save, lkey, inputs={"shards": [str(d) for d in dirs]})
-    for j in range(ladder.n_levels):
+    merged: dict = {}
+    # the shards' saved ladders concatenated file by file: no unit text held (PubMed: ~55 GB of them)
+    write_artifact(ldir, lambda tmp: merged.update(concat_saved(dirs, tmp)), lkey, inputs={"shards": [str(d) for d in dirs]})
+    for j in range(len(merged["chunks"])):
         r = make_retriever().fit_shards(dirs, f"level{j}")
         rkey = retriever_key(lkey, j, r)
         write_artifact(artifact_dir(root, "retriever", rkey), r.save, rkey)
-    log.info("merged %d shards: %d units, chunks per level %s", count, len(ladder.units), [len(lv) for lv in ladder.levels])
+    log.info("merged %d shards: %d units, chunks per level %s", count, merged["units"], merged["chunks"])
     return ldir

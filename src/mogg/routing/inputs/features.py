@@ -107,15 +107,11 @@ def _top1_texts(hits: Hits, ladder: Ladder) -> list[list[str]]:
 
 
 def length_features(hits: Hits, ladder: Ladder) -> np.ndarray:
-    from mogg.core.text import count_tokens
-
-    # token counts per chunk are memoised on the ladder: a level is counted once, not per query
+    # token counts per chunk are memoised on the ladder and summed from its units: the units are
+    # counted once, not every level's texts
     cols = []
     for j in range(ladder.n_levels):
-        key = ("tokens", j)
-        if key not in ladder._texts:
-            ladder._texts[key] = np.fromiter((count_tokens(t) for t in ladder.texts(j)), dtype=np.float64)
-        n = ladder._texts[key]
+        n = ladder.chunk_tokens(j)
         ids = hits.ids[:, j, 0]
         cols.append(np.where(ids >= 0, np.log1p(n[np.maximum(ids, 0)]), 0.0))
     return np.stack(cols, axis=1)

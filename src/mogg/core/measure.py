@@ -1,0 +1,71 @@
+"""What a benchmark step cost, measured on a child process: wall and CPU time, peak RSS, RSS by kind.
+
+Each step of a scale benchmark (a shard build, a merge, a search) runs in a fresh process so that its
+peak RSS is its own: :func:`run_child` starts it, waits for it with ``os.wait4`` (the kernel's
+rusage of that child alone: CPU seconds and peak RSS) and reads the JSON object the child prints
+as its last stdout line. CPU time is reported beside wall time because the machines these run on
+are shared: wall time grows with other jobs' load, CPU time much less.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = ["child_report", "rss_now", "run_child"]
+
+
+def rss_now() -> dict:
+    """This process's resident memory in MiB: ``rss`` (all), ``anon`` (heap: what the process owns),
+    ``file`` (mapped file pages currently resident: memory-mapped indexes; the kernel drops them
+    under pressure) and ``peak`` (VmHWM). Empty where /proc is missing."""
+    status = Path("/proc/self/status")
+    if not status.exists():
+        return {}
+    fields = {"VmRSS": "rss", "RssAnon": "anon", "RssFile": "file", "VmHWM": "peak"}
+    out = {}
+    for line in status.read_text().splitlines():
+        key = line.split(":", 1)[0]
+        if key in fields:
+            out[fields[key]] = int(line.split()[1]) / 1024  # kB -> MiB
+    return out
+
+
+def run_child(args: Sequence[str], env: dict | None = None, log: Path | None = None) -> dict:
+    """Run ``args`` to completion; its last stdout line, if a JSON object, is merged into the result
+    with ``wall_s``, ``cpu_s`` (user + system of the child and its own children), ``peak_rss_mb``
+    and ``rc``. stderr goes to ``log`` (appended) or is inherited.
+
+    ``peak_rss_mb`` is the child's own high-water mark when it reports one (``hwm_mb``: VmHWM of
+    its exec'd image, :func:`child_report`): the kernel's ``ru_maxrss`` of a child starts from the
+    parent's RSS at fork, so a large parent would be counted as the child's peak (kept as
+    ``ru_maxrss_mb``)."""
+    t0 = time.perf_counter()
+    err = open(log, "a") if log else None
+    try:
+        p = subprocess.Popen(list(args), stdout=subprocess.PIPE, stderr=err, env=env, text=True)
+        out = p.stdout.read()
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+    finally:
+        if err:
+            err.close()
+    res = {"rc": p.returncode, "wall_s": time.perf_counter() - t0, "cpu_s": ru.ru_utime + ru.ru_stime,
+           "peak_rss_mb": ru.ru_maxrss / 1024}  # ru_maxrss: KiB on Linux
+    last = out.strip().splitlines()[-1] if out.strip() else ""
+    if last.startswith("{"):
+        res.update(json.loads(last))
+    if res.get("hwm_mb"):
+        res["ru_maxrss_mb"], res["peak_rss_mb"] = res["peak_rss_mb"], res["hwm_mb"]
+    return res
+
+
+def child_report(**values) -> str:
+    """The JSON line a measured child prints last: ``values`` plus its RSS now by kind and its peak."""
+    rss = rss_now()
+    return json.dumps({**values, "rss_mb": rss.get("rss"), "anon_mb": rss.get("anon"), "file_mb": rss.get("file"),
+                       "hwm_mb": rss.get("peak")})
