@@ -206,6 +206,14 @@ def test_the_transfer_selector_is_one_directory_and_its_rows_reach_the_report(tr
     assert dep.deploy["fit"]["sources"] == ["pubmedqa", "medmcqa"] and dep.calibrated() == [64, 128, 256, 512]
     assert dep.deploy["evidence"] == "document"  # frontier.routers.selector.transfer_evidence's default: mogg-route reads with it
     assert dep.deploy["lambda_rule"] == "learned"  # transfer_lambda's default
+    from mogg.run.budget.selector.kind import EvidenceSelectorKind
+
+    # the feature view it was fitted on (transfer_features' default), recorded for mogg-route: the
+    # within-question columns (z-score and rank of each) follow the raw ones
+    view = EvidenceSelectorKind.__dataclass_fields__["transfer_features"].default
+    assert dep.deploy["features_view"] == view
+    raw = dep.deploy["n_features"] // (3 if view == "within_question" else 1)
+    assert dep.booster.num_feature() == dep.deploy["n_features"] == (3 * raw if view == "within_question" else raw)
     md = (transfer / "r" / "debug" / "results.md").read_text()
     for row in ("transferred selector (E median)", "transferred selector (E predicted)", "transferred selector (E document)",
                 "transferred selector (deployed: E document, lambda learned)", "training sets' envelope"):

@@ -62,7 +62,7 @@ class EvidenceSelectorKind(BudgetRouter):
     evidence: str = "median"
     transfer_evidence: str = "document"  # chosen on the leave-one-set-out splits (docs/results.md)
     transfer_lambda: str = "learned"  # chosen on the leave-one-set-out splits (docs/results.md)
-    transfer_features: str = "raw"  # the transfer scorer's feature view (adapt.VIEWS; docs/results.md)
+    transfer_features: str = "within_question"  # chosen by the worst held-out shape (docs/results.md)
     context: bool = False
     variants: dict = field(default_factory=dict)
 
