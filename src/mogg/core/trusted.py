@@ -49,6 +49,8 @@ COMPONENTS = frozenset({
     "mogg.retrieval.BM25Retriever", "mogg.retrieval.bm25.BM25Retriever",
     "mogg.retrieval.DenseRetriever", "mogg.retrieval.dense.DenseRetriever",
     "mogg.retrieval.bm25_sharded.ShardedBM25", "mogg.retrieval.hybrid.HybridRetriever",
+    # its arguments are sizes and thread counts; its index lives in the artifact store
+    "mogg.retrieval.bm25_disk.DiskBM25",
     "mogg.retrieval.rerank.RerankRetriever", "mogg.retrieval.rerank.CrossEncoderScorer",
     "mogg.retrieval.rerank.BiEncoderScorer", "mogg.encoders.HFEncoder",
 })
@@ -68,7 +70,7 @@ _META = {"_target_", "_partial_"}  # the only Hydra keys a directory's node may 
 FACTORIES = frozenset({
     "mogg.retrieval.BM25Retriever", "mogg.retrieval.bm25.BM25Retriever", "mogg.retrieval.DenseRetriever",
     "mogg.retrieval.dense.DenseRetriever", "mogg.retrieval.bm25_sharded.ShardedBM25",
-    "mogg.retrieval.hybrid.HybridRetriever", "mogg.retrieval.rerank.RerankRetriever",
+    "mogg.retrieval.bm25_disk.DiskBM25", "mogg.retrieval.hybrid.HybridRetriever", "mogg.retrieval.rerank.RerankRetriever",
 })
 _NEVER = {"trust_remote_code"}  # a model repository's own code would run
 ENTRY_COMPONENTS = "mogg.components"  # entry-point group: a package's own components (value: "pkg.mod.Class")
