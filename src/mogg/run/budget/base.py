@@ -74,11 +74,14 @@ class BudgetRouter:
 
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
-    trim_of: str | None = None  # a kind that reads inside the chunk: the chunk-level kind whose plans it trims
+    def trims(self) -> str | None:
+        """A kind that reads inside the chunk: the slot of the chunk-level kind whose plans it trims
+        (route + trim, evaluated after that kind), or None."""
+        return None
 
     def check(self, fs) -> None:
         """Refuse knobs this kind cannot honour under the frontier settings ``fs`` (checked when
-        they are built: a selector deeper than the frontier retrieves, a ``trim_of`` naming no router)."""
+        they are built: a selector deeper than the frontier retrieves, one trimming no router)."""
 
     def train(self, ctx: RunContext, ladder: LadderFrontier, out_dir: Path) -> dict:
         """Cross-fit on one ladder into ``out_dir``: ``{"folds": [...], "run_id": ...}``."""

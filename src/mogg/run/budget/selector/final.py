@@ -33,6 +33,7 @@ import numpy as np
 
 from mogg.core.artifacts import ArtifactError, artifact_lock, config_hash, read_manifest, strict_json, write_artifact
 from mogg.core.bounded import read_json
+from mogg.core.knobs import recorded
 from mogg.core.seal import check_seal, seal_holder
 from mogg.evaluation.frontier import choose_config
 from mogg.evaluation.frontier_guard import best_lambda, out_of_fold_guard
@@ -56,6 +57,10 @@ from mogg.run.context import RunContext
 log = logging.getLogger(__name__)
 
 FORMAT = "mogg-evidence-selector/1"
+# deploy.json's reading keys: in a transfer directory each records a knob (its value at training);
+# an in-set directory reads with its own evidence knob, and with a rule and a view no knob sets
+READ_KNOBS = {"evidence": "transfer_evidence", "lambda_rule": "transfer_lambda", "features_view": "transfer_features"}
+IN_SET_READS = {"lambda_rule": "here", "features_view": "raw"}  # lambda from the routed questions' tokens, raw columns
 FINAL_SELECTOR = "final"  # under <run>/<ladder>/selector/, beside the cross-fit's fold<k>
 DEPLOY, DECISIONS, MODEL = "deploy.json", "decisions.json", "model.txt"
 
@@ -84,6 +89,28 @@ class DeployedSelector:
 
     def calibrated(self) -> list[int]:
         return sorted(int(b) for b in self.deploy["budgets"])
+
+    @property
+    def transfer(self) -> bool:
+        """Trained on other sets (``train_sources``: its fit names them) and read on a new one."""
+        return "sources" in (self.deploy.get("fit") or {})
+
+    def knob(self, name: str, kind):
+        """Knob ``name`` as this directory was trained with (``settings``: every knob, recorded by its
+        fit); one written before the knob existed: the knob's default, declared by ``kind`` (the
+        selector's class, :class:`mogg.run.budget.selector.EvidenceSelectorKind`)."""
+        return recorded(self.deploy.get("settings"), kind, name)
+
+    def reads(self, key: str, kind):
+        """What this directory reads with (``evidence``, ``lambda_rule`` or ``features_view``), as its
+        fit recorded it; one written before the key: in a transfer directory the knob the key records
+        (:data:`READ_KNOBS`, :meth:`knob`), in an in-set one its ``evidence`` knob, else
+        :data:`IN_SET_READS`."""
+        if key in self.deploy:
+            return self.deploy[key]
+        if self.transfer:
+            return self.knob(READ_KNOBS[key], kind)
+        return self.knob("evidence", kind) if key == "evidence" else IN_SET_READS[key]
 
     def plan(self, budget: float | None = None, cost_weight: float | None = None, unguarded: bool = False) -> dict:
         """``{"lambda", "deploy", "envelope", "budget"}`` at a calibrated budget or a cost weight
