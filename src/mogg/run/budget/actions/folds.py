@@ -20,6 +20,7 @@ from mogg.core.bounded import read_json
 from mogg.routing.fitting.folds import CrossFit, make_folds
 from mogg.routing.fitting.kfold import RouterTrainingError, _digest
 from mogg.routing.plans import ActionSpace
+from mogg.run.budget.actions import NODE
 from mogg.run.budget.actions.fit import FIT_CODE, fit_action_routers
 from mogg.run.budget.actions.network import ActionRouter
 
@@ -96,7 +97,7 @@ def predict_action_folds(xq: np.ndarray, xa: np.ndarray, query_ids: list[str], o
     if expected is not None:  # trained with the settings, folds, seed and data this evaluation asks for?
         from mogg.routing.fitting.folds import check_run
 
-        check_run(path, info, expected, retrain or "python train.py with the same overrides")
+        check_run(path, info, expected, retrain or "python train.py with the same overrides", {"fit": NODE})
     if ActionSpace.from_json(info["space"]) != space:
         raise ArtifactError(f"{path}: trained on actions {info['space']}, but this run's are {space.to_json()}; retrain")
     pos = {q: i for i, q in enumerate(query_ids)}

@@ -1,5 +1,5 @@
 """The action router's frontier rows: its out-of-fold plans as a
-:class:`~mogg.evaluation.frontier_guard.BudgetPolicy` (the guarded router policy: the action router
+:class:`~mogg.run.budget.base.BudgetPolicy` (the guarded router policy: the action router
 or eq. 1-2 under the level router's weights, kept only where it beats the envelope on validation;
 and the action router unguarded)."""
 
@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from mogg.evaluation.frontier import Family
-from mogg.evaluation.frontier_guard import BudgetPolicy, Learned, TableAt, guarded_at
+from mogg.evaluation.frontier_guard import guarded_at
+from mogg.run.budget.base import BudgetPolicy, Learned, TableAt
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """The evidence selector's frontier rows: the selector (guarded and not), route + trim (a chunk-level
 router's plans trimmed by the selector) and the sentence oracle beside them, as a
-:class:`~mogg.evaluation.frontier_guard.BudgetPolicy` whose rows follow the chunk oracle."""
+:class:`~mogg.run.budget.base.BudgetPolicy` whose rows follow the chunk oracle."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mogg.evaluation.frontier import Family, oracle_at, paired_interval
-from mogg.evaluation.frontier_guard import BudgetPolicy, Learned, TableAt, cut_family, guarded_at
+from mogg.evaluation.frontier_guard import cut_family, guarded_at
+from mogg.run.budget.base import BudgetPolicy, Learned, TableAt
 
 
 def _reading_rows(reading: Reading, table: TableAt, b: float) -> dict:

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 from hydra.utils import instantiate
 
-from mogg.evaluation.frontier_guard import Learned
 from mogg.prepared import Prepared
+from mogg.run.budget.base import Learned
 from mogg.run.budget.selector.candidates import Candidates, candidates, evidence_overlap, features
 from mogg.run.budget.selector.lexicon import Lexicon, unit_terms
 from mogg.run.budget.selector.plans import context_units, document_tokens, selector_learned, sentence_oracle
