@@ -47,6 +47,12 @@ STAGES = {  # (module, function): stage name
     ("mogg.run.budget.actions.kind", "predict_action_folds"): "action router: predictions",
     ("mogg.run.budget.selector.kind", "train_selector"): "evidence selector: candidates, features, folds (train)",
     ("mogg.run.budget.selector.kind", "reading_policies"): "evidence selector: candidates, features, plans (evaluate)",
+    # since the kinds import these where they call them (issue 61: a kind module stays light for
+    # Hydra's ConfigStore), the modules that define them
+    ("mogg.run.budget.actions.folds", "crossfit_actions"): "action router: 5 folds",
+    ("mogg.run.budget.actions.folds", "predict_action_folds"): "action router: predictions",
+    ("mogg.run.budget.selector.stage", "train_selector"): "evidence selector: candidates, features, folds (train)",
+    ("mogg.run.budget.selector.stage", "reading_policies"): "evidence selector: candidates, features, plans (evaluate)",
 }
 
 

@@ -214,9 +214,10 @@ def test_every_knob_the_readme_names_exists():
             for d in (node.get("defaults") or []) if isinstance(node, dict) else []:  # a sub-group: "scorer@scorer: cross"
                 if isinstance(d, dict):
                     have |= {str(k).split("@")[-1].lstrip("/") for k in d}
-            if isinstance(node, dict) and "_target_" in node:
-                cls = get_class(node["_target_"])
-                if dataclasses.is_dataclass(cls):
+            # a node's class (router: the file's root; frontier/routers: {<kind>: {_target_: ...}}): its
+            # fields are its knobs (their defaults live there only, issue 61)
+            for sub in ([node] + [v for v in node.values() if isinstance(v, dict)]) if isinstance(node, dict) else []:
+                if "_target_" in sub and dataclasses.is_dataclass(cls := get_class(sub["_target_"])):
                     have |= {fl.name for fl in dataclasses.fields(cls)}
         if group == "frontier":
             from mogg.run.frontier_stage import FrontierSettings
@@ -242,7 +243,7 @@ def test_the_readme_names_every_field_of_the_router_and_frontier_settings():
     assert len(kinds) >= 3, kinds  # the MLP, the committee, the cross router
     # the budget routers: conf/frontier/routers/<kind>.yaml holds {<kind>: {_target_: ..., knobs}}
     budget = {get_class(n["_target_"]) for f in sorted((ROOT / "conf" / "frontier" / "routers").glob("*.yaml"))
-              for n in (yaml.safe_load(f.read_text()) or {}).values()}
+              for n in (yaml.safe_load(f.read_text()) or {}).values() if isinstance(n, dict)}  # not its defaults list
     assert len(budget) >= 2, budget  # the action router, the evidence selector
     rows = _config_rows()
     for group, cls in [*(("router", k) for k in sorted(kinds, key=str)), ("frontier", FrontierSettings),

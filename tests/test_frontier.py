@@ -351,7 +351,7 @@ def test_action_router_dropout_is_the_fits_seeded_hash_not_a_torch_module():
     q, a = torch.randn(4, 3), torch.randn(4, 5, 2)
     torch.testing.assert_close(s(q, a), s.eval()(q, a), rtol=0, atol=0)
     with pytest.raises(ValueError, match="dropout must be in"):
-        ActionScorer(3, 2, dropout=1.0)
+        ActionScorer(3, 2, hidden=4, dropout=1.0)
 
 
 def test_the_action_routers_objective_is_set_in_its_own_node_only():
@@ -365,32 +365,21 @@ def test_the_action_routers_objective_is_set_in_its_own_node_only():
         (kind,) = frontier_settings(compose(["experiment=frontier", "data=pubmedqa", *over])).routers
         return kind.knobs()
 
-    assert knobs("router.objective=bce")["objective"] == "utility"
-    assert knobs("frontier.routers.actions.loss=listwise")["objective"] == "listwise"  # the fit's keyword
+    assert knobs("router.objective=bce")["loss"] == "utility"
+    assert knobs("frontier.routers.actions.loss=listwise")["loss"] == "listwise"  # one name, config to fit
     with pytest.raises(ValueError, match="frontier.routers.actions.loss"):
         knobs("frontier.routers.actions.loss=nope")
     with pytest.raises(ValueError, match="renamed frontier.routers.actions.loss"):  # named apart from router.objective
         knobs("+frontier.routers.actions.objective=bce")
 
 
-def test_a_kinds_knobs_are_declared_once_and_a_knob_it_cannot_honour_is_refused():
-    """The dataclass declares each knob; its config file mirrors the defaults (equal, checked here);
-    the selector deeper than the frontier retrieves, or trimming a router the run lacks, is refused."""
-    import dataclasses
+def test_a_knob_a_kind_cannot_honour_is_refused():
+    """The selector deeper than the frontier retrieves, or trimming a router the run lacks, is
+    refused (that each knob is declared once, in its field: tests/test_knobs.py)."""
+    from conftest import compose
 
-    import yaml
-    from conftest import ROOT, compose
-
-    from mogg.run.budget.actions.kind import ActionRouterKind
-    from mogg.run.budget.selector.kind import EvidenceSelectorKind
     from mogg.run.frontier_stage import frontier_settings
 
-    for name, cls in (("actions", ActionRouterKind), ("selector", EvidenceSelectorKind)):
-        node = yaml.safe_load((ROOT / "conf" / "frontier" / "routers" / f"{name}.yaml").read_text())[name]
-        node.pop("_target_")
-        defaults = {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
-                    for f in dataclasses.fields(cls)}
-        assert node == defaults, name
     with pytest.raises(ValueError, match="selector.depth=9 reads deeper than frontier.depth=8"):
         frontier_settings(compose(["experiment=selector", "data=pubmedqa", "frontier.routers.selector.depth=9"]))
     with pytest.raises(ValueError, match="trim_of='actions': no such chunk-level router"):

@@ -206,3 +206,42 @@ def test_long_modules_say_why():
             if "Length (over ~350 lines):" not in doc:
                 long.append(f"{f.relative_to(ROOT)} ({text.count(chr(10))} lines)")
     assert not long, "split these or state why they are long: " + ", ".join(long)
+
+
+def kind_boundaries(sources: dict[str, str]) -> list[str]:
+    """Issue 61: each budget-router kind (a package ``mogg.run.budget.<slot>``) stands beside the
+    others, importing none of them (what they share lives in ``mogg.run.budget``), and no module
+    outside ``run/`` imports a kind or names its config node ``frontier.routers.<slot>``."""
+    import re
+
+    from mogg.run.budget.registry import KINDS
+
+    pkgs = {slot: f"mogg.run.budget.{slot}" for slot in KINDS}
+    named = re.compile(r"frontier\.routers\.(" + "|".join(map(re.escape, KINDS)) + r")\b")
+    modules, bad = set(sources), []
+    for name, src in sorted(sources.items()):
+        own = next((s for s, p in pkgs.items() if name == p or name.startswith(p + ".")), None)
+        below = not (name == "mogg.run" or name.startswith("mogg.run."))
+        for dep in sorted(imports_of(name, src, modules)):
+            for slot, p in pkgs.items():
+                if slot != own and (dep == p or dep.startswith(p + ".")) and (own is not None or below):
+                    bad.append(f"{name} imports {dep} (the {slot} kind)")
+        if below and (m := named.search(src)):
+            bad.append(f"{name} names {m.group(0)}")
+    return bad
+
+
+def test_the_budget_kinds_stand_beside_each_other_and_no_lower_floor_names_one():
+    assert kind_boundaries(module_sources()) == []
+
+
+def test_the_kind_boundary_check_catches_a_planted_crossing():
+    sources = module_sources()
+    planted = dict(sources)
+    planted["mogg.run.budget.selector.final"] += "\n\ndef f():\n    from mogg.run.budget.actions.deploy import DeployedActions\n"
+    planted["mogg.routing.fitting.folds"] += '\n\nNODE = "frontier.routers.actions"\n'
+    planted["mogg.evaluation.frontier_report"] += "\n\ndef g():\n    import mogg.run.budget.selector.kind\n"
+    assert kind_boundaries(planted) == [
+        "mogg.evaluation.frontier_report imports mogg.run.budget.selector.kind (the selector kind)",
+        "mogg.routing.fitting.folds names frontier.routers.actions",
+        "mogg.run.budget.selector.final imports mogg.run.budget.actions.deploy (the actions kind)"]

@@ -90,13 +90,16 @@ def test_zero_spread_and_overflowing_outputs_are_refused(tmp_path):
 
 def test_action_router_refuses_non_finite(tmp_path):
     from mogg.run.budget.actions.fit import fit_action_router
+    from mogg.run.budget.actions.kind import ActionRouterKind
     from mogg.run.budget.actions.network import ActionRouter
 
     rng = np.random.default_rng(0)
     xq, xa, y = rng.normal(size=(40, 3)), rng.normal(size=(40, 4, 2)), rng.random((40, 4))
+    wild = ActionRouterKind(max_epochs=5)
+    wild.lr = 1e30  # past the knob's check (0 < lr <= 10), as a caller that set it after building the kind
     with pytest.raises(FloatingPointError, match="never finite"):
-        fit_action_router(xq, xa, y, np.arange(30), np.arange(30, 40), lr=1e30, max_epochs=5)
-    r = fit_action_router(xq, xa, y, np.arange(30), np.arange(30, 40), max_epochs=3)
+        fit_action_router(xq, xa, y, np.arange(30), np.arange(30, 40), wild)
+    r = fit_action_router(xq, xa, y, np.arange(30), np.arange(30, 40), ActionRouterKind(max_epochs=3))
     r.std_a = np.zeros_like(r.std_a)
     r.save(tmp_path / "a")
     with pytest.raises(ValueError, match="non-positive values in std_a"):

@@ -37,7 +37,7 @@ def test_candidates_and_labels_by_hand():
     # level 0: sentence 4 then 0 retrieved; level 1: document 1 (units 3-5)
     hits = Hits(np.array([[[4, 0], [1, -1]]]), np.array([[[2.0, 1.0], [3.0, -np.inf]]], dtype=np.float32))
     lex = Lexicon(lad, q)
-    c = candidates(lad, hits, lex, depth=2)
+    c = candidates(lad, hits, lex, depth=2, per_chunk=24)
     assert c.unit.tolist() == [0, 3, 4, 5] and c.q.tolist() == [0, 0, 0, 0]
     np.testing.assert_allclose(c.score[:, 0], [0.5, 0.0, 1.0, 0.0])  # relative to the level's top score
     np.testing.assert_allclose(c.score[:, 1], [0.0, 1.0, 1.0, 1.0])
@@ -59,8 +59,8 @@ def test_candidates_and_labels_by_hand():
 
     with warnings.catch_warnings():  # options absent (NaN) is expected, not a RuntimeWarning (issue 50)
         warnings.simplefilter("error")
-        x = features(lad, c, lex)
-    names = feature_names(lad.level_names)
+        x = features(lad, c, lex, context=False)
+    names = feature_names(lad.level_names, False)
     opt_cols = [names.index(n) for n in ("option_match", "option_match_rel", "doc_option_match", "doc_option_match_rel")]
     assert x.shape == (4, 4 + 24) and np.isfinite(np.delete(x, opt_cols, axis=1)).all()
     assert np.isnan(evidence_overlap(c, lex, [""])).all()  # no evidence: no label
@@ -79,7 +79,7 @@ def test_the_context_columns_against_brute_force():
     hits = Hits(np.array([[[4, 0], [1, -1]], [[4, -1], [0, -1]]]),
                 np.array([[[2.0, 1.0], [3.0, -np.inf]], [[1.0, -np.inf], [2.0, -np.inf]]], dtype=np.float32))
     lex = Lexicon(lad, qs)
-    c = candidates(lad, hits, lex, depth=2)
+    c = candidates(lad, hits, lex, depth=2, per_chunk=24)
     rng = np.random.default_rng(0)
     emb = rng.normal(size=(len(lad.units), 8))
     emb /= np.linalg.norm(emb, axis=1, keepdims=True)
@@ -87,8 +87,8 @@ def test_the_context_columns_against_brute_force():
     qe /= np.linalg.norm(qe, axis=1, keepdims=True)
     x = features(lad, c, lex, emb[c.unit], qe, context=True)
     names = feature_names(lad.level_names, context=True)
-    assert x.shape[1] == len(names) == len(feature_names(lad.level_names)) + len(CONTEXT_FEATURES)
-    assert features(lad, c, lex, emb[c.unit], qe).shape[1] == len(feature_names(lad.level_names))
+    assert x.shape[1] == len(names) == len(feature_names(lad.level_names, False)) + len(CONTEXT_FEATURES)
+    assert features(lad, c, lex, emb[c.unit], qe, context=False).shape[1] == len(feature_names(lad.level_names, False))
     col = {n: x[:, names.index(n)] for n in CONTEXT_FEATURES}
     cos = x[:, names.index("cosine")]
     match = x[:, names.index("match")]
@@ -117,9 +117,9 @@ def test_the_option_features_by_hand():
     q = ["What reverses warfarin?"]
     hits = Hits(np.array([[[4, 0], [1, -1]]]), np.array([[[2.0, 1.0], [3.0, -np.inf]]], dtype=np.float32))
     lex = Lexicon(lad, q, ["Vitamin K Aspirin Heparin"])
-    c = candidates(lad, hits, lex, depth=2)
-    x = features(lad, c, lex)
-    names = feature_names(lad.level_names)
+    c = candidates(lad, hits, lex, depth=2, per_chunk=24)
+    x = features(lad, c, lex, context=False)
+    names = feature_names(lad.level_names, False)
     from mogg.core.text import tokenize
 
     opt = set(tokenize("Vitamin K Aspirin Heparin", stopwords=True))

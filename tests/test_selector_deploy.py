@@ -45,12 +45,14 @@ def test_the_final_fit_writes_one_deployable_selector(final):
 
 
 def test_routing_the_training_questions_reproduces_the_selectors_decisions(final, mirage):
+    from mogg.run.budget.selector.kind import EvidenceSelectorKind
     from mogg.run.budget.selector.session import SelectorSession
     from mogg.run.prepare_stage import prepare_all
 
     tmp, cfg, _ = final
     d = tmp / "ckpt" / "sel" / "mog" / "selector" / "final"
-    session = SelectorSession.from_checkpoint(d, artifacts=tmp / "artifacts", data_dir=mirage.parent)
+    session = SelectorSession.from_checkpoint(d, artifacts=tmp / "artifacts", data_dir=mirage.parent,
+                                              kind=EvidenceSelectorKind)
     prep = prepare_all(cfg)["mog"]
     dep = session.deployed
     assert dep.decisions["ids"] == list(prep.query_ids)

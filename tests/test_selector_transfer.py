@@ -43,13 +43,15 @@ def test_the_encoder_sees_the_candidate_units_only_and_each_once_ever(tmp_path):
     prep = prepare_all(cfg)["mog"]
     enc = CountingEncoder()
     opts = [" ".join(it.options.values()) for it in prep.items]
-    lex, cand, x = candidate_features(prep.ladder, prep.deep, prep.questions, opts, 8, 24, True, enc, tmp_path / "store")
+    lex, cand, x = candidate_features(prep.ladder, prep.deep, prep.questions, opts, 8, 24, True, enc, tmp_path / "store",
+                                      context=False)
     units = {prep.ladder.units.text[int(u)] for u in np.unique(cand.unit)}
     sentences = [t for t in enc.seen if t not in set(prep.questions)]
     assert sorted(sentences) == sorted(units)  # each candidate unit once, nothing else of the corpus
     assert len(units) < len(prep.ladder.units.text)
     enc.seen.clear()
-    _, _, x2 = candidate_features(prep.ladder, prep.deep, prep.questions, opts, 8, 24, True, enc, tmp_path / "store")
+    _, _, x2 = candidate_features(prep.ladder, prep.deep, prep.questions, opts, 8, 24, True, enc, tmp_path / "store",
+                                      context=False)
     assert not [t for t in enc.seen if t not in set(prep.questions)]  # a rerun: every unit from the store
     np.testing.assert_array_equal(np.nan_to_num(x, nan=-9), np.nan_to_num(x2, nan=-9))
 
@@ -67,13 +69,13 @@ def test_the_selector_builds_the_unit_terms_once_per_ladder_and_then_checks_thei
     prep = prepare_all(cfg)["mog"]
     opts = [" ".join(it.options.values()) for it in prep.items]
     args = (prep.ladder, prep.deep, prep.questions, opts, 8, 24, False)
-    _, cand0, x0 = candidate_features(*args)  # no store: built in memory
-    _, _, x1 = candidate_features(*args, None, tmp_path / "store", prep.ladder_key)  # builds and stores
+    _, cand0, x0 = candidate_features(*args, context=False)  # no store: built in memory
+    _, _, x1 = candidate_features(*args, None, tmp_path / "store", prep.ladder_key, context=False)  # builds and stores
     seen = []
     real = lexicon.tokenize
     monkeypatch.setattr(lexicon, "tokenize", lambda t, **kw: seen.append(t) or real(t, **kw))
     monkeypatch.setattr(lexicon.UnitTerms, "build", lambda *a: pytest.fail("the stored terms are rebuilt"))
-    lex, cand2, x2 = candidate_features(*args, None, tmp_path / "store", prep.ladder_key)
+    lex, cand2, x2 = candidate_features(*args, None, tmp_path / "store", prep.ladder_key, context=False)
     assert sorted(seen) == sorted(list(prep.questions) + opts)  # no unit of the corpus
     assert len(lex.unit_tokens) == len(prep.ladder.units)
     np.testing.assert_array_equal(cand0.unit, cand2.unit)
@@ -214,6 +216,9 @@ def test_the_transfer_selector_is_one_directory_and_its_rows_reach_the_report(tr
     assert dep.deploy["features_view"] == view
     raw = dep.deploy["n_features"] // (3 if view == "within_question" else 1)
     assert dep.booster.num_feature() == dep.deploy["n_features"] == (3 * raw if view == "within_question" else raw)
+    # a directory written before the key was fitted on the raw columns, whatever the knob's default is now
+    del dep.deploy["features_view"]
+    assert dep.reads("features_view", EvidenceSelectorKind) == "raw"
     md = (transfer / "r" / "debug" / "results.md").read_text()
     for row in ("transferred selector (E median)", "transferred selector (E predicted)", "transferred selector (E document)",
                 "transferred selector (deployed: E document, lambda learned)", "training sets' envelope"):

@@ -4,6 +4,7 @@ split first layer, the hashed dropout and AdamW equal their references."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 
@@ -17,9 +18,15 @@ from mogg.routing.plans import decide
 from mogg.run.budget.actions import scorer as scorer_math
 from mogg.run.budget.actions._jit import GOLDEN, dropout_rows_
 from mogg.run.budget.actions.fit import fit_action_router, fit_action_routers
+from mogg.run.budget.actions.kind import ActionRouterKind
 from mogg.run.budget.actions.network import ActionRouter, ActionScorer, _loss
 
 KW = {"hidden": 8, "lr": 1e-2, "weight_decay": 1e-3, "batch_size": 16, "max_epochs": 60, "patience": 5}
+
+
+def kind(**knobs) -> ActionRouterKind:
+    """The fit's knobs travel as the kind (no keyword splat with defaults of its own): KW over the kind's."""
+    return ActionRouterKind(**{**KW, **knobs})
 
 
 def _toy(n=200, n_actions=12, seed=0, noise_from=None):
@@ -44,19 +51,19 @@ def _same_weights(a: ActionRouter, b: ActionRouter) -> bool:
     return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
 
 
-@pytest.mark.parametrize("objective,dropout", [("utility", 0.2), ("bce", 0.0), ("listwise", 0.3)])
-def test_stacked_folds_equal_folds_fitted_alone(objective, dropout):
+@pytest.mark.parametrize("loss,dropout", [("utility", 0.2), ("bce", 0.0), ("listwise", 0.3)])
+def test_stacked_folds_equal_folds_fitted_alone(loss, dropout):
     xq, xa, y = _toy()
     # unequal train sets (70, 55, 64 rows in batches of 16: 5, 4 and 4 steps an epoch) and val sets
     trains = [np.arange(0, 70), np.arange(40, 95), np.arange(80, 144)]
     vals = [np.arange(150, 170), np.arange(170, 185), np.arange(0, 12)]
     seeds = [3, 11, 5]
-    kw = {**KW, "objective": objective, "dropout": dropout}
-    stacked = fit_action_routers(xq, xa, y, trains, vals, seeds, **kw)
+    kw = kind(loss=loss, dropout=dropout)
+    stacked = fit_action_routers(xq, xa, y, trains, vals, seeds, kw)
     assert len({r.summary["epochs"] for r in stacked}) > 1  # the folds stop at different epochs
     tokens = np.abs(xa[:, :, 0]) * 10
     for tr, va, seed, rs in zip(trains, vals, seeds, stacked):
-        alone = fit_action_router(xq, xa, y, tr, va, seed=seed, **kw)
+        alone = fit_action_router(xq, xa, y, tr, va, kw, seed=seed)
         for key in ("epochs", "best_epoch", "best_val_loss", "n_train", "n_val"):
             assert rs.summary[key] == alone.summary[key], key
         assert _same_weights(rs, alone)  # bit for bit: same shapes, same products, same draws
@@ -65,23 +72,23 @@ def test_stacked_folds_equal_folds_fitted_alone(objective, dropout):
         for lam in (0.0, 1e-3, 1e-2):
             np.testing.assert_array_equal(decide(ua, tokens, lam), decide(us, tokens, lam))
     # the equality is not vacuous: the same fold under another seed is another router
-    other = fit_action_router(xq, xa, y, trains[0], vals[0], seed=4, **kw)
+    other = fit_action_router(xq, xa, y, trains[0], vals[0], kw, seed=4)
     assert not _same_weights(other, stacked[0])
 
 
 def test_a_fold_that_stops_early_keeps_its_own_best_weights():
     xq, xa, y = _toy(n=240, noise_from=120)
     trains, vals = [np.arange(0, 95), np.arange(120, 215)], [np.arange(95, 120), np.arange(215, 240)]
-    kw = {**KW, "dropout": 0.1, "max_epochs": 150, "patience": 4, "lr": 5e-3}
-    sig, noise = fit_action_routers(xq, xa, y, trains, vals, [0, 1], **kw)
+    kw = kind(dropout=0.1, max_epochs=150, patience=4, lr=5e-3)
+    sig, noise = fit_action_routers(xq, xa, y, trains, vals, [0, 1], kw)
     # the fold with nothing to learn stops (patience after its best epoch) long before the other
     s = noise.summary
-    assert s["epochs"] == s["best_epoch"] + 1 + kw["patience"]
+    assert s["epochs"] == s["best_epoch"] + 1 + kw.patience
     assert s["epochs"] + 5 < sig.summary["epochs"]
-    assert _same_weights(noise, fit_action_router(xq, xa, y, trains[1], vals[1], seed=1, **kw))
+    assert _same_weights(noise, fit_action_router(xq, xa, y, trains[1], vals[1], kw, seed=1))
     # its weights are its best epoch's: the fold alone, stopped right after that epoch, ends on them
-    at_best = fit_action_router(xq, xa, y, trains[1], vals[1], seed=1,
-                                **{**kw, "max_epochs": s["best_epoch"] + 1, "patience": 0})
+    at_best = fit_action_router(xq, xa, y, trains[1], vals[1],
+                                dataclasses.replace(kw, max_epochs=s["best_epoch"] + 1, patience=0), seed=1)
     assert at_best.summary["best_epoch"] == s["best_epoch"] and _same_weights(noise, at_best)
     # (the last epoch's weights, patience epochs later, would fail that) and score its best validation loss
     for r in (noise, sig):
@@ -216,7 +223,7 @@ def test_crossfit_actions_saves_every_fold_and_predicts_out_of_fold(tmp_path):
     xq, xa, y = _toy(n=120)
     space = ActionSpace(["a", "b", "c"], 2, [None, 8])
     ids = [f"q{i}" for i in range(len(xq))]
-    fit = {**KW, "max_epochs": 15, "objective": "utility"}
+    fit = kind(max_epochs=15, loss="utility")
     info = crossfit_actions(xq, xa, y, space, ids, 3, 0, fit, 0.2, tmp_path)
     assert json.loads((tmp_path / "folds.json").read_text())["run_id"] == info["run_id"]
     af = predict_action_folds(xq, xa, ids, tmp_path, space)
@@ -227,7 +234,7 @@ def test_crossfit_actions_saves_every_fold_and_predicts_out_of_fold(tmp_path):
         np.testing.assert_array_equal(af.util[rows], r.utilities(xq[rows], xa[rows]))
         train = np.array([ids.index(q) for q in f["train"]])
         val = np.array([ids.index(q) for q in f["val"]])
-        assert _same_weights(r, fit_action_router(xq, xa, y, train, val, seed=k, **fit))  # seed + k, seed 0
+        assert _same_weights(r, fit_action_router(xq, xa, y, train, val, fit, seed=k))  # seed + k, seed 0
     again = crossfit_actions(xq, xa, y, space, ids, 3, 0, fit, 0.2, tmp_path)  # same run: reused, not refitted
     assert again == json.loads((tmp_path / "folds.json").read_text())
 
@@ -242,11 +249,11 @@ def test_action_folds_trained_with_other_settings_are_refused(tmp_path):
     xq, xa, y = _toy(n=60)
     space = ActionSpace(["a", "b", "c"], 2, [None, 8])
     ids = [f"q{i}" for i in range(len(xq))]
-    fit = {**KW, "max_epochs": 3, "objective": "utility"}
+    fit = kind(max_epochs=3, loss="utility")
     crossfit_actions(xq, xa, y, space, ids, 3, 0, fit, 0.2, tmp_path, "data")
     same = action_key(xq, xa, y, space, 3, 0, fit, 0.2, "data")
     predict_action_folds(xq, xa, ids, tmp_path, space, same, "retrain")  # the trained settings: fine
-    for other, name in (({**fit, "hidden": 16}, "frontier.routers.actions.hidden"), (fit, "seed")):
+    for other, name in ((kind(max_epochs=3, hidden=16), "frontier.routers.actions.hidden"), (fit, "seed")):
         key = action_key(xq, xa, y, space, 3, 1 if name == "seed" else 0, other, 0.2, "data")
         with pytest.raises(StaleRouters, match=name.replace(".", r"\.") + r".*Retrain: python train\.py x=1"):
             predict_action_folds(xq, xa, ids, tmp_path, space, key, "python train.py x=1")
@@ -261,7 +268,7 @@ def test_the_cross_fit_says_when_each_fold_stops_and_bars_follow_one_rule(caplog
     xq, xa, y = _toy(n=240, noise_from=120)
     trains, vals = [np.arange(0, 95), np.arange(120, 215)], [np.arange(95, 120), np.arange(215, 240)]
     with caplog.at_level("INFO", logger="mogg.run.budget.actions.fit"):
-        routers = fit_action_routers(xq, xa, y, trains, vals, [0, 1], **{**KW, "max_epochs": 30, "patience": 2})
+        routers = fit_action_routers(xq, xa, y, trains, vals, [0, 1], kind(max_epochs=30, patience=2))
     lines = [r.getMessage() for r in caplog.records if "stopped at epoch" in r.getMessage()]
     assert sorted(lines) == sorted(f"action router fold {k + 1} of 2 stopped at epoch {r.summary['epochs']} "
                                    f"(best {r.summary['best_epoch'] + 1}, val loss {r.summary['best_val_loss']:.4f})"
@@ -327,7 +334,7 @@ def test_the_epoch_bar_counts_to_where_early_stopping_ends_the_fit(monkeypatch):
     monkeypatch.setattr(fit_mod, "progress", lambda **kw: bars.append(_Bar(**kw)) or bars[-1])
     xq, xa, y = _toy(n=160, noise_from=80)  # noise labels: the folds stop within a few epochs
     trains, vals = [np.arange(80, 120), np.arange(100, 140)], [np.arange(140, 150), np.arange(150, 160)]
-    routers = fit_action_routers(xq, xa, y, trains, vals, [0, 1], **{**KW, "max_epochs": 200, "patience": 3})
+    routers = fit_action_routers(xq, xa, y, trains, vals, [0, 1], kind(max_epochs=200, patience=3))
     ran = max(r.summary["epochs"] for r in routers)
     assert ran < 200  # early stopping ended it
     bar, = bars

@@ -151,7 +151,7 @@ def at_budget(x: np.ndarray, y: np.ndarray, budget: float) -> tuple[float, float
     return float(x[i]), float(y[i])
 
 
-def paired_interval(a: np.ndarray, b: np.ndarray, n_boot: int = 1000, seed: int = 0) -> tuple[float, float, float]:
+def paired_interval(a: np.ndarray, b: np.ndarray, n_boot: int, seed: int = 0) -> tuple[float, float, float]:
     """Mean of a - b and its bootstrap 95% interval, resampling questions (paired; NaN rows dropped)."""
     d = np.asarray(a, float) - np.asarray(b, float)
     d = d[~np.isnan(d)]

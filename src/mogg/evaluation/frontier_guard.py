@@ -164,8 +164,8 @@ def guard_check(d: np.ndarray, tokens: float, budget: float, guard_se: float, ch
     return {"n": int(len(d)), "gain": gain, "se": se, "tokens": tokens, "passes": bool(fits and gain > guard_se * se)}
 
 
-def guarded_at(fold: np.ndarray, fixed: Family, budget: float, candidates: list, guard: bool = True,
-               guard_se: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], list[dict]]:
+def guarded_at(fold: np.ndarray, fixed: Family, budget: float, candidates: list, guard: bool,
+               guard_se: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], list[dict]]:
     """A guarded policy at ``budget``: per question its F1 and tokens, which candidate decided (int
     [Q] into the returned names; -1: the guard kept the envelope's configuration), and per-fold facts.
 

@@ -40,7 +40,7 @@ def _most_common(fam: Family, choice: np.ndarray) -> str:
 
 
 def frontier_evaluation(fixed: Family, others: list[Family], folds: np.ndarray, budgets: list[int],
-                        policies: list[BudgetPolicy] = (), n_boot: int = 1000, seed: int = 0, transfer=None) -> dict:
+                        policies: list[BudgetPolicy], n_boot: int, seed: int, transfer=None) -> dict:
     """Matched-cost table at ``budgets``, curves on :data:`GRID`, area share and tokens-to-reach;
     every learned budget router's ``policies`` add their rows (:class:`BudgetPolicy`: the action
     router's router policy, the evidence selector with route + trim and the sentence oracle), in

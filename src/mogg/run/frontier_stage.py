@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from omegaconf import DictConfig
 
 from mogg.core.artifacts import atomic_path, strict_json
 from mogg.evaluation import names as N
@@ -28,77 +26,11 @@ from mogg.prepared import Prepared
 from mogg.routing.fitting.folds import make_folds
 from mogg.routing.profiles import ProfileSpace
 from mogg.run.budget.base import ALL_LADDERS, BudgetRouter, LadderFrontier
-from mogg.run.budget.registry import budget_routers
 from mogg.run.context import RunContext
+from mogg.run.frontier_settings import FrontierSettings, frontier_settings  # noqa: F401 (app.py and scripts import it here)
 from mogg.selection import Selection, mog_select, topk_all_select
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class FrontierSettings:
-    """``frontier`` node: depth K (k = 1..K), token caps, reported budgets, bootstrap resamples,
-    whether train.py fits the learned budget routers, the guard, and the routers themselves
-    (``routers``: {kind: its node}, built into :class:`mogg.run.budget.base.BudgetRouter` kinds)."""
-
-    depth: int = 8
-    caps: tuple = (None, 32, 64, 128, 256)
-    budgets: tuple = (64, 128, 256, 512)
-    n_boot: int = 1000
-    actions: bool = True  # train.py fits (and evaluate.py reads) the learned budget routers
-    guard: bool = True  # the router policy keeps the envelope unless a candidate beats it on validation ...
-    guard_se: float = 1.0  # ... by this many standard errors (the one-SE rule)
-    routers: dict | list | None = None  # conf/frontier/routers/<kind>.yaml, in the report's order
-
-    def __post_init__(self) -> None:
-        if not _count(self.depth):
-            raise ValueError(f"frontier.depth={self.depth!r}: must be an integer >= 1 (k = 1..depth)")
-        if not _count(self.n_boot):
-            raise ValueError(f"frontier.n_boot={self.n_boot!r}: must be an integer >= 1 (bootstrap resamples)")
-        if not isinstance(self.actions, bool):
-            raise ValueError(f"frontier.actions={self.actions!r}: must be true or false")
-        if not isinstance(self.guard, bool):
-            raise ValueError(f"frontier.guard={self.guard!r}: must be true or false")
-        if isinstance(self.guard_se, bool) or not isinstance(self.guard_se, (int, float)) or not self.guard_se >= 0:
-            raise ValueError(f"frontier.guard_se={self.guard_se!r}: must be a number >= 0 (standard errors)")
-        if isinstance(self.caps, (str, int, float)) or not all(c is None or _count(c) for c in self.caps) \
-                or len(set(self.caps)) != len(self.caps) or not self.caps:
-            raise ValueError(f"frontier.caps={self.caps!r}: must be a list of distinct token counts >= 1 "
-                             "(null = uncapped), e.g. frontier.caps=[null,64,128]")
-        self.caps = tuple(self.caps)
-        if isinstance(self.budgets, (str, int, float)) or not self.budgets or not all(_count(b) for b in self.budgets):
-            raise ValueError(f"frontier.budgets={self.budgets!r}: must be a list of token counts >= 1, "
-                             "e.g. frontier.budgets=[64,128]")
-        self.budgets = tuple(sorted(int(b) for b in self.budgets))
-        if not all(isinstance(r, BudgetRouter) for r in self.routers or ()):
-            self.routers = budget_routers(self.routers)
-        self.routers = list(self.routers or ())
-        for kind in self.routers:
-            kind.check(self)
-
-
-def _count(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
-
-
-def frontier_settings(cfg: DictConfig) -> FrontierSettings | None:
-    node = cfg.get("frontier")
-    if not node:
-        return None
-    import dataclasses
-
-    from omegaconf import OmegaConf
-
-    values = OmegaConf.to_container(node, resolve=True)
-    if not isinstance(values, dict):
-        raise ValueError(f"frontier={values!r}: choose a frontier config (frontier=matched) or null")
-    known = {f.name for f in dataclasses.fields(FrontierSettings)}
-    extra = sorted(set(values) - known)
-    if extra:
-        moved = {"fit": "frontier.routers.actions.<knob>", "selector": "frontier/routers=[actions,selector]"}
-        hint = f"; it moved: {moved[extra[0]]}" if extra[0] in moved else ""
-        raise ValueError(f"frontier.{extra[0]} is not a frontier knob ({', '.join(sorted(known))}){hint}")
-    return FrontierSettings(**values)
 
 
 def ladder_frontier(prep: Prepared, fs: FrontierSettings) -> LadderFrontier:
@@ -192,7 +124,7 @@ def evaluate_frontier(ctx: RunContext, name: str, prep: Prepared, fs: FrontierSe
     """The frontier of one ladder: matched-cost table, plot, section (``ladder_policies``: the
     ladder's own policies selected on the deep hits). Each learned budget router adds its policy
     from its cross-fit in ``ckpt/<kind>``, in order; a router that reads inside the chunk trims the
-    plans of the kind it names (``trim_of``; route + trim)."""
+    plans of the kind it names (:meth:`~mogg.run.budget.base.BudgetRouter.trims`; route + trim)."""
     ladder = ladder_frontier(prep, fs)
     space, table = ladder.space, ladder.table
     folds = make_folds(len(prep.items), ctx.n_folds, ctx.seed)  # every kind's cross-fit uses these
@@ -200,8 +132,8 @@ def evaluate_frontier(ctx: RunContext, name: str, prep: Prepared, fs: FrontierSe
     transfers = []
     if fs.actions and ctx.use_router:
         # the kinds that trim another's plans (route + trim) after the one they name: list order means nothing
-        for kind in sorted(fs.routers, key=lambda k: k.trim_of is not None):
-            chunk = by_slot[kind.trim_of].learned(table) if kind.trim_of is not None else None
+        for kind in sorted(fs.routers, key=lambda k: k.trims() is not None):
+            chunk = by_slot[kind.trims()].learned(table) if kind.trims() is not None else None
             by_slot[kind.slot] = kind.policy(ctx, ladder, ckpt / kind.slot, chunk)
         for kind in fs.routers:
             t = kind.transferred(ctx, ladder, ckpt / kind.slot)

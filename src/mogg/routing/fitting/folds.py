@@ -215,9 +215,12 @@ def finished_run(out_dir: Path, run_id: str, what: str) -> dict | None:
     return None
 
 
-def check_run(path: Path, found: dict, expected: dict, retrain: str) -> None:
+def check_run(path: Path, found: dict, expected: dict, retrain: str, nodes: dict[str, str] | None = None) -> None:
     """Refuse a trained run (``found``: its ``folds.json``) whose key differs from ``expected``
-    (:func:`crossfit_key`), naming the differing fields and the command that retrains it."""
+    (:func:`crossfit_key`), naming the differing fields and the command that retrains it; ``nodes``:
+    the config node a key's part comes from (its caller's, e.g. ``{"fit": "<the kind's node>"}``;
+    the level router's ``settings`` are ``router``), so a field reads as the knob a user sets."""
+    nodes = {"settings": "router", **(nodes or {})}
     if found.get("run_id") == config_hash(expected):
         return
     if "key" not in found:
@@ -225,7 +228,7 @@ def check_run(path: Path, found: dict, expected: dict, retrain: str) -> None:
     else:
         diff = diff_fields(expected, found["key"])
         exp, got = _flat(expected), _flat(found["key"])
-        what = "; ".join(_knob(f) + (f" ({got.get(f)!r} there, {exp.get(f)!r} here)" if _scalar(exp.get(f), got.get(f))
+        what = "; ".join(_knob(f, nodes) + (f" ({got.get(f)!r} there, {exp.get(f)!r} here)" if _scalar(exp.get(f), got.get(f))
                                      else "") for f in diff[:6]) + (" ..." if len(diff) > 6 else "") or "its run id"
     raise StaleRouters(f"{path} was trained with other {what} than this evaluation asks for: its routers would be "
                        f"reported under settings they were not trained with. Retrain: {retrain}")
@@ -245,9 +248,9 @@ def _scalar(*values) -> bool:
     return all(v is None or isinstance(v, (str, int, float, bool)) and len(str(v)) <= 40 for v in values)
 
 
-def _knob(field: str) -> str:
+def _knob(field: str, nodes: dict[str, str]) -> str:
     """A key field as the config knob a user sets (``settings.hidden`` -> ``router.hidden``)."""
     head, _, rest = field.partition(".")
-    name = {"settings": "router", "fit": "frontier.routers.actions"}.get(head, head) + (f".{rest}" if rest else "")
+    name = nodes.get(head, head) + (f".{rest}" if rest else "")
     return {"data_key": "data, labels or features (data key)", "fold": "folds", "space": "actions (frontier.depth, caps)",
             "data": "inputs or labels"}.get(name, name)

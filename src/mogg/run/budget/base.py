@@ -1,20 +1,32 @@
 """The budget-router interface: what the frontier stage, ``train.py`` and ``mogg-route`` ask of a
-learned budget router, whatever it learns.
+learned budget router, whatever it learns. Its three parts stand side by side in ``run/budget/``:
 
-A kind is one class (a dataclass of its knobs, subclassing :class:`BudgetRouter`) and one config
-file (``conf/frontier/routers/<kind>.yaml``: ``<kind>: {_target_: module.Class, knobs...}``); the
-run's ``frontier.routers`` holds the kinds it trains, in the report's order
+* **the kind** (here): one class, a dataclass of its knobs (each field its default, check and doc:
+  :func:`mogg.core.knobs.knob`) subclassing :class:`BudgetRouter`, and one config file
+  (``conf/frontier/routers/<kind>.yaml``: ``<kind>: {_target_: module.Class}``, its defaults from
+  the fields); built from ``frontier.routers`` by :func:`mogg.run.budget.registry.budget_routers`;
+* **its policy**, the guard's view of it (re-exported here: :class:`BudgetPolicy`, the rows a
+  kind gives the frontier table, and :class:`Learned`, per-question plans the guard deploys at a
+  budget; both are defined in :mod:`mogg.evaluation.frontier_guard`, beside the table that reads
+  them, since the evaluation layer cannot import this one);
+* **its deployed directory**: written by :meth:`BudgetRouter.save_deployed` (or a kind's own
+  ``save``), opened and checked by :mod:`mogg.run.budget.deployed` (manifest, seal, format, the
+  budgets) and :mod:`mogg.run.budget.bounds` (every number), its kind found again by
+  :func:`mogg.run.registry.deployed_kind`.
+
+Neither kind imports the other (``tests/test_layers.py``); what they share is here or below.
+The run's ``frontier.routers`` holds the kinds it trains, in the report's order
 (``frontier/routers=[actions,selector]``), and each keeps its checkpoints in
 ``<checkpoint>/<ladder>/<kind>/``. The spine calls:
 
 * :meth:`BudgetRouter.train`: the cross-fit on one ladder's prepared questions;
-* :meth:`BudgetRouter.policy`: its out-of-fold plans as a
-  :class:`~mogg.evaluation.frontier_guard.BudgetPolicy` (the frontier table's rows);
+* :meth:`BudgetRouter.policy`: its out-of-fold plans as a :class:`BudgetPolicy` (the frontier
+  table's rows);
 * :meth:`BudgetRouter.fit_final` / :meth:`BudgetRouter.fit_transfer`: the directory one deploys
   (``router.fit=all``), on this set or on ``train_sources`` (None: the kind has none);
 * :meth:`BudgetRouter.transferred`: rows of a router fixed before this set was seen;
 * :meth:`BudgetRouter.session`: ``mogg-route`` on a deployed directory, whose ``deploy.json``
-  names the kind (:func:`mogg.run.budget.registry.deployed_kind`).
+  names the kind (:func:`mogg.run.registry.deployed_kind`).
 
 How to add a kind: ``docs/extending.md``, "Add a budget router kind".
 """
@@ -25,7 +37,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import ClassVar
 
+from mogg.evaluation.frontier_guard import BudgetPolicy, Learned, TableAt
 from mogg.run.context import RunContext
+
+__all__ = ["ALL_LADDERS", "BudgetPolicy", "BudgetRouter", "LadderFrontier", "Learned", "TableAt"]
 
 # the all-ladders router's folder: one action space over every ladder's (level, k, cap), so a kind that
 # spans ladders picks the ladder too; its checkpoints live beside the ladders' as <run>/<ALL_LADDERS>/<kind>
@@ -74,20 +89,22 @@ class BudgetRouter:
 
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
-    trim_of: str | None = None  # a kind that reads inside the chunk: the chunk-level kind whose plans it trims
+    def trims(self) -> str | None:
+        """A kind that reads inside the chunk: the slot of the chunk-level kind whose plans it trims
+        (route + trim, evaluated after that kind), or None."""
+        return None
 
     def check(self, fs) -> None:
         """Refuse knobs this kind cannot honour under the frontier settings ``fs`` (checked when
-        they are built: a selector deeper than the frontier retrieves, a ``trim_of`` naming no router)."""
+        they are built: a selector deeper than the frontier retrieves, one trimming no router)."""
 
     def train(self, ctx: RunContext, ladder: LadderFrontier, out_dir: Path) -> dict:
         """Cross-fit on one ladder into ``out_dir``: ``{"folds": [...], "run_id": ...}``."""
         raise NotImplementedError
 
     def policy(self, ctx: RunContext, ladder: LadderFrontier, fold_dir: Path, chunk=None):
-        """Its out-of-fold plans from the cross-fit in ``fold_dir`` as a
-        :class:`~mogg.evaluation.frontier_guard.BudgetPolicy`; ``chunk``: the plans of a chunk-level
-        router evaluated before it (a :class:`~mogg.evaluation.frontier_guard.Learned`), or None."""
+        """Its out-of-fold plans from the cross-fit in ``fold_dir`` as a :class:`BudgetPolicy`;
+        ``chunk``: the plans of a chunk-level router evaluated before it (a :class:`Learned`), or None."""
         raise NotImplementedError
 
     def fit_final(self, ctx: RunContext, name: str, ladder: LadderFrontier, fold_dir: Path) -> dict | None:

@@ -7,6 +7,18 @@ import importlib
 
 from mogg.run.budget.base import BudgetRouter
 
+# The built-in kinds by slot (conf/frontier/routers/<slot>.yaml names the class as its _target_):
+# Hydra's ConfigStore holds each one's knob defaults, read from its dataclass fields, as
+# knobs/<slot> (mogg.run.frontier_settings.register_configs), which that file's defaults list names.
+KINDS = {"actions": "mogg.run.budget.actions.ActionRouterKind",
+         "selector": "mogg.run.budget.selector.EvidenceSelectorKind"}
+
+
+def target_class(target: str):
+    """The class a ``_target_`` names (``module.Class``), or ValueError."""
+    module, _, name = str(target).rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
 
 def budget_routers(node) -> list[BudgetRouter]:
     """``frontier.routers`` ({slot: {_target_, knobs}}) as kinds, in order; each learns its ``slot``."""
@@ -27,9 +39,8 @@ def budget_routers(node) -> list[BudgetRouter]:
         if "_target_" not in sub:
             raise ValueError(f"frontier.routers.{slot} has no _target_ (the kind's class): choose kinds with "
                              "frontier/routers=[actions,selector] and set their knobs as frontier.routers.<kind>.<knob>=...")
-        module, _, name = str(sub["_target_"]).rpartition(".")
         try:
-            cls = getattr(importlib.import_module(module), name)
+            cls = target_class(sub["_target_"])
         except (ImportError, AttributeError, ValueError):
             raise ValueError(f"frontier.routers.{slot}._target_={sub['_target_']!r} cannot be imported "
                              "(a budget router kind's class, e.g. mogg.run.budget.actions.ActionRouterKind)") from None

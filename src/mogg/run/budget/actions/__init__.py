@@ -18,3 +18,6 @@ from __future__ import annotations
 from mogg.core.exports import lazy_exports
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, {"kind": ("ActionRouterKind",)})
+
+NODE = "frontier.routers.actions"  # where its knobs are set (the messages that name one say so)
+LOSSES = ("utility", "bce", "listwise")  # the scorer's losses (frontier.routers.actions.loss: mogg.run.budget.actions.network)

@@ -27,12 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
-from mogg.core.artifacts import ArtifactError, artifact_lock, config_hash, read_manifest, strict_json, write_artifact
-from mogg.core.bounded import read_json
-from mogg.core.seal import check_seal, seal_holder
+from mogg.core.artifacts import ArtifactError, config_hash, strict_json, write_artifact
+from mogg.core.seal import seal_holder
 from mogg.routing.plans import ActionSpace, calibrate_lambda, decide
 from mogg.run.budget.actions.network import ActionRouter
-from mogg.run.budget.bounds import check_deploy
+from mogg.run.budget.deployed import DECISIONS, DEPLOY, check_budget_value, check_budgets, open_deployed
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +39,6 @@ FORMAT = "mogg-action-router/1"
 # under <run>/<ladder>/actions/, beside the cross-fit's fold<k>: the final fit on this set's
 # questions (router.fit=all|both) and the one trained on train_sources (leave-one-set-out)
 FINAL_DIR, TRANSFER_DIR = "final", "transfer"
-DEPLOY, DECISIONS = "deploy.json", "decisions.json"
 
 
 @dataclass
@@ -147,20 +145,8 @@ class DeployedActions:
         if not (d / DEPLOY).is_file():
             raise ArtifactError(f"{d}: not a deployed action router (no {DEPLOY}); train one with "
                                 "`python train.py experiment=frontier data=<set> router.fit=all`")
-        with artifact_lock(d, shared=True):
-            read_manifest(d)  # every file against its sha256: names the corrupt one
-            try:
-                deploy, decisions = read_json(d / DEPLOY), read_json(d / DECISIONS)  # bounded depth and size
-            except (OSError, ValueError) as e:
-                raise ArtifactError(f"{d}: unreadable {DEPLOY} or {DECISIONS} ({e}); retrain the router") from e
-            # before anything is read for meaning: the decisions bound to the weights
-            check_seal(d, DEPLOY, deploy)
-            if deploy.get("format") != FORMAT:
-                raise ArtifactError(f"{d / DEPLOY}: format {deploy.get('format')!r} is not {FORMAT!r}; retrain the router "
-                                    "with `python train.py experiment=frontier data=<set> router.fit=all`")
-            if not isinstance(deploy.get("spec"), dict):
-                raise ArtifactError(f"{d / DEPLOY}: spec is missing; retrain the router")
-            check_deploy(deploy, d)  # every number it carries, before any is read
+        with open_deployed(d, FORMAT, "retrain the router",
+                           " with `python train.py experiment=frontier data=<set> router.fit=all`") as (deploy, decisions):
             try:
                 router, _ = ActionRouter.load(d)
             except ValueError as e:
@@ -179,30 +165,3 @@ class DeployedActions:
             raise ArtifactError(f"{d / DECISIONS}: damaged ({e!r}); retrain the router") from None
         spec = {**deploy["spec"], "_dir": str(d)}
         return cls(router, space, budgets, spec, dec)
-
-
-def check_budget_value(budget) -> float:
-    """A budget given to a deployed router: a finite number of tokens > 0 (``--budget inf`` is refused)."""
-    try:
-        b = float(budget)
-    except (TypeError, ValueError):
-        raise ValueError(f"budget {budget!r} is not a number of tokens") from None
-    if not (np.isfinite(b) and b > 0):
-        raise ValueError(f"budget {budget!r} must be a finite number of tokens > 0")
-    return b
-
-
-def check_budgets(where: Path, budgets, n_actions: int) -> dict[int, dict]:
-    """``deploy.json``'s budgets as {B: plan}, each plan in range, or ``ArtifactError`` naming the budget."""
-    if not isinstance(budgets, dict) or not budgets:
-        raise ArtifactError(f"{where}: budgets must map each calibrated budget to its plan; retrain the router")
-    out = {}
-    for b, p in budgets.items():
-        ok = isinstance(b, str) and b.isdigit() and int(b) > 0 and str(int(b)) == b and isinstance(p, dict)
-        ok = ok and p.get("deploy") in ("router", "envelope") and isinstance(p.get("envelope"), int) \
-            and not isinstance(p.get("envelope"), bool) and 0 <= p["envelope"] < n_actions \
-            and isinstance(p.get("lambda"), (int, float)) and np.isfinite(p["lambda"]) and p["lambda"] >= 0
-        if not ok:
-            raise ArtifactError(f"{where}: budget {b!r}'s plan is damaged ({p}); retrain the router")
-        out[int(b)] = p
-    return out

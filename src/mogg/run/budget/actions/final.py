@@ -53,14 +53,14 @@ def fit_final_actions(ctx: RunContext, name: str, ladder: LadderFrontier, kind, 
     out-of-fold predictions decide the guard)."""
     prep, fs = ladder.prep, ladder.fs
     space, table, xq, xa = ladder.actions
-    fit = kind.knobs()
     val_fraction = ctx.val_fraction
     af = kind.folds(ctx, ladder, actions_dir)
-    guards = guard_decisions(RouterFolds(af.util, af.fold, af.val), table, fs.budgets, fs.guard, fs.guard_se)
+    guards = guard_decisions(RouterFolds(af.util, af.fold, af.val, fs.guard, fs.guard_se), table, fs.budgets, fs.guard,
+                             fs.guard_se)
     has = np.flatnonzero(~np.isnan(table.f1).all(axis=1))  # questions with gold evidence
     # its own seed stream (the folds use seed + 1000 + k): the final slice is another draw
     train, val = split_train_val(has, val_fraction, ctx.seed + 2000)
-    router = fit_action_routers(xq, xa, table.f1, [train], [val], [ctx.seed], **fit)[0]
+    router = fit_action_routers(xq, xa, table.f1, [train], [val], [ctx.seed], kind)[0]
     uv, u_all = router.utilities(xq[val], xa[val]), router.utilities(xq, xa)
     budgets, decisions = {}, {}
     for b in fs.budgets:
@@ -78,8 +78,8 @@ def fit_final_actions(ctx: RunContext, name: str, ladder: LadderFrontier, kind, 
     spec = ctx.router_spec(name, prep)
     spec["frontier"] = {"depth": fs.depth, "caps": list(fs.caps), "budgets": list(fs.budgets),
                         "max_context_tokens": prep.max_context_tokens}
-    spec["fit"] = {**fit, "seed": int(ctx.seed), "val_fraction": val_fraction, "n_train": int(len(train)),
-                   "n_val": int(len(val)), "cross_fit_run_id": af.info["run_id"]}
+    spec["fit"] = {**kind.knobs(), "seed": int(ctx.seed), "val_fraction": val_fraction, "n_train": int(len(train)),
+                   "n_val": int(len(val)), "cross_fit_run_id": af.info["run_id"]}  # every knob it was trained with
     spec["configs"] = config_stats(table.f1[train], table.tokens[train])
     dep = DeployedActions(router, space, budgets, spec, {"ids": list(prep.query_ids), "budgets": decisions,
                                                             "val": [prep.query_ids[i] for i in val]})
@@ -110,7 +110,7 @@ def fit_transfer_actions(ctx: RunContext, name: str, sources: dict[str, LadderFr
     f1 = np.concatenate([p[1].f1 for p in parts.values()])
     tok = np.concatenate([p[1].tokens for p in parts.values()])
     ids = [f"{s}:{q}" for s, p in source_preps.items() for q in p.query_ids]
-    val_fraction, fit = ctx.val_fraction, kind.knobs()
+    val_fraction = ctx.val_fraction
     trains, vals, off = [], [], 0
     for i, p in enumerate(parts.values()):
         has = np.flatnonzero(~np.isnan(p[1].f1).all(axis=1))
@@ -119,7 +119,7 @@ def fit_transfer_actions(ctx: RunContext, name: str, sources: dict[str, LadderFr
         vals.append(v + off)
         off += len(p[2])
     train, val = np.concatenate(trains), np.concatenate(vals)
-    router = fit_action_routers(xq, xa, f1, [train], [val], [ctx.seed], **fit)[0]
+    router = fit_action_routers(xq, xa, f1, [train], [val], [ctx.seed], kind)[0]
     uv, u_all = router.utilities(xq[val], xa[val]), router.utilities(xq, xa)
     budgets, decisions = {}, {}
     for b in fs.budgets:
@@ -140,8 +140,8 @@ def fit_transfer_actions(ctx: RunContext, name: str, sources: dict[str, LadderFr
     spec = ctx.router_spec(name, source_preps[first], transfer=True)  # no corpus: the user's, named when routing
     spec["frontier"] = {"depth": fs.depth, "caps": list(fs.caps), "budgets": list(fs.budgets),
                         "max_context_tokens": source_preps[first].max_context_tokens}
-    spec["fit"] = {**fit, "seed": int(ctx.seed), "val_fraction": val_fraction, "n_train": int(len(train)),
-                   "n_val": int(len(val)), "sources": list(parts)}
+    spec["fit"] = {**kind.knobs(), "seed": int(ctx.seed), "val_fraction": val_fraction, "n_train": int(len(train)),
+                   "n_val": int(len(val)), "sources": list(parts)}  # every knob it was trained with
     spec["configs"] = config_stats(f1[train], tok[train])
     dep = DeployedActions(router, space, budgets, spec,
                           {"ids": ids, "budgets": decisions, "val": [ids[i] for i in val]})

@@ -29,9 +29,10 @@ from torch import nn
 
 from mogg.core.progress import Heartbeat, progress, stop_horizon
 from mogg.routing.networks.stacked import StackedAdam, epoch_seed
+from mogg.run.budget.actions import NODE
 from mogg.run.budget.actions import scorer as scorer_math
 from mogg.run.budget.actions._jit import mix64
-from mogg.run.budget.actions.network import ACTION_OBJECTIVES, ActionRouter, ActionScorer, _loss
+from mogg.run.budget.actions.network import ActionRouter, ActionScorer, _loss
 from mogg.run.budget.actions.scorer import Dropout, Weights
 
 log = logging.getLogger(__name__)
@@ -90,10 +91,9 @@ def _spread(a: np.ndarray, axis) -> np.ndarray:
 
 
 def fit_action_routers(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, trains: Sequence[np.ndarray],
-                       vals: Sequence[np.ndarray], seeds: Sequence[int], *, objective: str = "utility",
-                       hidden: int = 64, dropout: float = 0.1, lr: float = 3e-3, weight_decay: float = 1e-4,
-                       batch_size: int = 64, max_epochs: int = 200, patience: int = 15) -> list[ActionRouter]:
-    """Fit ``F = len(trains)`` action routers as one stacked model: router k on rows ``trains[k]``
+                       vals: Sequence[np.ndarray], seeds: Sequence[int], kind) -> list[ActionRouter]:
+    """Fit ``F = len(trains)`` action routers as one stacked model, under the knobs of ``kind`` (a
+    :class:`mogg.run.budget.actions.ActionRouterKind`, which declares and checks them): router k on rows ``trains[k]``
     ([Q, Dq] query inputs, [Q, A, Da] action features, [Q, A] F1 labels), seeded by ``seeds[k]``,
     early stopping on its validation loss over rows ``vals[k]`` (its best epoch's weights kept; the
     training loss where it has no validation rows). Questions without evidence (NaN labels) are left
@@ -102,13 +102,11 @@ def fit_action_routers(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, trains: Se
     Raises :class:`mogg.routing.networks.training.FitError` (a ``FloatingPointError``, ``index`` = k) where
     router k's validation loss was never finite.
     """
-    if objective not in ACTION_OBJECTIVES:
-        raise ValueError(f"action router objective must be one of {ACTION_OBJECTIVES}, got {objective!r}")
+    loss, hidden, dropout, lr, weight_decay = kind.loss, kind.hidden, kind.dropout, kind.lr, kind.weight_decay
+    batch_size, max_epochs, patience = kind.batch_size, kind.max_epochs, kind.patience
     n_f = len(trains)
     if not (n_f == len(vals) == len(seeds)) or n_f < 1:
         raise ValueError(f"one train, val and seed per router: got {n_f}, {len(vals)}, {len(seeds)}")
-    if not 0.0 <= float(dropout) < 1.0:
-        raise ValueError(f"dropout must be in [0, 1), got {dropout}")
     ok = ~np.isnan(y).any(axis=1)
     trains = [np.asarray(t, dtype=np.int64)[ok[t]] for t in trains]
     vals = [np.asarray(v, dtype=np.int64)[ok[v]] for v in vals]
@@ -119,7 +117,7 @@ def fit_action_routers(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, trains: Se
     for k in range(n_f):  # each fold's own initialisation (under its seed) and standardisation: F folds
         torch.manual_seed(seeds[k])
         tr = trains[k]
-        r = ActionRouter(ActionScorer(xq.shape[1], xa.shape[2], hidden, dropout), objective, xq[tr].mean(0),
+        r = ActionRouter(ActionScorer(xq.shape[1], xa.shape[2], hidden, dropout), loss, xq[tr].mean(0),
                          _spread(xq[tr], 0), xa[tr].mean((0, 1)), _spread(xa[tr], (0, 1)), {})
         routers.append(r)
         inputs.append(_standardised(r, xq, xa, var, const))
@@ -157,11 +155,11 @@ def fit_action_routers(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, trains: Se
                 for k in run:  # the F folds, each on its own batch
                     rows = perms[k][s * bs:(s + 1) * bs]
                     if len(rows):
-                        _fold_step(net, k, inputs[k], rows, y_t, objective, keys[k], dropout)
+                        _fold_step(net, k, inputs[k], rows, y_t, loss, keys[k], dropout)
                         active[k] = True
                 opt.step(active=active)
             for k in run:  # validation, early stopping: per fold
-                v = _val_loss(net.fold(k), inputs[k], watch[k], y_t, objective)
+                v = _val_loss(net.fold(k), inputs[k], watch[k], y_t, loss)
                 epochs[k] = epoch + 1
                 if v < best[k] - 1e-6:
                     best[k], best_epoch[k], bad[k] = v, epoch, 0
@@ -181,7 +179,7 @@ def fit_action_routers(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, trains: Se
         if not math.isfinite(best[k]):
             from mogg.routing.networks.training import FitError
 
-            raise FitError(k, f"the validation loss was never finite; lower frontier.routers.actions.lr (now {lr})")
+            raise FitError(k, f"the validation loss was never finite; lower {NODE}.lr (now {lr})")
         r.model = net.scorer(k, best_w)
         r.summary = {"epochs": int(epochs[k]), "best_epoch": int(best_epoch[k]), "best_val_loss": float(best[k]),
                      "n_train": int(len(trains[k])), "n_val": int(len(vals[k])), "seed": int(seeds[k]), "lr": lr,
@@ -203,7 +201,7 @@ def _standardised(r: ActionRouter, xq: np.ndarray, xa: np.ndarray, var: np.ndarr
     return q, v, c
 
 
-def _fold_step(net: ScorerStack, k: int, inputs: tuple, rows: np.ndarray, y: torch.Tensor, objective: str,
+def _fold_step(net: ScorerStack, k: int, inputs: tuple, rows: np.ndarray, y: torch.Tensor, loss: str,
                key: int, dropout: float) -> None:
     """Fold ``k``'s forward and backward pass on question ``rows``: its gradients into ``net``'s
     ``.grad[k]`` (the loss's gradient in the [B, A] scores by autograd, the MLP's by hand)."""
@@ -215,23 +213,23 @@ def _fold_step(net: ScorerStack, k: int, inputs: tuple, rows: np.ndarray, y: tor
     out, cache = scorer_math.forward(w, q, v, c, drop)
     with torch.enable_grad():
         z = out.requires_grad_()
-        g_out, = torch.autograd.grad(_loss(objective, z, y[idx]), z)
+        g_out, = torch.autograd.grad(_loss(loss, z, y[idx]), z)
     grads = scorer_math.backward(w, cache, g_out, q, v, c, drop)
     for name, g in zip(Weights._fields, grads):
         getattr(net, name).grad[k].copy_(g)
 
 
-def _val_loss(w: Weights, inputs: tuple, rows: np.ndarray, y: torch.Tensor, objective: str) -> float:
+def _val_loss(w: Weights, inputs: tuple, rows: np.ndarray, y: torch.Tensor, loss: str) -> float:
     """One fold's loss over question ``rows`` without dropout (its early stopping's criterion)."""
     q_all, v_all, c = inputs
     idx = torch.from_numpy(rows)
-    return float(_loss(objective, scorer_math.scores(w, q_all[idx], v_all[idx], c), y[idx]))
+    return float(_loss(loss, scorer_math.scores(w, q_all[idx], v_all[idx], c), y[idx]))
 
 
-def fit_action_router(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, train: np.ndarray, val: np.ndarray, *,
-                      seed: int = 0, **fit) -> ActionRouter:
+def fit_action_router(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, train: np.ndarray, val: np.ndarray, kind,
+                      seed: int = 0) -> ActionRouter:
     """Fit on rows ``train`` ([Q, Dq] query inputs, [Q, A, Da] action features, [Q, A] F1 labels),
     early stopping on the validation loss over rows ``val`` (the best epoch's weights are kept):
-    :func:`fit_action_routers` with one fold (``fit``: its knobs). Questions without evidence (NaN
+    :func:`fit_action_routers` with one fold under ``kind``'s knobs. Questions without evidence (NaN
     labels) are left out."""
-    return fit_action_routers(xq, xa, y, [train], [val], [seed], **fit)[0]
+    return fit_action_routers(xq, xa, y, [train], [val], [seed], kind)[0]

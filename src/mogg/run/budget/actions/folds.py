@@ -20,6 +20,7 @@ from mogg.core.bounded import read_json
 from mogg.routing.fitting.folds import CrossFit, make_folds
 from mogg.routing.fitting.kfold import RouterTrainingError, _digest
 from mogg.routing.plans import ActionSpace
+from mogg.run.budget.actions import NODE
 from mogg.run.budget.actions.fit import FIT_CODE, fit_action_routers
 from mogg.run.budget.actions.network import ActionRouter
 
@@ -39,14 +40,14 @@ class ActionFolds:
 
 
 def crossfit_actions(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, space: ActionSpace, query_ids: list[str],
-                     n_folds: int, seed: int, fit_kwargs: dict, val_fraction: float, out_dir: Path,
+                     n_folds: int, seed: int, kind, val_fraction: float, out_dir: Path,
                      data_key: str = "", store: Path | None = None) -> dict:
-    """Train one action router per fold, all folds as one stacked fit
-    (:func:`mogg.run.budget.actions.fit.fit_action_routers`), into ``out_dir/fold<k>``; ``folds.json``
+    """Train one action router per fold under ``kind``'s knobs (:class:`mogg.run.budget.actions.ActionRouterKind`),
+    all folds as one stacked fit (:func:`mogg.run.budget.actions.fit.fit_action_routers`), into ``out_dir/fold<k>``; ``folds.json``
     last. Folds and validation slices are drawn exactly as the level router's
     (:mod:`mogg.routing.fitting.kfold`). ``store``: the artifact store, where finished folds are kept by
     run id and reused by any run that needs the same ones (:class:`mogg.routing.fitting.folds.CrossFit`)."""
-    key = action_key(xq, xa, y, space, n_folds, seed, fit_kwargs, val_fraction, data_key)
+    key = action_key(xq, xa, y, space, n_folds, seed, kind, val_fraction, data_key)
     cf = CrossFit(Path(out_dir), key, len(xq), n_folds, seed, val_fraction, store)
     out_dir, run_id = cf.out_dir, cf.run_id
     done = cf.finished("action router", query_ids, lambda d, k: _check_fold(d, k, cf.run_id))
@@ -55,7 +56,7 @@ def crossfit_actions(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, space: Actio
     splits = [cf.split(k) for k in range(n_folds)]
     try:  # every fold in one stacked fit, each equal to the fold fitted alone
         routers = fit_action_routers(xq, xa, y, [t for t, _ in splits], [v for _, v in splits],
-                                     [seed + k for k in range(n_folds)], **fit_kwargs)
+                                     [seed + k for k in range(n_folds)], kind)
     except FloatingPointError as e:
         k = getattr(e, "index", None)
         where = f"fold {k} ({out_dir / f'fold{k}'})" if k is not None else f"({out_dir})"
@@ -75,11 +76,12 @@ def _check_fold(d: Path, k: int, run_id: str) -> None:
 
 
 def action_key(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, space: ActionSpace, n_folds: int, seed: int,
-               fit_kwargs: dict, val_fraction: float, data_key: str = "") -> dict:
+               kind, val_fraction: float, data_key: str = "") -> dict:
     """What an action-router cross-fit depends on (its run id hashes it; ``folds.json`` keeps it):
-    the data, folds, seed, the fit's knobs and code, the action space, the validation share."""
+    the data, folds, seed, the fit's knobs (every field of ``kind``) and code, the action space, the
+    validation share."""
     fold = make_folds(len(xq), n_folds, seed)
-    return {"data_key": data_key, "n_folds": n_folds, "seed": seed, "fit": fit_kwargs, "code": FIT_CODE,
+    return {"data_key": data_key, "n_folds": n_folds, "seed": seed, "fit": kind.knobs(), "code": FIT_CODE,
             "space": space.to_json(), "val_fraction": val_fraction,
             "data": _digest(xq, xa.astype(np.float32), np.nan_to_num(y, nan=-1.0), fold)}
 
@@ -95,7 +97,7 @@ def predict_action_folds(xq: np.ndarray, xa: np.ndarray, query_ids: list[str], o
     if expected is not None:  # trained with the settings, folds, seed and data this evaluation asks for?
         from mogg.routing.fitting.folds import check_run
 
-        check_run(path, info, expected, retrain or "python train.py with the same overrides")
+        check_run(path, info, expected, retrain or "python train.py with the same overrides", {"fit": NODE})
     if ActionSpace.from_json(info["space"]) != space:
         raise ArtifactError(f"{path}: trained on actions {info['space']}, but this run's are {space.to_json()}; retrain")
     pos = {q: i for i, q in enumerate(query_ids)}

@@ -12,8 +12,8 @@ its chunks, level/k/cap one-hots), so all actions share what they learn. The dec
 with lambda calibrated on validation questions to a mean-token target
 (:func:`mogg.evaluation.frontier.calibrate_lambda`) or set directly.
 
-Objectives: ``utility`` regresses F1 (MSE); ``bce`` fits F1 as a soft Bernoulli target (the
-sigmoid of the output is the utility); ``listwise`` adds a softmax cross-entropy over the actions
+Losses (``frontier.routers.actions.loss``): ``utility`` regresses F1 (MSE); ``bce`` fits F1 as a
+soft Bernoulli target (the sigmoid of the output is the utility); ``listwise`` adds a softmax cross-entropy over the actions
 towards softmax(F1 / 0.05) to the utility regression (the regression keeps the scores in F1 units,
 which the cost trade-off needs).
 """
@@ -30,11 +30,11 @@ from torch import nn
 
 from mogg.core.artifacts import ArtifactError, atomic_path, strict_json
 from mogg.core.bounded import integer, number, read_json
+from mogg.run.budget.actions import LOSSES
 from mogg.run.budget.actions.scorer import Weights, scores, split_columns
 
 log = logging.getLogger(__name__)
 
-ACTION_OBJECTIVES = ("utility", "bce", "listwise")
 
 
 class ActionScorer(nn.Module):
@@ -46,7 +46,7 @@ class ActionScorer(nn.Module):
     first layer; ``forward`` scores without dropout.
     """
 
-    def __init__(self, d_query: int, d_action: int, hidden: int = 64, dropout: float = 0.1):
+    def __init__(self, d_query: int, d_action: int, hidden: int, dropout: float):
         super().__init__()
         if not 0.0 <= float(dropout) < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
@@ -68,10 +68,11 @@ class ActionScorer(nn.Module):
         return scores(self.weights(every, every[:0]), xq, xa, xa.new_zeros(xa.shape[1], 0))
 
 
-def _loss(objective: str, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    if objective == "utility":
+def _loss(loss: str, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The scorer's training loss ``loss`` (one of :data:`mogg.run.budget.actions.LOSSES`) of scores ``z`` against F1 ``y``."""
+    if loss == "utility":
         return ((z - y) ** 2).mean()
-    if objective == "bce":
+    if loss == "bce":
         return nn.functional.binary_cross_entropy_with_logits(z, y)
     target = torch.softmax(y / 0.05, dim=1)
     return -(target * torch.log_softmax(z / 0.05, dim=1)).sum(1).mean() * 0.01 + ((z - y) ** 2).mean()
@@ -82,7 +83,7 @@ class ActionRouter:
     """A fitted action scorer with its input standardisation; :meth:`utilities` -> [Q, A]."""
 
     model: ActionScorer
-    objective: str
+    loss: str  # frontier.routers.actions.loss it was fitted with (under bce its outputs are logits)
     mean_q: np.ndarray
     std_q: np.ndarray
     mean_a: np.ndarray
@@ -102,7 +103,7 @@ class ActionRouter:
         if not np.isfinite(z).all():
             raise FloatingPointError(f"action router: non-finite utilities for {int((~np.isfinite(z)).any(1).sum())} "
                                      f"of {len(z)} question(s); its inputs or weights are out of range: retrain it")
-        return 1 / (1 + np.exp(-z)) if self.objective == "bce" else z
+        return 1 / (1 + np.exp(-z)) if self.loss == "bce" else z
 
     def save(self, directory: Path, extra: dict | None = None) -> None:
         """``actions.safetensors`` (weights and standardisation) + ``actions.json`` (the rest)."""
@@ -117,7 +118,7 @@ class ActionRouter:
             save_file(tensors, str(tmp))
         spec = {"network": {"kind": "actions", "d_query": self.model.d_query, "d_action": self.model.d_action,
                             "hidden": self.model.hidden, "dropout": self.model.dropout, "activation": "relu"},
-                "objective": self.objective, "training": self.summary, **(extra or {})}
+                "loss": self.loss, "training": self.summary, **(extra or {})}
         with atomic_path(d / "actions.json") as tmp:
             tmp.write_text(strict_json(spec, indent=1))
 
@@ -158,33 +159,7 @@ class ActionRouter:
         if bad:
             raise ValueError(f"{d / 'actions.safetensors'}: non-finite or non-positive values in {', '.join(bad)}; "
                              "the action router is unusable, retrain it")
-        return cls(model, spec["objective"], summary=spec.get("training", {}), **arrays), spec
-
-
-_FIT_KNOBS = {"objective": str, "hidden": int, "dropout": float, "lr": float, "weight_decay": float, "batch_size": int,
-              "max_epochs": int, "patience": int}
-
-
-def check_fit_knobs(fit: dict) -> None:
-    """``frontier.routers.actions`` (the action scorer's knobs, :func:`mogg.run.budget.actions.fit.fit_action_router`): known names, numbers
-    in range; one error naming the knob."""
-    for k, v in fit.items():
-        if k not in _FIT_KNOBS:
-            raise ValueError(f"frontier.routers.actions.{k} is not a knob of the action router ({', '.join(_FIT_KNOBS)})")
-        kind = _FIT_KNOBS[k]
-        ok = isinstance(v, str) if kind is str else (isinstance(v, (int, float)) and not isinstance(v, bool)
-                                                     and (kind is float or isinstance(v, int)) and np.isfinite(v))
-        if ok and kind is int:
-            ok = v >= (0 if k == "patience" else 1)
-        elif ok and k == "dropout":
-            ok = 0 <= v < 1
-        elif ok and k in ("lr", "weight_decay"):
-            ok = (0 < v <= 10) if k == "lr" else v >= 0
-        elif ok and k == "objective":
-            ok = v in ACTION_OBJECTIVES
-        if not ok:
-            name = "loss" if k == "objective" else k
-            raise ValueError(f"frontier.routers.actions.{name}={v!r}: out of range (loss in {ACTION_OBJECTIVES}, hidden/batch_size/"
-                             "max_epochs integers >= 1, patience >= 0, 0 <= dropout < 1, 0 < lr <= 10, weight_decay >= 0)")
-
-
+        loss = spec.get("loss", spec.get("objective"))  # "objective": a scorer saved before issue 61 named it so
+        if loss not in LOSSES:
+            raise ValueError(f"{d / 'actions.json'}: loss {loss!r} is not one of {LOSSES}; retrain the action router")
+        return cls(model, loss, summary=spec.get("training", {}), **arrays), spec

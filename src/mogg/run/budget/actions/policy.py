@@ -1,5 +1,5 @@
 """The action router's frontier rows: its out-of-fold plans as a
-:class:`~mogg.evaluation.frontier_guard.BudgetPolicy` (the guarded router policy: the action router
+:class:`~mogg.run.budget.base.BudgetPolicy` (the guarded router policy: the action router
 or eq. 1-2 under the level router's weights, kept only where it beats the envelope on validation;
 and the action router unguarded)."""
 
@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from mogg.evaluation.frontier import Family
-from mogg.evaluation.frontier_guard import BudgetPolicy, Learned, TableAt, guarded_at
+from mogg.evaluation.frontier_guard import guarded_at
+from mogg.run.budget.base import BudgetPolicy, Learned, TableAt
 
 
 @dataclass
@@ -23,12 +24,12 @@ class RouterFolds(BudgetPolicy):
     util: np.ndarray  # [Q, A] out-of-fold predicted utilities (columns = the fixed family's)
     fold: np.ndarray  # [Q]
     val: list[tuple[np.ndarray, np.ndarray]]  # per fold: (validation rows, that fold's utilities on them)
-    guard: bool = True  # per fold and budget: keep the envelope's configuration unless the router beats it on validation
+    guard: bool  # frontier.guard: per fold and budget, keep the envelope's configuration unless the router beats it
+    # ... by guard_se standard errors of the paired difference (frontier.guard_se): lambda is chosen on
+    # the same validation rows (optimistic), and a fold's validation slice is small, so a
+    # point-estimate win there often does not hold on the fold's test questions (the one-SE rule)
+    guard_se: float
     max_tokens: float | None = None
-    # ... by guard_se standard errors of the paired difference: lambda is chosen on the same
-    # validation rows (optimistic), and a fold's validation slice is small, so a point-estimate
-    # win there often does not hold on the fold's test questions (the one-SE rule)
-    guard_se: float = 1.0
 
     STYLES = {"router (action, unguarded)": {"color": "#ff9896", "ls": "-", "lw": 1.2},
               "router": {"color": "#d62728", "ls": "-", "lw": 2.4}}
@@ -46,7 +47,7 @@ class RouterFolds(BudgetPolicy):
 
     def cut(self, sub: np.ndarray, new: np.ndarray) -> "RouterFolds":
         val = [(new[v][new[v] >= 0], u[new[v] >= 0]) for v, u in self.val]
-        return RouterFolds(self.util[sub], self.fold[sub], val, self.guard, self.max_tokens, self.guard_se)
+        return RouterFolds(self.util[sub], self.fold[sub], val, self.guard, self.guard_se, self.max_tokens)
 
     def rows(self, budget: float, table: TableAt) -> dict[str, dict]:
         rf, rt, src, names, facts = route_at(self, table.fixed, budget, table.routed)
@@ -54,7 +55,7 @@ class RouterFolds(BudgetPolicy):
         res = {"router": table.row(rf, rt, ", ".join(f"{n} {c / len(src):.0%}" for n, c in used.items()))}
         res["router"].update(own=float((src >= 0).mean()), calibration=facts)
         if self.guard:
-            raw = RouterFolds(self.util, self.fold, self.val, False, self.max_tokens)
+            raw = RouterFolds(self.util, self.fold, self.val, False, self.guard_se, self.max_tokens)
             rf, rt, _, _, _ = route_at(raw, table.fixed, budget)
             res["router (action, unguarded)"] = table.row(rf, rt)
         return res

@@ -62,7 +62,7 @@ class Candidates:
         return np.flatnonzero(keep[self.q])
 
 
-def candidates(ladder: Ladder, hits: Hits, lex: Lexicon, depth: int, per_chunk: int = 24) -> Candidates:
+def candidates(ladder: Ladder, hits: Hits, lex: Lexicon, depth: int, per_chunk: int) -> Candidates:
     """The candidate units of every question (see the module doc) from hits [Q, L, >= depth]."""
     n_q, n_l, _ = hits.shape
     if depth > hits.shape[2]:  # refused, not clamped: the knob would silently mean less than it says
@@ -116,13 +116,13 @@ CONTEXT_FEATURES = ("prev_cosine", "next_cosine", "window_cosine", "doc_cosine_m
                     "window_match")
 
 
-def feature_names(level_names: list[str], context: bool = False) -> list[str]:
+def feature_names(level_names: list[str], context: bool) -> list[str]:
     return ([f"{f} {lv}" for lv in level_names for f in FEATURES_PER_LEVEL] + list(FEATURES)
             + (list(CONTEXT_FEATURES) if context else []))
 
 
 def features(ladder: Ladder, cand: Candidates, lex: Lexicon, cand_emb: np.ndarray | None = None,
-             question_emb: np.ndarray | None = None, context: bool = False) -> np.ndarray:
+             question_emb: np.ndarray | None = None, *, context: bool) -> np.ndarray:
     """The feature matrix float32 [N, 2 L + len(FEATURES) (+ len(CONTEXT_FEATURES) with ``context``)]
     (:func:`feature_names`); the cosine columns are 0 without embeddings (cand_emb [N, d]: each
     candidate's unit, question_emb [Q, d]; L2-normalised)."""

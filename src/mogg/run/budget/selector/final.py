@@ -31,16 +31,15 @@ from pathlib import Path
 
 import numpy as np
 
-from mogg.core.artifacts import ArtifactError, artifact_lock, config_hash, read_manifest, strict_json, write_artifact
-from mogg.core.bounded import read_json
-from mogg.core.seal import check_seal, seal_holder
+from mogg.core.artifacts import ArtifactError, config_hash, strict_json, write_artifact
+from mogg.core.knobs import recorded
+from mogg.core.seal import seal_holder
 from mogg.evaluation.frontier import choose_config
 from mogg.evaluation.frontier_guard import best_lambda, out_of_fold_guard
 from mogg.routing.fitting.folds import split_train_val
 from mogg.routing.plans import ActionSpace, decide
-from mogg.run.budget.actions.deploy import check_budget_value, check_budgets
 from mogg.run.budget.base import LadderFrontier
-from mogg.run.budget.bounds import check_deploy
+from mogg.run.budget.deployed import DECISIONS, DEPLOY, check_budget_value, check_budgets, open_deployed
 from mogg.run.budget.selector.plans import (
     Ranked,
     estimated_f1,
@@ -56,8 +55,15 @@ from mogg.run.context import RunContext
 log = logging.getLogger(__name__)
 
 FORMAT = "mogg-evidence-selector/1"
+# deploy.json's reading keys: in a transfer directory each records a knob (its value at training);
+# an in-set directory reads with its own evidence knob, and with a rule and a view no knob sets
+READ_KNOBS = {"evidence": "transfer_evidence", "lambda_rule": "transfer_lambda", "features_view": "transfer_features"}
+IN_SET_READS = {"lambda_rule": "here", "features_view": "raw"}  # lambda from the routed questions' tokens, raw columns
+# what every directory written before the key existed read with, whatever the knob's default is now: a
+# transfer directory from before issue 58's feature views was fitted on the raw columns
+BEFORE_KEY = {"features_view": "raw"}
 FINAL_SELECTOR = "final"  # under <run>/<ladder>/selector/, beside the cross-fit's fold<k>
-DEPLOY, DECISIONS, MODEL = "deploy.json", "decisions.json", "model.txt"
+MODEL = "model.txt"
 
 
 def plans_of(pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray, texts, n_questions: int,
@@ -84,6 +90,30 @@ class DeployedSelector:
 
     def calibrated(self) -> list[int]:
         return sorted(int(b) for b in self.deploy["budgets"])
+
+    @property
+    def transfer(self) -> bool:
+        """Trained on other sets (``train_sources``: its fit names them) and read on a new one."""
+        return "sources" in (self.deploy.get("fit") or {})
+
+    def knob(self, name: str, kind):
+        """Knob ``name`` as this directory was trained with (``settings``: every knob, recorded by its
+        fit); one written before the knob existed: the knob's default, declared by ``kind`` (the
+        selector's class, :class:`mogg.run.budget.selector.EvidenceSelectorKind`)."""
+        return recorded(self.deploy.get("settings"), kind, name)
+
+    def reads(self, key: str, kind):
+        """What this directory reads with (``evidence``, ``lambda_rule`` or ``features_view``), as its
+        fit recorded it; one written before the key: what every such directory read with
+        (:data:`BEFORE_KEY`), else in a transfer directory the knob the key records (:data:`READ_KNOBS`,
+        :meth:`knob`), in an in-set one its ``evidence`` knob, else :data:`IN_SET_READS`."""
+        if key in self.deploy:
+            return self.deploy[key]
+        if key in BEFORE_KEY:
+            return BEFORE_KEY[key]
+        if self.transfer:
+            return self.knob(READ_KNOBS[key], kind)
+        return self.knob("evidence", kind) if key == "evidence" else IN_SET_READS[key]
 
     def plan(self, budget: float | None = None, cost_weight: float | None = None, unguarded: bool = False) -> dict:
         """``{"lambda", "deploy", "envelope", "budget"}`` at a calibrated budget or a cost weight
@@ -129,19 +159,7 @@ class DeployedSelector:
         if not (d / DEPLOY).is_file() or not (d / MODEL).is_file():
             raise ArtifactError(f"{d}: not a deployed evidence selector (no {DEPLOY} / {MODEL}); train one with "
                                 "`python train.py experiment=selector data=<set> router.fit=all`")
-        with artifact_lock(d, shared=True):
-            read_manifest(d)  # every file against its sha256
-            try:
-                deploy, decisions = read_json(d / DEPLOY), read_json(d / DECISIONS)  # bounded depth and size
-            except (OSError, ValueError) as e:
-                raise ArtifactError(f"{d}: unreadable {DEPLOY} or {DECISIONS} ({e}); retrain the selector") from None
-            # before anything is read for meaning: the decisions bound to the trees
-            check_seal(d, DEPLOY, deploy)
-            if deploy.get("format") != FORMAT:
-                raise ArtifactError(f"{d / DEPLOY}: format {deploy.get('format')!r} is not {FORMAT!r}; retrain the selector")
-            if not isinstance(deploy.get("spec"), dict):
-                raise ArtifactError(f"{d / DEPLOY}: spec is missing; retrain the selector")
-            check_deploy(deploy, d)  # every number it carries, before any is read
+        with open_deployed(d, FORMAT, "retrain the selector") as (deploy, decisions):
             check_model_text(d / MODEL)  # LightGBM aborts the process on a truncated file: checked first
             try:
                 booster = lgb.Booster(model_file=str(d / MODEL))

@@ -31,8 +31,8 @@ import numpy as np
 
 from mogg.core.segments import segment_rank
 from mogg.evaluation.frontier import Family
-from mogg.evaluation.frontier_guard import Learned
 from mogg.evaluation.prefix import prefix_table
+from mogg.run.budget.base import Learned
 
 # the estimated F1's evidence length E: a training median, or per question (its candidates' predicted
 # evidence tokens, or the tokens of the document its best-scored candidate sits in)

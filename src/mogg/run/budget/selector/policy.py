@@ -1,6 +1,6 @@
 """The evidence selector's frontier rows: the selector (guarded and not), route + trim (a chunk-level
 router's plans trimmed by the selector) and the sentence oracle beside them, as a
-:class:`~mogg.evaluation.frontier_guard.BudgetPolicy` whose rows follow the chunk oracle."""
+:class:`~mogg.run.budget.base.BudgetPolicy` whose rows follow the chunk oracle."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mogg.evaluation.frontier import Family, oracle_at, paired_interval
-from mogg.evaluation.frontier_guard import BudgetPolicy, Learned, TableAt, cut_family, guarded_at
+from mogg.evaluation.frontier_guard import cut_family, guarded_at
+from mogg.run.budget.base import BudgetPolicy, Learned, TableAt
 
 
 def _reading_rows(reading: Reading, table: TableAt, b: float) -> dict:
@@ -20,7 +21,7 @@ def _reading_rows(reading: Reading, table: TableAt, b: float) -> dict:
     f, t, src, names, facts = guarded_at(folds, fixed, b, [reading.selector], True, guard_se)
     res["selector"] = table.row(f, t, f"selector {(src >= 0).mean():.0%}")
     res["selector"].update(own=float((src >= 0).mean()), calibration=facts)
-    f, t, _, _, _ = guarded_at(folds, fixed, b, [reading.selector], False)
+    f, t, _, _, _ = guarded_at(folds, fixed, b, [reading.selector], False, guard_se)
     res["selector (unguarded)"] = table.row(f, t)
     trims = reading.trims(b)
     if trims:
@@ -48,8 +49,8 @@ class Reading(BudgetPolicy):
     selector: Learned
     trims: object  # Callable[[float], list[Learned] | None]
     oracle: Family
+    guard_se: float  # the guard's standard errors (frontier.guard_se)
     cost_ms: dict | None = None  # per question: gathering candidates and features, scoring (wall clock)
-    guard_se: float = 1.0  # the guard's standard errors (frontier.guard_se)
     variants: dict = field(default_factory=dict)  # row name -> Learned: the kind's variants (kind.variants)
     reads_units = True
     ceilings = ("sentence oracle",)
@@ -80,7 +81,7 @@ class Reading(BudgetPolicy):
         trims = self.trims
         return Reading(self.selector.cut(sub, new),
                        lambda b: None if (ts := trims(b)) is None else [t.cut(sub, new) for t in ts],
-                       cut_family(self.oracle, sub), self.cost_ms, self.guard_se,
+                       cut_family(self.oracle, sub), self.guard_se, self.cost_ms,
                        {n: v.cut(sub, new) for n, v in self.variants.items()})
 
     def rows(self, budget: float, table: TableAt) -> dict[str, dict]:

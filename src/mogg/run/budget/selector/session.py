@@ -37,8 +37,10 @@ log = logging.getLogger(__name__)
 class SelectorSession:
     """A deployed evidence selector with the ladder, retriever and encoder it reads with."""
 
-    def __init__(self, deployed: DeployedSelector, index: LadderIndex, encoder=None, artifacts: Path | None = None):
+    def __init__(self, deployed: DeployedSelector, index: LadderIndex, encoder=None, artifacts: Path | None = None,
+                 *, kind):
         self.deployed, self.index, self.encoder, self.artifacts = deployed, index, encoder, artifacts
+        self.kind = kind  # the selector's class: its knobs' defaults, what a directory written before one reads
         spec = deployed.deploy["spec"]
         self.k_r, self.depth = int(spec["compat"]["k_r"]), int(spec["frontier"]["depth"])
         self.max_context_tokens = spec["frontier"].get("max_context_tokens")
@@ -47,9 +49,10 @@ class SelectorSession:
     @classmethod
     def from_checkpoint(cls, directory: str | Path, artifacts: str | Path | None = "auto",
                         overrides: Sequence[str] = (), data_dir: str | Path | None = None,
-                        corpus: Sequence[str] = ()) -> "SelectorSession":
+                        corpus: Sequence[str] = (), *, kind) -> "SelectorSession":
         """Load the directory and rebuild (or load from the artifact store) its ladder, retriever
-        and encoder, as :meth:`mogg.run.budget.actions.session.ActionSession.from_checkpoint` does."""
+        and encoder, as :meth:`mogg.run.budget.actions.session.ActionSession.from_checkpoint` does
+        (``kind``: the selector's class, :meth:`mogg.run.budget.selector.EvidenceSelectorKind.session`)."""
         dep = DeployedSelector.load(Path(directory))
         where = str(Path(directory) / "deploy.json")
         comps, art, index = rebuild_index(dep.deploy["spec"].get("components"), overrides, data_dir, artifacts, where,
@@ -58,7 +61,7 @@ class SelectorSession:
         if dep.deploy["settings"]["cosine"]:  # the unit embeddings cached in this machine's artifact store
             encoder = build_encoder(comps.encoder, where, "spec.components.encoder", art,
                                     **({"cache_dir": str(art)} if art is not None else {}))
-        return cls(dep, index, encoder, art)
+        return cls(dep, index, encoder, art, kind=kind)
 
     def inputs(self, questions: Sequence[str], options: Sequence[str] | None = None):
         """(the deep hits, candidates, their features [N, F], their tokens [N], their documents' tokens [N])
@@ -68,10 +71,11 @@ class SelectorSession:
         st = self.deployed.deploy["settings"]
         # a directory written before depth > frontier.depth was refused trained with the clamp to it
         depth = min(int(st["depth"]), self.depth)
-        context = bool(st.get("context", False))  # absent: written before the knob
+        context = bool(self.deployed.knob("context", self.kind))  # absent: written before the knob, its default
         lex, cand, x = candidate_features(self.index.ladder, deep, list(questions), opts, depth, int(st["per_chunk"]),
-                                          bool(st["cosine"]), self.encoder, self.artifacts, self.index.key, context)
-        view = self.deployed.deploy.get("features_view", "raw")  # a transfer directory's; absent: raw
+                                          bool(st["cosine"]), self.encoder, self.artifacts, self.index.key,
+                                          context=context)
+        view = self.deployed.reads("features_view", self.kind)  # a transfer directory's; in-set: raw
         if view != "raw":
             x = transfer_view(x, cand.q, len(questions), view, self.index.ladder.level_names, context)
         return deep, cand, x, lex.unit_tokens[cand.unit].astype(float), \
@@ -115,13 +119,13 @@ class SelectorSession:
         deep, cand, x, tokens, doc_tokens = self.inputs(questions, options)
         lad, sel = self.index.ladder, dep.deploy["settings"]
         pred = dep.booster.predict(x) if len(x) else np.zeros(0)
-        evidence = dep.deploy.get("evidence", "median")  # directories from before the knob: the training median
+        evidence = dep.reads("evidence", self.kind)  # directories from before the knob: its default
         if here:
             table_tokens = self.table_tokens(deep, questions) if plan["deploy"] == "envelope" else None
             choice, ranked, plan_tok, applied = read_here(dep, pred, cand.q, cand.unit, tokens, lad.units.text,
                                                           len(questions), plan["budget"], evidence, table_tokens,
                                                           plan["deploy"], doc_tokens,
-                                                          dep.deploy.get("lambda_rule", "here"))
+                                                          dep.reads("lambda_rule", self.kind))
             plan = {**plan, "lambda": applied["lambda"] if applied["lambda"] is not None else plan["lambda"],
                     "envelope": applied["envelope"], "calibrated_here": True}
         else:

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 from hydra.utils import instantiate
 
-from mogg.evaluation.frontier_guard import Learned
 from mogg.prepared import Prepared
+from mogg.run.budget.base import Learned
 from mogg.run.budget.selector.candidates import Candidates, candidates, evidence_overlap, features
 from mogg.run.budget.selector.lexicon import Lexicon, unit_terms
 from mogg.run.budget.selector.plans import context_units, document_tokens, selector_learned, sentence_oracle
@@ -49,7 +49,7 @@ def reading_data(ctx: RunContext, prep: Prepared, sel) -> ReadingData:
     encoder = instantiate(ctx.encoder) if sel.cosine else None
     lex, cand, x = candidate_features(prep.ladder, prep.deep, prep.questions,
                                       [" ".join(it.options.values()) for it in prep.items], sel.depth, sel.per_chunk,
-                                      sel.cosine, encoder, ctx.artifacts, prep.ladder_key, sel.context)
+                                      sel.cosine, encoder, ctx.artifacts, prep.ladder_key, context=sel.context)
     evidence = [it.evidence_text for it in prep.items]
     overlap = evidence_overlap(cand, lex, evidence)
     tokens = lex.unit_tokens[cand.unit].astype(float)
@@ -63,7 +63,7 @@ def reading_data(ctx: RunContext, prep: Prepared, sel) -> ReadingData:
 
 def candidate_features(ladder, deep, questions: list[str], options: list[str], depth: int, per_chunk: int,
                        cosine: bool, encoder=None, artifacts: Path | None = None,
-                       ladder_key: dict | None = None, context: bool = False) -> tuple[Lexicon, Candidates, np.ndarray]:
+                       ladder_key: dict | None = None, *, context: bool) -> tuple[Lexicon, Candidates, np.ndarray]:
     """The lexicon, the candidates in the deep hits (each level's top ``depth`` chunks, at most
     ``per_chunk`` units of one) and their features [N, F] for ``questions`` (``options``: each
     question's answer options as one text, "" for none); no labels needed, so training and
@@ -83,7 +83,7 @@ def candidate_features(ladder, deep, questions: list[str], options: list[str], d
         texts = [ladder.units.text[int(u)] for u in units]
         cand_emb = _normed(embed_texts(encoder, texts, artifacts, what="candidate sentences"))[inverse]
         q_emb = _normed(embed_queries(encoder, list(questions), artifacts))
-    return lex, cand, features(ladder, cand, lex, cand_emb, q_emb, context)
+    return lex, cand, features(ladder, cand, lex, cand_emb, q_emb, context=context)
 
 
 def _normed(e: np.ndarray) -> np.ndarray:
@@ -108,7 +108,7 @@ def train_selector(ctx: RunContext, prep: Prepared, sel, out_dir: Path) -> dict:
 
 
 def reading_policies(ctx: RunContext, prep: Prepared, sel, out_dir: Path, action: Learned | None, space,
-                     budgets, retrain: str, guard_se: float = 1.0) -> Reading:
+                     budgets, retrain: str, guard_se: float) -> Reading:
     """The selector, route + trim at ``budgets`` (with a chunk-level router's plans ``action``:
     ``space``'s actions) and the sentence oracle for one ladder (``guard_se``: the guard's
     standard errors)."""
@@ -145,7 +145,7 @@ def reading_policies(ctx: RunContext, prep: Prepared, sel, out_dir: Path, action
                                         data.doc_tokens))
         return out
 
-    return Reading(selector, trims, oracle, cost, guard_se)
+    return Reading(selector, trims, oracle, guard_se, cost)
 
 
 def _scatter(n: int, rows: np.ndarray, values: np.ndarray) -> np.ndarray:

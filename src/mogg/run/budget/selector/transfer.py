@@ -191,11 +191,11 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
     return decide(util, plan_tok, applied["lambda"]).astype(np.int64), ranked, plan_tok, applied
 
 
-def deployed_row(dep: DeployedSelector) -> str:
+def deployed_row(dep: DeployedSelector, kind) -> str:
     """The report's name of the row a transfer directory deploys (its evidence estimate and lambda
-    rule, as ``mogg-route --calibrate-here`` reads it)."""
-    return (f"transferred selector (deployed: E {dep.deploy.get('evidence', 'median')}, "
-            f"lambda {dep.deploy.get('lambda_rule', 'here')})")
+    rule, as ``mogg-route --calibrate-here`` reads it; ``kind``: the selector, whose knobs' defaults
+    a directory written before one reads with)."""
+    return f"transferred selector (deployed: E {dep.reads('evidence', kind)}, lambda {dep.reads('lambda_rule', kind)})"
 
 
 def candidate_row(evidence: str, rule: str) -> str:
@@ -217,7 +217,7 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
     if any(settings.get(k) != getattr(kind, k) for k in ("depth", "per_chunk", "cosine")):
         raise ValueError(f"{directory}: trained with selector knobs {settings}; this run's differ: retrain it")
     d = reading_data(ctx, prep, kind)
-    x = transfer_view(d.x, d.cand.q, len(prep.items), dep.deploy.get("features_view", "raw"), prep.ladder.level_names,
+    x = transfer_view(d.x, d.cand.q, len(prep.items), dep.reads("features_view", kind), prep.ladder.level_names,
                       kind.context)
     pred = dep.booster.predict(x) if len(x) else np.zeros(0)
     texts, ev, n = prep.ladder.units.text, [it.evidence_text for it in prep.items], len(prep.items)
@@ -226,8 +226,8 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
     # every candidate rule (E x lambda rule, the leave-one-shape-out choice's candidates:
     # scripts/choose_transfer_rule.py), the one the directory deploys (mogg-route --calibrate-here
     # reads with it) marked so in its name
-    own = (dep.deploy.get("evidence", "median"), dep.deploy.get("lambda_rule", "here"))
-    reads = [(deployed_row(dep) if (e, rule) == own else candidate_row(e, rule), e, rule)
+    own = (dep.reads("evidence", kind), dep.reads("lambda_rule", kind))
+    reads = [(deployed_row(dep, kind) if (e, rule) == own else candidate_row(e, rule), e, rule)
              for rule in LAMBDA_RULES for e in EVIDENCE]
 
     # the plans of each E (the same at every budget), and their true F1 once: the ranking is by the
