@@ -130,8 +130,12 @@ def _action_data(n: int = 60):
     return xq, xa, y
 
 
-_FIT = {"hidden": 8, "lr": 1e-2, "weight_decay": 1e-3, "batch_size": 16, "max_epochs": 4, "patience": 2,
-        "objective": "utility"}
+def _fit():
+    """The action router's knobs for these small cross-fits (the kind object: the fit reads its fields)."""
+    from mogg.run.budget.actions.kind import ActionRouterKind
+
+    return ActionRouterKind(hidden=8, lr=1e-2, weight_decay=1e-3, batch_size=16, max_epochs=4, patience=2,
+                            loss="utility")
 
 
 def _action_run(out: Path, store: Path):
@@ -143,7 +147,7 @@ def _action_run(out: Path, store: Path):
     xq, xa, y = _action_data()
     space = ActionSpace(["a", "b", "c"], 2, [None, 8])
     ids = [f"q{i}" for i in range(len(xq))]
-    crossfit_actions(xq, xa, y, space, ids, 3, 0, _FIT, 0.2, out, "data", store)
+    crossfit_actions(xq, xa, y, space, ids, 3, 0, _fit(), 0.2, out, "data", store)
     return predict_action_folds(xq, xa, ids, out, space).util
 
 
