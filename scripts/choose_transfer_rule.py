@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if not args.reports.is_dir():
         ap.error(f"--reports {args.reports}: no such folder")
-    from mogg.core.artifacts import atomic_path
+    from mogg.core.artifacts import write_text_atomic
     from mogg.evaluation.collect_frontier import FrontierCollectError
     from mogg.evaluation.transfer_rule import choose_rule, rule_markdown
 
@@ -32,9 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     sys.stdout.write(md)
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_path(args.out) as tmp:
-            tmp.write_text(md)
+        write_text_atomic(args.out, md)
     return 0
 
 

@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--only: unknown adaptation(s) {bad}; one of {list(ADAPTATIONS)}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     log = logging.getLogger("transfer_adaptations")
-    from mogg.core.artifacts import atomic_path
+    from mogg.core.artifacts import write_text_atomic
     from mogg.evaluation.transfer_rule import worst_shape_choice
 
     shapes, kind = load_shapes(args.overrides)
@@ -270,9 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     md = markdown(table, order, worst_shape_choice(table, order), seeds, seconds)
     sys.stdout.write(md)
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_path(args.out) as tmp:
-            tmp.write_text(md)
+        write_text_atomic(args.out, md)
     return 0
 
 

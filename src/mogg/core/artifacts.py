@@ -150,6 +150,14 @@ def atomic_path(path: Path):
             os.unlink(tmp)
 
 
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` in one step, its folder made if missing (a reader never sees half)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+
+
 _NO_FLOCK = (errno.EBADF, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL)  # a file system without folder flocks
 
 
