@@ -11,7 +11,6 @@ report's cross-fitted one), the budgets above the training sets' envelope beyond
 and the budgets at or above the shape's own envelope; the adaptation kept is the one with the best
 **worst** shape (:func:`mogg.evaluation.transfer_rule.worst_shape_choice`).
 
-    python scripts/make_pages_standin.py --out data/pages_standin
     python scripts/transfer_adaptations.py --seeds 0,1,2,3,4 [--only raw,within_question] [--out FILE]
 
 The four sets are prepared through the artifact store (``paths.artifacts``; a second run only
@@ -42,6 +41,8 @@ ADAPTATIONS = {
     "no_options": ("no_options", False, False, "document", "learned"),
     "within_question": ("within_question", False, False, "document", "learned"),
     "within_question_only": ("within_question_only", False, False, "document", "learned"),
+    "no_document": ("no_document", False, False, "document", "learned"),
+    "within_question_no_document": ("within_question_no_document", False, False, "document", "learned"),
     "covariate-shift weights": ("raw", True, False, "document", "learned"),
     "self-training": ("raw", False, True, "document", "learned"),
     "within_question, E median": ("within_question", False, False, "median", "learned"),

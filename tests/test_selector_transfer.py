@@ -386,30 +386,56 @@ def test_corpus_files_name_their_format():
 
 
 def test_the_page_stand_in_groups_related_sections_into_pages(tmp_path):
-    """Issue 49: scripts/make_pages_standin.py writes pages of --sections explanations of one
-    subject, each question's evidence one whole section of its page, in the generic format that
-    experiment=selector_pages reads; deterministic."""
-    import importlib.util
-
+    """Issue 49: mogg.data.pages cuts the explanations of one subject into pages of ``sections``,
+    each question's evidence one whole section of its page; deterministic. experiment=selector_pages
+    and the leave-one-shape-out configs read it with no file to prepare first (issue 58)."""
+    from mogg.data.pages import page_book
     from mogg.data.records import QAItem
 
-    spec = importlib.util.spec_from_file_location("pages", ROOT / "scripts" / "make_pages_standin.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
     words = ["heart failure diuretic", "heart valve murmur", "kidney filtration glomerulus", "kidney stone pain",
              "heart rhythm atrial", "kidney dialysis urea", "bone fracture healing"]
     items = [QAItem(id=f"q{i}", question=f"question {i}?", answer="A", options={"A": "x", "B": "y"},
                     gold_evidence=[f"The {w} explanation number {i}."]) for i, w in enumerate(words)]
     subjects = {f"q{i}": ("Medicine" if i < 6 else "Surgery", "") for i in range(7)}
-    book = mod.pages(items, subjects, 3, 0)
+    book = page_book(items, subjects, 3, 0)
     assert [len(m) for _, m in book] == [3, 3, 1] and len({p for p, _ in book}) == 3
     assert sorted(it.id for _, m in book for it in m) == sorted(it.id for it in items)  # every question once
     assert {it.id for it in book[-1][1]} == {"q6"}  # pages never mix subjects
-    assert [[it.id for it in m] for _, m in book] == [[it.id for it in m] for _, m in mod.pages(items, subjects, 3, 0)]
+    assert [[it.id for it in m] for _, m in book] == [[it.id for it in m] for _, m in page_book(items, subjects, 3, 0)]
+    with pytest.raises(ValueError, match="2 sections"):
+        page_book(items, subjects, 1, 0)
     from conftest import compose as hcompose
 
-    cfg = hcompose(["experiment=selector_pages"])
-    assert cfg.questions.path.endswith("pages_standin/questions.jsonl") and cfg.corpus.allow_gold
+    for overrides in (["experiment=selector_pages"], ["experiment=loso_shapes", "heldout=pages"]):
+        cfg = hcompose(overrides)
+        assert cfg.questions._target_ == "mogg.data.pages.PagesQA" and cfg.corpus.allow_gold
+        assert cfg.corpus.sources[0]._target_ == "mogg.data.pages.PagesCorpus"
+    cfg = hcompose(["experiment=loso_shapes", "heldout=covidqa"])
+    assert cfg.train_sources.pages.questions._target_ == "mogg.data.pages.PagesQA"
+
+
+def test_the_page_stand_in_read_is_the_script_written(tmp_path, mirage):
+    """The stand-in read by the experiments (questions=pages corpus=pages) is the one
+    scripts/make_pages_standin.py writes as generic files, read back through the generic readers."""
+    import subprocess
+    import sys
+
+    from hydra.utils import instantiate
+
+    from conftest import compose as hcompose
+    from mogg.data.corpus import MedRAGJsonl
+    from mogg.data.qa import GenericQA
+
+    out = tmp_path / "pages"
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "make_pages_standin.py"), "--out", str(out)], check=True,
+                   capture_output=True)
+    cfg = hcompose(["questions=pages", "corpus=pages"])
+    qs, docs = instantiate(cfg.questions).load(), list(instantiate(cfg.corpus))
+    assert len(qs) > 2000 and len(docs) > 400
+    assert [(d.id, d.content) for d in docs] == [(d.id, d.content) for d in MedRAGJsonl(str(out / "corpus.jsonl"))]
+    fq = GenericQA(str(out / "questions.jsonl")).load()
+    assert [(q.id, q.question, q.answer, q.gold_evidence, q.gold_doc_ids) for q in qs] == \
+        [(q.id, q.question, q.answer, q.gold_evidence, q.gold_doc_ids) for q in fq]
 
 
 def test_selector_variants_pairs_runs_by_seed_and_question(tmp_path):

@@ -57,6 +57,22 @@ def test_views():
     assert set(VIEWS) >= {"raw", "within_question"}
 
 
+def test_document_views_drop_the_document_columns_by_name():
+    from mogg.run.budget.selector.candidates import FEATURES
+
+    x, q, n_q = _toy(3, f=5)
+    names = ["score mog", "doc_vote", "log_doc_units", "match", "doc_position"]
+    nodoc = feature_view(x, q, n_q, "no_document", names)
+    np.testing.assert_array_equal(nodoc, x[:, [0, 3]])
+    both = feature_view(x, q, n_q, "within_question_no_document", names)
+    np.testing.assert_allclose(both, np.concatenate([x[:, [0, 3]], within_question(x[:, [0, 3]], q, n_q)], axis=1))
+    # the shipped columns: every document column is dropped, every unit column kept
+    from mogg.run.budget.selector.adapt import document_columns
+    kept = [FEATURES[i] for i in range(len(FEATURES)) if i not in document_columns(list(FEATURES))]
+    assert "match" in kept and "cosine" in kept and "vote" in kept
+    assert not any(f.startswith("doc_") or f == "log_doc_units" for f in kept)
+
+
 def test_shift_weights_favour_training_rows_that_look_like_the_new_set():
     rng = np.random.default_rng(0)
     a = rng.normal(0.0, 1.0, (3000, 2))

@@ -36,7 +36,7 @@ COMPONENTS = frozenset({
     # corpora (mogg.data.corpus)
     "mogg.data.corpus.Corpus", "mogg.data.corpus.MultiCorpus", "mogg.data.corpus.MedRAGJsonl",
     "mogg.data.corpus.PlainText", "mogg.data.corpus.PubMedQAContexts", "mogg.data.corpus.MedMCQAExplanations",
-    "mogg.data.squad.SquadPapers",
+    "mogg.data.squad.SquadPapers", "mogg.data.pages.PagesCorpus",
     # ladder builders and what they hold (policies, reports, chunkers, summarizers that run here)
     "mogg.ladders.MoGLadderBuilder", "mogg.ladders.mog.MoGLadderBuilder",
     "mogg.ladders.GraphLadderBuilder", "mogg.ladders.graph.GraphLadderBuilder",

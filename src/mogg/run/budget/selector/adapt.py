@@ -6,7 +6,12 @@ leave one shape out by ``scripts/transfer_adaptations.py`` and chosen by the wor
   and rank within its question added (``within_question``): a BM25 score or a vote means different
   things on a 200-token abstract and inside a 4,000-token paper, its place among the question's own
   candidates means the same; ``within_question_only`` keeps only those (and the question's length),
-  ``no_options`` drops the answer-option columns.
+  ``no_options`` drops the answer-option columns; ``no_document`` drops the columns that describe
+  the unit's document as a whole or the unit's place in it (:func:`document_columns`), and
+  ``within_question_no_document`` adds the within-question view of the columns that remain. A
+  document's vote and length decide where the evidence is a whole document (PubMedQA*'s abstract)
+  and mislead where it is one sentence of a long paper (COVID-QA): trained on the other shapes, the
+  document columns put a random sentence of the best paper first (docs/results.md).
 * :func:`shift_weights`: covariate-shift weights for the training candidates, from a classifier
   telling the training sets' candidates from the new set's (features only, no labels).
 * :func:`self_train`: a scorer refitted on the new set's own candidates with pseudo-labels from the
@@ -22,9 +27,17 @@ import numpy as np
 
 from mogg.core.segments import segment_rank
 
-VIEWS = ("raw", "within_question", "within_question_only", "no_options")
+VIEWS = ("raw", "within_question", "within_question_only", "no_options", "no_document", "within_question_no_document")
 OPTION_MARK = "option"  # the answer-option columns' names hold it (candidates.FEATURES)
 QUESTION_COLUMNS = ("question_log_tokens",)  # one value per question: nothing to normalise within it
+DOCUMENT_MARK = "doc_"  # the document-level columns' names start with it (candidates.FEATURES, CONTEXT_FEATURES)
+DOCUMENT_COLUMNS = ("log_doc_units",)  # ... and the document's length
+
+
+def document_columns(names: list[str]) -> list[int]:
+    """Indices of the columns about the unit's document (its vote, match, cosine, candidates,
+    length) or the unit's place in it (``doc_position``, ``doc_first``)."""
+    return [i for i, f in enumerate(names) if f.startswith(DOCUMENT_MARK) or f in DOCUMENT_COLUMNS]
 
 
 def within_question(x: np.ndarray, q: np.ndarray, n_questions: int) -> np.ndarray:
@@ -70,6 +83,10 @@ def feature_view(x: np.ndarray, q: np.ndarray, n_questions: int, view: str, name
         raise ValueError(f"feature view {view!r} needs the {x.shape[1]} columns' names")
     if view == "no_options":
         return x[:, [i for i, f in enumerate(names) if OPTION_MARK not in f]]
+    if view in ("no_document", "within_question_no_document"):
+        drop = set(document_columns(names))
+        x = x[:, [i for i in range(x.shape[1]) if i not in drop]]
+        return x if view == "no_document" else np.concatenate([x, within_question(x, q, n_questions)], axis=1)
     keep = [i for i, f in enumerate(names) if f in QUESTION_COLUMNS]
     return np.concatenate([x[:, keep], within_question(x, q, n_questions)], axis=1)
 
