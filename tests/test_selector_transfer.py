@@ -192,7 +192,7 @@ def transfer(tmp_path_factory, mirage):
     cfg = compose(["experiment=transfer_selector_generic", "debug=tiny", f"paths.data_dir={mirage.parent}",
                    f"paths.artifacts={tmp / 'a'}", f"paths.checkpoints={tmp / 'c'}", f"paths.reports={tmp / 'r'}",
                    f"questions.path={GENERIC / 'questions.jsonl'}", f"corpus.sources.0.paths={GENERIC / 'corpus.jsonl'}",
-                   "~train_sources.covidqa", "train_sources.pubmedqa.questions.limit=40",
+                   "~train_sources.covidqa", "~train_sources.pages", "train_sources.pubmedqa.questions.limit=40",
                    "train_sources.medmcqa.questions.limit=40", "frontier.routers.selector.cosine=false",
                    "+frontier.routers.selector.params={n_estimators: 20, min_child_samples: 5}",
                    "frontier.routers.actions.max_epochs=3", "evaluate_after=true"])
