@@ -1,6 +1,6 @@
 """Choose the transfer rule a directory deploys by its worst held-out shape (issue 58): the
 candidates' table over the leave-one-shape-out runs (``experiment=loso_shapes``), then the choice
-(:mod:`mogg.evaluation.transfer_rule`).
+(:mod:`mogg.run.budget.selector.transfer_rule`).
 
     python train.py -m experiment=loso_shapes heldout=pubmedqa,medmcqa,covidqa,pages seed=0,1,2 evaluate_after=true
     python scripts/choose_transfer_rule.py --pattern 'loso_shapes_*' [--reports reports] [--out FILE]
@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--reports {args.reports}: no such folder")
     from mogg.core.artifacts import write_text_atomic
     from mogg.evaluation.collect_frontier import FrontierCollectError
-    from mogg.evaluation.transfer_rule import choose_rule, rule_markdown
+    from mogg.run.budget.selector.transfer_rule import choose_rule, rule_markdown
 
     try:
         md = rule_markdown(choose_rule(args.reports, args.pattern))

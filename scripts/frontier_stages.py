@@ -53,6 +53,9 @@ STAGES = {  # (module, function): stage name
     ("mogg.run.budget.actions.folds", "predict_action_folds"): "action router: predictions",
     ("mogg.run.budget.selector.stage", "train_selector"): "evidence selector: candidates, features, folds (train)",
     ("mogg.run.budget.selector.stage", "reading_policies"): "evidence selector: candidates, features, plans (evaluate)",
+    # since one name per concept (issue 61: the action table; the level routers' cross-fit out of app)
+    ("mogg.run.budget.shared", "action_table_of"): "action table and features",
+    ("mogg.run.crossfit_stage", "crossfit"): "level routers: 5 folds (Lightning)",
 }
 
 

@@ -98,8 +98,8 @@ def main() -> None:
     from mogg.core.threads import configure_threads
     from mogg.encoders import resolve_model_path
     from mogg.run.budget.selector.candidates import FEATURES
+    from mogg.run.budget.selector.folds import crossfit_selector, predict_selector_folds
     from mogg.run.budget.selector.kind import EvidenceSelectorKind
-    from mogg.run.budget.selector.scorer import crossfit_selector, predict_selector_folds
     from mogg.run.budget.selector.stage import reading_data
     from mogg.run.context import run_context
     from mogg.run.frontier_stage import frontier_settings

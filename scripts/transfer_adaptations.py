@@ -9,7 +9,7 @@ on the held-out shape without its labels. Per adaptation and shape: the mean ove
 (level, k, cap) reading <= B there, chosen on all its questions: a yardstick a little above the
 report's cross-fitted one), the budgets above the training sets' envelope beyond the 95% interval,
 and the budgets at or above the shape's own envelope; the adaptation kept is the one with the best
-**worst** shape (:func:`mogg.evaluation.transfer_rule.worst_shape_choice`).
+**worst** shape (:func:`mogg.run.budget.selector.transfer_rule.worst_shape_choice`).
 
     python scripts/transfer_adaptations.py --seeds 0,1,2,3,4 [--only raw,within_question] [--out FILE]
 
@@ -122,9 +122,9 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind) -> di
     from mogg.routing.fitting.folds import split_train_val
     from mogg.routing.plans import calibrate_lambda, decide
     from mogg.run.budget.selector.adapt import feature_view, relative_choice, self_train, shift_weights
-    from mogg.run.budget.selector.final import plans_of
+    from mogg.run.budget.selector.deploy import plans_of
     from mogg.run.budget.selector.plans import plan_table
-    from mogg.run.budget.selector.scorer import _weights, fit_scorer
+    from mogg.run.budget.selector.scorer import candidate_weights, fit_scorer
     from mogg.run.budget.selector.transfer import set_weights
     from mogg.run.budget.shared import config_stats, envelope_here
 
@@ -143,7 +143,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind) -> di
         rtr.append(np.flatnonzero(np.isin(sh.q, t) & lab) + off_c)
         rva.append(np.flatnonzero(np.isin(sh.q, v) & lab) + off_c)
         ys.append(sh.density)
-        ws.append(_weights(sh.q, sh.tokens) * per_q[off_q + sh.q] * (sw[i] if sw is not None else 1.0))
+        ws.append(candidate_weights(sh.q, sh.tokens) * per_q[off_q + sh.q] * (sw[i] if sw is not None else 1.0))
         off_c += len(sh.q)
         off_q += sh.n
     model = fit_scorer(np.concatenate([xv[s] for s in sources]), np.concatenate(ys), np.concatenate(ws),
@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     log = logging.getLogger("transfer_adaptations")
     from mogg.core.artifacts import write_text_atomic
-    from mogg.evaluation.transfer_rule import worst_shape_choice
+    from mogg.run.budget.selector.transfer_rule import worst_shape_choice
 
     shapes, kind = load_shapes(args.overrides)
     table, seconds = {}, {}

@@ -239,7 +239,7 @@ def _truncated_model(tmp: Path) -> None:
     b = (d / "model.txt").read_bytes()
     (d / "model.txt").write_bytes(b[: len(b) // 2])
     resign(d, reseal=True)
-    code = ("import sys\nfrom mogg.run.budget.selector.final import DeployedSelector\n"
+    code = ("import sys\nfrom mogg.run.budget.selector.deploy import DeployedSelector\n"
             "try:\n    DeployedSelector.load(sys.argv[1])\nexcept (ValueError, RuntimeError) as e:\n"
             "    print(e, file=sys.stderr)\n    sys.exit(2)\n")
     p = subprocess.run([sys.executable, "-c", code, str(d)], capture_output=True, text=True, timeout=300)

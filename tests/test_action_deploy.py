@@ -46,7 +46,7 @@ def test_the_final_fit_writes_one_deployable_directory(final):
 def test_routing_the_training_questions_reproduces_the_final_fits_decisions(final, mirage):
     from mogg.run.budget.actions.deploy import DeployedActions
     from mogg.run.budget.actions.session import ActionSession
-    from mogg.run.budget.shared import actions_of
+    from mogg.run.budget.shared import action_table_of
     from mogg.run.frontier_stage import frontier_settings
     from mogg.run.prepare_stage import prepare_all
 
@@ -57,7 +57,7 @@ def test_routing_the_training_questions_reproduces_the_final_fits_decisions(fina
     dep = DeployedActions.load(d)
     assert dep.decisions["ids"] == list(prep.query_ids)
     # the session's inputs are the training run's, bit for bit
-    space, table, xq, xa = actions_of(prep, frontier_settings(cfg))
+    space, table, xq, xa = action_table_of(prep, frontier_settings(cfg))
     _, sq, sa, st = session.inputs(prep.questions)
     np.testing.assert_array_equal(sq, xq)
     np.testing.assert_array_equal(sa, xa)

@@ -178,7 +178,7 @@ def _frontier_overrides(tmp_path, mirage, extra=()):
 def test_action_labels_equal_fixed_policy_f1(tmp_path, mirage):
     from conftest import compose
 
-    from mogg.run.budget.shared import actions_of
+    from mogg.run.budget.shared import action_table_of
     from mogg.run.frontier_stage import frontier_settings
     from mogg.run.prepare_stage import prepare_all
     from mogg.selection import cap_contexts, fixed_level_select
@@ -188,7 +188,7 @@ def test_action_labels_equal_fixed_policy_f1(tmp_path, mirage):
     fs = frontier_settings(cfg)
     # the deep search's first k_r hits are the k_r search's
     np.testing.assert_array_equal(prep.deep.ids[:, :, : prep.k_r], prep.hits.ids)
-    space, table, xq, xa = actions_of(prep, fs)
+    space, table, xq, xa = action_table_of(prep, fs)
     assert table.f1.shape == (60, space.n) and xa.shape[:2] == (60, space.n) and len(xq) == 60
     names = space.names()
     evidence = [it.evidence_text for it in prep.items]
@@ -215,6 +215,8 @@ def test_frontier_train_then_evaluate(tmp_path, mirage):
     s = evaluate(cfg)["mog"]
     fr = s["frontier"]
     assert set(fr["budgets"]) == {64, 128, 256, 512} and fr["n"] == 60
+    # the action space under its own name ("actions" is a budget-router kind's slot: issue 61)
+    assert fr["action_space"]["depth"] == 4 and "actions" not in fr
     row = fr["budgets"][128]
     assert {"envelope", "envelope (hindsight)", "router", "topk_all", "mog_router (eq. 1-2)", "oracle"} <= set(row)
     for b, r in fr["budgets"].items():
@@ -245,7 +247,7 @@ def test_all_ladders_router_chooses_the_ladder_too(tmp_path, mirage):
 
     from mogg.run.app import evaluate, train
     from mogg.run.budget.actions.kind import all_ladders_actions
-    from mogg.run.budget.shared import actions_of
+    from mogg.run.budget.shared import action_table_of
     from mogg.run.frontier_stage import ALL_LADDERS, frontier_settings, ladder_frontier
     from mogg.run.prepare_stage import prepare_all
 
@@ -256,10 +258,10 @@ def test_all_ladders_router_chooses_the_ladder_too(tmp_path, mirage):
     fs = frontier_settings(cfg)
     preps = prepare_all(cfg)
     space, table, xq, xa, per = all_ladders_actions({n: ladder_frontier(p, fs) for n, p in preps.items()})
-    own = {n: actions_of(p, fs)[1] for n, p in preps.items()}
+    own = {n: action_table_of(p, fs)[1] for n, p in preps.items()}
     np.testing.assert_array_equal(table.f1, np.concatenate([own["mog"].f1, own["mogg"].f1], 1))
     assert space.n == table.f1.shape[1] == xa.shape[1] and space.names()[0].startswith("mog/")
-    assert xq.shape[1] == sum(actions_of(p, fs)[2].shape[1] for p in preps.values())
+    assert xq.shape[1] == sum(action_table_of(p, fs)[2].shape[1] for p in preps.values())
     evaluate(cfg)
     rep = tmp_path / "reports" / "fr"
     cross = json.loads((rep / f"{ALL_LADDERS}_frontier.json").read_text())
@@ -274,8 +276,9 @@ def test_all_ladders_router_chooses_the_ladder_too(tmp_path, mirage):
     md = (rep / "results.md").read_text()
     assert f"{ALL_LADDERS}" in md and (rep / f"{ALL_LADDERS}_frontier.png").stat().st_size > 0
     assert (rep / "ladders_frontier.png").stat().st_size > 0  # one plot across ladders
-    # frontier.actions=false: the same run evaluates the families only (no action router needed)
-    s = evaluate(compose(_frontier_overrides(tmp_path, mirage, ["+ladder@ladders.mogg=mogg", "frontier.actions=false"])))
+    # frontier.budget_routers=false: the same run evaluates the families only (no action router needed)
+    s = evaluate(compose(_frontier_overrides(tmp_path, mirage, ["+ladder@ladders.mogg=mogg",
+                                                                "frontier.budget_routers=false"])))
     assert set(s) == {"mog", "mogg"} and all("frontier" in v for v in s.values())
     assert "router" not in s["mogg"]["frontier"]["budgets"][64]
 
@@ -344,7 +347,7 @@ def test_action_router_dropout_is_the_fits_seeded_hash_not_a_torch_module():
     import torch
     from torch import nn
 
-    from mogg.run.budget.actions.network import ActionScorer
+    from mogg.run.budget.actions.scorer import ActionScorer
 
     s = ActionScorer(3, 2, hidden=4, dropout=0.5).train()
     assert not any(isinstance(m, nn.Dropout) for m in s.modules())

@@ -196,6 +196,32 @@ def test_the_config_defaults_are_the_fields_and_overrides_still_reach_them():
     assert dataclasses.asdict(fs.routers[0]) == {**dataclasses.asdict(ActionRouterKind()), "hidden": 64}
 
 
+def test_the_frontier_switch_renamed_from_actions_still_works_and_says_its_new_name(caplog):
+    """Issue 61: ``frontier.actions`` (the switch of every learned budget router, while "actions" is the
+    action router's word) is ``frontier.budget_routers``; the old key keeps working, on the command
+    line and in a config file, with a warning naming the new one."""
+    import logging
+
+    from conftest import compose
+    from omegaconf import OmegaConf
+
+    from mogg.core.runconfig import prepare_argv
+    from mogg.run.frontier_stage import frontier_settings
+
+    with caplog.at_level(logging.WARNING):
+        argv = prepare_argv(["train.py", "experiment=frontier", "data=pubmedqa", "frontier.actions=false"], "train.py")
+    assert argv[-1] == "frontier.budget_routers=false" and "frontier.budget_routers" in caplog.text
+    assert frontier_settings(compose(argv[1:])).budget_routers is False
+    cfg = compose(["experiment=frontier", "data=pubmedqa"])
+    assert frontier_settings(cfg).budget_routers is True and "actions" not in cfg.frontier
+    OmegaConf.set_struct(cfg, False)
+    cfg.frontier.actions = False  # as an experiment file written before the rename sets it
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert frontier_settings(cfg).budget_routers is False
+    assert "frontier.actions is frontier.budget_routers" in caplog.text
+
+
 def test_each_knob_has_a_check_and_a_doc_and_refuses_in_one_line():
     for cls in DECLARED:
         for f in knob_fields(cls):

@@ -5,6 +5,7 @@ upward import so it cannot pass by accident."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 
@@ -208,16 +209,35 @@ def test_long_modules_say_why():
     assert not long, "split these or state why they are long: " + ", ".join(long)
 
 
+def test_what_the_entry_points_do_stays_small():
+    """Issue 61: ``mogg.run.app`` composes the stages and holds none (209 lines before the level
+    routers' cross-fit moved to ``mogg.run.crossfit_stage``)."""
+    n = (SRC / "mogg" / "run" / "app.py").read_text().count("\n")
+    assert n < 200, f"src/mogg/run/app.py has {n} lines: move a stage out (mogg.run.*_stage)"
+
+
+def _kind_names() -> tuple[dict[str, str], re.Pattern]:
+    """Each built-in budget-router kind's package by slot, and a pattern of the ways a module can
+    name a kind: its package (``mogg.run.budget.<slot>``), its config node
+    (``frontier.routers.<slot>``), a list of kinds (``frontier/routers=[...]``), its class or its
+    title (``the action router``: a module that says it knows which kind it serves)."""
+    from mogg.run.budget.registry import KINDS, target_class
+
+    classes = [target_class(t) for t in KINDS.values()]
+    titles = [c.TITLE.removeprefix("the ") for c in classes]
+    slots = "|".join(map(re.escape, KINDS))
+    named = re.compile(rf"\bfrontier\.routers\.({slots})\b|\bbudget\.({slots})\b|routers=\[|"
+                       + "|".join(rf"\b{re.escape(x)}\b" for x in [*(c.__name__ for c in classes), *titles]),
+                       re.IGNORECASE)
+    return {slot: f"mogg.run.budget.{slot}" for slot in KINDS}, named
+
+
 def kind_boundaries(sources: dict[str, str]) -> list[str]:
     """Issue 61: each budget-router kind (a package ``mogg.run.budget.<slot>``) stands beside the
     others, importing none of them (what they share lives in ``mogg.run.budget``), and no module
-    outside ``run/`` imports a kind or names its config node ``frontier.routers.<slot>``."""
-    import re
-
-    from mogg.run.budget.registry import KINDS
-
-    pkgs = {slot: f"mogg.run.budget.{slot}" for slot in KINDS}
-    named = re.compile(r"frontier\.routers\.(" + "|".join(map(re.escape, KINDS)) + r")\b")
+    below ``run/`` imports a kind or names one anywhere in its text (:func:`_kind_names`: its
+    package, config node, class or title; docstrings and comments included)."""
+    pkgs, named = _kind_names()
     modules, bad = set(sources), []
     for name, src in sorted(sources.items()):
         own = next((s for s, p in pkgs.items() if name == p or name.startswith(p + ".")), None)
@@ -226,8 +246,8 @@ def kind_boundaries(sources: dict[str, str]) -> list[str]:
             for slot, p in pkgs.items():
                 if slot != own and (dep == p or dep.startswith(p + ".")) and (own is not None or below):
                     bad.append(f"{name} imports {dep} (the {slot} kind)")
-        if below and (m := named.search(src)):
-            bad.append(f"{name} names {m.group(0)}")
+        if below:
+            bad += [f"{name}:{src.count(chr(10), 0, m.start()) + 1} names {m.group(0)!r}" for m in named.finditer(src)]
     return bad
 
 
@@ -239,9 +259,18 @@ def test_the_kind_boundary_check_catches_a_planted_crossing():
     sources = module_sources()
     planted = dict(sources)
     planted["mogg.run.budget.selector.final"] += "\n\ndef f():\n    from mogg.run.budget.actions.deploy import DeployedActions\n"
-    planted["mogg.routing.fitting.folds"] += '\n\nNODE = "frontier.routers.actions"\n'
-    planted["mogg.evaluation.frontier_report"] += "\n\ndef g():\n    import mogg.run.budget.selector.kind\n"
+    planted["mogg.run.budget.actions.kind"] += "\n\ndef g():\n    from mogg.run.budget.selector import plans\n"
+    planted["mogg.routing.fitting.folds"] = '"""Folds."""\nNODE = "frontier.routers.actions"\n'
+    planted["mogg.evaluation.frontier_report"] = "def g():\n    import mogg.run.budget.selector.kind\n"
+    planted["mogg.evaluation.style"] = '"""Colours: the Evidence Selector orange."""\n# frontier/routers=[actions,selector]\n'
+    planted["mogg.core.text"] = "# see mogg.run.budget.actions.scorer\nX = 'ActionRouterKind'\n"
     assert kind_boundaries(planted) == [
+        "mogg.core.text:1 names 'budget.actions'",
+        "mogg.core.text:2 names 'ActionRouterKind'",
         "mogg.evaluation.frontier_report imports mogg.run.budget.selector.kind (the selector kind)",
-        "mogg.routing.fitting.folds names frontier.routers.actions",
+        "mogg.evaluation.frontier_report:2 names 'budget.selector'",
+        "mogg.evaluation.style:1 names 'Evidence Selector'",
+        "mogg.evaluation.style:2 names 'routers=['",
+        "mogg.routing.fitting.folds:2 names 'frontier.routers.actions'",
+        "mogg.run.budget.actions.kind imports mogg.run.budget.selector.plans (the selector kind)",
         "mogg.run.budget.selector.final imports mogg.run.budget.actions.deploy (the actions kind)"]

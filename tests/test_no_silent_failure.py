@@ -91,7 +91,7 @@ def test_zero_spread_and_overflowing_outputs_are_refused(tmp_path):
 def test_action_router_refuses_non_finite(tmp_path):
     from mogg.run.budget.actions.fit import fit_action_router
     from mogg.run.budget.actions.kind import ActionRouterKind
-    from mogg.run.budget.actions.network import ActionRouter
+    from mogg.run.budget.actions.scorer import ActionRouter
 
     rng = np.random.default_rng(0)
     xq, xa, y = rng.normal(size=(40, 3)), rng.normal(size=(40, 4, 2)), rng.random((40, 4))

@@ -199,14 +199,14 @@ def test_the_vote_envelope_is_the_fixed_table_plus_every_profiles_ranking(tmp_pa
 
     from mogg.core.metrics import token_prf
     from mogg.evaluation.frontier import choose_config
-    from mogg.run.budget.shared import actions_of
+    from mogg.run.budget.shared import action_table_of
     from mogg.run.frontier_stage import frontier_settings, vote_envelope
     from mogg.run.prepare_stage import prepare_all
     from mogg.selection import mog_select
 
     cfg = compose(_frontier_overrides(tmp_path, mirage, ["router=profiles"]))
     prep, fs = prepare_all(cfg)["mog"], frontier_settings(cfg)
-    _, table, _, _ = actions_of(prep, fs)
+    _, table, _, _ = action_table_of(prep, fs)
     fam = vote_envelope(prep, fs, table)
     n_fixed = table.f1.shape[1]
     np.testing.assert_array_equal(fam.f1[:, :n_fixed], table.f1)

@@ -211,6 +211,31 @@ def test_mogg_route_help_answers_without_loading_torch():
     assert "--checkpoint" in r.stdout
 
 
+def test_each_option_s_help_names_the_routers_that_take_it(capsys):
+    """Issue 61: ``--calibrate-here``'s help said the action router only, though selector directories
+    take it too. Each option's help names exactly the kinds whose ``ROUTE_FLAGS`` hold it ("budget
+    router" where every budget-router kind does), so a kind gaining or losing a flag fails here."""
+    from mogg.run.budget.registry import KINDS, target_class
+    from mogg.run.level_router import LevelRouter
+    from mogg.run.route import _FLAG, main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    entries = re.split(r"\n  (?=-)", capsys.readouterr().out.split("options:", 1)[1])  # one an option
+    helps = {e.split()[0].rstrip(","): " ".join(e.split()) for e in entries if e.strip()}
+    budget = [target_class(t) for t in KINDS.values()]
+    title = {c: c.TITLE.removeprefix("the ").removeprefix("a ") for c in [*budget, LevelRouter]}
+    for key, flag in _FLAG.items():
+        text = helps[flag]
+        takers = [c for c in budget if key in c.ROUTE_FLAGS]
+        named = {c for c in budget if title[c] in text}
+        if takers and len(takers) == len(budget):
+            assert "budget router" in text and named in (set(), set(budget)), (flag, text)
+        else:
+            assert named == set(takers), (flag, text)
+        assert (title[LevelRouter] in text) == (key in LevelRouter.ROUTE_FLAGS), (flag, text)
+
+
 def test_a_routed_record_explains_itself():
     """Issue 50: a bare ``"action": 359``, a ``decided_by`` without its reason, no sign that an
     aspirin question got a folic-acid explanation, and a cap that cut mid-sentence."""

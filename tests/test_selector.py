@@ -215,7 +215,7 @@ def test_the_sentence_oracle_against_brute_force():
 
 
 def test_selector_folds_save_load_and_predict_out_of_fold(tmp_path):
-    from mogg.run.budget.selector.scorer import crossfit_selector, predict_selector_folds
+    from mogg.run.budget.selector.folds import crossfit_selector, predict_selector_folds
 
     rng = np.random.default_rng(0)
     n_q, per = 60, 8

@@ -28,7 +28,7 @@ def final(tmp_path_factory, mirage):
 
 def test_the_final_fit_writes_one_deployable_selector(final):
     from mogg.core.artifacts import read_manifest
-    from mogg.run.budget.selector.final import DeployedSelector, is_selector_dir
+    from mogg.run.budget.selector.deploy import DeployedSelector, is_selector_dir
 
     tmp, cfg, out = final
     d = tmp / "ckpt" / "sel" / "mog" / "selector" / "final"

@@ -154,7 +154,7 @@ def test_the_learned_lambda_is_a_floor_under_the_one_chosen_here():
     from types import SimpleNamespace
 
     from mogg.routing.plans import calibrate_lambda
-    from mogg.run.budget.selector.final import plans_of
+    from mogg.run.budget.selector.deploy import plans_of
     from mogg.run.budget.selector.transfer import read_here
 
     rng = np.random.default_rng(0)
@@ -201,7 +201,7 @@ def transfer(tmp_path_factory, mirage):
 
 
 def test_the_transfer_selector_is_one_directory_and_its_rows_reach_the_report(transfer):
-    from mogg.run.budget.selector.final import DeployedSelector
+    from mogg.run.budget.selector.deploy import DeployedSelector
 
     d = transfer / "c" / "debug" / "mog" / "selector" / "transfer"
     dep = DeployedSelector.load(d)
@@ -230,7 +230,7 @@ def test_calibrate_here_on_a_transfer_directory_spends_the_budget_from_another_f
     lambda from these questions' tokens (``here``), the mean tokens are within 5% of B where B binds (the
     selector's own plans read more than B); the directory's default rule (``learned``: at least the
     training sets' lambda) reads at most that, and mogg-route reads the rule from the directory."""
-    from mogg.run.budget.selector.final import DeployedSelector
+    from mogg.run.budget.selector.deploy import DeployedSelector
     from mogg.run.route import main
 
     d = transfer / "c" / "debug" / "mog" / "selector" / "transfer"
@@ -279,7 +279,7 @@ def test_a_transfer_directory_routes_the_users_corpus_from_another_folder_as_the
     row marked deployed."""
     from mogg.data.qa import GenericQA
     from mogg.evaluation.prefix import prefix_table
-    from mogg.run.budget.selector.final import DeployedSelector
+    from mogg.run.budget.selector.deploy import DeployedSelector
     from mogg.run.route import main
 
     d = transfer / "c" / "debug" / "mog" / "selector" / "transfer"
@@ -316,7 +316,7 @@ def test_a_directory_naming_a_file_outside_the_data_folder_is_refused_and_nothin
     """Issues 58/59: a re-sealed directory naming a corpus file outside this machine's data folder (an
     absolute path elsewhere, ~, .., a glob) is refused in one line, and no byte of the file reaches the
     artifact store."""
-    from mogg.run.budget.selector.final import DeployedSelector
+    from mogg.run.budget.selector.deploy import DeployedSelector
     from mogg.run.route import main
 
     secret = tmp_path / "secret.txt"

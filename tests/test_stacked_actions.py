@@ -15,11 +15,11 @@ from torch import nn
 
 from mogg.routing.networks.stacked import StackedAdam
 from mogg.routing.plans import decide
-from mogg.run.budget.actions import scorer as scorer_math
+from mogg.run.budget.actions import backprop
 from mogg.run.budget.actions._jit import GOLDEN, dropout_rows_
 from mogg.run.budget.actions.fit import fit_action_router, fit_action_routers
 from mogg.run.budget.actions.kind import ActionRouterKind
-from mogg.run.budget.actions.network import ActionRouter, ActionScorer, _loss
+from mogg.run.budget.actions.scorer import ActionRouter, ActionScorer, _loss
 
 KW = {"hidden": 8, "lr": 1e-2, "weight_decay": 1e-3, "batch_size": 16, "max_epochs": 60, "patience": 5}
 
@@ -117,7 +117,7 @@ def test_hand_written_backward_equals_autograd(objective):
     c = torch.randn(n_a, dc)
     y = torch.rand(b, n_a)
     var, const = np.arange(dv), np.arange(dv, dv + dc)
-    drop = scorer_math.Dropout.of(1234, np.array([3, 17, 2, 40, 9]), 0.25)
+    drop = backprop.Dropout.of(1234, np.array([3, 17, 2, 40, 9]), 0.25)
     mask = drop.apply_(torch.ones(b * n_a, 16)).view(b, n_a, 16)
     assert 0 < int((mask == 0).sum()) < mask.numel()
     # reference: autograd through the plain module, with the kernel's mask
@@ -128,13 +128,13 @@ def test_hand_written_backward_equals_autograd(objective):
     # hand-written
     w = scorer.weights(var, const)
     with torch.no_grad():
-        out, cache = scorer_math.forward(w, q, v, c, drop)
+        out, cache = backprop.forward(w, q, v, c, drop)
     z = out.detach().requires_grad_()
     loss = _loss(objective, z, y)
     assert float(loss.detach()) == pytest.approx(float(ref_loss.detach()), rel=1e-5)
     g_out, = torch.autograd.grad(loss, z)
     with torch.no_grad():
-        g = scorer_math.backward(w, cache, g_out, q, v, c, drop)
+        g = backprop.backward(w, cache, g_out, q, v, c, drop)
     g_w1 = torch.cat([g.wq, g.wv, g.wc], dim=1)
     for mine, theirs in zip([g_w1, g.b1, g.w2, g.b2, g.w3[None], g.b3], ref):
         torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-6)
@@ -153,7 +153,7 @@ def test_split_first_layer_scores_equal_the_concatenated_mlp():
         ref = _reference_forward(scorer, q, a).numpy()
         torch.testing.assert_close(scorer(q, a), torch.as_tensor(ref), rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(r.utilities(xq, xa), ref, rtol=1e-5, atol=1e-4)
-    assert [list(x) for x in scorer_math.split_columns(xa)] == [[0, 1, 2], [3, 4, 5, 6]]
+    assert [list(x) for x in backprop.split_columns(xa)] == [[0, 1, 2], [3, 4, 5, 6]]
 
 
 def _splitmix_reference(key: int, row: int, width: int) -> np.ndarray:
@@ -168,7 +168,7 @@ def _splitmix_reference(key: int, row: int, width: int) -> np.ndarray:
 
 def test_hashed_dropout_equals_its_reference_and_keeps_its_rate():
     keep = 0.9
-    drop = scorer_math.Dropout.of(987654321, np.array([5, 0, 2_000_000, 5]), 1 - keep)
+    drop = backprop.Dropout.of(987654321, np.array([5, 0, 2_000_000, 5]), 1 - keep)
     x = torch.ones(4, 3000)
     drop.apply_(x)
     for i, row in enumerate(drop.rows):
@@ -176,7 +176,7 @@ def test_hashed_dropout_equals_its_reference_and_keeps_its_rate():
         np.testing.assert_array_equal(x[i].numpy(), np.where(kept, np.float32(1) / np.float32(keep), 0))
     torch.testing.assert_close(x[0], x[3], rtol=0, atol=0)  # a mask is a function of (key, question, unit)
     big = torch.ones(200, 5000)
-    scorer_math.Dropout.of(7, np.arange(200), 1 - keep).apply_(big)
+    backprop.Dropout.of(7, np.arange(200), 1 - keep).apply_(big)
     assert abs(float((big > 0).double().mean()) - keep) < 0.002
     # pinned: the same masks on every machine and thread count
     assert hashlib.sha256(x.numpy().tobytes()).hexdigest()[:16] == _PINNED

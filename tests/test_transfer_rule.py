@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from mogg.evaluation.transfer_rule import choose_rule, rule_markdown, rule_of
+from mogg.run.budget.selector.transfer_rule import choose_rule, rule_markdown, rule_of
 
 BUDGETS = (64, 128, 256, 512)
 

@@ -35,7 +35,7 @@ def prepare_argv(argv: Sequence[str], script: str) -> list[str]:
     creates ``<outputs>/<run_name>/`` before the job runs (``run_name=../../x`` would write outside).
     A bad one is one line on stderr and exit status 2."""
     try:
-        out = retired_experiments(scrub_argv(argv))
+        out = renamed_keys(retired_experiments(scrub_argv(argv)))
         for arg in out[1:]:
             key, eq, value = arg.partition("=")
             if eq and key.lstrip("+~") == "run_name":
@@ -79,6 +79,25 @@ def retired_experiments(argv: Sequence[str]) -> list[str]:
         out[i:i + 1] = [f"{key}={recipe}", "data=" + ",".join(RETIRED[n][1] for n in names)]
         log.warning("experiment=%s is experiment=%s %s since issue 47 (same run name)", value, recipe, out[i + 1])
         break
+    return out
+
+
+# config keys renamed since: the old key keeps working on the command line (and in a config file:
+# mogg.run.frontier_settings), with a warning naming the new one
+RENAMED_KEYS = {"frontier.actions": "frontier.budget_routers"}  # issue 61: "actions" is one kind's name
+
+
+def renamed_keys(argv: Sequence[str]) -> list[str]:
+    """``frontier.actions=false`` (a key renamed since: :data:`RENAMED_KEYS`) -> ``frontier.budget_routers=false``,
+    logged, before Hydra sees it (its struct config refuses a key it does not hold)."""
+    out = list(argv)
+    for i, arg in enumerate(out):
+        key, eq, value = arg.partition("=")
+        prefix = key[: len(key) - len(key.lstrip("+~"))]
+        new = RENAMED_KEYS.get(key[len(prefix):])
+        if new is not None:
+            out[i] = f"{prefix}{new}{eq}{value}"
+            log.warning("%s is %s since issue 61 (the old key still works for now)", key[len(prefix):], new)
     return out
 
 

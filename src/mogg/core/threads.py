@@ -59,8 +59,8 @@ def configure_threads(threads: int | str | None = None) -> int:
     workers wait passively (``OMP_WAIT_POLICY=PASSIVE`` unless set), so an idle pool never spins
     on a core another job needs, after a short spin (``GOMP_SPINCOUNT=300000`` iterations, libgomp's
     default without a policy; libgomp cuts it when threads outnumber cores): with no spin at all
-    every parallel region of LightGBM's tree growth woke sleeping threads, and 2 threads fitted the
-    evidence selector no faster than 1 (4.3 against 4.7 s; 2.8 s with the spin).
+    every parallel region of LightGBM's tree growth woke sleeping threads, and 2 threads fitted a
+    LightGBM scorer no faster than 1 (4.3 against 4.7 s; 2.8 s with the spin).
     """
     n = check_threads(threads)
     for var in _ENV:

@@ -1,7 +1,7 @@
 """The learned policies on the frontier and the guard that deploys them at a budget.
 
-A learned policy (:class:`Learned`: the action router's (level, k, cap) per question, the evidence
-selector's prefixes of its sentence ranking) has out-of-fold utilities per plan; at a budget B each
+A learned policy (:class:`Learned`: per question one of its own plans, e.g. a fixed (level, k, cap)
+or a prefix of a ranking of sentences) has out-of-fold utilities per plan; at a budget B each
 fold's cost weight lambda is chosen on that fold's validation questions (:func:`best_lambda`). The
 guard (:func:`guarded_at`, one test: :func:`guard_check`) deploys a candidate in fold k only where
 its paired gain over the envelope on pooled validation questions beats ``guard_se`` standard errors
@@ -114,8 +114,8 @@ def best_lambda(util: np.ndarray, tokens: np.ndarray, f1: np.ndarray, budget: fl
 
 @dataclass
 class Learned:
-    """A learned policy over its own per-question plans (the action router's (level, k, cap); the
-    evidence selector's prefixes of its sentence ranking): out-of-fold predicted utilities and each
+    """A learned policy over its own per-question plans (e.g. a fixed (level, k, cap), or a prefix
+    of a ranking of sentences): out-of-fold predicted utilities and each
     plan's true F1 and tokens [Q, A]; per fold its validation questions with that fold's utilities
     and the plans' F1 and tokens there (where lambda is calibrated). Rows index the questions."""
 

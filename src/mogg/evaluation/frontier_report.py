@@ -1,8 +1,8 @@
 """The frontier evaluation of one ladder: matched-cost table, area, tokens-to-reach, plots.
 
 Every policy is compared at matched mean tokens B: a family deploys the configuration chosen on
-the training folds for B (:func:`mogg.evaluation.frontier.crossfit_choice`), the action router
-the cost weight calibrated on its fold's validation questions for B. Only questions with gold
+the training folds for B (:func:`mogg.evaluation.frontier.crossfit_choice`), a learned budget
+router the cost weight calibrated on its fold's validation questions for B. Only questions with gold
 evidence take part (F1 is undefined without it).
 """
 
@@ -42,8 +42,8 @@ def _most_common(fam: Family, choice: np.ndarray) -> str:
 def frontier_evaluation(fixed: Family, others: list[Family], folds: np.ndarray, budgets: list[int],
                         policies: list[BudgetPolicy], n_boot: int, seed: int, transfer=None) -> dict:
     """Matched-cost table at ``budgets``, curves on :data:`GRID`, area share and tokens-to-reach;
-    every learned budget router's ``policies`` add their rows (:class:`BudgetPolicy`: the action
-    router's router policy, the evidence selector with route + trim and the sentence oracle), in
+    every learned budget router's ``policies`` add their rows (:class:`BudgetPolicy`: a chunk-level
+    router's guarded policy, or a policy reading inside the chunk with its own ceiling), in
     their order, chunk-level ones before the fixed families and inside-the-chunk ones after the
     oracle. ``transfer``: budget -> {name: (F1 [Q], tokens [Q], config)} of policies fixed before
     this set was seen (a router trained on other sets, their envelope), rows at the table's

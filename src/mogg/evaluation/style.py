@@ -4,7 +4,7 @@ Families keep their hue wherever they appear: fixed levels are greys (darker = c
 fixed envelope blue, eq. 1-2 under the level router purple, the prior brown, a transferred router
 teal, top-k over all levels olive, the random level pink, ceilings (oracle, labels, action oracle)
 black or green; a learned budget router's rows look as its policy says (``BudgetPolicy.STYLES``:
-the router policy red, the evidence selector orange, its sentence oracle green). A
+e.g. the router policy red, a policy's own ceiling green). A
 policy no family claims (a ladder's own: collapsed tree, cumulative softmax, ...) gets a colour
 from its name, the same in every plot.
 """

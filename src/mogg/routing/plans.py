@@ -2,7 +2,7 @@
 may read and how one plan is chosen at a budget.
 
 An *action* is a fixed chunk plan (level, k, token cap): the first k chunks of the level's own
-ranking cut to the cap (:class:`ActionSpace`; the evidence selector's envelope is one of them).
+ranking cut to the cap (:class:`ActionSpace`; the envelope a kind reading inside the chunk falls back to is one of them).
 A kind scores each plan (u_hat: a predicted F1) and the choice is
 
     a*(q) = argmax_a  u_hat(q, a) - lambda * tokens(q, a)        (optionally tokens <= max_tokens)

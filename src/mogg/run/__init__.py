@@ -2,7 +2,8 @@
 
 ``pipeline`` (ladder -> retrieval -> metrics -> labels -> features: :func:`prepare`),
 ``prepare_stage`` (components from config), ``app`` (``build``, ``train``, ``evaluate``),
-``transfer_stage`` and ``frontier_stage`` (final routers, matched reading cost), ``router_store``
+``crossfit_stage`` (the level routers' cross-fit), ``transfer_stage`` and ``frontier_stage`` (final
+routers, matched reading cost), ``router_store``
 (a run's routers on disk), ``route`` (``mogg-route``).
 
 Names are imported lazily (``__getattr__``), so importing this package loads none of its modules.

@@ -1,13 +1,13 @@
 """What ``build.py``, ``train.py`` and ``evaluate.py`` do, as plain functions that tests call too.
 
 The entry points only compose the Hydra config; this module composes the stages: the shared
-preparation (:mod:`mogg.run.prepare_stage`), the cross-fit, the final and transfer routers
-(:mod:`mogg.run.transfer_stage`), the frontier (:mod:`mogg.run.frontier_stage`) and the report.
+preparation (:mod:`mogg.run.prepare_stage`), the level routers' cross-fit
+(:mod:`mogg.run.crossfit_stage`), the final and transfer routers (:mod:`mogg.run.transfer_stage`),
+the frontier (:mod:`mogg.run.frontier_stage`) and the report.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
@@ -17,29 +17,21 @@ from omegaconf import DictConfig
 
 from mogg.core.artifacts import staged_dir
 from mogg.core.preemption import requeue_on_usr1
-from mogg.core.runconfig import check_run_config, container
+from mogg.core.runconfig import check_run_config
 from mogg.evaluation import names as N
 from mogg.evaluation.budgets import budget_overview, budget_section, budget_table, plot_budgets
 from mogg.evaluation.policies import run_policies, summarize
 from mogg.evaluation.qa_accuracy import accuracy_section, plot_accuracy, read_policies, resolve_policies, versus_cot
 from mogg.evaluation.report import check_report_dir, log_summaries, write_report
 from mogg.evaluation.sections import question_records, questions_key, transfer_section, verdict
-from mogg.routing.fitting.kfold import crossfit
 from mogg.routing.networks.training import check_requeue
 from mogg.run.budget.base import ALL_LADDERS
 from mogg.run.context import run_context
+from mogg.run.crossfit_stage import crossfit_ladder
 from mogg.run.frontier_stage import evaluate_frontier, frontier_settings, ladders_section, train_budget_routers
 from mogg.run.option_pairs import check_evaluable
 from mogg.run.prepare_stage import ladder_policies, ladder_reports, make_reader, prepare_all
-from mogg.run.router_store import (
-    checkpoint_dir,
-    retriever_node,
-    router_inputs,
-    router_settings,
-    router_spec,
-    router_weights,
-    source_nodes,
-)
+from mogg.run.router_store import checkpoint_dir, retriever_node, router_settings, router_weights, source_nodes
 from mogg.run.transfer_stage import train_final
 from mogg.search import LadderIndex
 
@@ -100,26 +92,12 @@ def _train(cfg: DictConfig, trainer) -> dict:
         out.mkdir(parents=True, exist_ok=True)
         results[name] = {"dir": str(out)}
         if settings.fit in ("crossfit", "both"):
-            # one run for all folds (they train as one model; losses per fold), with a stable id so a
-            # requeued job continues the same wandb run instead of starting a new one
-            logger = instantiate(cfg.logger, name=f"{cfg.run_name}-{name}-folds",
-                                 id=f"{cfg.run_name}-{name}-s{cfg.seed}-folds") if cfg.get("logger") else False
-            info = crossfit(
-                router_inputs(cfg, settings, prep), *prep.router_targets(), prep.questions, prep.query_ids,
-                cfg.n_folds, cfg.seed,
-                settings, trainer, out, router_spec(cfg, name, prep), logger=logger,
-            )
-            meta = {"data_key": prep.data_key, "run_id": info["run_id"], "levels": prep.ladder.level_names,
-                    "inputs": list(settings.inputs), "objective": settings.objective,
-                    "config": container(cfg)}
-            (out / "train_manifest.json").write_text(json.dumps(meta, indent=1, default=str))
-            results[name]["epochs"] = [f["epochs"] for f in info["folds"]]
-            log.info("cross-fitted %s routers in %s", name, out)
+            results[name].update(crossfit_ladder(cfg, settings, trainer, name, prep, out))
     if fits_final:
         for name, r in train_final(cfg, settings, trainer, preps, source_preps, tq_preps).items():
             results[name].update(r)
     fs = frontier_settings(cfg)
-    if fs is not None and fs.actions:  # the learned budget routers: <run>/<ladder>/<kind>/
+    if fs is not None and fs.budget_routers:  # the learned budget routers: <run>/<ladder>/<kind>/
         in_set = fits_final and not nodes and cfg.get("train_questions") is None  # the deployable ones
         frontier = train_budget_routers(run_context(cfg), fs, preps, lambda n: checkpoint_dir(cfg, n), in_set,
                                         source_preps if fits_final else None)

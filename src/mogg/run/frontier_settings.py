@@ -9,15 +9,21 @@ Light on purpose (no torch, no LightGBM): Hydra's ConfigStore reads these fields
 from __future__ import annotations
 
 import dataclasses
+import logging
 from dataclasses import dataclass
 
 from omegaconf import DictConfig
 
 from mogg.core.knobs import Check, check_knobs, count, flag, is_int, knob, number
+from mogg.core.runconfig import RENAMED_KEYS
 from mogg.run.budget.base import BudgetRouter
 from mogg.run.budget.registry import budget_routers
 
+log = logging.getLogger(__name__)
+
 NODE = "frontier"
+# its knobs renamed since, as a config file may still set them (the command line's: mogg.core.runconfig.renamed_keys)
+RENAMED = {k.split(".", 1)[1]: v.split(".", 1)[1] for k, v in RENAMED_KEYS.items() if k.startswith(NODE + ".")}
 
 
 def _caps_ok(v) -> bool:
@@ -47,8 +53,9 @@ class FrontierSettings:
                           "matched mean context tokens of the report's table")
     n_boot: int = knob(1000, count("must be an integer >= 1 (bootstrap resamples)"),
                        "paired bootstrap resamples for the 95% intervals")
-    actions: bool = knob(True, flag(), "train.py fits (and evaluate.py reads) the learned budget routers "
-                         "(checkpoints/<run>/<ladder>/<kind>/)")
+    budget_routers: bool = knob(True, flag(), "train.py fits (and evaluate.py reads) the learned budget routers "
+                                "(checkpoints/<run>/<ladder>/<kind>/); false: the fixed families only (named "
+                                "frontier.actions before issue 61: the old key still works)")
     guard: bool = knob(True, flag(), "the router policy: keep the training-chosen fixed configuration unless a "
                        "router beats it on validation ...")
     guard_se: float = knob(1.0, number("must be a number >= 0 (standard errors)", 0.0),
@@ -78,6 +85,10 @@ def frontier_settings(cfg: DictConfig) -> FrontierSettings | None:
     if not isinstance(values, dict):
         raise ValueError(f"frontier={values!r}: choose a frontier config (frontier=matched) or null")
     known = {f.name for f in dataclasses.fields(FrontierSettings)}
+    for old, new in RENAMED.items():
+        if old in values:  # set on purpose (the defaults hold only the new key): it wins
+            log.warning("frontier.%s is frontier.%s since issue 61 (the old key still works for now)", old, new)
+            values[new] = values.pop(old)
     extra = sorted(set(values) - known)
     if extra:
         moved = {"fit": "frontier.routers.actions.<knob>", "selector": "frontier/routers=[actions,selector]"}

@@ -130,7 +130,7 @@ def evaluate_frontier(ctx: RunContext, name: str, prep: Prepared, fs: FrontierSe
     folds = make_folds(len(prep.items), ctx.n_folds, ctx.seed)  # every kind's cross-fit uses these
     by_slot: dict[str, object] = {}
     transfers = []
-    if fs.actions and ctx.use_router:
+    if fs.budget_routers and ctx.use_router:
         # the kinds that trim another's plans (route + trim) after the one they name: list order means nothing
         for kind in sorted(fs.routers, key=lambda k: k.trims() is not None):
             chunk = by_slot[kind.trims()].learned(table) if kind.trims() is not None else None
@@ -143,7 +143,7 @@ def evaluate_frontier(ctx: RunContext, name: str, prep: Prepared, fs: FrontierSe
     transfer = (lambda b: {k: v for t in transfers for k, v in t(b).items()}) if transfers else None
     fr = frontier_evaluation(table, other_families(prep, fs, weights, ladder_policies, table), folds, list(fs.budgets),
                              policies, fs.n_boot, ctx.seed, transfer)
-    fr["actions"] = space.to_json()
+    fr["action_space"] = space.to_json()
     save_per_question(fr.pop("per_question"), prep.query_ids, report_dir / f"{name}_frontier_questions.npz")
     plot_frontier(name, fr, report_dir / f"{name}_frontier.png", policies)
     return fr, frontier_section(name, fr, list(fs.budgets), policies)
@@ -163,7 +163,7 @@ def ladders_section(ctx: RunContext, fs: FrontierSettings, preps: dict[str, Prep
     json); ``ckpt``: ``<run>/<ALL_LADDERS>``."""
     head = ["## Ladders at matched reading cost", "", "![ladders](ladders_frontier.png)", ""]
     kind = joint_router(fs)
-    if fs.actions and ctx.use_router and kind is not None:  # one router choosing the ladder too
+    if fs.budget_routers and ctx.use_router and kind is not None:  # one router choosing the ladder too
         ladders = {n: ladder_frontier(p, fs) for n, p in preps.items()}
         joint, md = kind.evaluate_joint(ctx, ladders, ckpt / kind.slot, report_dir)
         frontiers = {**frontiers, ALL_LADDERS: joint}

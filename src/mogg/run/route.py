@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--artifacts", default="auto",
                     help="artifact store for the ladder and retriever state (default: $MOGG_ARTIFACTS, else "
                          "~/.cache/mogg/artifacts)")
-    ap.add_argument("--k", type=positive_int, default=None, help="snippets per question (default: the training run's k)")
+    ap.add_argument("--k", type=positive_int, default=None, help="level router: snippets per question (default: the training run's k)")
     ap.add_argument("--data-dir", default=os.environ.get("MOGG_DATA_DIR"),
                     help="this machine's data folder, as MOGG_DATA_DIR for train.py (default: $MOGG_DATA_DIR)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

@@ -70,8 +70,8 @@ def crossfit_key(data_key: str | None, n: int, n_folds: int, seed: int, settings
 
 @dataclass
 class CrossFit:
-    """The bookkeeping every router kind's cross-fit shares (the level router, the action router, the
-    evidence selector): what its routers depend on (``key``; its hash is the run id), the seeded
+    """The bookkeeping every router kind's cross-fit shares (the level router and each budget-router
+    kind): what its routers depend on (``key``; its hash is the run id), the seeded
     folds of the ``n`` questions and each fold's training/validation split (validation slice seeded
     ``seed + 1000 + k``), the finished run recognised by ``out_dir/folds.json`` and that file
     written last (:meth:`finish`), so a half-finished retrain never mixes with an older run."""

@@ -40,35 +40,37 @@ from typing import ClassVar
 from mogg.evaluation.frontier_guard import BudgetPolicy, Learned, TableAt
 from mogg.run.context import RunContext
 
-__all__ = ["ALL_LADDERS", "BudgetPolicy", "BudgetRouter", "LadderFrontier", "Learned", "TableAt"]
+__all__ = ["ALL_LADDERS", "FINAL_DIR", "TRANSFER_DIR", "BudgetPolicy", "BudgetRouter", "LadderFrontier", "Learned",
+           "TableAt"]
 
 # the all-ladders router's folder: one action space over every ladder's (level, k, cap), so a kind that
 # spans ladders picks the ladder too; its checkpoints live beside the ladders' as <run>/<ALL_LADDERS>/<kind>
 ALL_LADDERS = "all_ladders"
-
-
+# a kind's deployed directories under <run>/<ladder>/<kind>/, beside its cross-fit's fold<k>: the final fit on
+# this set's questions (router.fit=all|both; BudgetRouter.fit_final) and the one on train_sources (fit_transfer)
+FINAL_DIR, TRANSFER_DIR = "final", "transfer"
 
 class LadderFrontier:
     """One ladder's prepared questions under the frontier settings, with the fixed action table
-    computed once and shared by every kind (``actions``: space, table, query inputs, action
-    features; :func:`mogg.run.budget.shared.actions_of`)."""
+    computed once and shared by every kind (:attr:`action_table`: space, table, query inputs, action
+    features; :func:`mogg.run.budget.shared.action_table_of`)."""
 
     def __init__(self, prep, fs):
         self.prep, self.fs = prep, fs
 
     @cached_property
-    def actions(self):
-        from mogg.run.budget.shared import actions_of
+    def action_table(self):
+        from mogg.run.budget.shared import action_table_of
 
-        return actions_of(self.prep, self.fs)
+        return action_table_of(self.prep, self.fs)
 
     @property
     def space(self):
-        return self.actions[0]
+        return self.action_table[0]
 
     @property
     def table(self):
-        return self.actions[1]
+        return self.action_table[1]
 
 
 class BudgetRouter:
@@ -108,7 +110,7 @@ class BudgetRouter:
         raise NotImplementedError
 
     def fit_final(self, ctx: RunContext, name: str, ladder: LadderFrontier, fold_dir: Path) -> dict | None:
-        """The deployable directory on this set (``fold_dir/final``); None: the kind deploys none."""
+        """The deployable directory on this set (``fold_dir/final``: :data:`FINAL_DIR`); None: the kind deploys none."""
         return None
 
     def fit_transfer(self, ctx: RunContext, name: str, sources: dict[str, LadderFrontier], fold_dir: Path

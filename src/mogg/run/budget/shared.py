@@ -1,5 +1,5 @@
 """What the budget-router kinds share above the routing layer: the chunk plans' table and inputs of
-a prepared ladder (:func:`actions_of`: every fixed (level, k, cap) with its evidence F1 and tokens,
+a prepared ladder (:func:`action_table_of`: every fixed (level, k, cap) with its evidence F1 and tokens,
 the query inputs and the action features), the same for new questions without labels
 (:func:`action_inputs`, what ``mogg-route --budget`` computes), and the context each plan reads
 (:func:`action_contexts`: the action router's deployed plans, and the selector's envelope)."""
@@ -17,7 +17,7 @@ from mogg.selection import fixed_level_select
 from mogg.selection.mog import cap_contexts
 
 
-def actions_of(prep, fs) -> tuple[ActionSpace, Family, np.ndarray, np.ndarray]:
+def action_table_of(prep, fs) -> tuple[ActionSpace, Family, np.ndarray, np.ndarray]:
     """The action space, its table (labels = F1, costs = tokens) and the router's inputs:
     query inputs [Q, D + L] (the level router's features and each level's log top-chunk tokens)
     and action features [Q, A, F]."""
@@ -29,7 +29,7 @@ def actions_of(prep, fs) -> tuple[ActionSpace, Family, np.ndarray, np.ndarray]:
 
 def action_inputs(ladder, deep, features: np.ndarray, evidence: list[str], depth: int, caps, max_tokens
                   ) -> tuple[ActionSpace, Family, np.ndarray, np.ndarray]:
-    """:func:`actions_of` from its parts (``mogg-route --budget`` calls it on questions without
+    """:func:`action_table_of` from its parts (``mogg-route --budget`` calls it on questions without
     labels: ``evidence`` empty strings, the table's tokens only)."""
     space, table = action_table(ladder, deep, evidence, depth, caps, max_tokens)
     n_q, n_l = len(features), ladder.n_levels

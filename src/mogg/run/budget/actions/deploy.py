@@ -4,7 +4,7 @@
 A directory (an artifact: written atomically, sha256 of every file in ``manifest.json``) holds
 
 * ``actions.safetensors`` + ``actions.json``: the scorer fitted on every question with gold
-  evidence but a seeded validation slice (:class:`mogg.run.budget.actions.network.ActionRouter`);
+  evidence but a seeded validation slice (:class:`mogg.run.budget.actions.scorer.ActionRouter`);
 * ``deploy.json``: the action space (levels, k = 1..depth, caps), per budget B the cost weight
   lambda chosen on the validation slice, whether the router or the fixed envelope is deployed at
   B (the guard, decided on the cross-fit's out-of-fold questions) and the envelope's (level, k,
@@ -30,15 +30,12 @@ import numpy as np
 from mogg.core.artifacts import ArtifactError, config_hash, strict_json, write_artifact
 from mogg.core.seal import seal_holder
 from mogg.routing.plans import ActionSpace, calibrate_lambda, decide
-from mogg.run.budget.actions.network import ActionRouter
+from mogg.run.budget.actions.scorer import ActionRouter
 from mogg.run.budget.deployed import DECISIONS, DEPLOY, check_budget_value, check_budgets, open_deployed
 
 log = logging.getLogger(__name__)
 
 FORMAT = "mogg-action-router/1"
-# under <run>/<ladder>/actions/, beside the cross-fit's fold<k>: the final fit on this set's
-# questions (router.fit=all|both) and the one trained on train_sources (leave-one-set-out)
-FINAL_DIR, TRANSFER_DIR = "final", "transfer"
 
 
 @dataclass

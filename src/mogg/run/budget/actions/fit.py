@@ -29,11 +29,10 @@ from torch import nn
 
 from mogg.core.progress import Heartbeat, progress, stop_horizon
 from mogg.routing.networks.stacked import StackedAdam, epoch_seed
-from mogg.run.budget.actions import NODE
-from mogg.run.budget.actions import scorer as scorer_math
+from mogg.run.budget.actions import NODE, backprop
 from mogg.run.budget.actions._jit import mix64
-from mogg.run.budget.actions.network import ActionRouter, ActionScorer, _loss
-from mogg.run.budget.actions.scorer import Dropout, Weights
+from mogg.run.budget.actions.backprop import Dropout, Weights
+from mogg.run.budget.actions.scorer import ActionRouter, ActionScorer, _loss
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +43,7 @@ FIT_CODE = "stacked-2"  # 2: ReLU units (GELU before issue 37)
 
 class ScorerStack(nn.Module):
     """``F`` :class:`ActionScorer` of one shape as stacked weights, the first layer split by input part
-    (:class:`mogg.run.budget.actions.scorer.Weights`; ``var`` / ``const``: the action-feature columns that vary
+    (:class:`mogg.run.budget.actions.backprop.Weights`; ``var`` / ``const``: the action-feature columns that vary
     across questions and those that do not)."""
 
     def __init__(self, scorers: Sequence[ActionScorer], var: np.ndarray, const: np.ndarray):
@@ -112,7 +111,7 @@ def fit_action_routers(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, trains: Se
     vals = [np.asarray(v, dtype=np.int64)[ok[v]] for v in vals]
     if any(not len(t) for t in trains):
         raise ValueError("no training question with gold evidence: the action router needs F1 labels")
-    var, const = scorer_math.split_columns(xa)
+    var, const = backprop.split_columns(xa)
     routers, inputs = [], []
     for k in range(n_f):  # each fold's own initialisation (under its seed) and standardisation: F folds
         torch.manual_seed(seeds[k])
@@ -210,11 +209,11 @@ def _fold_step(net: ScorerStack, k: int, inputs: tuple, rows: np.ndarray, y: tor
     q, v = q_all[idx], v_all[idx]
     drop = Dropout.of(key, rows, dropout) if dropout > 0 else None
     w = net.fold(k)
-    out, cache = scorer_math.forward(w, q, v, c, drop)
+    out, cache = backprop.forward(w, q, v, c, drop)
     with torch.enable_grad():
         z = out.requires_grad_()
         g_out, = torch.autograd.grad(_loss(loss, z, y[idx]), z)
-    grads = scorer_math.backward(w, cache, g_out, q, v, c, drop)
+    grads = backprop.backward(w, cache, g_out, q, v, c, drop)
     for name, g in zip(Weights._fields, grads):
         getattr(net, name).grad[k].copy_(g)
 
@@ -223,7 +222,7 @@ def _val_loss(w: Weights, inputs: tuple, rows: np.ndarray, y: torch.Tensor, loss
     """One fold's loss over question ``rows`` without dropout (its early stopping's criterion)."""
     q_all, v_all, c = inputs
     idx = torch.from_numpy(rows)
-    return float(_loss(loss, scorer_math.scores(w, q_all[idx], v_all[idx], c), y[idx]))
+    return float(_loss(loss, backprop.scores(w, q_all[idx], v_all[idx], c), y[idx]))
 
 
 def fit_action_router(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, train: np.ndarray, val: np.ndarray, kind,

@@ -22,7 +22,7 @@ from mogg.routing.fitting.kfold import RouterTrainingError, _digest
 from mogg.routing.plans import ActionSpace
 from mogg.run.budget.actions import NODE
 from mogg.run.budget.actions.fit import FIT_CODE, fit_action_routers
-from mogg.run.budget.actions.network import ActionRouter
+from mogg.run.budget.actions.scorer import ActionRouter
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from mogg.core.knobs import Check, check_knobs, count, is_number, knob, number, one_of
 from mogg.run.budget.actions import LOSSES, NODE
-from mogg.run.budget.base import ALL_LADDERS, BudgetRouter, LadderFrontier
+from mogg.run.budget.base import ALL_LADDERS, TRANSFER_DIR, BudgetRouter, LadderFrontier
 from mogg.run.context import RunContext
 
 # what its scorer, folds and directory need (torch) is imported where it is used: the kind itself,
@@ -64,7 +64,7 @@ class ActionRouterKind(BudgetRouter):
     def train(self, ctx: RunContext, ladder: LadderFrontier, out_dir: Path) -> dict:
         from mogg.run.budget.actions.folds import crossfit_actions
 
-        space, table, xq, xa = ladder.actions
+        space, table, xq, xa = ladder.action_table
         return crossfit_actions(xq, xa, table.f1, space, ladder.prep.query_ids, ctx.n_folds, ctx.seed, self,
                                 ctx.val_fraction, out_dir, ladder.prep.data_key, ctx.artifacts)
 
@@ -73,7 +73,7 @@ class ActionRouterKind(BudgetRouter):
         refused when they were trained on other data or knobs."""
         from mogg.run.budget.actions.folds import predict_action_folds
 
-        space, table, xq, xa = ladder.actions
+        space, table, xq, xa = ladder.action_table
         return predict_action_folds(xq, xa, ladder.prep.query_ids, fold_dir, space,
                                     self._key(ctx, xq, xa, table, space, ladder.prep.data_key), ctx.retrain)
 
@@ -90,47 +90,23 @@ class ActionRouterKind(BudgetRouter):
 
     def fit_transfer(self, ctx: RunContext, name: str, sources: dict[str, LadderFrontier], fold_dir: Path
                      ) -> dict:
-        from mogg.run.budget.actions.final import fit_transfer_actions
+        from mogg.run.budget.actions.transfer import fit_transfer_actions
 
         return fit_transfer_actions(ctx, name, sources, self, fold_dir)
 
     def transferred(self, ctx: RunContext, ladder: LadderFrontier, fold_dir: Path):
-        """With ``train_sources`` and their action router (``<fold_dir>/transfer``,
-        :func:`mogg.run.budget.actions.final.fit_transfer_actions`): budget -> the transferred router's and
-        the training sets' envelope's F1 and tokens per question on this set (None otherwise). Both
-        read this set's token counts, which need no labels: the envelope is the training sets' best
-        configuration among those reading <= B mean tokens here, and the router's lambda is
-        recalibrated to B on this set's questions; where the training sets' guard kept the
-        envelope, the router deploys it."""
-        from mogg.core.artifacts import ArtifactError
-        from mogg.evaluation.frontier_report import TRAINING_ENVELOPE, TRANSFERRED
-        from mogg.run.budget.actions.deploy import TRANSFER_DIR, DeployedActions
+        """With ``train_sources`` and their action router (``<fold_dir>/transfer``): budget -> the
+        transferred router's and the training sets' envelope's rows on this set, both label-free
+        (:func:`mogg.run.budget.actions.transfer.transferred_rows`); None otherwise."""
+        from mogg.run.budget.actions.transfer import transferred_rows
 
-        d = Path(fold_dir) / TRANSFER_DIR
         if not ctx.train_sources:
             return None
+        d = Path(fold_dir) / TRANSFER_DIR
         if not d.is_dir():
             raise FileNotFoundError(f"no transfer action router in {d}: run `{ctx.retrain}` (train.py with "
                                     "router.fit=all or both)")
-        space, table, xq, xa = ladder.actions
-        dep = DeployedActions.load(d)
-        if dep.space != space:
-            raise ArtifactError(f"{d}: trained on actions {dep.space.to_json()}, this set's are {space.to_json()}; "
-                                "retrain")
-        rows = np.arange(len(xq))
-
-        def at(b: float) -> dict:
-            if int(b) not in dep.budgets:
-                return {}
-            # label-free on this set (DeployedActions.decide with here=True): the training sets' best
-            # configuration among those reading <= B here where their guard kept the envelope, else the
-            # router with lambda recalibrated to B on this set's tokens
-            p = dep.plan(int(b), here=True)
-            a, _ = dep.decide(xq, xa, table.tokens, p)
-            env = dep.envelope_here(table.tokens, b)
-            return {TRANSFERRED: (table.f1[rows, a], table.tokens[rows, a], f"{p['deploy']} deployed"),
-                    TRAINING_ENVELOPE: (table.f1[:, env], table.tokens[:, env], space.names()[env])}
-        return at
+        return transferred_rows(ladder, d)
 
     def train_joint(self, ctx: RunContext, ladders: dict[str, LadderFrontier], out_dir: Path) -> dict:
         """Cross-fit the all-ladders action router into ``out_dir`` (same folds as every ladder's)."""
@@ -160,7 +136,7 @@ class ActionRouterKind(BudgetRouter):
         own = [Family(f"{n} envelope", t.f1, t.tokens, t.configs, False, {}) for n, t in per_ladder.items()]
         fr = frontier_evaluation(table, own, af.fold, list(fs.budgets), [router], fs.n_boot, ctx.seed)
         fr.pop("per_question")
-        fr["actions"] = space.to_json()
+        fr["action_space"] = space.to_json()
         plot_frontier(ALL_LADDERS, fr, report_dir / f"{ALL_LADDERS}_frontier.png", [router])
         return fr, frontier_section(ALL_LADDERS, fr, list(fs.budgets), [router])
 
@@ -172,7 +148,7 @@ class ActionRouterKind(BudgetRouter):
 
 
 def all_ladders_actions(ladders: dict[str, LadderFrontier]) -> tuple:
-    """(ActionSpace, Family, xq, xa, {ladder: Family}): :func:`mogg.run.frontier_stage.actions_of` over every ladder at once: levels named
+    """(ActionSpace, Family, xq, xa, {ladder: Family}): :func:`mogg.run.budget.shared.action_table_of` over every ladder at once: levels named
     ``<ladder>/<level>`` (ladder-major, so the merged table keeps :class:`ActionSpace`'s order),
     query inputs of all ladders side by side, action features from the ladders' deep scores
     stacked along the level axis; and each ladder's own action table (its fixed envelope's
@@ -184,7 +160,7 @@ def all_ladders_actions(ladders: dict[str, LadderFrontier]) -> tuple:
     if any(lf.prep.query_ids != ids for lf in ladders.values()):
         raise ValueError("the all-ladders router needs every ladder prepared on the same questions")
     fs = next(iter(ladders.values())).fs
-    parts = {name: lf.actions for name, lf in ladders.items()}
+    parts = {name: lf.action_table for name, lf in ladders.items()}
     names = [f"{n}/{lv}" for n, lf in ladders.items() for lv in lf.prep.ladder.level_names]
     space = ActionSpace(names, fs.depth, list(fs.caps))
     tables = []

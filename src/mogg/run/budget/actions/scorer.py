@@ -1,140 +1,166 @@
-"""The action scorer's arithmetic: forward and backward of one MLP over every (question, action).
+"""The action router's scorer, the model that scores (:class:`ActionScorer`; :class:`ActionRouter`: a fitted
+one with its input standardisation and its directory files). The router chooses granularity and amount together.
 
-The scorer (:class:`mogg.run.budget.actions.network.ActionScorer`) is
+An *action* is a fixed configuration (level, k, token cap): its context is the first k chunks of
+the level's own ranking cut to the cap, its label the evidence F1 of that context (the metric
+labels, generalised from one column per level to one per action) and its cost its tokens, which
+are known after retrieval, not predicted. One small MLP scores every (question, action) pair from
+the question's router inputs and the action's own features (its tokens, the retrieval scores of
+its chunks, level/k/cap one-hots), so all actions share what they learn. The decision is
 
-    u(q, a) = w3 . relu(W2 drop(relu(W1 [x_q, x_a] + b1)) + b2) + b3
+    a*(q) = argmax_a  u_hat(q, a) - lambda * tokens(q, a)        (optionally tokens <= max_tokens)
 
-over [B questions, A actions] at once: ~150k (question, action) pairs a step. Two facts make it
-cheaper than the concatenation ``[x_q, x_a]`` pushed through ``nn.Linear``:
+with lambda calibrated on validation questions to a mean-token target
+(:func:`mogg.evaluation.frontier.calibrate_lambda`) or set directly.
 
-- the first layer is linear, so ``W1 [x_q, x_a] = Wq x_q + Wa x_a``: the question's part is one
-  [B, 2H] product per question, not per (question, action);
-- most action features (the level / k / cap one-hots) are the same for every question, so their
-  part is one [A, 2H] product per step; only the few that vary (tokens, retrieval scores) are a
-  per-pair product (``v`` [B, A, Dv], ``c`` [A, Dc]: :func:`split_columns`).
-
-Same function, other float rounding (the sums run in another order). The backward pass is written
-out (autograd kept every intermediate and summed the broadcasts in extra passes); the dropout mask
-is a hash recomputed in the backward pass (:mod:`mogg.run.budget.actions._jit`). ReLU, not GELU (as
-until issue 37): GELU's erf and its derivative took ~40% of a fit step (5.5 and 4.0 ms on [28k, 64]
-against 0.15 ms for ReLU), for no better frontier (docs/benchmarks.md, "The frontier, profiled").
+Losses (``frontier.routers.actions.loss``): ``utility`` regresses F1 (MSE); ``bce`` fits F1 as a
+soft Bernoulli target (the sigmoid of the output is the utility); ``listwise`` adds a softmax cross-entropy over the actions
+towards softmax(F1 / 0.05) to the utility regression (the regression keeps the scores in F1 units,
+which the cost trade-off needs).
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
-from typing import NamedTuple
+from pathlib import Path
 
 import numpy as np
 import torch
-from torch.nn import functional as F
+from torch import nn
 
-from mogg.run.budget.actions._jit import dropout_rows_, layer1_, layer1_grads
+from mogg.core.artifacts import ArtifactError, atomic_path, strict_json
+from mogg.core.bounded import integer, number, read_json
+from mogg.run.budget.actions import LOSSES
+from mogg.run.budget.actions.backprop import Weights, scores, split_columns
 
-# Fixed parts of a batch's questions whose first-layer gradients are summed in order (any thread
-# count gives the same sums)
-_PARTS = 8
+log = logging.getLogger(__name__)
 
 
-class Weights(NamedTuple):
-    """One scorer's weights, the first layer split by input part: ``wq`` [2H, Dq], ``wv`` [2H, Dv],
-    ``wc`` [2H, Dc], ``b1`` [2H], ``w2`` [H, 2H], ``b2`` [H], ``w3`` [H], ``b3`` [1]."""
 
-    wq: torch.Tensor
-    wv: torch.Tensor
-    wc: torch.Tensor
-    b1: torch.Tensor
-    w2: torch.Tensor
-    b2: torch.Tensor
-    w3: torch.Tensor
-    b3: torch.Tensor
+class ActionScorer(nn.Module):
+    """u_hat(q, a) = MLP([query inputs, action features]) for every action at once: [B, A].
+
+    The stored form of one scorer (``net``: Linear, ReLU, dropout's slot, Linear, ReLU, Linear; the
+    state dict of ``actions.safetensors``). Fitting is :mod:`mogg.run.budget.actions.fit` (its dropout is
+    a seeded hash, :mod:`mogg.run.budget.actions._jit`), scoring :mod:`mogg.run.budget.actions.backprop`'s split
+    first layer; ``forward`` scores without dropout.
+    """
+
+    def __init__(self, d_query: int, d_action: int, hidden: int, dropout: float):
+        super().__init__()
+        if not 0.0 <= float(dropout) < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        self.d_query, self.d_action, self.hidden, self.dropout = d_query, d_action, hidden, dropout
+        self.net = nn.Sequential(nn.Linear(d_query + d_action, 2 * hidden), nn.ReLU(), nn.Identity(),
+                                 nn.Linear(2 * hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+
+    def weights(self, var: np.ndarray, const: np.ndarray) -> Weights:
+        """The weights with the first layer split into the query's, the varying action columns' (``var``)
+        and the action-only columns' (``const``) parts (:class:`mogg.run.budget.actions.backprop.Weights`)."""
+        w1, dq = self.net[0].weight.detach(), self.d_query
+        return Weights(w1[:, :dq], w1[:, dq + var], w1[:, dq + const], self.net[0].bias.detach(),
+                       self.net[3].weight.detach(), self.net[3].bias.detach(), self.net[5].weight.detach()[0],
+                       self.net[5].bias.detach())
+
+    def forward(self, xq: torch.Tensor, xa: torch.Tensor) -> torch.Tensor:
+        """``xq`` [B, Dq], ``xa`` [B, A, Da] (standardised) -> scores [B, A], no dropout."""
+        every = np.arange(xa.shape[2])
+        return scores(self.weights(every, every[:0]), xq, xa, xa.new_zeros(xa.shape[1], 0))
+
+
+def _loss(loss: str, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The scorer's training loss ``loss`` (one of :data:`mogg.run.budget.actions.LOSSES`) of scores ``z`` against F1 ``y``."""
+    if loss == "utility":
+        return ((z - y) ** 2).mean()
+    if loss == "bce":
+        return nn.functional.binary_cross_entropy_with_logits(z, y)
+    target = torch.softmax(y / 0.05, dim=1)
+    return -(target * torch.log_softmax(z / 0.05, dim=1)).sum(1).mean() * 0.01 + ((z - y) ** 2).mean()
 
 
 @dataclass
-class Dropout:
-    """One fold's dropout in one epoch: ``key`` (its hash key), the batch's question ``rows``
-    (int64 [B], the hash's counters), ``keep53`` = keep * 2**53 and the kept units' ``scale``."""
+class ActionRouter:
+    """A fitted action scorer with its input standardisation; :meth:`utilities` -> [Q, A]."""
 
-    key: int
-    rows: np.ndarray
-    keep53: np.uint64
-    scale: np.float32
+    model: ActionScorer
+    loss: str  # frontier.routers.actions.loss it was fitted with (under bce its outputs are logits)
+    mean_q: np.ndarray
+    std_q: np.ndarray
+    mean_a: np.ndarray
+    std_a: np.ndarray
+    summary: dict
+
+    def utilities(self, xq: np.ndarray, xa: np.ndarray) -> np.ndarray:
+        """Predicted F1 of every action [Q, A] (sigmoid of the output under ``bce``), by the fit's own
+        arithmetic (:func:`mogg.run.budget.actions.backprop.scores`: action-only columns once per action)."""
+        if not len(xq):
+            return np.zeros((0, xa.shape[1]))
+        var, const = split_columns(xa)
+        q = torch.as_tensor((xq - self.mean_q) / self.std_q, dtype=torch.float32)
+        v = torch.as_tensor((xa[:, :, var] - self.mean_a[var]) / self.std_a[var], dtype=torch.float32)
+        c = torch.as_tensor((xa[:1, :, const] - self.mean_a[const]) / self.std_a[const], dtype=torch.float32)
+        z = scores(self.model.weights(var, const), q, v, c.reshape(xa.shape[1], len(const))).numpy().astype(np.float64)
+        if not np.isfinite(z).all():
+            raise FloatingPointError(f"action router: non-finite utilities for {int((~np.isfinite(z)).any(1).sum())} "
+                                     f"of {len(z)} question(s); its inputs or weights are out of range: retrain it")
+        return 1 / (1 + np.exp(-z)) if self.loss == "bce" else z
+
+    def save(self, directory: Path, extra: dict | None = None) -> None:
+        """``actions.safetensors`` (weights and standardisation) + ``actions.json`` (the rest)."""
+        from safetensors.torch import save_file
+
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        tensors = {f"net.{k}": v.contiguous() for k, v in self.model.state_dict().items()}
+        for name in ("mean_q", "std_q", "mean_a", "std_a"):
+            tensors[name] = torch.tensor(getattr(self, name), dtype=torch.float64)
+        with atomic_path(d / "actions.safetensors") as tmp:
+            save_file(tensors, str(tmp))
+        spec = {"network": {"kind": "actions", "d_query": self.model.d_query, "d_action": self.model.d_action,
+                            "hidden": self.model.hidden, "dropout": self.model.dropout, "activation": "relu"},
+                "loss": self.loss, "training": self.summary, **(extra or {})}
+        with atomic_path(d / "actions.json") as tmp:
+            tmp.write_text(strict_json(spec, indent=1))
 
     @classmethod
-    def of(cls, key: int, rows: np.ndarray, p: float) -> "Dropout":
-        keep = 1.0 - p
-        return cls(key, np.ascontiguousarray(rows, dtype=np.int64), np.uint64(int(keep * 2.0**53)),
-                   np.float32(1.0) / np.float32(keep))
+    def load(cls, directory: Path) -> tuple["ActionRouter", dict]:
+        from safetensors.torch import load_file
 
-    def apply_(self, x: torch.Tensor) -> torch.Tensor:
-        """Zero the dropped units of ``x`` [B * A, W] (question-major) and scale the kept ones, in place."""
-        dropout_rows_(x.view(len(self.rows), -1).numpy(), np.uint64(self.key), self.rows, self.keep53, self.scale)
-        return x
-
-
-_NO_DROP = Dropout(0, np.zeros(0, dtype=np.int64), np.uint64(0), np.float32(1))
-
-
-def split_columns(xa: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Indices of the action-feature columns that vary across questions and of those that do not
-    (equal for every question, per action: the one-hots), int64 each. ``xa`` [Q, A, Da]."""
-    same = (xa == xa[:1]).all(axis=(0, 1)) if len(xa) else np.ones(xa.shape[2], dtype=bool)
-    return np.flatnonzero(~same), np.flatnonzero(same)
-
-
-class Cache(NamedTuple):
-    """What the backward pass reads of the forward pass (pairs P = B * A, question-major)."""
-
-    h1: torch.Tensor  # [P, 2H] relu(z1) after dropout (z1 itself is not kept: h1 > 0 says where it passed)
-    z2: torch.Tensor  # [P, H]
-    h2: torch.Tensor  # [P, H]
-
-
-def forward(w: Weights, q: torch.Tensor, v: torch.Tensor, c: torch.Tensor,
-            drop: Dropout | None = None) -> tuple[torch.Tensor, Cache]:
-    """Scores [B, A] of standardised inputs ``q`` [B, Dq], ``v`` [B, A, Dv], ``c`` [A, Dc]."""
-    b, a = v.shape[0], v.shape[1]
-    qp = torch.addmm(w.b1, q, w.wq.T)  # [B, 2H]: once per question
-    cp = c @ w.wc.T  # [A, 2H]: once per action
-    h1 = torch.empty(b, a, qp.shape[1])
-    # relu(qp[b] + cp[a] + the per-pair part v[b, a] @ Wv^T (Dv columns)) with the dropout mask,
-    # written once: [P, 2H] (a separate relu and mask pass over it cost ~10% of a fit)
-    d = drop or _NO_DROP
-    layer1_(h1.numpy(), qp.numpy(), cp.numpy(), v.contiguous().numpy(), w.wv.T.contiguous().numpy(),
-            np.uint64(d.key), d.rows if drop is not None else np.zeros(b, dtype=np.int64), d.keep53, d.scale,
-            drop is not None)
-    h1 = h1.view(b * a, -1)
-    z2 = torch.addmm(w.b2, h1, w.w2.T)  # [P, H]
-    h2 = F.relu(z2)
-    out = torch.addmv(w.b3, h2, w.w3)  # [P]
-    return out.view(b, a), Cache(h1, z2, h2)
-
-
-def backward(w: Weights, cache: Cache, g_out: torch.Tensor, q: torch.Tensor, v: torch.Tensor, c: torch.Tensor,
-             drop: Dropout | None = None) -> Weights:
-    """Gradients of a loss whose gradient in the scores is ``g_out`` [B, A] (what autograd gives
-    for :func:`forward`, to float rounding)."""
-    b, a = v.shape[0], v.shape[1]
-    g = g_out.reshape(-1)  # [P]
-    gw3 = torch.mv(cache.h2.T, g)
-    gb3 = g.sum().reshape(1)
-    # relu's derivative as torch's own fused kernel (grad where z > 0, else 0): a mul_ by the bool
-    # mask z > 0 built the mask and promoted it, 2.7 of a 20 s fit
-    g_z2 = torch.ops.aten.threshold_backward(torch.outer(g, w.w3), cache.z2, 0)  # [P, H]
-    gw2 = (cache.h1.T @ g_z2).T  # [H, 2H] (this operand order: ~20% faster in MKL than g_z2.T @ h1)
-    gb2 = g_z2.sum(0)
-    g_h1 = g_z2 @ w.w2  # [P, 2H]
-    # one pass: relu's and the mask's derivative (scale where h1 > 0: active and kept), then the
-    # gradient summed over the actions per question [B, 2H] (the query part's), over the questions
-    # per action [A, 2H] (the action-only part's) and against the varying features [Dv, 2H]
-    scale = drop.scale if drop is not None else np.float32(1.0)
-    g_qp, g_cp, g_v = (torch.from_numpy(x) for x in layer1_grads(
-        g_h1.view(b, a, -1).numpy(), cache.h1.view(b, a, -1).numpy(), v.contiguous().numpy(), scale, _PARTS))
-    return Weights(g_qp.T @ q, g_v.T, g_cp.T @ c, g_qp.sum(0), gw2, gb2, gw3, gb3)
-
-
-def scores(w: Weights, q: torch.Tensor, v: torch.Tensor, c: torch.Tensor, chunk: int = 256) -> torch.Tensor:
-    """:func:`forward` without dropout over ``chunk`` questions at a time (bounded memory): [B, A]."""
-    with torch.no_grad():
-        return torch.cat([forward(w, q[i:i + chunk], v[i:i + chunk], c)[0] for i in range(0, len(q), chunk)]) \
-            if len(q) else torch.zeros(0, v.shape[1])
+        d = Path(directory)
+        try:
+            spec = read_json(d / "actions.json")  # bounded depth and size
+        except ArtifactError as e:
+            raise ValueError(f"{d / 'actions.json'}: unreadable ({e}); retrain the action router") from None
+        net = spec.get("network") if isinstance(spec, dict) else None
+        if not isinstance(net, dict) or net.get("kind") != "actions":
+            raise ValueError(f"{d}: not an action router (network kind {(net or {}).get('kind')!r})")
+        if net.get("activation", "gelu") != "relu":  # scorers saved before issue 37 used GELU
+            raise ValueError(f"{d}: an action router with {net.get('activation', 'gelu')} units (saved by an older "
+                             "mogg); this one scores with ReLU: retrain it with `python train.py` and the same overrides")
+        try:  # the network is built from these before any weight is read: bounded first
+            for k in ("d_query", "d_action", "hidden"):
+                integer(net.get(k), str(d / "actions.json"), f"network.{k}", 1, 1 << 16)
+            number(net.get("dropout"), str(d / "actions.json"), "network.dropout", 0.0, 1.0)
+        except ArtifactError as e:
+            raise ValueError(str(e)) from None
+        try:
+            tensors = load_file(str(d / "actions.safetensors"))
+        except Exception as e:  # a truncated or foreign file (SafetensorError)
+            raise ValueError(f"{d / 'actions.safetensors'}: cannot be read ({e}); retrain the action router") from None
+        try:
+            model = ActionScorer(net["d_query"], net["d_action"], net["hidden"], net["dropout"])
+            model.load_state_dict({k[4:]: v for k, v in tensors.items() if k.startswith("net.")})
+            arrays = {n: tensors[n].numpy() for n in ("mean_q", "std_q", "mean_a", "std_a")}
+        except (KeyError, TypeError, ValueError, RuntimeError) as e:
+            raise ValueError(f"{d / 'actions.safetensors'}: weights do not fit actions.json ({e}); retrain the action "
+                             "router") from None
+        bad = [k for k, v in tensors.items() if not torch.isfinite(v).all()]
+        bad += [n for n in ("std_q", "std_a") if not (arrays[n] > 0).all()]
+        if bad:
+            raise ValueError(f"{d / 'actions.safetensors'}: non-finite or non-positive values in {', '.join(bad)}; "
+                             "the action router is unusable, retrain it")
+        loss = spec.get("loss", spec.get("objective"))  # "objective": a scorer saved before issue 61 named it so
+        if loss not in LOSSES:
+            raise ValueError(f"{d / 'actions.json'}: loss {loss!r} is not one of {LOSSES}; retrain the action router")
+        return cls(model, loss, summary=spec.get("training", {}), **arrays), spec

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from mogg.core.knobs import Check, check_knobs, count, flag, knob, one_of
-from mogg.run.budget.base import BudgetRouter, LadderFrontier
+from mogg.run.budget.base import TRANSFER_DIR, BudgetRouter, LadderFrontier
 from mogg.run.budget.selector.adapt import VIEWS
 from mogg.run.budget.selector.plans import EVIDENCE, LAMBDA_RULES
 from mogg.run.budget.selector.scorer import check_params
@@ -144,11 +144,11 @@ class EvidenceSelectorKind(BudgetRouter):
         """With ``train_sources`` and their selector (``<fold_dir>/transfer``): budget -> the transferred
         selector's rows on this set (each evidence estimate) and the training sets' envelope, all
         label-free (:mod:`mogg.run.budget.selector.transfer`)."""
-        from mogg.run.budget.selector.transfer import TRANSFER_SELECTOR, transferred_rows
+        from mogg.run.budget.selector.transfer import transferred_rows
 
         if not ctx.train_sources:
             return None
-        d = Path(fold_dir) / TRANSFER_SELECTOR
+        d = Path(fold_dir) / TRANSFER_DIR
         if not d.is_dir():
             raise FileNotFoundError(f"no transfer evidence selector in {d}: run `{ctx.retrain}` (train.py with "
                                     "router.fit=all or both)")

@@ -8,7 +8,7 @@ reads inside the retrieved chunks, their tokens, at a calibrated budget or a cos
 
 The inputs are built as training built them (:func:`mogg.run.budget.selector.stage.candidate_features`
 over the ladder's deep hits, no labels), the plans and their F1_hat by the function the final fit
-used (:func:`mogg.run.budget.selector.final.plans_of`): routing the training questions reproduces the
+used (:func:`mogg.run.budget.selector.deploy.plans_of`): routing the training questions reproduces the
 decisions the fit recorded (a test does). Where the guard kept the envelope at B, each question
 reads the envelope's (level, k, cap) instead.
 """
@@ -23,7 +23,7 @@ import numpy as np
 
 from mogg.core.text import count_tokens
 from mogg.run.budget.explain import explained
-from mogg.run.budget.selector.final import DeployedSelector, plans_of
+from mogg.run.budget.selector.deploy import DeployedSelector, plans_of
 from mogg.run.budget.selector.plans import document_tokens, evidence_estimate
 from mogg.run.budget.selector.stage import candidate_features
 from mogg.run.budget.selector.transfer import read_here, transfer_view

@@ -2,7 +2,7 @@
 candidate units with features and labels, the evidence selector's cross-fit (train.py), and the
 selector, route + trim and sentence-oracle policies (evaluate.py).
 
-train: ``<checkpoint>/<ladder>/selector/`` (:mod:`mogg.run.budget.selector.scorer`); evaluate: a
+train: ``<checkpoint>/<ladder>/selector/`` (:mod:`mogg.run.budget.selector.folds`); evaluate: a
 :class:`mogg.run.budget.selector.policy.Reading` for :func:`frontier_evaluation`.
 """
 
@@ -19,10 +19,10 @@ from hydra.utils import instantiate
 from mogg.prepared import Prepared
 from mogg.run.budget.base import Learned
 from mogg.run.budget.selector.candidates import Candidates, candidates, evidence_overlap, features
+from mogg.run.budget.selector.folds import crossfit_selector, predict_selector_folds, selector_key
 from mogg.run.budget.selector.lexicon import Lexicon, unit_terms
 from mogg.run.budget.selector.plans import context_units, document_tokens, selector_learned, sentence_oracle
 from mogg.run.budget.selector.policy import Reading
-from mogg.run.budget.selector.scorer import crossfit_selector, predict_selector_folds, selector_key
 from mogg.run.context import RunContext
 
 log = logging.getLogger(__name__)

@@ -36,19 +36,17 @@ from mogg.evaluation.frontier import choose_config
 from mogg.evaluation.frontier_guard import best_lambda, guard_check
 from mogg.routing.fitting.folds import split_train_val
 from mogg.routing.plans import calibrate_lambda, decide
-from mogg.run.budget.base import LadderFrontier
+from mogg.run.budget.base import TRANSFER_DIR, LadderFrontier
 from mogg.run.budget.selector.adapt import feature_view
 from mogg.run.budget.selector.candidates import feature_names
-from mogg.run.budget.selector.final import FORMAT, DeployedSelector, plans_of
+from mogg.run.budget.selector.deploy import FORMAT, DeployedSelector, plans_of
 from mogg.run.budget.selector.plans import EVIDENCE, LAMBDA_RULES, evidence_estimate, plan_table
-from mogg.run.budget.selector.scorer import _weights, fit_scorer
+from mogg.run.budget.selector.scorer import candidate_weights, fit_scorer
 from mogg.run.budget.selector.stage import reading_data
 from mogg.run.budget.shared import config_stats, envelope_here
 from mogg.run.context import RunContext
 
 log = logging.getLogger(__name__)
-
-TRANSFER_SELECTOR = "transfer"  # under <run>/<ladder>/selector/
 
 
 def set_weights(n_questions: list[int], weights: list[float]) -> np.ndarray:
@@ -94,7 +92,7 @@ def fit_transfer_selector(ctx: RunContext, name: str, sources: dict[str, LadderF
         rva.append(np.flatnonzero(np.isin(q, v) & labelled) + off_c)
         xs.append(xv[s])
         ys.append(d.density)
-        ws.append(_weights(q, d.tokens) * per_q[off_q + q])
+        ws.append(candidate_weights(q, d.tokens) * per_q[off_q + q])
         off_c += len(q)
         off_q += n_q[i]
     x, y, w = np.concatenate(xs), np.concatenate(ys), np.concatenate(ws)
@@ -149,7 +147,7 @@ def fit_transfer_selector(ctx: RunContext, name: str, sources: dict[str, LadderF
                                     "trees": int(booster.num_trees())}}
     ids = [f"{s}:{q}" for s in names for q in sources[s].prep.query_ids]
     dep = DeployedSelector(booster, deploy, {"ids": ids, "val": [], "budgets": {}})
-    out = dep.save(Path(selector_dir) / TRANSFER_SELECTOR)
+    out = dep.save(Path(selector_dir) / TRANSFER_DIR)
     log.info("transfer %s evidence selector in %s (trained on %s)", name, out, " + ".join(names))
     return {"dir": str(out), "budgets": {b: p["deploy"] for b, p in budgets.items()}}
 

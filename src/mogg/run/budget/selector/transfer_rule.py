@@ -1,4 +1,4 @@
-"""The transfer rule a directory deploys, chosen by its **worst** held-out shape (issue 58).
+"""The evidence selector's transfer rule a directory deploys, chosen by its **worst** held-out shape (issue 58).
 
 A transfer directory is read on a set it never saw, so the rule it deploys (the evidence-length
 estimate E and the price-of-a-token rule) is validated by leaving one evidence shape out at a time
