@@ -60,10 +60,12 @@ class EvidenceSelectorKind(BudgetRouter):
                                 "least the training sets' validation lambda for B, raised to read <= B mean tokens "
                                 "there; a row of its own) | here (the smallest reading <= B there); chosen on the "
                                 "leave-one-set-out splits: docs/results.md")
-    transfer_features: str = knob("within_question", one_of(VIEWS), "that selector's feature view (mogg.run.budget."
-                                  "selector.adapt.VIEWS): raw | within_question (each column's z-score and rank among "
-                                  "the question's candidates added) | within_question_only | no_options; kept by the "
-                                  "worst held-out shape (scripts/transfer_adaptations.py; docs/results.md)")
+    transfer_features: str = knob("within_question_no_document", one_of(VIEWS),
+                                  "that selector's feature view (mogg.run.budget.selector.adapt.VIEWS): raw | "
+                                  "within_question (each column's z-score and rank among the question's candidates "
+                                  "added) | within_question_only | no_options | no_document (the document's columns "
+                                  "dropped) | within_question_no_document; kept by the worst held-out shape "
+                                  "(scripts/transfer_adaptations.py; docs/results.md)")
     context: bool = knob(False, flag(), "also the neighbours' and the document's columns (the cosine of the units "
                          "around it, its document's mean and its rank there: "
                          "mogg.run.budget.selector.candidates.CONTEXT_FEATURES)", variant=True)
