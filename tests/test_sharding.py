@@ -40,11 +40,13 @@ def test_concat_equals_single_build():
     assert merged_r.vocab == ref.vocab and (merged_r.weights != ref.weights).nnz == 0
 
 
-def test_concat_saved_writes_the_files_of_the_in_memory_concatenation(tmp_path):
-    """The merge concatenates saved shard ladders file by file (no unit text in memory): every file
-    equals what concat_ladders(...).save writes, stored chunk texts included."""
+@pytest.mark.parametrize("block", [None, 7])
+def test_concat_saved_writes_the_files_of_the_in_memory_concatenation(tmp_path, block):
+    """The merge concatenates saved shard ladders as streams, one shard's arrays at a time (no unit
+    text, no corpus-sized array in memory): every file equals what concat_ladders(...).save writes,
+    byte for byte, stored chunk texts included; blocks of 7 values cut the arrays inside shards."""
     from mogg.ladders.base import Level
-    from mogg.ladders.concat import concat_saved
+    from mogg.ladders.concat import BLOCK, concat_saved
 
     docs = [Document(f"d{i}", "", " ".join(f"Sentence {j} of {i}, \u00e9t\u00e9 \"q\" {(i * j) % 7}." for j in range(i % 9 + 1)))
             for i in range(40)]
@@ -61,12 +63,40 @@ def test_concat_saved_writes_the_files_of_the_in_memory_concatenation(tmp_path):
     (tmp_path / "mem").mkdir()
     (tmp_path / "disk").mkdir()
     concat_ladders(parts).save(tmp_path / "mem")
-    info = concat_saved(dirs, tmp_path / "disk")
+    info = concat_saved(dirs, tmp_path / "disk", block or BLOCK)
     names = sorted(p.name for p in (tmp_path / "mem").iterdir())
     assert names == sorted(p.name for p in (tmp_path / "disk").iterdir())
     for n in names:
         assert (tmp_path / "mem" / n).read_bytes() == (tmp_path / "disk" / n).read_bytes(), n
     assert info["units"] == sum(len(p.units) for p in parts) and len(info["chunks"]) == 5
+    assert info["documents"] == 40 and info["chunks"][0] == sum(len(p.levels[0]) for p in parts)
+
+
+def test_unique_ids_across_shards_by_hash_then_by_string(tmp_path, monkeypatch):
+    """The merge checks document ids across shards from 8-byte hashes (one shard's ids in memory at a
+    time); equal hashes are compared as strings, so a collision is no duplicate and a duplicate is named."""
+    import json
+
+    import mogg.sharding.ladders as sl
+    from mogg.data.errors import DataError
+
+    def shards(*lists):
+        dirs = []
+        for ids in lists:
+            dirs.append(tmp_path / f"s{len(list(tmp_path.iterdir()))}")
+            dirs[-1].mkdir()
+            (dirs[-1] / "doc_ids.json").write_text(json.dumps(ids, ensure_ascii=False))
+        return dirs
+
+    ok = shards(["a", "ab", "b\u00e9", "PMID:1"], ["ab0", "ba", "b\u00e9 ", "PMID:10"], ["x" * 300])
+    sl.check_unique_shard_ids(ok)
+    assert len(set(sl._id_hashes(["a", "ab", "ab0", "ba", "b\u00e9", "b\u00e9 "]).tolist())) == 6
+    with pytest.raises(DataError, match="duplicate document id 'b\u00e9'"):
+        sl.check_unique_shard_ids(shards(["a", "b\u00e9"], ["c"], ["d", "b\u00e9"]))
+    monkeypatch.setattr(sl, "_id_hashes", lambda ids: np.zeros(len(ids), np.uint64))  # every id collides
+    sl.check_unique_shard_ids(ok)
+    with pytest.raises(DataError, match="duplicate document id 'PMID:1'"):
+        sl.check_unique_shard_ids(shards(["a", "PMID:1"], ["PMID:1"], []))
 
 
 @pytest.mark.slow  # ~15-20 s: the default run stays under 10 minutes on 2 cores (pytest -m slow runs it)
