@@ -321,3 +321,22 @@ def test_jsonl_shards_never_load_the_whole_corpus(tmp_path, monkeypatch):
         build_shard(corpus, b, BM25Retriever, i, 2, tmp_path / "dup")
     with pytest.raises(DataError, match="duplicate document id 'd0'"):
         merge_shards(corpus, b, BM25Retriever, 2, tmp_path / "dup")
+
+
+def test_sacct_usage_per_array_task():
+    """scripts/rehearse_scale.py --scheduler slurm reads each task's figures from sacct: wall from the
+    allocation's Elapsed, CPU from its TotalCPU, peak RSS the largest MaxRSS of its steps."""
+    from mogg.core.measure import parse_sacct
+
+    out = parse_sacct(
+        "141_0|COMPLETED|00:01:26|01:12.505||2026-11-28T01:00:00|2026-11-28T01:01:26\n"
+        "141_0.batch|COMPLETED|00:01:26|00:00.010|11076K|2026-11-28T01:00:00|2026-11-28T01:01:26\n"
+        "141_0.0|COMPLETED|00:01:25|01:12.495|912384K|2026-11-28T01:00:01|2026-11-28T01:01:26\n"
+        "141_1|CANCELLED by 0|1-00:00:02|1:02:03||2026-11-28T01:00:00|2026-11-29T01:00:02\n"
+        "141_1.0|CANCELLED|1-00:00:01|1:02:03|1.5G|2026-11-28T01:00:00|2026-11-29T01:00:01\n"
+        "143|COMPLETED|00:00:08|00:03.100||2026-11-28T01:02:00|2026-11-28T01:02:08\n")
+    assert out["141_0"] == {"state": "COMPLETED", "wall_s": 86.0, "cpu_s": 72.505, "peak_rss_mb": 891.0,
+                            "start": "2026-11-28T01:00:00", "end": "2026-11-28T01:01:26"}
+    assert out["141_1"]["state"] == "CANCELLED" and out["141_1"]["wall_s"] == 86402.0
+    assert out["141_1"]["cpu_s"] == 3723.0 and out["141_1"]["peak_rss_mb"] == 1536.0
+    assert out["143"]["peak_rss_mb"] is None  # no step sampled: no accounting gathered

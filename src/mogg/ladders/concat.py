@@ -95,7 +95,6 @@ def concat_saved(dirs: Sequence[Path], out: Path, block: int = BLOCK) -> dict:
     return {"units": int(sum(n_units)), "documents": int(doc_off[-1]), "chunks": chunks}
 
 
-
 def _copy_bytes(sources: Sequence[Path], dest: Path) -> None:
     with open(dest, "wb") as out:
         for s in sources:
