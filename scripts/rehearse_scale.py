@@ -4,14 +4,18 @@ The corpus recombines the visible sets' real sentences into 10-sentence document
 (:mod:`mogg.data.synthetic`), written as MedRAG jsonl. The build runs as the cluster runs it: one
 process per shard task (``mogg.sharding.shard_task``: the shard's byte range of the corpus, its MoG
 ladder of 5 sentence levels, its tantivy index per level), ``--workers`` at a time, then one merge
-process (``merge_task``: the ladder and one index per level listing every shard's segments). The
-search process opens the five merged indexes memory-mapped and answers ``--questions`` real MIRAGE
+process (``merge_task``: the ladder and one index per level listing every shard's segments). With
+``--scheduler slurm`` the build goes through a running SLURM (``slurm/local_cluster.sh start``) by the
+documented command: ``build.py -m hydra/launcher=slurm shard.index=range(0,N) shard.count=N`` (one
+array task per shard), then the merge as a one-task sweep of ``build.py shard.merge=true``; each
+task's wall, CPU and peak RSS come from ``sacct``. The search process opens the five merged indexes memory-mapped and answers ``--questions`` real MIRAGE
 questions at k = ``--k`` per level; bm25s builds the same five levels' chunks (the same tokens) in
 memory, one process per level, and searches them memory-mapped, side by side in this run. Every
 process is measured alone (:mod:`mogg.core.measure`: wall, CPU, peak RSS; RSS by kind after search).
 
     python scripts/rehearse_scale.py --sentences 1e6
     python scripts/rehearse_scale.py --sentences 1e7 --shards 20 --work /tmp/rehearsal   # ten million
+    python scripts/rehearse_scale.py --sentences 2e5 --scheduler slurm --no-bm25s        # through SLURM
 """
 
 from __future__ import annotations
@@ -20,13 +24,16 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 N_LEVELS = 5
 PER_DOC = 10
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _setup(work: Path, heap_mb: int):
@@ -50,6 +57,17 @@ def _level_dirs(work: Path, corpus, builder, make) -> tuple[Path, list[tuple[Pat
     return artifact_dir(root, "ladder", lkey), [(artifact_dir(root, "retriever", k), k) for k in keys]
 
 
+def _merged(work: Path, heap_mb: int) -> dict:
+    """Chunks per level and the indexes' size of the merged artifacts (an error if they are missing)."""
+    corpus, builder, make = _setup(work, heap_mb)
+    ldir, levels = _level_dirs(work, corpus, builder, make)
+    missing = [str(d) for d in [ldir, *(d for d, _ in levels)] if not (d / "manifest.json").is_file()]
+    if missing:
+        raise FileNotFoundError(f"the merge wrote no artifact at the keys this script searches: {missing}")
+    return {"chunks": [make().restore(d).n_docs for d, _ in levels],
+            "index_mb": sum(p.stat().st_size for d, _ in levels for p in d.iterdir() if p.is_file()) / 2**20}
+
+
 def _child(args) -> None:
     """One step in this process; prints one JSON line."""
     from mogg.core.measure import child_report
@@ -66,9 +84,7 @@ def _child(args) -> None:
         from mogg.sharding import merge_task
 
         merge_task(corpus, builder, make, None, args.count, root)
-        ldir, levels = _level_dirs(work, corpus, builder, make)
-        out["chunks"] = [make().restore(d).n_docs for d, _ in levels]
-        out["index_mb"] = sum(p.stat().st_size for d, _ in levels for p in d.iterdir() if p.is_file()) / 2**20
+        out.update(_merged(work, args.heap_mb))
     elif args.child == "search":
         from mogg.core.artifacts import read_manifest
 
@@ -209,6 +225,80 @@ def _pool(jobs: list[list[str]], workers: int, env: dict, log: Path) -> list[dic
         return list(ex.map(lambda a: run_child(a, env, log), jobs))
 
 
+def _build_overrides(work: Path, heap_mb: int) -> list[str]:
+    """build.py's overrides for what ``_setup`` builds (same builder, retriever and corpus: same keys)."""
+    return ["corpus=jsonl", f"corpus.sources.0.paths={work / 'corpus.jsonl'}", f"ladders.mog.n_levels={N_LEVELS}",
+            "ladders.mog.document_level=false", "retriever=bm25_disk", f"retriever.heap_mb={heap_mb}",
+            "retriever.threads=1", f"paths.artifacts={work / 'artifacts'}", f"paths.outputs={work / 'outputs'}",
+            "slots=null"]
+
+
+def _sweep(args: list[str], env: dict, log: Path) -> tuple[str, dict]:
+    """Run a ``build.py -m hydra/launcher=slurm`` sweep (it waits for its tasks); returns its job array's
+    id and the submitting process's own wall, CPU and peak RSS."""
+    t0 = time.perf_counter()
+    with open(log, "a") as f:
+        p = subprocess.Popen([sys.executable, str(ROOT / "build.py"), "-m", "hydra/launcher=slurm", *args],
+                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        out = p.stdout.read()
+        f.write(out)
+        _, status, ru = os.wait4(p.pid, 0)
+    rc = os.waitstatus_to_exitcode(status)
+    ids = re.findall(r"submitted job array (\d+)", out)
+    if rc != 0 or not ids:
+        sys.exit(f"build.py -m hydra/launcher=slurm {' '.join(args[:3])} ... -> rc {rc} (see {log}): "
+                 f"{out.strip().splitlines()[-1] if out.strip() else ''}")
+    return ids[-1], {"rc": rc, "wall_s": time.perf_counter() - t0, "cpu_s": ru.ru_utime + ru.ru_stime,
+                     "peak_rss_mb": ru.ru_maxrss / 1024}
+
+
+def _build_slurm(args, res: dict, work: Path, shards: int, env: dict, log: Path) -> None:
+    """The build through SLURM, by the documented commands (docs/cluster.md): the shard array, then the
+    merge as a sweep of one task; every task measured by the scheduler's accounting (sacct)."""
+    from mogg.core.measure import slurm_usage
+
+    env = {**env, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+           "PATH": os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])}
+    if not env.get("SLURM_CONF"):  # the local cluster's (slurm/local_cluster.sh), when it runs
+        conf = Path(env.get("MOGG_SLURM_DIR", "/tmp/mogg-slurm")) / "slurm.conf"
+        if conf.is_file():
+            env["SLURM_CONF"] = str(conf)
+    env.pop("SLURM_JOB_ID", None)
+    over = _build_overrides(work, args.heap_mb)
+    t0 = time.perf_counter()
+    array, res["shard_sweep"] = _sweep([f"shard.index=range(0,{shards})", f"shard.count={shards}",
+                                        f"hydra.sweep.dir={work / 'sweep' / 'shards'}",
+                                        f"hydra.launcher.mem_gb={args.task_mem_gb:g}", *over], env, log)
+    res["shards_wall_s"] = time.perf_counter() - t0
+    merge, res["merge_sweep"] = _sweep([f"shard.count={shards}", "shard.merge=true",
+                                        f"hydra.sweep.dir={work / 'sweep' / 'merge'}",
+                                        f"hydra.launcher.mem_gb={args.merge_mem_gb:g}", *over], env, log)
+    res["build_wall_s"] = time.perf_counter() - t0
+    usage = slurm_usage([array, merge], env)
+    tasks = sorted((u for j, u in usage.items() if j.startswith(f"{array}_")), key=lambda u: u["start"])
+    m = usage.get(merge) or usage.get(f"{merge}_0")
+    if len(tasks) != shards or m is None:
+        sys.exit(f"sacct knows {len(tasks)} of {shards} shard tasks and {'a' if m else 'no'} merge: {sorted(usage)}")
+    res["slurm_jobs"] = {"array": array, "merge": merge}
+    res["shard_tasks"], res["merge"] = tasks, {**m, **_merged(work, args.heap_mb)}
+    res["array_span_s"] = _span(tasks[0]["start"], max(t["end"] for t in tasks))
+    res["build_cpu_s"] = sum(t["cpu_s"] for t in tasks) + m["cpu_s"]
+    if any(u["peak_rss_mb"] is None for u in [*tasks, m]):
+        print("sacct has no MaxRSS for some tasks: the cluster gathers no accounting "
+              "(JobAcctGatherType=jobacct_gather/none; slurm/local_cluster.sh sets jobacct_gather/linux)", flush=True)
+
+
+def _load() -> list[str] | None:
+    """The load average (1, 5, 15 minutes): the machine is shared, and wall times grow with it."""
+    return open("/proc/loadavg").read().split()[:3] if os.path.exists("/proc/loadavg") else None
+
+
+def _span(start: str, end: str) -> float:
+    from datetime import datetime
+
+    return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
+
+
 def main() -> None:
     from mogg.core.flags import existing_dir
 
@@ -216,7 +306,13 @@ def main() -> None:
     ap.add_argument("--data-dir", type=existing_dir, default=os.environ.get("MOGG_DATA_DIR", "data"))
     ap.add_argument("--sentences", type=float, default=1e6)
     ap.add_argument("--shards", type=int, default=0, help="shard tasks (0: one per 500k sentences)")
-    ap.add_argument("--workers", type=int, default=2, help="shard tasks running at once")
+    ap.add_argument("--workers", type=int, default=2, help="shard tasks running at once (--scheduler local)")
+    ap.add_argument("--scheduler", choices=["local", "slurm"], default="local",
+                    help="local: one process per task here, --workers at a time; slurm: the documented "
+                         "build.py -m hydra/launcher=slurm commands against a running SLURM (SLURM_CONF, else "
+                         "slurm/local_cluster.sh's), each task measured by sacct")
+    ap.add_argument("--task-mem-gb", type=float, default=4, help="SLURM memory per shard task (hydra.launcher.mem_gb)")
+    ap.add_argument("--merge-mem-gb", type=float, default=8, help="SLURM memory of the merge task")
     ap.add_argument("--questions", type=int, default=1000)
     ap.add_argument("--k", type=int, default=3)
     ap.add_argument("--heap-mb", type=int, default=256, help="tantivy's writer budget per task")
@@ -270,24 +366,35 @@ def main() -> None:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(res, indent=2))
         return
-    t0 = time.perf_counter()
-    res["shard_tasks"] = _pool([[*me, "--child", "shard", "--index", str(i), "--count", str(shards)] for i in range(shards)],
-                               args.workers, env, log)
-    res["shards_wall_s"] = time.perf_counter() - t0
-    res["merge"] = run_child([*me, "--child", "merge", "--count", str(shards)], env, log)
-    res["build_wall_s"] = time.perf_counter() - t0
-    res["build_cpu_s"] = sum(r["cpu_s"] for r in res["shard_tasks"]) + res["merge"]["cpu_s"]
-    bad = [r for r in [*res["shard_tasks"], res["merge"]] if r["rc"] != 0]
-    if bad:
-        sys.exit(f"a build step failed (see {log}): {bad[0]}")
-    sh = res["shard_tasks"]
-    print(f"build: {res['build_wall_s']:.0f} s wall, {res['build_cpu_s']:.0f} s CPU; shard tasks peak RSS "
-          f"{min(r['peak_rss_mb'] for r in sh):.0f}-{max(r['peak_rss_mb'] for r in sh):.0f} MiB "
-          f"(CPU {sum(r['cpu_s'] for r in sh) / len(sh):.0f} s each), merge {res['merge']['wall_s']:.0f} s wall, "
-          f"{res['merge']['cpu_s']:.0f} s CPU, peak RSS {res['merge']['peak_rss_mb']:.0f} MiB; chunks per level "
-          f"{res['merge'].get('chunks')}, indexes {res['merge'].get('index_mb', 0):.0f} MiB", flush=True)
+    res["scheduler"] = args.scheduler
+    res["load_before"] = _load()
+    if args.scheduler == "slurm":
+        _build_slurm(args, res, work, shards, env, log)
+    else:
+        t0 = time.perf_counter()
+        res["shard_tasks"] = _pool([[*me, "--child", "shard", "--index", str(i), "--count", str(shards)]
+                                    for i in range(shards)], args.workers, env, log)
+        res["shards_wall_s"] = time.perf_counter() - t0
+        res["merge"] = run_child([*me, "--child", "merge", "--count", str(shards)], env, log)
+        res["build_wall_s"] = time.perf_counter() - t0
+        res["build_cpu_s"] = sum(r["cpu_s"] for r in res["shard_tasks"]) + res["merge"]["cpu_s"]
+        bad = [r for r in [*res["shard_tasks"], res["merge"]] if r["rc"] != 0]
+        if bad:
+            sys.exit(f"a build step failed (see {log}): {bad[0]}")
+    res["load_after_build"] = _load()
+    sh, m = res["shard_tasks"], res["merge"]
+    peaks = [r["peak_rss_mb"] or 0 for r in sh]
+    where = (f"SLURM array {res['slurm_jobs']['array']} ({res['array_span_s']:.0f} s from the first task's start to "
+             f"the last's end), merge job {res['slurm_jobs']['merge']}; per task from sacct"
+             if args.scheduler == "slurm" else f"{args.workers} processes at a time")
+    print(f"build ({where}): {res['build_wall_s']:.0f} s wall, {res['build_cpu_s']:.0f} s CPU; shard tasks peak RSS "
+          f"{min(peaks):.0f}-{max(peaks):.0f} MiB (wall {min(r['wall_s'] for r in sh):.0f}-"
+          f"{max(r['wall_s'] for r in sh):.0f} s, CPU {sum(r['cpu_s'] for r in sh) / len(sh):.0f} s each), merge "
+          f"{m['wall_s']:.0f} s wall, {m['cpu_s']:.0f} s CPU, peak RSS {m['peak_rss_mb'] or 0:.0f} MiB; chunks per level "
+          f"{m.get('chunks')}, indexes {m.get('index_mb', 0):.0f} MiB; load average {res['load_before']} -> "
+          f"{res['load_after_build']}", flush=True)
     _search_side_by_side(args, res, me, env, log)
-    res["load"] = open("/proc/loadavg").read().split()[:3] if os.path.exists("/proc/loadavg") else None
+    res["load"] = _load()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=2))
     if not (args.keep or args.work):

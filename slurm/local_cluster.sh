@@ -99,9 +99,14 @@ AccountingStorageHost=localhost
 AccountingStoragePort=$((PORT + 2))
 # slurmctld talks to slurmdbd through this munge socket (AuthInfo covers only the cluster's own messages)
 AccountingStoragePass=$munge
-JobAcctGatherType=jobacct_gather/none
+# each step's processes sampled every second from /proc (no cgroups here): sacct's MaxRSS, AveCPU
+# (scripts/rehearse_scale.py --scheduler slurm reads each task's MaxRSS, Elapsed and TotalCPU)
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=task=1
 JobCompType=jobcomp/none
 ReturnToService=2
+# tasks keep the submitter's nice value (nice -n 10 python build.py -m hydra/launcher=slurm ...): a shared machine
+PropagatePrioProcess=1
 KillWait=$KILL_WAIT
 MinJobAge=600
 $(node_line)

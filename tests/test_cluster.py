@@ -362,3 +362,27 @@ def test_train_sbatch_usr1_checkpoints_requeues_and_resumes(slurm, tmp_path):
     assert resumed and 0 < int(resumed[0]) < 500, text[-3000:]
     assert "report written to" in text
     assert_same_tree(_tree(on / "reports"), _tree(local / "reports"))
+
+
+# --------------------------------------------------------------------------- the scale rehearsal
+def test_rehearsal_through_the_scheduler_measures_every_task(slurm, mirage, tmp_path):
+    """docs/benchmarks.md: `scripts/rehearse_scale.py --scheduler slurm` builds through the documented
+    launcher (the shard array, then the merge as a sweep of one task) and reads each task's wall, CPU
+    and peak RSS from sacct; the merged ladder equals the local mode's (one process per task) file for file."""
+    common = ["--data-dir", str(mirage.parent), "--sentences", "2e4", "--shards", "2", "--questions", "20", "--no-bm25s"]
+    out = {}
+    for mode in ("slurm", "local"):
+        py(slurm, "scripts/rehearse_scale.py", *common, "--scheduler", mode, "--work", str(tmp_path / mode),
+           "--out", str(tmp_path / f"{mode}.json"))
+        out[mode] = json.loads((tmp_path / f"{mode}.json").read_text())
+    got = out["slurm"]
+    assert got["scheduler"] == "slurm" and len(got["shard_tasks"]) == 2
+    for task in [*got["shard_tasks"], got["merge"]]:
+        assert task["state"] == "COMPLETED" and task["wall_s"] > 0 and task["cpu_s"] > 0
+        assert 50 < task["peak_rss_mb"] < 4096  # sampled by the cluster's accounting (jobacct_gather/linux)
+    assert got["merge"]["chunks"] == out["local"]["merge"]["chunks"] and got["search"]["rc"] == 0
+    # one ladder each, keyed by its own corpus file's path: the payload files are compared
+    files = {m: {p.name: p.read_bytes() for (d,) in [list((tmp_path / m / "artifacts" / "ladder").iterdir())]
+                 for p in d.iterdir() if p.name != "manifest.json"} for m in out}
+    assert "units.jsonl" in files["slurm"]
+    assert_same_tree(files["slurm"], files["local"])

@@ -40,11 +40,13 @@ def test_concat_equals_single_build():
     assert merged_r.vocab == ref.vocab and (merged_r.weights != ref.weights).nnz == 0
 
 
-def test_concat_saved_writes_the_files_of_the_in_memory_concatenation(tmp_path):
-    """The merge concatenates saved shard ladders file by file (no unit text in memory): every file
-    equals what concat_ladders(...).save writes, stored chunk texts included."""
+@pytest.mark.parametrize("block", [None, 7])
+def test_concat_saved_writes_the_files_of_the_in_memory_concatenation(tmp_path, block):
+    """The merge concatenates saved shard ladders as streams, one shard's arrays at a time (no unit
+    text, no corpus-sized array in memory): every file equals what concat_ladders(...).save writes,
+    byte for byte, stored chunk texts included; blocks of 7 values cut the arrays inside shards."""
     from mogg.ladders.base import Level
-    from mogg.ladders.concat import concat_saved
+    from mogg.ladders.concat import BLOCK, concat_saved
 
     docs = [Document(f"d{i}", "", " ".join(f"Sentence {j} of {i}, \u00e9t\u00e9 \"q\" {(i * j) % 7}." for j in range(i % 9 + 1)))
             for i in range(40)]
@@ -61,12 +63,40 @@ def test_concat_saved_writes_the_files_of_the_in_memory_concatenation(tmp_path):
     (tmp_path / "mem").mkdir()
     (tmp_path / "disk").mkdir()
     concat_ladders(parts).save(tmp_path / "mem")
-    info = concat_saved(dirs, tmp_path / "disk")
+    info = concat_saved(dirs, tmp_path / "disk", block or BLOCK)
     names = sorted(p.name for p in (tmp_path / "mem").iterdir())
     assert names == sorted(p.name for p in (tmp_path / "disk").iterdir())
     for n in names:
         assert (tmp_path / "mem" / n).read_bytes() == (tmp_path / "disk" / n).read_bytes(), n
     assert info["units"] == sum(len(p.units) for p in parts) and len(info["chunks"]) == 5
+    assert info["documents"] == 40 and info["chunks"][0] == sum(len(p.levels[0]) for p in parts)
+
+
+def test_unique_ids_across_shards_by_hash_then_by_string(tmp_path, monkeypatch):
+    """The merge checks document ids across shards from 8-byte hashes (one shard's ids in memory at a
+    time); equal hashes are compared as strings, so a collision is no duplicate and a duplicate is named."""
+    import json
+
+    import mogg.sharding.ladders as sl
+    from mogg.data.errors import DataError
+
+    def shards(*lists):
+        dirs = []
+        for ids in lists:
+            dirs.append(tmp_path / f"s{len(list(tmp_path.iterdir()))}")
+            dirs[-1].mkdir()
+            (dirs[-1] / "doc_ids.json").write_text(json.dumps(ids, ensure_ascii=False))
+        return dirs
+
+    ok = shards(["a", "ab", "b\u00e9", "PMID:1"], ["ab0", "ba", "b\u00e9 ", "PMID:10"], ["x" * 300])
+    sl.check_unique_shard_ids(ok)
+    assert len(set(sl._id_hashes(["a", "ab", "ab0", "ba", "b\u00e9", "b\u00e9 "]).tolist())) == 6
+    with pytest.raises(DataError, match="duplicate document id 'b\u00e9'"):
+        sl.check_unique_shard_ids(shards(["a", "b\u00e9"], ["c"], ["d", "b\u00e9"]))
+    monkeypatch.setattr(sl, "_id_hashes", lambda ids: np.zeros(len(ids), np.uint64))  # every id collides
+    sl.check_unique_shard_ids(ok)
+    with pytest.raises(DataError, match="duplicate document id 'PMID:1'"):
+        sl.check_unique_shard_ids(shards(["a", "PMID:1"], ["PMID:1"], []))
 
 
 @pytest.mark.slow  # ~15-20 s: the default run stays under 10 minutes on 2 cores (pytest -m slow runs it)
@@ -291,3 +321,22 @@ def test_jsonl_shards_never_load_the_whole_corpus(tmp_path, monkeypatch):
         build_shard(corpus, b, BM25Retriever, i, 2, tmp_path / "dup")
     with pytest.raises(DataError, match="duplicate document id 'd0'"):
         merge_shards(corpus, b, BM25Retriever, 2, tmp_path / "dup")
+
+
+def test_sacct_usage_per_array_task():
+    """scripts/rehearse_scale.py --scheduler slurm reads each task's figures from sacct: wall from the
+    allocation's Elapsed, CPU from its TotalCPU, peak RSS the largest MaxRSS of its steps."""
+    from mogg.core.measure import parse_sacct
+
+    out = parse_sacct(
+        "141_0|COMPLETED|00:01:26|01:12.505||2026-11-28T01:00:00|2026-11-28T01:01:26\n"
+        "141_0.batch|COMPLETED|00:01:26|00:00.010|11076K|2026-11-28T01:00:00|2026-11-28T01:01:26\n"
+        "141_0.0|COMPLETED|00:01:25|01:12.495|912384K|2026-11-28T01:00:01|2026-11-28T01:01:26\n"
+        "141_1|CANCELLED by 0|1-00:00:02|1:02:03||2026-11-28T01:00:00|2026-11-29T01:00:02\n"
+        "141_1.0|CANCELLED|1-00:00:01|1:02:03|1.5G|2026-11-28T01:00:00|2026-11-29T01:00:01\n"
+        "143|COMPLETED|00:00:08|00:03.100||2026-11-28T01:02:00|2026-11-28T01:02:08\n")
+    assert out["141_0"] == {"state": "COMPLETED", "wall_s": 86.0, "cpu_s": 72.505, "peak_rss_mb": 891.0,
+                            "start": "2026-11-28T01:00:00", "end": "2026-11-28T01:01:26"}
+    assert out["141_1"]["state"] == "CANCELLED" and out["141_1"]["wall_s"] == 86402.0
+    assert out["141_1"]["cpu_s"] == 3723.0 and out["141_1"]["peak_rss_mb"] == 1536.0
+    assert out["143"]["peak_rss_mb"] is None  # no step sampled: no accounting gathered

@@ -4,7 +4,10 @@ Each step of a scale benchmark (a shard build, a merge, a search) runs in a fres
 peak RSS is its own: :func:`run_child` starts it, waits for it with ``os.wait4`` (the kernel's
 rusage of that child alone: CPU seconds and peak RSS) and reads the JSON object the child prints
 as its last stdout line. CPU time is reported beside wall time because the machines these run on
-are shared: wall time grows with other jobs' load, CPU time much less.
+are shared: wall time grows with other jobs' load, CPU time much less. A step run as a SLURM task
+is measured by the scheduler instead: :func:`slurm_usage` reads each task's wall, CPU and peak RSS
+from ``sacct`` (the cluster's accounting: ``MaxRSS`` is sampled, every second on
+``slurm/local_cluster.sh``'s cluster).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["child_report", "rss_now", "run_child"]
+__all__ = ["child_report", "parse_sacct", "rss_now", "run_child", "slurm_usage"]
 
 
 def rss_now() -> dict:
@@ -69,3 +72,48 @@ def child_report(**values) -> str:
     rss = rss_now()
     return json.dumps({**values, "rss_mb": rss.get("rss"), "anon_mb": rss.get("anon"), "file_mb": rss.get("file"),
                        "hwm_mb": rss.get("peak")})
+
+
+SACCT_FIELDS = ("JobID", "State", "Elapsed", "TotalCPU", "MaxRSS", "Start", "End")
+_UNITS = {"": 1 / 2**20, "K": 1 / 2**10, "M": 1.0, "G": 2.0**10, "T": 2.0**20}  # -> MiB
+
+
+def _seconds(text: str) -> float:
+    """``[D-][HH:]MM:SS[.mmm]`` (sacct's Elapsed and TotalCPU) in seconds."""
+    days, _, rest = text.rpartition("-")
+    parts = [float(x) for x in rest.split(":")]
+    secs = sum(v * 60**i for i, v in enumerate(reversed(parts)))
+    return secs + 86400 * int(days or 0)
+
+
+def _mib(text: str) -> float | None:
+    """sacct's ``MaxRSS`` (``912345K``, ``1.5G``; empty: not sampled) in MiB."""
+    if not text:
+        return None
+    unit = text[-1] if text[-1].isalpha() else ""
+    return float(text[: len(text) - len(unit)]) * _UNITS[unit.upper()]
+
+
+def parse_sacct(text: str) -> dict[str, dict]:
+    """``sacct -P -n --format=<SACCT_FIELDS>`` output, per job (array task ``<array>_<i>``): its
+    ``state``, ``wall_s`` (Elapsed), ``cpu_s`` (TotalCPU: its steps' user + system), ``peak_rss_mb``
+    (the largest MaxRSS of its steps: the batch shell, ``srun``'s step) and ``start``/``end``."""
+    jobs: dict[str, dict] = {}
+    for line in text.strip().splitlines():
+        jid, state, elapsed, cpu, rss, start, end = line.split("|")[: len(SACCT_FIELDS)]
+        job, _, step = jid.partition(".")
+        j = jobs.setdefault(job, {"peak_rss_mb": None})
+        if not step:  # the allocation: its wall time and its steps' CPU
+            j.update(state=state.split()[0] if state else state, wall_s=_seconds(elapsed), cpu_s=_seconds(cpu),
+                     start=start, end=end)
+        peak = _mib(rss)
+        if peak is not None and (j["peak_rss_mb"] is None or peak > j["peak_rss_mb"]):
+            j["peak_rss_mb"] = peak
+    return jobs
+
+
+def slurm_usage(job_ids: Sequence[str], env: dict | None = None) -> dict[str, dict]:
+    """:func:`parse_sacct` of these jobs (array ids take in all their tasks)."""
+    out = subprocess.run(["sacct", "-P", "-n", "-j", ",".join(job_ids), f"--format={','.join(SACCT_FIELDS)}"],
+                         env=env, capture_output=True, text=True, check=True)
+    return parse_sacct(out.stdout)

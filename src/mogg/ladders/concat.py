@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
-from collections.abc import Sequence
+import zipfile
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
+import numpy.lib.format as npformat
 import scipy.sparse as sp
 
 from mogg.ladders.base import Ladder, Level, Units
+
+BLOCK = 1 << 21  # values per write of a streamed array (16 MiB of int64)
 
 
 def concat_ladders(parts: Sequence[Ladder], independent: bool = False) -> Ladder:
@@ -43,13 +48,18 @@ def concat_ladders(parts: Sequence[Ladder], independent: bool = False) -> Ladder
     return Ladder(method, units, levels, dict(parts[0].meta))
 
 
-def concat_saved(dirs: Sequence[Path], out: Path) -> dict:
-    """``concat_ladders([Ladder.load(d) for d in dirs]).save(out)`` without holding the ladders:
-    unit and stored chunk texts are copied as bytes (a saved ladder's jsonl lines are the texts'
-    JSON, so the copies are the lines ``save`` would write), arrays are offset, and one level's
-    coverage is in memory at a time. The files equal those of the in-memory concatenation (a test
-    holds them to it); a shard merge of PubMed-size corpora needs no memory for their texts.
-    Returns ``{"units": U, "documents": D, "chunks": [C per level], "doc_ids": [...]}``.
+def concat_saved(dirs: Sequence[Path], out: Path, block: int = BLOCK) -> dict:
+    """``concat_ladders([Ladder.load(d) for d in dirs]).save(out)`` in memory bounded by one shard.
+
+    Every output file is written as a stream, one shard's part at a time, in the bytes ``save``
+    writes: unit and stored chunk texts are copied as bytes (a saved ladder's jsonl lines are the
+    texts' JSON), document ids are copied as JSON, and the arrays (unit documents, each level's
+    coverage and home chunks) go to disk in blocks of ``block`` values with their offsets added, the
+    coverage as the compressed npz ``scipy.sparse.save_npz`` writes (one zip member per array, each
+    deflated as a stream; deflate's output does not depend on how its input is cut). So the merge's
+    memory is one shard's arrays, whatever the corpus (a PubMed-size merge held 275M units' arrays
+    before: ~14 GB). The files equal those of the in-memory concatenation (a test holds them to it).
+    Returns ``{"units": U, "documents": D, "chunks": [C per level]}``.
     """
     dirs = [Path(d) for d in dirs]
     if not dirs:
@@ -57,34 +67,32 @@ def concat_saved(dirs: Sequence[Path], out: Path) -> dict:
     specs = [json.loads((d / "ladder.json").read_text()) for d in dirs]
     if len({len(s["levels"]) for s in specs}) != 1:
         raise ValueError("ladders to concatenate differ in their number of levels")
-    docs = [np.load(d / "unit_doc.npy", allow_pickle=False) for d in dirs]
-    doc_ids = [json.loads((d / "doc_ids.json").read_text()) for d in dirs]
-    doc_off = np.cumsum([0] + [len(x) for x in doc_ids])
+    n_units = [_npy_length(d / "unit_doc.npy") for d in dirs]
+    n_docs = _concat_json_lists([d / "doc_ids.json" for d in dirs], out / "doc_ids.json")
+    doc_off = np.cumsum([0] + n_docs)
     _copy_bytes([d / "units.jsonl" for d in dirs], out / "units.jsonl")
-    np.save(out / "unit_doc.npy", np.concatenate([x + o for x, o in zip(docs, doc_off)]).astype(np.int64))
-    all_ids = [i for x in doc_ids for i in x]
-    (out / "doc_ids.json").write_text(json.dumps(all_ids, ensure_ascii=False))
+    _write_npy(out / "unit_doc.npy", np.int64, sum(n_units),
+               (np.load(d / "unit_doc.npy", allow_pickle=False) + o for d, o in zip(dirs, doc_off)), block)
     chunks = []
     for j, lv0 in enumerate(specs[0]["levels"]):
-        covs = [sp.load_npz(d / f"level{j}_coverage.npz").tocsr() for d in dirs]
-        for d, doc, cov in zip(dirs, docs, covs):  # what concat_ladders checks of every part
-            probe = Ladder("probe", Units([], doc, []), [Level("probe", cov, np.zeros(0, np.int64))])
-            if not probe.is_document_local():
-                raise ValueError(f"{d}: level {j} links units across documents and cannot be concatenated")
-        homes = [np.load(d / f"level{j}_home.npy", allow_pickle=False) for d in dirs]
-        chunk_off = np.cumsum([0] + [c.shape[0] for c in covs])
-        home = np.concatenate([np.where(h >= 0, h + o, -1) for h, o in zip(homes, chunk_off)])
-        sp.save_npz(out / f"level{j}_coverage.npz", _block_diag_csr(covs), compressed=True)
-        np.save(out / f"level{j}_home.npy", home.astype(np.int64))
+        covs = [d / f"level{j}_coverage.npz" for d in dirs]
+        for d, cov in zip(dirs, covs):  # what concat_ladders checks of every part, one part at a time
+            _check_document_local(d, j, np.load(d / "unit_doc.npy", allow_pickle=False), cov)
+        shapes = [_npz_csr_shape(c) for c in covs]
+        chunk_off = np.cumsum([0] + [r for r, _, _ in shapes])
+        _save_block_diag_npz(covs, shapes, out / f"level{j}_coverage.npz", block)
+        home_paths = [d / f"level{j}_home.npy" for d in dirs]  # each unit's home chunk (-1: none)
+        homes = (np.load(p, allow_pickle=False) for p in home_paths)
+        _write_npy(out / f"level{j}_home.npy", np.int64, sum(map(_npy_length, home_paths)),
+                   (np.where(h >= 0, h + o, -1) for h, o in zip(homes, chunk_off)), block)
         if lv0["stored_texts"]:
             _copy_bytes([d / f"level{j}_texts.jsonl" for d in dirs], out / f"level{j}_texts.jsonl")
         chunks.append(int(chunk_off[-1]))
-        del covs, homes
     levels = [{"name": lv["name"], "stored_texts": lv["stored_texts"]} for lv in specs[0]["levels"]]
     (out / "ladder.json").write_text(json.dumps({"method": specs[0]["method"], "levels": levels,
                                                  "meta": specs[0].get("meta", {})}, indent=2))
     np.savez(out / "arrays.npz")  # concat_ladders keeps no extra arrays
-    return {"units": int(sum(len(x) for x in docs)), "documents": len(all_ids), "chunks": chunks, "doc_ids": all_ids}
+    return {"units": int(sum(n_units)), "documents": int(doc_off[-1]), "chunks": chunks}
 
 
 def _copy_bytes(sources: Sequence[Path], dest: Path) -> None:
@@ -94,14 +102,103 @@ def _copy_bytes(sources: Sequence[Path], dest: Path) -> None:
                 shutil.copyfileobj(f, out, 1 << 20)
 
 
-def _block_diag_csr(covs: Sequence[sp.csr_matrix]) -> sp.csr_matrix:
-    """``sp.block_diag(covs, format="csr", dtype=float32)`` from the parts' CSR arrays directly (its
-    COO detour holds two int64 index arrays per entry: ~4x the memory at PubMed's 275M units)."""
-    col_off = np.cumsum([0] + [c.shape[1] for c in covs])
-    nnz_off = np.cumsum([0] + [c.nnz for c in covs])
-    shape = (sum(c.shape[0] for c in covs), int(col_off[-1]))
-    idx_dtype = np.int32 if max(shape[1], int(nnz_off[-1])) < np.iinfo(np.int32).max else np.int64
-    indices = np.concatenate([c.indices.astype(idx_dtype) + idx_dtype(o) for c, o in zip(covs, col_off)])
-    indptr = np.concatenate([np.zeros(1, idx_dtype)] + [c.indptr[1:].astype(idx_dtype) + idx_dtype(o) for c, o in zip(covs, nnz_off)])
-    data = np.concatenate([c.data.astype(np.float32, copy=False) for c in covs])
-    return sp.csr_matrix((data, indices, indptr), shape=shape)
+def _concat_json_lists(sources: Sequence[Path], dest: Path) -> list[int]:
+    """The JSON of the concatenated lists (as ``json.dumps(all, ensure_ascii=False)`` writes it),
+    one source list in memory at a time; returns each list's length."""
+    lengths, first = [], True
+    # the locale's encoding, as Ladder.save's write_text: the same bytes wherever both run
+    with open(dest, "w") as out:
+        out.write("[")
+        for s in sources:
+            items = json.loads(s.read_text())
+            lengths.append(len(items))
+            if items:
+                out.write(("" if first else ", ") + json.dumps(items, ensure_ascii=False)[1:-1])
+                first = False
+        out.write("]")
+    return lengths
+
+
+def _npy_header(dtype, n: int) -> dict:
+    return {"descr": npformat.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": (int(n),)}
+
+
+def _write_npy_stream(f, dtype, n: int, parts: Iterable[np.ndarray], block: int) -> None:
+    """A 1-d ``.npy`` of ``n`` values of ``dtype`` into the open binary ``f``, from consecutive parts:
+    the bytes ``np.save`` writes for their concatenation."""
+    npformat.write_array_header_1_0(f, _npy_header(dtype, n))
+    written = 0
+    for a in parts:
+        a = np.ascontiguousarray(a, dtype=dtype)
+        for s in range(0, len(a), block):
+            f.write(a[s:s + block].tobytes())
+        written += len(a)
+    if written != n:
+        raise ValueError(f"{getattr(f, 'name', f)}: {written} values written, the header says {n}")
+
+
+def _write_npy(path: Path, dtype, n: int, parts: Iterable[np.ndarray], block: int) -> None:
+    with open(path, "wb") as f:
+        _write_npy_stream(f, dtype, n, parts, block)
+
+
+def _read_npy_header(f) -> tuple:
+    version = npformat.read_magic(f)
+    read = npformat.read_array_header_1_0 if version == (1, 0) else npformat.read_array_header_2_0
+    return read(f)  # (shape, fortran_order, dtype)
+
+
+def _npy_length(path: Path) -> int:
+    """The length of a 1-d ``.npy`` from its header (nothing else read)."""
+    with open(path, "rb") as f:
+        return int(_read_npy_header(f)[0][0])
+
+
+def _npz_member(path: Path, name: str) -> np.ndarray:
+    with np.load(path, allow_pickle=False) as z:
+        return z[name]
+
+
+def _npz_csr_shape(path: Path) -> tuple[int, int, int]:
+    """(rows, columns, stored values) of a saved CSR matrix: its shape member and its indices' header."""
+    rows, cols = (int(x) for x in _npz_member(path, "shape"))
+    with zipfile.ZipFile(path) as z, z.open("indices.npy") as f:
+        nnz = int(_read_npy_header(f)[0][0])
+    return rows, cols, nnz
+
+
+def _check_document_local(d: Path, j: int, doc: np.ndarray, cov_path: Path) -> None:
+    indices, indptr = _npz_member(cov_path, "indices"), _npz_member(cov_path, "indptr")
+    if len(indices) == 0:
+        return
+    dd = doc[indices]
+    starts = indptr[:-1][np.diff(indptr) > 0]
+    if (np.minimum.reduceat(dd, starts) != np.maximum.reduceat(dd, starts)).any():
+        raise ValueError(f"{d}: level {j} links units across documents and cannot be concatenated")
+
+
+def _save_block_diag_npz(paths: Sequence[Path], shapes: Sequence[tuple[int, int, int]], out: Path, block: int) -> None:
+    """``sp.save_npz(out, sp.block_diag(covs, format="csr", dtype=float32), compressed=True)`` from
+    the saved CSR parts, one part's array at a time (the members ``save_npz`` writes, in its order)."""
+    rows = sum(r for r, _, _ in shapes)
+    col_off = np.cumsum([0] + [c for _, c, _ in shapes])
+    nnz_off = np.cumsum([0] + [n for _, _, n in shapes])
+    cols, nnz = int(col_off[-1]), int(nnz_off[-1])
+    # the index dtype scipy's CSR constructor keeps for the joined arrays (int64 only past int32)
+    idx = np.int64 if max(rows, cols, nnz) > np.iinfo(np.int32).max else np.int32
+    members = {
+        "indices": (idx, nnz, (_npz_member(p, "indices").astype(idx) + idx(o) for p, o in zip(paths, col_off))),
+        "indptr": (idx, rows + 1, itertools.chain([np.zeros(1, idx)], (
+            _npz_member(p, "indptr")[1:].astype(idx) + idx(o) for p, o in zip(paths, nnz_off)))),
+        "format": np.asanyarray(b"csr"),
+        "shape": np.asanyarray((rows, cols)),
+        "data": (np.float32, nnz, (_npz_member(p, "data") for p in paths)),
+    }
+    # as np.savez_compressed: zip64 members, deflated
+    with zipfile.ZipFile(out, mode="w", compression=zipfile.ZIP_DEFLATED, allowZip64=True) as zf:
+        for name, spec in members.items():
+            with zf.open(name + ".npy", "w", force_zip64=True) as f:
+                if isinstance(spec, np.ndarray):
+                    npformat.write_array(f, spec)
+                else:
+                    _write_npy_stream(f, *spec, block)
