@@ -548,7 +548,8 @@ def _other_cases() -> dict[str, tuple[Callable, str, str]]:
             lambda t: expect_error("train.py", [*BASE, *sel, "+frontier.routers.selector.params.bogus_knob=3"], t),
             "error", "bogus_knob"),
         "train_sources={} on a leave-one-set-out experiment": (
-            lambda t: expect_error("train.py", ["experiment=loso_pubmedqa", "debug=tiny", "train_sources={}"], t),
+            lambda t: expect_error("train.py", ["experiment=loso", "heldout_set=pubmedqa", "debug=tiny",
+                                                "train_sources={}"], t),
             "error", "train_sources"),
         "one question set given twice as two sources": (_same_source_twice, "error", "train_sources"),
         "evaluate -m reader.model=a,b finds its one trained run": (_eval_sweep_over_reader, "ok", ""),

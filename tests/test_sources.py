@@ -109,21 +109,27 @@ def _ov(tmp_path, mirage, *extra):
 
 
 def test_train_sources_refused_clearly(tmp_path, mirage):
-    cfg = compose(_ov(tmp_path, mirage, "experiment=loso_medmcqa", "train_sources.pubmedqa.weight=-1"))
+    cfg = compose(_ov(tmp_path, mirage, "experiment=loso", "heldout_set=medmcqa", "train_sources.pubmedqa.weight=-1"))
     with pytest.raises(ValueError, match="train_sources.pubmedqa.weight must be a number > 0"):
         train(cfg)
-    cfg = compose(_ov(tmp_path, mirage, "experiment=loso_medmcqa", "train_questions={limit:3}"))
+    cfg = compose(_ov(tmp_path, mirage, "experiment=loso", "heldout_set=medmcqa", "train_questions={limit:3}"))
     with pytest.raises(ValueError, match="train_questions .* or train_sources"):
         train(cfg)
+    # the held-out set chosen with data= (not heldout_set=) trained on the set it is read on: before
+    # issue 61 the run went ahead, its "transferred" rows in-set
+    cfg = compose(_ov(tmp_path, mirage, "experiment=loso", "data=covidqa"))
+    with pytest.raises(ValueError, match="train_sources.covidqa is this run's own question set"):
+        train(cfg)
+    assert not (tmp_path / "ckpt").exists()
 
 
 @pytest.mark.parametrize("transfer", ["experts", pytest.param("pooled", marks=pytest.mark.slow)])  # pooled: slow, 10 s
 def test_leave_one_set_out_report(tmp_path, mirage, transfer):
-    """experiment=loso_medmcqa shrunk: two sources over two corpora, one router on both (source
-    experts, the experiment's default, or pooled), one per source, the held-out set cross-fitted
-    too; one report with every row."""
-    ov = _ov(tmp_path, mirage, "experiment=loso_medmcqa", f"router.transfer={transfer}", "questions.min_chars=400",
-             "questions.limit=40",
+    """experiment=loso heldout_set=medmcqa shrunk: two sources over two corpora, one router on both
+    (source experts, the experiment's default, or pooled), one per source, the held-out set
+    cross-fitted too; one report with every row."""
+    ov = _ov(tmp_path, mirage, "experiment=loso", "heldout_set=medmcqa", f"router.transfer={transfer}",
+             "questions.min_chars=400", "questions.limit=40",
              "corpus.sources.1.min_chars=400", "train_sources.pubmedqa.questions.limit=50",
              "train_sources.pubmedqa.corpus.sources.1.min_chars=400", "train_sources.covidqa.questions.limit=50")
     cfg = compose(ov)
@@ -144,14 +150,15 @@ def test_leave_one_set_out_report(tmp_path, mirage, transfer):
 
 @pytest.mark.slow  # ~25 s idle (three sets prepared, two cross-fits, the transfer fit): pytest -m slow
 def test_leave_one_set_out_at_matched_cost(tmp_path, mirage):
-    """Issue 40: experiment=loso_frontier_medmcqa shrunk: the action router trained on the two other
+    """Issue 40: experiment=loso_frontier heldout_set=medmcqa shrunk: the action router trained on the two other
     sets (actions/transfer), and the held-out frontier table with the transferred router and the
     training sets' envelope, both within B in the held-out set's own tokens."""
     import json
 
     from mogg.run.budget.actions.deploy import DeployedActions
 
-    ov = _ov(tmp_path, mirage, "experiment=loso_frontier_medmcqa", "questions.min_chars=400", "questions.limit=40",
+    ov = _ov(tmp_path, mirage, "experiment=loso_frontier", "heldout_set=medmcqa", "questions.min_chars=400",
+             "questions.limit=40",
              "corpus.sources.1.min_chars=400", "train_sources.pubmedqa.questions.limit=50",
              "train_sources.pubmedqa.corpus.sources.1.min_chars=400", "train_sources.covidqa.questions.limit=50",
              "frontier.depth=3", "frontier.caps=[null,32,64]", "frontier.n_boot=50", "frontier.routers.actions.max_epochs=8")

@@ -98,22 +98,100 @@ def test_secrets_in_config_files_and_urls_are_redacted():
 
 
 def test_a_retired_experiment_name_composes_as_its_recipe_and_data_with_the_same_run_name(capsys):
-    """Issue 47 folded selector_pubmedqa & co. into experiment=selector data=pubmedqa; commands written
-    before (issue texts, slurm scripts) keep working and their outputs land in the same run folder."""
+    """Issue 47 folded selector_pubmedqa & co. into experiment=selector data=pubmedqa (issue 61 the
+    loso_* files into experiment=loso heldout_set=pubmedqa & co.); commands written before (issue
+    texts, slurm scripts) keep working and their outputs land in the same run folder."""
     from conftest import compose
 
     from mogg.core.runconfig import RETIRED, prepare_argv
 
-    assert len(RETIRED) == 12
-    for old, (recipe, data) in RETIRED.items():
-        assert (ROOT / "conf" / "experiment" / f"{recipe}.yaml").is_file() and (ROOT / "conf" / "data" / f"{data}.yaml").is_file() and not (ROOT / "conf" / "experiment" / f"{old}.yaml").exists()
+    assert len(RETIRED) == 21
+    for old, (recipe, group, choice) in RETIRED.items():
+        assert (ROOT / "conf" / "experiment" / f"{recipe}.yaml").is_file() and (ROOT / "conf" / group / f"{choice}.yaml").is_file() and not (ROOT / "conf" / "experiment" / f"{old}.yaml").exists()
     argv = prepare_argv(["train.py", "experiment=selector_pubmedqa", "seed=1"], "train.py")
     assert argv == ["train.py", "experiment=selector", "data=pubmedqa", "seed=1"]
     assert compose(argv[1:]).run_name == "selector_pubmedqa"
     assert prepare_argv(["train.py", "-m", "experiment=frontier_pubmedqa,frontier_covidqa"], "train.py")[2:] == [
         "experiment=frontier", "data=pubmedqa,covidqa"]
-    for bad in (["experiment=selector_pubmedqa,frontier_medmcqa"], ["experiment=selector_pubmedqa", "data=medmcqa"]):
+    assert prepare_argv(["train.py", "-m", "experiment=loso_selector_pubmedqa,loso_selector_covidqa"], "train.py")[2:] == [
+        "experiment=loso_selector", "heldout_set=pubmedqa,covidqa"]
+    for bad in (["experiment=selector_pubmedqa,frontier_medmcqa"], ["experiment=selector_pubmedqa", "data=medmcqa"],
+                ["experiment=loso_pubmedqa,loso_frontier_medmcqa"], ["experiment=loso_medmcqa", "heldout_set=covidqa"],
+                ["experiment=loso_medmcqa,frontier_medmcqa"]):
         with pytest.raises(SystemExit) as e:
             prepare_argv(["train.py", *bad], "train.py")
         assert e.value.code == 2
-    assert "experiment=<recipe> data=<set>" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "experiment=<recipe> <group>=<set>" in err and "loso_frontier_medmcqa -> loso_frontier heldout_set=medmcqa" in err
+    assert "names its heldout_set choice" in err
+
+
+# The nine loso_* experiment files as they were before issue 61 folded them into three recipes and
+# the heldout_set group (their comments left out): each retired name must compose as it did
+_LOSO_SOURCES = {"pubmedqa": ("pubmedqa", "pubmedqa_gold"), "medmcqa": ("medmcqa_exp", "pubmedqa_gold"),
+                 "covidqa": ("covidqa", "covidqa")}
+
+
+def _retired_loso_files() -> dict[str, str]:
+    files = {}
+    for held in _LOSO_SOURCES:
+        others = [s for s in _LOSO_SOURCES if s != held]
+        lines = ["# @package _global_", "defaults:"]
+        for s in others:
+            q, c = _LOSO_SOURCES[s]
+            lines += [f"  - /questions@train_sources.{s}.questions: {q}", f"  - /corpus@train_sources.{s}.corpus: {c}"]
+        if held != "pubmedqa":  # PubMedQA* is the root config's questions and corpus
+            lines.append(f"  - override /questions: {_LOSO_SOURCES[held][0]}")
+        if held == "covidqa":  # MedMCQA's explanations are read over the root's corpus
+            lines.append("  - override /corpus: covidqa")
+        lines += ["train_sources:", *(f"  {s}: {{weight: 1.0}}" for s in others),
+                  "router:", "  fit: both", "  transfer: experts", f"run_name: loso_{held}"]
+        files[f"loso_{held}"] = "\n".join(lines) + "\n"
+        files[f"loso_frontier_{held}"] = (f"# @package _global_\ndefaults:\n  - loso_{held}\n  - override /frontier: matched\n"
+                                          f"run_name: loso_frontier_{held}\nbudgets: []\n")
+        files[f"loso_selector_{held}"] = (f"# @package _global_\ndefaults:\n  - loso_frontier_{held}\n"
+                                          "  - override /frontier/routers: [actions, selector]\n"
+                                          f"run_name: loso_selector_{held}\n")
+    return files
+
+
+def test_a_retired_loso_name_composes_to_the_config_its_file_gave(tmp_path):
+    """Issue 61: experiment=loso_frontier_covidqa & co. (nine files) are experiment=<recipe>
+    heldout_set=<set>. Each old name, rewritten, composes to the config its file composed to: the same
+    questions, corpora, training sources, router, frontier and budgets; the same run name once
+    resolved (``loso_frontier_${heldout_name}``); one key more, ``heldout_name``, which names the set."""
+    import shutil
+
+    from hydra import compose, initialize_config_dir
+
+    from mogg.core.runconfig import RETIRED, prepare_argv
+
+    conf = tmp_path / "conf"
+    shutil.copytree(ROOT / "conf", conf)
+    old_files = _retired_loso_files()
+    assert sorted(old_files) == sorted(n for n in RETIRED if n.startswith("loso"))
+    for name, text in old_files.items():
+        (conf / "experiment" / f"{name}.yaml").write_text(text)
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        for name in old_files:
+            old = compose(config_name="config", overrides=[f"experiment={name}"])
+            new_argv = prepare_argv(["train.py", f"experiment={name}"], "train.py")[1:]
+            new = compose(config_name="config", overrides=new_argv)
+            a, b = OmegaConf.to_container(old, resolve=False), OmegaConf.to_container(new, resolve=False)
+            assert b.pop("heldout_name") == RETIRED[name][2] and new.run_name == old.run_name == name
+            assert b.pop("run_name") == f"{RETIRED[name][0]}_${{heldout_name}}"
+            a.pop("run_name")
+            assert a == b, name
+
+
+def test_a_loso_recipe_swept_over_its_held_out_sets_keeps_the_old_run_names():
+    """``experiment=loso_selector heldout_set=pubmedqa,medmcqa,covidqa seed=0,1``: the runs the sweep
+    of the three retired names gave (``loso_selector_<set>``, the seed appended)."""
+    from hydra import initialize_config_dir
+
+    task = ["experiment=loso_selector", "heldout_set=pubmedqa,medmcqa,covidqa", "seed=0,1"]
+    master = OmegaConf.create({"hydra": {"overrides": {"task": task, "hydra": []}, "job": {"config_name": "config"}}})
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        names = sweep_run_names(master)
+    assert sorted(names.values()) == sorted(f"loso_selector_{s}_s{seed}" for s in ("pubmedqa", "medmcqa", "covidqa")
+                                            for seed in (0, 1))

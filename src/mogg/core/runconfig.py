@@ -48,17 +48,24 @@ def prepare_argv(argv: Sequence[str], script: str) -> list[str]:
     return out
 
 
-# experiment files folded into one recipe + a data choice (issue 47): the old name keeps working
-RETIRED = {f"{recipe}_{data}": (recipe, data)
-           for recipe, sets in {"frontier": ("pubmedqa", "medmcqa", "covidqa"), "selector": ("pubmedqa", "medmcqa", "covidqa"),
-                                "objectives": ("pubmedqa", "medmcqa"), "inputs": ("pubmedqa", "medmcqa"),
-                                "methods": ("pubmedqa", "medmcqa")}.items() for data in sets}
+# experiment files folded into one recipe + a config choice: the old name keeps working. Issue 47: a
+# recipe on a gold-evidence set (experiment=<recipe> data=<set>); issue 61: the leave-one-set-out
+# recipes (experiment=<recipe> heldout_set=<set>, the set held out, the two others trained on)
+_THREE, _TWO = ("pubmedqa", "medmcqa", "covidqa"), ("pubmedqa", "medmcqa")
+_FOLDED = {("frontier", "data"): _THREE, ("selector", "data"): _THREE, ("objectives", "data"): _TWO,
+           ("inputs", "data"): _TWO, ("methods", "data"): _TWO,
+           ("loso", "heldout_set"): _THREE, ("loso_frontier", "heldout_set"): _THREE,
+           ("loso_selector", "heldout_set"): _THREE}
+RETIRED = {f"{recipe}_{choice}": (recipe, group, choice)
+           for (recipe, group), choices in _FOLDED.items() for choice in choices}
 
 
 def retired_experiments(argv: Sequence[str]) -> list[str]:
     """``experiment=selector_pubmedqa`` (a file retired by issue 47) -> ``experiment=selector
-    data=pubmedqa``, logged; a sweep of retired names of one recipe becomes a sweep over ``data``.
-    The run name is the old one (``${experiment}_${data_name}``), so its outputs land where they did."""
+    data=pubmedqa``, and ``experiment=loso_frontier_covidqa`` (retired by issue 61) ->
+    ``experiment=loso_frontier heldout_set=covidqa``, logged; a sweep of retired names of one recipe
+    becomes a sweep over its group. The run name is the old one (``frontier_${data_name}``,
+    ``loso_frontier_${heldout_name}``), so its outputs land where they did."""
     out = list(argv)
     for i, arg in enumerate(out):
         key, eq, value = arg.partition("=")
@@ -68,16 +75,18 @@ def retired_experiments(argv: Sequence[str]) -> list[str]:
         old = [n for n in names if n in RETIRED]
         if not old:
             continue
-        recipes = {RETIRED[n][0] if n in RETIRED else n for n in names}
+        recipes = {RETIRED[n][:2] if n in RETIRED else (n, None) for n in names}
         if len(old) != len(names) or len(recipes) != 1:
-            raise ValueError(f"experiment={value}: {', '.join(old)} is now experiment=<recipe> data=<set> "
-                             f"({', '.join(f'{n} -> {RETIRED[n][0]} data={RETIRED[n][1]}' for n in old)}); "
-                             "sweep one recipe over data=pubmedqa,medmcqa,covidqa")
-        if any(a.partition("=")[0].lstrip("+") == "data" for a in out):
-            raise ValueError(f"experiment={value} names its data set; drop data=... or write experiment={recipes.pop()}")
-        recipe = recipes.pop()
-        out[i:i + 1] = [f"{key}={recipe}", "data=" + ",".join(RETIRED[n][1] for n in names)]
-        log.warning("experiment=%s is experiment=%s %s since issue 47 (same run name)", value, recipe, out[i + 1])
+            raise ValueError(f"experiment={value}: {', '.join(old)} is now experiment=<recipe> <group>=<set> "
+                             f"({', '.join(f'{n} -> {RETIRED[n][0]} {RETIRED[n][1]}={RETIRED[n][2]}' for n in old)}); "
+                             "sweep one recipe over its group, e.g. data=pubmedqa,medmcqa,covidqa")
+        recipe, group = recipes.pop()
+        if any(a.partition("=")[0].lstrip("+") == group for a in out):
+            raise ValueError(f"experiment={value} names its {group} choice; "
+                             f"drop {group}=... or write experiment={recipe}")
+        out[i:i + 1] = [f"{key}={recipe}", f"{group}=" + ",".join(RETIRED[n][2] for n in names)]
+        log.warning("experiment=%s is experiment=%s %s since it was folded into its recipe (same run name)",
+                    value, recipe, out[i + 1])
         break
     return out
 
@@ -149,6 +158,8 @@ def check_run_config(cfg: DictConfig, stage: str) -> None:
         # the transfer row needs the router: without it the checkpoint would be silently unused
         raise ValueError(f"router.checkpoint={router_ckpt!r} with use_router=false: the checkpoint would not be "
                          "used; drop router.checkpoint or set use_router=true")
+    if stage in ("train", "evaluate"):
+        _check_sources_exclude_own(cfg)
     from mogg.core.threads import check_threads
 
     check_threads(cfg.get("threads"))
@@ -194,6 +205,25 @@ def check_run_config(cfg: DictConfig, stage: str) -> None:
                              "name a plain folder")
         if p and os.path.exists(p) and not os.path.isdir(p):
             raise ValueError(f"paths.{key}={p!r} exists and is not a directory")
+
+
+def _question_set(node) -> dict | None:
+    """A question-set node as plain data whatever its ``limit`` (a capped read of a set is that set)."""
+    plain = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else None
+    return {k: v for k, v in plain.items() if k != "limit"} if plain else None
+
+
+def _check_sources_exclude_own(cfg) -> None:
+    """Refuse a ``train_sources`` set that is the run's own questions: ``experiment=loso data=covidqa``
+    (data= replacing the held-out set, the sources left as they were) trained the "transferred"
+    routers on the questions they are read on, and reported in-set rows as transfer."""
+    own = _question_set(cfg.get("questions"))
+    for name, node in (cfg.get("train_sources") or {}).items():
+        if own is not None and isinstance(node, DictConfig) and _question_set(node.get("questions")) == own:
+            raise ValueError(f"train_sources.{name} is this run's own question set: the transferred routers would be "
+                             "trained on the questions they are read on. Leave it out of train_sources (a "
+                             "leave-one-set-out recipe chooses the set it holds out with heldout_set=<set> or "
+                             "heldout=<shape>, not with data=<set>)")
 
 
 # Errors that describe the user's input, config or data, not a bug in mogg: one line, exit 2.

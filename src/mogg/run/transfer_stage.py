@@ -10,7 +10,7 @@ Three ways a run gets a final router (``router.fit=all|both``), each saved in
   ``final@<source>`` so the report shows each single-source transfer beside the multi-source one.
   ``router.transfer=experts``: the final router is the single-source routers with a gate and a
   support check instead (:mod:`mogg.routing.fitting.experts`).
-  ``experiment=loso_<set>`` trains on the two other gold-evidence sets and routes the held-out one.
+  ``experiment=loso heldout_set=<set>`` trains on the two other gold-evidence sets and routes the held-out one.
 """
 
 from __future__ import annotations
