@@ -1,5 +1,5 @@
 """A newcomer's path, run for real: the README's command 1, then every command of the README's
-headline section, then the first code block of every page under docs/, each as written (bash,
+headline section, then the first bash code block of every page under docs/, each as written (bash,
 from the repository root, the README's venv active), with its exit status and wall time.
 
     python3 scripts/newcomer.py                  # in a fresh clone with ../shared beside it (~20 min)
@@ -47,6 +47,13 @@ def _blocks(text: str) -> list[str]:
     return re.findall(r"```(?:bash|sh)?\n(.*?)```", text, re.S)
 
 
+def first_command_block(text: str) -> str | None:
+    """A docs page's first code block marked ``bash`` or ``sh``: a block without a language is text
+    (docs/design.md's layout), not commands to run."""
+    found = re.findall(r"```(?:bash|sh)\n(.*?)```", text, re.S)
+    return found[0] if found else None
+
+
 def _section(text: str, heading: str) -> str:
     m = re.search(rf"^## {re.escape(heading)}.*?$(.*?)(?=^## |\Z)", text, re.S | re.M)
     if m is None:
@@ -74,9 +81,9 @@ def plan(skip_install: bool) -> list[tuple[str, str]]:
             if line.strip() and not line.lstrip().startswith("#"):
                 steps.append(("README headline", line.split("  #")[0].strip()))
     for page in sorted((ROOT / "docs").glob("*.md")):
-        blocks = _blocks(page.read_text())
-        if blocks:
-            steps.append((f"docs/{page.name} (first block)", blocks[0]))
+        block = first_command_block(page.read_text())
+        if block:
+            steps.append((f"docs/{page.name} (first block)", block))
     return steps
 
 
@@ -171,8 +178,22 @@ def run_step(script: str, env: dict, runs: tuple[str, ...]) -> dict[str, tuple[i
     return out
 
 
-def write_times(rows, batch: bool, skip_install: bool = False, page: Path | None = None) -> None:
-    """Replace the run-times table of docs/benchmarks.md (or ``page``; between its markers) with ``rows``."""
+def machine_note(load: tuple[float, float] | None = None) -> str:
+    """How busy the machine was: the 1-minute load average at the start and the end of the run, and
+    this process's niceness where it is not 0 (a run beside other work, or under ``nice``, is slower
+    than one on an idle machine, and its table says so)."""
+    parts = []
+    if load is not None:
+        parts.append(f"load average {load[0]:.1f} at the start, {load[1]:.1f} at the end on {os.cpu_count()} cores")
+    if os.nice(0):
+        parts.append(f"run under nice {os.nice(0)}")
+    return "; ".join(parts)
+
+
+def write_times(rows, batch: bool, skip_install: bool = False, page: Path | None = None,
+                load: tuple[float, float] | None = None) -> None:
+    """Replace the run-times table of docs/benchmarks.md (or ``page``; between its markers) with ``rows``;
+    ``load``: the machine's load average at the run's start and end (:func:`machine_note`)."""
     page = page or ROOT / "docs" / "benchmarks.md"
     text = page.read_text()
     if BEGIN not in text or END not in text:
@@ -181,6 +202,7 @@ def write_times(rows, batch: bool, skip_install: bool = False, page: Path | None
     head = [f"Measured by `python3 scripts/newcomer.py --write-times` on {datetime.date.today()}, commit {commit}, "
             f"{os.cpu_count()} cores ({platform.machine()}), progress bars {'off (batch)' if batch else 'on'}"
             + ("; command 1 without its install (`--skip-install`)" if skip_install else "")
+            + "".join(f"; {n}" for n in [machine_note(load)] if n)
             + "; cold: fresh artifacts and checkpoints directories (the data prepared), warm: the same command "
               "again:", ""]
     a, b = text.index(BEGIN) + len(BEGIN), text.index(END)
@@ -214,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     steps = plan(args.skip_install)
     restated = restated_times(plan(False))
     env = dict(os.environ, MOGG_PROGRESS="0" if args.batch else "1")
+    load0 = os.getloadavg()[0]
     rows = []
     for where, script in steps:
         print(f"\n=== {where}\n{script.strip()}", flush=True)
@@ -235,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     worst = max(quiet)
     print(f"\nlongest silence: {worst[0]:.0f} s ({worst[1]}: {worst[2]}); bar {args.max_silence:.0f} s")
     if args.write_times:
-        write_times(rows, args.batch, args.skip_install)
+        write_times(rows, args.batch, args.skip_install, load=(load0, os.getloadavg()[0]))
     ok = all(rc == 0 for *_, runs in rows for rc, _, _ in runs.values()) and worst[0] <= args.max_silence \
         and not restated
     return 0 if ok else 1

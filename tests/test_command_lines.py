@@ -186,22 +186,35 @@ def test_a_sweep_of_one_job_keeps_its_run_name():
     assert names == {_job_id(args): "debug"}
 
 
-def test_an_evaluation_that_must_fail_is_refused_before_the_training(tmp_path):
-    """Issue 61: ``train.py experiment=selector_generic router.fit=all evaluate_after=true`` trained
-    for 36 s and then refused the evaluation (router.fit=all trains on every question of the set it
-    would evaluate). Through the real entry point it is now refused before anything is prepared or
-    trained: with the same message, nothing written, and seconds of the child's CPU time."""
+def _pair_messages() -> dict[str, str]:
+    from mogg.run.option_pairs import FIT_ALL_IN_SET
+    from mogg.run.pipeline import profiles_label
+
+    return {"fit_all": FIT_ALL_IN_SET, "profiles": profiles_label("tfidf")}
+
+
+@pytest.mark.parametrize("script,args,message", [
+    # issue 61: trained for 36 s and then refused the evaluation (router.fit=all trains on every question of
+    # the set it would evaluate)
+    ("train.py", ["experiment=selector_generic", "router.fit=all", "evaluate_after=true"], "fit_all"),
+    ("evaluate.py", ["experiment=selector_generic", "router.fit=all"], "fit_all"),
+    # eq. 1 profiles score actions by evidence F1: refused by the pipeline once the ladders were built,
+    # searched and every fixed level scored (seconds here, minutes on a full set's first run)
+    ("train.py", ["experiment=generic_example", "router=profiles", "labels=tfidf"], "profiles"),
+    ("evaluate.py", ["experiment=generic_example", "router=profiles", "labels=tfidf"], "profiles"),
+])
+def test_an_option_pair_that_cannot_work_is_refused_before_any_work(tmp_path, script, args, message):
+    """Through the real entry points, an option pair that cannot work is refused before anything is
+    prepared or trained: one line naming the pair, exit 2, nothing written, seconds of the child's CPU."""
     import resource
 
-    from mogg.run.option_pairs import FIT_ALL_IN_SET
-
     cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
-    p = _run(str(ROOT / "train.py"), "experiment=selector_generic", "router.fit=all", "evaluate_after=true",
+    p = _run(str(ROOT / script), *args,
              f"paths.artifacts={tmp_path / 'a'}", f"paths.checkpoints={tmp_path / 'c'}",
              f"paths.reports={tmp_path / 'r'}", f"hydra.run.dir={tmp_path / 'out'}")  # cwd: the repository (its example)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     used = (after.ru_utime - cpu.ru_utime) + (after.ru_stime - cpu.ru_stime)  # CPU time: not the machine's load
     assert p.returncode == 2, p.stderr[-800:]
-    assert p.stderr.strip().splitlines()[-1] == f"train.py: ValueError: {FIT_ALL_IN_SET}"
+    assert p.stderr.strip().splitlines()[-1] == f"{script}: ValueError: {_pair_messages()[message]}"
     assert not (tmp_path / "a").exists() and not (tmp_path / "c").exists()  # nothing prepared, nothing trained
     assert used < 5, f"{used:.1f} s of CPU before the refusal"

@@ -393,9 +393,10 @@ def test_the_run_times_table_gives_cold_and_warm_runs_apart(tmp_path):
     assert newcomer._table([("s", "c", {"cold": (1, 1.0, 1.0), "warm": (0, 1.0, 1.0)})])[2].split(" | ")[2] == "cold 1, warm 0"
     page = tmp_path / "benchmarks.md"
     page.write_text(f"before\n{newcomer.BEGIN}\nthe previous table\n{newcomer.END}\nafter\n")
-    newcomer.write_times(rows, batch=False, page=page)
+    newcomer.write_times(rows, batch=False, page=page, load=(3.04, 5.5))
     text = page.read_text()
     assert "the previous table" not in text and text.startswith("before\n") and text.endswith(f"{newcomer.END}\nafter\n")
+    assert "load average 3.0 at the start, 5.5 at the end" in text  # a busy machine's times say so
     assert "\n".join(table) in text and "cold: fresh artifacts and checkpoints" in text
     bench = (ROOT / "docs" / "benchmarks.md").read_text()
     inside = bench[bench.index(newcomer.BEGIN):bench.index(newcomer.END)]
@@ -410,3 +411,81 @@ def test_a_cold_run_gets_fresh_directories_and_the_warm_run_the_same_ones(tmp_pa
     cold, warm = (tmp_path / "seen").read_text().splitlines()
     assert cold == warm and "newcomer-cold-" in cold  # the warm run finds what the cold one built
     assert not Path(cold.split("|")[0]).exists()  # removed afterwards
+
+
+def _claims():
+    import doc_claims
+
+    readme, results = _readme(), (ROOT / "docs" / "results.md").read_text()
+    return doc_claims, readme, results, doc_claims.table_cells(doc_claims.section(readme, "Headline"))
+
+
+def test_every_headline_cell_is_a_collected_cell_and_bold_as_collect_bolds_it():
+    """Issue 61: the README's cells against the five-seed tables of docs/results.md (collect's output
+    as pasted there: the hours of runs are not redone here), bold by collect's own rule. Its selector
+    row came from another run's table, which has no interval, and was bold there."""
+    claims, readme, results, cells = _claims()
+    assert len(cells) >= 45 and any(c.bold for c in cells)  # the parser finds the table
+    assert claims.cell_errors(cells, claims.table_cells(results)) == []
+
+
+def test_a_readme_that_bolds_or_promises_what_the_collected_tables_do_not_is_refused():
+    claims, readme, results, _ = _claims()
+    sources = claims.table_cells(results)
+    plain = "| 0.936 ± 0.000 (208) |\n| | selector"  # PubMedQA*'s router policy at B = 256, not bold
+    assert plain in readme
+    bad = {"a bold cell the table does not bold": readme.replace(plain, "| **0.936 ± 0.000 (208)** |\n| | selector"),
+           "a row no table holds": readme.replace("| | oracle frontier | 0.481", "| | best fixed level | 0.936 (208) | "
+                                                  "0.936 (208) | 0.936 (208) |\n| | oracle frontier | 0.481"),
+           "a number of another run": readme.replace("0.747 ± 0.004 (128)", "0.747 ± 0.005 (128)"),
+           "a ceiling in bold": readme.replace("| | oracle frontier | 0.481 (64)", "| | oracle frontier | **0.481 (64)**")}
+    for what, text in bad.items():
+        assert text != readme, what
+        errors = claims.cell_errors(claims.table_cells(claims.section(text, "Headline")), sources)
+        assert len(errors) == (3 if what == "a row no table holds" else 1), (what, errors)
+
+
+def test_every_headline_row_is_a_row_its_commands_produce(tmp_path):
+    """Issue 61: "the five-seed sweep gives the table above", but experiment=frontier writes no selector
+    row. The README's headline commands, and those of the docs/results.md sections they cite, run for
+    real, scaled down (doc_claims.produced_rows: one seed, debug=tiny, the shipped example), then their
+    collect commands as written: every README row must be a row of what they collect. The README as it
+    was, its sweep of experiment=frontier alone, is refused."""
+    claims, readme, results, cells = _claims()
+    own = claims.headline_commands(readme)  # the README's block alone, no section it cites
+    cited = [c for c in claims.headline_commands(readme, results) if c not in own]
+    assert any("experiment=selector" in c for c in cited)
+    rows, skipped = claims.produced_rows(own, tmp_path)
+    assert rows >= {"envelope", "router", "oracle"}
+    # the README of issue 61: "the table above" from the frontier sweep and its collect, nothing cited
+    before = readme.replace(claims.cited_line(readme), "")
+    assert claims.headline_commands(before, results) == own
+    assert {m.split(" / ")[1] for m in claims.unproduced(cells, rows)} == {"selector", "selector, other sets (deployed)"}
+    more, skipped = claims.produced_rows(cited, tmp_path)
+    rows |= more
+    # a leave-one-set-out sweep prepares two other full sets (minutes): left out here, its rows are those
+    # its collect command asks for (pytest -m slow runs it: test_the_heavy_headline_rows_are_produced)
+    asked = {p for c in skipped if "collect" in c for p in claims.collect_policies(c)}
+    missing = claims.unproduced(cells, rows)
+    assert claims.unproduced([c for c in cells if f"{c.set} / {c.policy}" in missing], asked) == []
+    assert {m.split(" / ")[1] for m in missing} <= {"selector, other sets (deployed)"}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(4000)
+def test_the_heavy_headline_rows_are_produced(tmp_path):
+    """The leave-one-set-out sweep the headline cites, run scaled down (its two training sets whole)."""
+    claims, readme, results, cells = _claims()
+    rows, skipped = claims.produced_rows(claims.headline_commands(readme, results), tmp_path, heavy=True)
+    assert skipped == [] and claims.unproduced(cells, rows) == []
+
+
+def test_the_newcomer_runs_a_pages_first_bash_block_not_its_text_blocks():
+    """docs/design.md's first code block is the layout (a fence without a language): run as bash it
+    failed the newcomer's path. A page's first block marked bash or sh is its commands."""
+    newcomer = _newcomer()
+    page = "```\nconf/    Hydra groups\n```\n\n```bash\npython train.py experiment=pubmedqa\n```\n"
+    assert newcomer.first_command_block(page) == "python train.py experiment=pubmedqa\n"
+    assert newcomer.first_command_block("```\nconf/  text only\n```\n") is None
+    steps = dict(newcomer.plan(False))
+    assert "docs/design.md (first block)" not in steps and "docs/routers.md (first block)" in steps

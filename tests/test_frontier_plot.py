@@ -6,6 +6,7 @@ reports' names, copies of its real rows, for a transfer report's longer legend).
 
 from __future__ import annotations
 
+import io
 import json
 from types import SimpleNamespace
 
@@ -30,9 +31,8 @@ def figure():
 
     from mogg.evaluation.frontier_render import frontier_figure
 
-    policies = [SimpleNamespace(**{a: getattr(cls, a) for a in _ATTRS}) for cls in (RouterFolds, Reading)]
-    fig = frontier_figure("mog", _frontier(), policies)
-    fig.canvas.draw()  # lays the figure out (constrained layout) as savefig does
+    fig = frontier_figure("mog", _frontier(), _policies())
+    fig.savefig(io.BytesIO(), format="png")  # laid out and drawn as plot_frontier saves it (its DPI)
     yield fig
     plt.close(fig)
 
@@ -45,7 +45,12 @@ def test_the_legend_is_outside_both_panels_and_their_labels(figure):
     for ax in figure.axes:
         assert not box.overlaps(ax.get_tightbbox(r)), ax.get_title()  # tick and axis labels included
     fbox = figure.bbox
-    assert fbox.x0 <= box.x0 and box.x1 <= fbox.x1 and fbox.y0 <= box.y0  # on the canvas, not cut off
+    # on the canvas, not cut off: measured at the saved DPI (four columns ran off both edges of the
+    # 130-DPI image while fitting the 100-DPI canvas the test drew)
+    assert fbox.x0 < box.x0 and box.x1 < fbox.x1 and fbox.y0 <= box.y0, (box, fbox)
+    for text in legend.get_texts():
+        t = text.get_window_extent(r)
+        assert fbox.x0 <= t.x0 and t.x1 <= fbox.x1, text.get_text()
 
 
 def test_every_swatch_matches_the_lines_it_names_in_both_panels(figure):
@@ -65,8 +70,22 @@ def test_every_swatch_matches_the_lines_it_names_in_both_panels(figure):
             assert look == (gl.get_color(), gl.get_alpha(), gl.get_linewidth(), gl.get_linestyle()), n
 
 
-def test_the_plot_is_written(tmp_path):
+def _policies() -> list:
+    return [SimpleNamespace(**{a: getattr(cls, a) for a in _ATTRS}) for cls in (RouterFolds, Reading)]
+
+
+@pytest.mark.parametrize("kinds", ["both", "actions"])
+def test_the_saved_image_cuts_no_text_at_its_edges(tmp_path, kinds):
+    """The PNG the report holds, read back: nothing drawn in its outermost columns and bottom rows.
+    With the action router's policy alone (as the all-ladders plot is drawn) the selector's rows are
+    faded, their labels longer: saved at 130 DPI from a figure laid out at 100, the legend's four
+    columns ran off the image's right edge."""
+    import matplotlib.image as mpimg
+
     from mogg.evaluation.frontier_render import plot_frontier
 
-    plot_frontier("mog", _frontier(), tmp_path / "f.png")
-    assert (tmp_path / "f.png").stat().st_size > 10_000
+    plot_frontier("mog", _frontier(), tmp_path / "f.png", _policies()[:2 if kinds == "both" else 1])
+    img = mpimg.imread(tmp_path / "f.png")[..., :3].min(axis=2)  # darkest channel per pixel, 1 = white
+    assert img.shape[1] > 1000
+    for edge, pixels in (("left", img[:, :3]), ("right", img[:, -3:]), ("bottom", img[-3:, :])):
+        assert pixels.min() > 0.9, f"something drawn at the image's {edge} edge (cut off)"

@@ -65,6 +65,33 @@ def test_input_groups_and_aliases():
         parse_groups("retrieval+lenghts")
 
 
+def test_a_logged_fit_warns_nothing_and_its_run_ends_with_it(tmp_path, monkeypatch):
+    """Issue 61's last warnings: a fit with a logger warned that its epochs were fewer than Lightning's
+    logging interval (a step is an epoch here), and the next WandbLogger of the process (the next
+    ladder's folds, evaluate_after=true's evaluation) joined the folds' run ("a wandb run already in
+    progress"), logging under its name: the cross-fit now ends its run (routing.fitting.kfold.crossfit)."""
+    import warnings
+
+    from lightning.pytorch.loggers import WandbLogger
+
+    from mogg.routing.networks.training import end_run
+
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    x, y = _data(n=60)
+    kw = {"hidden": 8, "dropout": 0.0, "lr": 1e-2, "weight_decay": 0.0, "objective": "bce"}
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        first = WandbLogger(project="mogg-test", name="folds", id="folds-1", offline=True, save_dir=str(tmp_path))
+        fit_router(x[:50], y[:50], x[50:], y[50:], kw, TrainerConfig(max_epochs=2, batch_size=32), seed=0,
+                   logger=first)
+        end_run(first)
+        second = WandbLogger(project="mogg-test", name="evaluate", id="evaluate-1", offline=True, save_dir=str(tmp_path))
+        assert second.experiment.id == "evaluate-1"  # its own run, not the folds' one
+        end_run(second)
+    assert [f"{w.category.__name__}: {w.message}" for w in seen] == []
+    end_run(WandbLogger(project="mogg-test", offline=True, save_dir=str(tmp_path)))  # never started: nothing to end
+
+
 def test_a_fit_raises_no_known_harmless_lightning_warning(tmp_path, monkeypatch):
     """Issue 61: 174 warnings a test run, nearly all Lightning's "`srun` ... not used" (twice a fit
     wherever SLURM's srun is installed). A fit now raises none (a stand-in srun on PATH here), and a

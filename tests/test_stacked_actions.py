@@ -317,8 +317,8 @@ class _Bar:
     def update(self, n=1):
         self.n += n
 
-    def set_postfix_str(self, *a, **k):
-        pass
+    def set_postfix_str(self, text, **k):
+        self.postfix = text
 
     def refresh(self):
         self.totals.append(self.total)
@@ -340,6 +340,7 @@ def test_the_epoch_bar_counts_to_where_early_stopping_ends_the_fit(monkeypatch):
     bar, = bars
     assert bar.totals[0] == 3 and max(bar.totals) < 200  # never the cap the fit did not reach
     assert bar.n == bar.total == ran  # full when the fit ends
+    assert bar.postfix.endswith("training; ends at the total unless one improves (cap 200)")  # says what the total is
 
 
 def test_stop_horizon():

@@ -84,8 +84,24 @@ def plot_frontier(name: str, fr: dict, path: Path, policies=()) -> None:
 
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(Path(path)) as tmp:
-        fig.savefig(tmp, dpi=130, format="png")
+        fig.savefig(tmp, format="png")  # at the figure's own DPI, the one its legend was fitted at
     plt.close(fig)
+
+
+DPI = 130
+LEGEND_COLUMNS = (4, 3, 2, 1)
+
+
+def _fit_legend(fig, handles: list, labels: list) -> None:
+    """The legend under the panels with as many columns (at most 4) as fit the figure's width: four
+    columns of a transfer report's long labels ran off both edges of the saved image (issue 61).
+    Measured with the renderer at the figure's DPI, the one :func:`plot_frontier` saves at."""
+    renderer = fig.canvas.get_renderer()
+    for ncol in LEGEND_COLUMNS:
+        legend = fig.legend(handles, labels, loc="outside lower center", ncol=ncol, fontsize=8, frameon=False)
+        if legend.get_window_extent(renderer).width <= 0.98 * fig.bbox.width or ncol == LEGEND_COLUMNS[-1]:
+            return
+        legend.remove()
 
 
 def frontier_figure(name: str, fr: dict, policies=()):
@@ -104,7 +120,7 @@ def frontier_figure(name: str, fr: dict, policies=()):
 
     from mogg.evaluation.style import policy_style
 
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12.5, 5.2), layout="constrained")
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12.5, 5.2), dpi=DPI, layout="constrained")
     c, budgets = fr["curves"], sorted(int(b) for b in fr["budgets"])
     own = {n: st for p in policies for n, st in p.STYLES.items()}
 
@@ -198,8 +214,8 @@ def frontier_figure(name: str, fr: dict, policies=()):
     handles, labels = ax.get_legend_handles_labels()
     h2, l2 = bx.get_legend_handles_labels()
     # "outside": the constrained layout shrinks the panels to make room (a legend placed in a fixed
-    # margin overlapped the x-axis labels once it had more rows than the margin)
-    fig.legend(handles + h2, labels + l2, loc="outside lower center", ncol=4, fontsize=8, frameon=False)
+    # margin overlapped the x-axis labels once it had more rows than the margin), in as many columns as fit
+    _fit_legend(fig, handles + h2, labels + l2)
     return fig
 
 

@@ -29,7 +29,7 @@ from mogg.run.budget.base import ALL_LADDERS
 from mogg.run.context import run_context
 from mogg.run.crossfit_stage import crossfit_ladder
 from mogg.run.frontier_stage import evaluate_frontier, frontier_settings, ladders_section, train_budget_routers
-from mogg.run.option_pairs import check_evaluable
+from mogg.run.option_pairs import check_evaluable, check_run_options
 from mogg.run.prepare_stage import ladder_policies, ladder_reports, make_reader, prepare_all
 from mogg.run.router_store import checkpoint_dir, retriever_node, router_settings, router_weights, source_nodes
 from mogg.run.transfer_stage import train_final
@@ -65,7 +65,7 @@ def train(cfg: DictConfig) -> dict:
     With ``train_questions`` (or ``train_sources``) set, the final router is trained on that question
     set (those sets) instead: the transfer protocol, :mod:`mogg.run.transfer_stage`.
     """
-    check_run_config(cfg, "train")
+    check_run_options(cfg, "train")
     trainer = instantiate(cfg.trainer)
     check_requeue(trainer.requeue)
     # trainer.requeue=job (slurm/train.sbatch): SLURM's USR1 before the time limit requeues the job, at
@@ -111,7 +111,7 @@ def _train(cfg: DictConfig, trainer) -> dict:
 def evaluate(cfg: DictConfig) -> dict:
     """Route -> select -> metrics for every ladder; writes the report to ``cfg.report_dir``, whole:
     everything is written into a staging folder that replaces the report in one step."""
-    check_run_config(cfg, "evaluate")
+    check_run_options(cfg, "evaluate")
     check_evaluable(cfg, router_settings(cfg), source_nodes(cfg))  # before the data is prepared
     check_report_dir(Path(cfg.report_dir), cfg.run_name)  # never replaces another run's results
     with staged_dir(Path(cfg.report_dir)) as stage:

@@ -31,6 +31,13 @@ from mogg.selection import cap_contexts, fixed_level_select, mog_select
 log = logging.getLogger(__name__)
 
 
+def profiles_label(source) -> str:
+    """The refusal of eq. 1 profiles under labels other than ``metric``: one message for :func:`prepare`
+    and :func:`mogg.run.option_pairs.check_run_options`, which refuses it before any work."""
+    return (f"router.profiles needs labels=metric (an action's utility is the evidence F1 of its eq. 1-2 selection); "
+            f"labels.source is {source!r}")
+
+
 def prepare(
     name: str,
     corpus,
@@ -93,8 +100,7 @@ def prepare(
     prof_f1 = prof_labels = None
     if profiles:
         if labeler.source != "metric":
-            raise ValueError(f"router.profiles needs labels=metric (an action's utility is the evidence F1 of its "
-                             f"eq. 1-2 selection); labels.source is {labeler.source!r}")
+            raise ValueError(profiles_label(labeler.source))  # train/evaluate refuse it first (run.option_pairs)
         prof_f1 = profile_f1(items, ladder, hits, ProfileSpace(profiles, ladder.n_levels), k, max_context_tokens,
                              {"ladder": ladder_key, "retriever": index.retriever_config, "k_r": k_r}, artifacts)
         prof_labels = labeler.labels(prof_f1)

@@ -213,7 +213,7 @@ def fit_cross_routers(states: PairStates, targets: Sequence[np.ndarray], train: 
         if resume:
             log.info("resuming cross router %d from %s", k, resume)
         t0 = time.perf_counter()
-        with lightning_noise_off():
+        with lightning_noise_off(resuming=resume is not None):  # a resumed fit's directory holds its last.ckpt
             t_.fit(module, module.epoch_loader(), ckpt_path=resume)
         summary = {"epochs": int(module.stop_epoch or t_.current_epoch)}
         if len(va):

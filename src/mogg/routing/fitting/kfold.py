@@ -26,7 +26,7 @@ from mogg.core.artifacts import ArtifactError, config_hash
 from mogg.routing.fitting.folds import CrossFit, crossfit_key, split_train_val
 from mogg.routing.inputs import objectives
 from mogg.routing.kinds.base import RouterKind
-from mogg.routing.networks.training import FitError, TrainerConfig
+from mogg.routing.networks.training import FitError, TrainerConfig, end_run
 from mogg.routing.router_dir import Routing, TrainedRouter, question_hash
 
 log = logging.getLogger(__name__)
@@ -193,6 +193,8 @@ def crossfit(
         except FloatingPointError as e:  # FitError names the router; bad inputs concern them all
             k = todo[getattr(e, "index", 0)][0]
             raise RouterTrainingError(f"router fold {k} ({out_dir / f'fold{k}'}) failed: {e}") from e
+        finally:
+            end_run(logger)  # the folds' run ends with their fit: the next logger starts its own
         for (k, test, f, key), router in zip(todo, trained):
             router.spec["training"]["fit_key"] = key
             router.save(out_dir / f"fold{k}")

@@ -150,7 +150,7 @@ def fit_router(
 
 @contextmanager
 def lightning_noise_off(resuming: bool = False) -> Iterator[None]:
-    """Lightning's known-harmless warnings off, by message, while a ``Trainer`` is built and fits
+    """Lightning's known-harmless warnings off, by message and category, while a ``Trainer`` is built and fits
     (around each call, not globally: a warning anyone else raises still shows), so that a warning in
     a run or a test run means something (issue 61: 174 a test run, nearly all of them these):
 
@@ -162,11 +162,14 @@ def lightning_noise_off(resuming: bool = False) -> Iterator[None]:
     - ``resuming``: "Checkpoint directory ... exists and is not empty": it holds the ``last.ckpt``
       the fit resumes from (a fresh fit still gets the warning).
     """
+    from lightning.fabric.utilities.warnings import PossibleUserWarning  # the srun warning's own class
+
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r"The `srun` command is available on your system but is not used")
-        warnings.filterwarnings("ignore", message=r".*LeafSpec.*")
+        warnings.filterwarnings("ignore", message=r"The `srun` command is available on your system but is not used",
+                                category=PossibleUserWarning)
+        warnings.filterwarnings("ignore", message=r".*LeafSpec.*", category=FutureWarning)  # torch's @deprecated
         if resuming:
-            warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
+            warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty", category=UserWarning)
         yield
 
 
@@ -202,9 +205,26 @@ def lightning_trainer(trainer: TrainerConfig, max_epochs: int, ckpt_dir: Path | 
             enable_model_summary=False,
             default_root_dir=str(ckpt_dir) if ckpt_dir else None,
             num_sanity_val_steps=0,
+            # a step is an epoch (the module batches inside it), and the losses are logged at each epoch's
+            # end: Lightning's default interval of 50 steps warned of fits shorter than 50 epochs
+            log_every_n_steps=1,
             plugins=_requeue_plugins(trainer.requeue),
         )
     return t, resume
+
+
+def end_run(logger) -> None:
+    """Close an experiment logger's run once the fit it logged is over (a wandb run: finalised and
+    finished; a run never started is left alone). Left open, the next ``WandbLogger`` of the process
+    (the next ladder's folds, the evaluation of ``evaluate_after=true``) joined it instead of starting
+    its own, under the first run's name and id (wandb warned: "a wandb run already in progress")."""
+    if not logger:
+        return
+    if hasattr(logger, "finalize"):
+        logger.finalize("success")
+    run = getattr(logger, "_experiment", None)  # not .experiment: that would start a run to close it
+    if run is not None and hasattr(run, "finish"):
+        run.finish()
 
 
 REQUEUE = ("none", "submitit", "job")

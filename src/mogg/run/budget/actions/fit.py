@@ -135,7 +135,7 @@ def fit_action_routers(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, trains: Se
     # the bar counts to the epoch early stopping ends the fit at unless a fold improves (it grows when one
     # does), not to max_epochs: its ETA is then the time to that epoch, not to a cap the fit rarely reaches
     horizon = stop_horizon(0, bad, patience, max_epochs)
-    bar = progress(total=horizon, desc=f"action router: {n_f} fold(s)", unit="epoch")
+    bar = progress(total=horizon, desc=f"action router ({n_f} fold{'s' if n_f > 1 else ''})", unit="epoch")
     heart = Heartbeat(log)  # a batch log (no bar) hears from the cross-fit every 15 s
     with torch.no_grad(), bar:
         for epoch in range(max_epochs):
@@ -143,7 +143,9 @@ def fit_action_routers(xq: np.ndarray, xa: np.ndarray, y: np.ndarray, trains: Se
             if not len(run):
                 break
             bar.update()
-            bar.set_postfix_str(f"{len(run)} of {n_f} still training; cap {max_epochs}", refresh=False)
+            # the bar says what its total is: the epoch early stopping ends the fit at, as things stand
+            bar.set_postfix_str(f"{len(run)} training; ends at the total unless one improves (cap {max_epochs})",
+                                refresh=False)
             perms = {k: trains[k][torch.randperm(len(trains[k]), generator=gens[k]).numpy()] for k in run}
             keys = {k: int(mix64(epoch_seed(int(seeds[k]), epoch))) for k in run}
             n_run = len(run)
