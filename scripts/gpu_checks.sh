@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The checks for a lent GPU machine: `pytest -m gpu` (tests/test_gpu.py), then the fine-tuned encoder
+# The checks for a lent GPU machine: `pytest -m gpu` (tests/retrieval/test_gpu.py), then the fine-tuned encoder
 # probe (scripts/probe_tuned_encoder.py) on COVID-QA (the priority) and on the page-section stand-in,
 # each under `timeout`, so the whole script ends within 8 minutes. Logs and the probes' JSON reports go
 # to $OUT (default /tmp/out); stdout gets each step's closing lines and a summary.
@@ -62,7 +62,7 @@ step() {  # step NAME LIMIT_S COMMAND...: run under timeout, log to $OUT/NAME.lo
 } 2>&1 | tee "$OUT/env.txt"
 
 if [ "$WHAT" != probes ]; then
-  step pytest_gpu "$T_PYTEST" "$PY" -m pytest -m gpu -p no:cacheprovider tests/test_gpu.py -q
+  step pytest_gpu "$T_PYTEST" "$PY" -m pytest -m gpu -p no:cacheprovider tests/retrieval/test_gpu.py -q
 fi
 if [ "$WHAT" = pytest ]; then
   echo "== summary (${SECONDS}s in all; logs in $OUT)"

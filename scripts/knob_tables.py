@@ -2,7 +2,7 @@
 (issue 61: a knob's default, check and doc are written once, in its field: :mod:`mogg.core.knobs`).
 
     python scripts/knob_tables.py          # rewrite the tables between the markers
-    python scripts/knob_tables.py --check  # exit 1 if they differ from the fields (tests/test_knobs.py runs it)
+    python scripts/knob_tables.py --check  # exit 1 if they differ from the fields (tests/core/test_knobs.py runs it)
 """
 
 from __future__ import annotations

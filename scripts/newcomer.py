@@ -24,7 +24,7 @@ times", and the README and docs cite it instead of restating a time beside one o
 (:func:`restated_times` lists any that do; the exit status counts them).
 
 Exit status 0 only if every block exits 0, no step is silent for more than ``--max-silence``
-seconds and no time is restated. Not a test (minutes of work); ``tests/test_docs.py`` checks that
+seconds and no time is restated. Not a test (minutes of work); ``tests/docs/test_docs.py`` checks that
 these blocks are found and compose, and that no time is restated.
 """
 

@@ -6,8 +6,10 @@ import os
 from pathlib import Path
 
 import pytest
+from folders import TESTS, on_path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = TESTS.parent
+on_path()  # every test folder, so a test imports a helper of another folder's test (folders.py)
 
 
 def main_calls(entry: str) -> set[str]:

@@ -2,7 +2,7 @@
 classified as a clear error (the expected error type, naming the file or the knob), a correct
 result, a traceback (any other exception: a bug), a crash (a process killed by a signal), a silent
 wrong result (no error where one is due), a lost result (a run's outputs replaced, mixed or
-missing) or a leak (a secret in a file a run wrote). ``tests/test_hostile_replay.py`` runs it;
+missing) or a leak (a secret in a file a run wrote). ``tests/cli/test_hostile_replay.py`` runs it;
 ``python tests/hostile_cases.py`` prints the table and the counts. The cases through the real entry
 points (sweeps, stale routers, secrets, collect, one-line errors) are in ``tests/hostile_runs.py``;
 shared router directories and secrets of every shape (issue 46) in ``tests/hostile_shared.py``; the
@@ -170,6 +170,9 @@ def _router_dir_cases() -> list[Case]:
     def trained(tmp: Path) -> Path:
         if "dir" not in cache:
             sys.path.insert(0, str(ROOT / "tests"))
+            from folders import on_path
+
+            on_path()  # test_router_model is in tests/routing/
             from test_router_model import SETTINGS, TC, _spec, _toy
 
             from mogg.routing.fitting.kfold import train_router

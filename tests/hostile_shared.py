@@ -400,6 +400,9 @@ def _fake_server():
     sys.path.insert(0, str(ROOT / "tests"))
     import threading
 
+    from folders import on_path
+
+    on_path()  # test_readers is in tests/readers/
     from test_readers import FakeOpenAI
 
     srv = FakeOpenAI()

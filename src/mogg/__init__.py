@@ -1,7 +1,7 @@
 """mogg: granularity-aware retrieval for medical QA (MoG, MoGG, RAPTOR ladders; routers; MIRAGE).
 
 Layers, bottom to top. A module imports only from its own layer or the layers below it
-(``tests/test_layers.py`` enforces this, lazy imports included, and that there are no cycles):
+(``tests/docs/test_layers.py`` enforces this, lazy imports included, and that there are no cycles):
 
  1. core        core/: artifacts, text, segments, metrics, vectors, runconfig, threads, slots: the ground floor
  2. data        data: corpora and question sets, validation, download

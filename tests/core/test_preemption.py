@@ -1,6 +1,6 @@
 """SLURM's SIGTERM (requeue, preemption, cancel) ends a job at once and without a result; a router
 fit stops at its next epoch's end, after that epoch's checkpoint, and the requeued fit resumes from
-``last.ckpt`` to the uninterrupted result (issue 60). Against a real scheduler: tests/test_cluster.py."""
+``last.ckpt`` to the uninterrupted result (issue 60). Against a real scheduler: tests/cli/test_cluster.py."""
 
 import os
 import signal
@@ -9,10 +9,10 @@ import sys
 import textwrap
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
+from folders import PATH
 from test_resume import FITS, KW, TC, data
 
 from mogg.core.preemption import EXIT_STATUS, Preempted, deferred, sigterm_ends_job
@@ -83,7 +83,7 @@ def test_sigterm_mid_fit_checkpoints_the_epoch_and_the_requeued_fit_resumes(tmp_
     ck = tmp_path / "run"
     ck.mkdir()
     env = {**os.environ, "SLURM_JOB_ID": "9",
-           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+           "PYTHONPATH": os.pathsep.join([*PATH, os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.Popen([sys.executable, "-c", FIT, str(ck)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             env=env, text=True)
     deadline = time.time() + 120

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hostile_runs import BASE, cli  # noqa: E402
 from hostile_secrets import PROSE, SHAPES  # noqa: E402
@@ -25,7 +25,7 @@ from mogg.core import secrets  # noqa: E402
 from mogg.core.credentials import read_credential  # noqa: E402
 from mogg.core.secrets import REDACTED, is_secret_key, remember_environment, scrub_argv, scrub_text  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NEEDLES = [needle for _, _, needle in SHAPES.values()]
 
 

@@ -252,7 +252,7 @@ def test_no_planted_secret_reaches_any_file_a_run_writes(tmp_path):
     """Every shape of the issue at once through the real CLI (train.py with evaluate_after): since
     issue 59 the run is refused in one line (a token typed into +note; appended keys no component
     reads), and nothing it wrote or printed holds any of them (a full run with every shape planted
-    the right and the wrong way: tests/test_secrets.py)."""
+    the right and the wrong way: tests/core/test_secrets.py)."""
     out = {k: tmp_path / k for k in ("outputs", "ckpt", "reports", "artifacts", "answers")}
     cmd = [sys.executable, str(ROOT / "train.py"), "experiment=generic_example", "debug=tiny", "evaluate_after=true",
            "router.fit=both", f"questions.path={GENERIC / 'questions.jsonl'}",

@@ -35,7 +35,7 @@ from mogg.data.prepare import (
 from mogg.data.qa import GenericQA, MedMCQAExplained, MirageBenchmark, PubMedQAStar, strip_answer_statement
 from mogg.data.records import Document, QAItem
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 MIRAGE = SHARED_DATA / "mirage"
 BENCHMARK = MIRAGE / "benchmark.json"
 PUBMEDQA_RAW = MIRAGE / "rawdata" / "pubmedqa" / "data" / "test_set.json"

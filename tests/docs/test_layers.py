@@ -274,3 +274,17 @@ def test_the_kind_boundary_check_catches_a_planted_crossing():
         "mogg.routing.fitting.folds:2 names 'frontier.routers.actions'",
         "mogg.run.budget.actions.kind imports mogg.run.budget.selector.plans (the selector kind)",
         "mogg.run.budget.selector.final imports mogg.run.budget.actions.deploy (the actions kind)"]
+
+
+def test_every_test_sits_in_the_folder_of_its_layer():
+    """Issue 61: the tests are grouped like the package, one folder per package of ``src/mogg/`` plus
+    ``cli/`` and ``docs/`` (``tests/README.md``, which names each folder); no test file lies flat in
+    ``tests/`` or in any other folder."""
+    tests = ROOT / "tests"
+    allowed = {p.name for p in (SRC / "mogg").iterdir() if (p / "__init__.py").is_file()} | {"cli", "docs"}
+    misplaced = sorted(str(p.relative_to(tests)) for p in tests.rglob("test_*.py")
+                       if p.parent.parent != tests or p.parent.name not in allowed)
+    assert not misplaced, f"move these into a layer's folder (tests/README.md): {misplaced}"
+    readme = (tests / "README.md").read_text()
+    folders = {p.parent.name for p in tests.glob("*/test_*.py")}
+    assert folders and not [f for f in sorted(folders) if f"`{f}/`" not in readme], "tests/README.md: name every folder"

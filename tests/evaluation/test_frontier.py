@@ -342,7 +342,7 @@ def test_router_policy_deploys_a_routed_family_that_wins_on_validation():
 
 def test_action_router_dropout_is_the_fits_seeded_hash_not_a_torch_module():
     """The action scorer's dropout is drawn by its fit (a hash of seed, epoch, question and unit:
-    tests/test_stacked_actions.py pins it), never by nn.Dropout's bernoulli_, whose MKL path in some
+    tests/run/test_stacked_actions.py pins it), never by nn.Dropout's bernoulli_, whose MKL path in some
     torch builds ignores the seed; the stored scorer scores without dropout."""
     import torch
     from torch import nn
@@ -378,7 +378,7 @@ def test_the_action_routers_objective_is_set_in_its_own_node_only():
 
 def test_a_knob_a_kind_cannot_honour_is_refused():
     """The selector deeper than the frontier retrieves, or trimming a router the run lacks, is
-    refused (that each knob is declared once, in its field: tests/test_knobs.py)."""
+    refused (that each knob is declared once, in its field: tests/core/test_knobs.py)."""
     from conftest import compose
 
     from mogg.run.frontier_stage import frontier_settings

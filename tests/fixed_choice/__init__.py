@@ -1,5 +1,5 @@
 """A third budget-router kind, added as docs/extending.md says: this package and its config file
-(``fixed.yaml``) only; ``tests/test_extending.py`` trains, evaluates, deploys and routes it.
+(``fixed.yaml``) only; ``tests/docs/test_extending.py`` trains, evaluates, deploys and routes it.
 
 Per budget it 'learns' the fixed configuration with the best mean F1 within ``share`` * B on the
 training questions: at ``share`` = 1 exactly the envelope, the reference its test checks.

@@ -441,7 +441,7 @@ def test_collapsed_tree_random_shapes_match_reference(seed):
 _TREE_HASH = """
 import hashlib, sys
 import numpy as np
-sys.path.insert(0, {tests!r})
+sys.path[:0] = {tests!r}
 from test_ladder_raptor import _builder, _docs
 lad = _builder(max_layers=3).build(_docs(40, seed=4))
 h = hashlib.sha256()
@@ -458,9 +458,10 @@ def test_same_seed_same_tree_across_processes():
     """Two processes running at the same time build the same tree, bit for bit (UMAP and GMM seeded)."""
     import subprocess
     import sys
-    from pathlib import Path
 
-    code = _TREE_HASH.format(tests=str(Path(__file__).parent))
+    from folders import PATH
+
+    code = _TREE_HASH.format(tests=list(PATH))
     procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(2)]
     outs = [p.communicate(timeout=600) for p in procs]

@@ -34,7 +34,7 @@ from mogg.readers import (
     rag_messages,
 )
 
-MIRAGE = Path(__file__).resolve().parents[1].parent / "shared/data/mirage"
+MIRAGE = Path(__file__).resolve().parents[2].parent / "shared/data/mirage"
 
 # --------------------------------------------------------------------------- tiny HF model
 

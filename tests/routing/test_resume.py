@@ -6,10 +6,10 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
+from folders import PATH
 
 from mogg.routing.networks.training import TrainerConfig, fit_routers
 
@@ -52,7 +52,7 @@ def test_kill_and_resume_matches_uninterrupted(tmp_path):
     assert ref[1][1]["epochs"] < 37 < ref[0][1]["epochs"]  # the kill falls between the two folds' stops
 
     ck = tmp_path / "run"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*PATH, os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(ck)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env=env)
     deadline = time.time() + 120

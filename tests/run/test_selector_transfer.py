@@ -212,7 +212,7 @@ def test_the_transfer_selector_is_one_directory_and_its_rows_reach_the_report(tr
 
     # the feature view it was fitted on (transfer_features' default), recorded for mogg-route: the
     # columns that view keeps of the raw ones, then (a within_question view) their z-score and rank
-    # (tests/test_transfer_adapt.py checks each view's columns)
+    # (tests/run/test_transfer_adapt.py checks each view's columns)
     view = EvidenceSelectorKind.__dataclass_fields__["transfer_features"].default
     assert dep.deploy["features_view"] == view
     assert dep.booster.num_feature() == dep.deploy["n_features"]

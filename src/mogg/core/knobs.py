@@ -8,7 +8,7 @@ be, and the words that say so) and ``doc`` (what it does) sit in the field and i
 for a list, sorted budgets). Everything else reads the field: the Hydra node's defaults
 (:func:`defaults`, registered in Hydra's ConfigStore so a config file holds only ``_target_`` and
 deliberate overrides), a deployed directory written before a knob existed (:func:`recorded`), the
-docs' knob tables (:func:`knob_table`) and ``tests/test_knobs.py``, which fails where a knob's
+docs' knob tables (:func:`knob_table`) and ``tests/core/test_knobs.py``, which fails where a knob's
 default is written anywhere else.
 """
 

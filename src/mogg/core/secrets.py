@@ -58,7 +58,7 @@ _QUERY = re.compile(r"(?P<pre>[?&;#](?:[\w.\-]*(?:key|token|secret|passw|pwd|aut
                     r"(?P<secret>[^&#\s'\"`),]+)", re.IGNORECASE)
 # secrets by their shape, wherever they stand (a value under any key, a list, a log line). Each is
 # precise enough that ordinary prose never matches ("Equal token budgets", "Basic statistics"):
-# tests/test_secrets.py runs the README, docs/ and a full report through the scrubber unchanged.
+# tests/core/test_secrets.py runs the README, docs/ and a full report through the scrubber unchanged.
 _SHAPES = (
     # the body of a PEM private key (its BEGIN/END lines are kept, so a reader sees what was there)
     re.compile(r"(?P<pre>-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----)(?P<secret>.+?)"

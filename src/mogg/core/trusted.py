@@ -31,7 +31,7 @@ from mogg.core.artifacts import ArtifactError
 from mogg.core.bounded import COMPONENT_INTS, integer
 
 # Every class a router directory's components may name (the paths the shipped configs write,
-# conf/{corpus,ladder,retriever,encoder}/: tests/test_shared_dirs.py checks that each one is here).
+# conf/{corpus,ladder,retriever,encoder}/: tests/core/test_shared_dirs.py checks that each one is here).
 COMPONENTS = frozenset({
     # corpora (mogg.data.corpus)
     "mogg.data.corpus.Corpus", "mogg.data.corpus.MultiCorpus", "mogg.data.corpus.MedRAGJsonl",

@@ -11,7 +11,7 @@ seed), its own input standardisation, its own shuffles and dropout masks drawn f
 seeded by ``(seed_k, epoch)``, its own loss mean over its own rows, and its own Adam step count
 (a fold with no rows in a step, or one that stopped early, is left untouched: weights and
 moments). Stacked and single fits agree to float rounding (``bmm`` sums in another order than
-``mm``), which ``tests/test_batched_folds.py`` checks.
+``mm``), which ``tests/routing/test_batched_folds.py`` checks.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ learned budget router, whatever it learns. Its three parts stand side by side in
   budgets) and :mod:`mogg.run.budget.bounds` (every number), its kind found again by
   :func:`mogg.run.registry.deployed_kind`.
 
-Neither kind imports the other (``tests/test_layers.py``); what they share is here or below.
+Neither kind imports the other (``tests/docs/test_layers.py``); what they share is here or below.
 The run's ``frontier.routers`` holds the kinds it trains, in the report's order
 (``frontier/routers=[actions,selector]``), and each keeps its checkpoints in
 ``<checkpoint>/<ladder>/<kind>/``. The spine calls:

@@ -14,7 +14,7 @@ Each fold's forward and backward pass runs on its own batch (a loop over the F f
 step, not over rows): a step is ~30k-130k (question, action) pairs per fold, whose matrix products
 take milliseconds, so stacking them in one ``bmm`` would save no overhead worth having, would pad
 unequal batches and would cost the bit-for-bit equality of a fold in the stack and the fold alone
-(same shapes, same products), which ``tests/test_stacked_actions.py`` checks.
+(same shapes, same products), which ``tests/run/test_stacked_actions.py`` checks.
 """
 
 from __future__ import annotations
