@@ -215,8 +215,17 @@ def test_sbatch_templates_build_and_merge_equal_the_local_build(slurm, tmp_path)
     logs.append(ROOT / "slurm" / "logs" / f"mogg-merge-{merge}.out")
     try:
         _wait("the shard array and its merge", lambda: not _state(slurm, f"{shards},{merge}"), timeout=TIMEOUT, every=2)
-        acct = run(slurm, "sacct", "-X", "-n", "-P", "-o", "JobID,State,ExitCode", "-j", f"{shards},{merge}").stdout
-        states = dict(line.split("|", 1) for line in acct.split())
+
+        def settled() -> dict | None:
+            # squeue forgets a job before slurmdbd records its end (the accounting lags by a second or
+            # more on a loaded node): read sacct until every job and task has a final state
+            acct = run(slurm, "sacct", "-X", "-n", "-P", "-o", "JobID,State,ExitCode", "-j", f"{shards},{merge}").stdout
+            got = dict(line.split("|", 1) for line in acct.split())
+            live = ("RUNNING", "PENDING", "COMPLETING", "REQUEUED", "CONFIGURING")
+            return got if len(got) == 4 and not any(v.startswith(live) for v in got.values()) else None
+
+        states = _wait("sacct to record the jobs' ends", settled, timeout=60, every=1)
+        acct = "\n".join(f"{k}|{v}" for k, v in states.items())
         assert all(s.startswith("COMPLETED|0:0") for s in states.values()), acct
         assert all("build.py: starting" in _text(p) for p in logs)
     finally:
