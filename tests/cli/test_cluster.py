@@ -264,12 +264,16 @@ def test_a_cancelled_array_task_is_reported_when_it_happens_and_a_rerun_builds_i
     """`scancel <array>_1`: the sweep logs task #1 as CANCELLED while task #0 still runs, then fails
     naming it; the same sweep again skips the finished shard and builds the cancelled one, and the
     merge equals one build."""
-    corpus = ["corpus=jsonl", f"corpus.sources.0.paths={_corpus(tmp_path / 'corpus.jsonl', 30000)}"]
+    # 60k documents: a shard task reads for ~1 s, then builds ~10 s before it writes. The cancel goes
+    # out when task 1's log shows it read its documents (polled every 0.1 s), not when squeue first
+    # says RUNNING: squeue can say so late, and CI once saw task 1 write its shard before the cancel
+    corpus = ["corpus=jsonl", f"corpus.sources.0.paths={_corpus(tmp_path / 'corpus.jsonl', 60000)}"]
     args = (*corpus, "shard.index=0,1", "shard.count=2", *_paths(tmp_path))
     sweep = Sweep(slurm, tmp_path, "build.py", *args)
-    array = sweep.array()
-    _wait("task 1 to run", lambda: _state(slurm, f"{array}_1") == "RUNNING")
+    array, log = sweep.array(), sweep.task_log(1)
+    _wait("task 1 to read its documents", lambda: "corpus: " in _text(log), every=0.1)
     run(slurm, "scancel", f"{array}_1")
+    assert "shard 1/2" not in _text(log)  # the cancel went out before task 1 wrote its shard
     assert sweep.finish() == 1
     out = sweep.output
     failed = re.search(r"task #1 \(.*SLURM job \d+_1 failed: CANCELLED", out)
