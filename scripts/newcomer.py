@@ -117,10 +117,14 @@ def restated_times(steps: list[tuple[str, str]] | None = None, pages: list[Path]
     return out
 
 
-def run_streamed(script: str, env: dict) -> tuple[int, float, float]:
+def run_streamed(script: str, env: dict) -> tuple[int, float, float, float]:
     """Run ``script`` with bash from the repository root, echoing its output as it comes; (exit
     status, wall seconds, longest silence in seconds: between two pieces of output, from the start
-    to the first and from the last to the exit)."""
+    to the first and from the last to the exit, CPU seconds: user + system of every process the step
+    ran and waited for). On a busy machine the wall time grows with the load; the CPU time hardly."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = last = time.perf_counter()
     gap = 0.0
     proc = subprocess.Popen(["bash", "-c", script], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -134,7 +138,9 @@ def run_streamed(script: str, env: dict) -> tuple[int, float, float]:
         sys.stdout.flush()
     rc = proc.wait()
     end = time.perf_counter()
-    return rc, end - t0, max(gap, end - last)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return rc, end - t0, max(gap, end - last), cpu
 
 
 RUNS = ("cold", "warm")
@@ -145,22 +151,29 @@ def _clock(dt: float | None) -> str:
     return "-" if dt is None else f"{dt // 60:.0f}:{dt % 60:04.1f}"
 
 
+def _time(run: tuple | None) -> str:
+    """A run's wall time, with its CPU time in brackets where measured: ``1:35.0 (CPU 0:52)``."""
+    if run is None:
+        return "-"
+    cpu = f" (CPU {run[3] // 60:.0f}:{run[3] % 60:02.0f})" if len(run) > 3 else ""
+    return _clock(run[1]) + cpu
+
+
 def _table(rows) -> list[str]:
-    """``rows``: (step, command, {run: (exit status, wall seconds, longest silence)}) with a run of
-    :data:`RUNS` each, or fewer; a run not made is ``-``. Exit: one status where the runs agree."""
+    """``rows``: (step, command, {run: (exit status, wall seconds, longest silence[, CPU seconds])}) with
+    a run of :data:`RUNS` each, or fewer; a run not made is ``-``. Exit: one status where the runs agree."""
     md = [HEADER, "|---|---|---|---|---|---|"]
     for where, cmd, runs in rows:
         codes = [str(runs[r][0]) for r in RUNS if r in runs]
         rc = codes[0] if len(set(codes)) == 1 else ", ".join(f"{r} {runs[r][0]}" for r in RUNS if r in runs)
         quiet = max(runs[r][2] for r in runs)
-        md.append(f"| {where} | `{cmd}` | {rc} | {_clock(runs.get('cold', (0, None))[1])} | "
-                  f"{_clock(runs.get('warm', (0, None))[1])} | {quiet:.0f} s |")
+        md.append(f"| {where} | `{cmd}` | {rc} | {_time(runs.get('cold'))} | {_time(runs.get('warm'))} | {quiet:.0f} s |")
     return md
 
 
-def run_step(script: str, env: dict, runs: tuple[str, ...]) -> dict[str, tuple[int, float, float]]:
+def run_step(script: str, env: dict, runs: tuple[str, ...]) -> dict[str, tuple[int, float, float, float]]:
     """``script`` cold (fresh artifacts and checkpoints directories) and/or warm (again in the same
-    ones; alone: the repository's own): run -> (exit status, wall seconds, longest silence)."""
+    ones; alone: the repository's own): run -> (exit status, wall seconds, longest silence, CPU seconds)."""
     import shutil
     import tempfile
 
@@ -204,7 +217,8 @@ def write_times(rows, batch: bool, skip_install: bool = False, page: Path | None
             + ("; command 1 without its install (`--skip-install`)" if skip_install else "")
             + "".join(f"; {n}" for n in [machine_note(load)] if n)
             + "; cold: fresh artifacts and checkpoints directories (the data prepared), warm: the same command "
-              "again:", ""]
+              "again; each time the wall clock (the CPU time of the step's processes: on a busy machine the wall "
+              "time grows, the CPU time hardly):", ""]
     a, b = text.index(BEGIN) + len(BEGIN), text.index(END)
     page.write_text(text[:a] + "\n" + "\n".join(head + _table(rows)) + "\n" + text[b:])
 
@@ -247,19 +261,19 @@ def main(argv: list[str] | None = None) -> int:
         venv = "" if where == "README command 1" and not args.skip_install else ". .venv/bin/activate\n"
         runs = run_step(f"set -eo pipefail\n{venv}{script}", env, tuple(args.runs.split(",")))
         rows.append((where, script.strip().splitlines()[0][:70], runs))
-        for run, (rc, dt, quiet) in runs.items():
-            print(f"--- {run}: exit {rc} in {dt:.0f} s, longest silence {quiet:.0f} s", flush=True)
+        for run, (rc, dt, quiet, cpu) in runs.items():
+            print(f"--- {run}: exit {rc} in {dt:.0f} s (CPU {cpu:.0f} s), longest silence {quiet:.0f} s", flush=True)
     for r in restated:
         print(f"restated run time (cite docs/benchmarks.md's 'Run times' instead): {r}")
     if args.list:
         return 0
     print("\n" + "\n".join(_table(rows)))
-    quiet = [(max(q for _, _, q in runs.values()), where, cmd) for where, cmd, runs in rows]
+    quiet = [(max(r[2] for r in runs.values()), where, cmd) for where, cmd, runs in rows]
     worst = max(quiet)
     print(f"\nlongest silence: {worst[0]:.0f} s ({worst[1]}: {worst[2]}); bar {args.max_silence:.0f} s")
     if args.write_times:
         write_times(rows, args.batch, args.skip_install, load=(load0, os.getloadavg()[0]))
-    ok = all(rc == 0 for *_, runs in rows for rc, _, _ in runs.values()) and worst[0] <= args.max_silence \
+    ok = all(rc == 0 for *_, runs in rows for rc, *_ in runs.values()) and worst[0] <= args.max_silence \
         and not restated
     return 0 if ok else 1
 

@@ -391,6 +391,9 @@ def test_the_run_times_table_gives_cold_and_warm_runs_apart(tmp_path):
     assert table[2] == "| README headline | `python train.py experiment=frontier data=pubmedqa` | 0 | 1:35.0 | 0:36.3 | 12 s |"
     assert table[3] == "| docs/x.md (first block) | `python build.py` | 1 | - | 0:05.8 | 1 s |"
     assert newcomer._table([("s", "c", {"cold": (1, 1.0, 1.0), "warm": (0, 1.0, 1.0)})])[2].split(" | ")[2] == "cold 1, warm 0"
+    # with the CPU time of the step's processes (what a busy machine's wall clock hides)
+    assert newcomer._table([("s", "c", {"cold": (0, 305.0, 15.0, 98.4), "warm": (0, 19.0, 9.0, 17.0)})])[2] == \
+        "| s | `c` | 0 | 5:05.0 (CPU 1:38) | 0:19.0 (CPU 0:17) | 15 s |"
     page = tmp_path / "benchmarks.md"
     page.write_text(f"before\n{newcomer.BEGIN}\nthe previous table\n{newcomer.END}\nafter\n")
     newcomer.write_times(rows, batch=False, page=page, load=(3.04, 5.5))
@@ -408,6 +411,7 @@ def test_a_cold_run_gets_fresh_directories_and_the_warm_run_the_same_ones(tmp_pa
     script = 'echo "$MOGG_ARTIFACTS|$MOGG_CHECKPOINTS" >> ' + str(tmp_path / "seen") + '; mkdir -p "$MOGG_ARTIFACTS"'
     runs = newcomer.run_step(script, dict(__import__("os").environ), ("cold", "warm"))
     assert set(runs) == {"cold", "warm"} and all(r[0] == 0 for r in runs.values())
+    assert all(len(r) == 4 and r[3] >= 0 for r in runs.values())  # exit, wall, silence, CPU
     cold, warm = (tmp_path / "seen").read_text().splitlines()
     assert cold == warm and "newcomer-cold-" in cold  # the warm run finds what the cold one built
     assert not Path(cold.split("|")[0]).exists()  # removed afterwards
