@@ -7,13 +7,12 @@ from the repository root, the README's venv active), with its exit status and wa
     python3 scripts/newcomer.py --list           # only print what would run
     python3 scripts/newcomer.py --write-times    # also write the table into docs/benchmarks.md
 
-Every step runs twice: cold (a fresh, empty artifacts and checkpoints directory: ``MOGG_ARTIFACTS``,
-``MOGG_CHECKPOINTS``; the prepared data is kept) and warm (the same command again, finding what the
-cold run built), so the table gives both times side by side: a time measured with the folds cached
-and one measured from nothing are never one number (issue 61). ``--runs cold`` or ``--runs warm``
-runs one of them (warm alone: the repository's own artifacts and checkpoints, as they are). A
-command that names a router directory by path (``checkpoints/pubmedqa/...``) reads the repository's
-in its cold run, not the fresh one its own training wrote: such a step is cold only up to there.
+Every step runs twice: cold (in a fresh working tree, :func:`cold_tree`: the clone linked in with
+empty artifacts, checkpoints and reports folders; the prepared data is kept) and warm (the same
+command again in that tree, finding what the cold run built), so the table gives both times side by
+side: a time measured with the folds cached and one measured from nothing are never one number
+(issue 61). ``--runs cold`` or ``--runs warm`` runs one of them (warm alone: in the clone, with its
+own artifacts and checkpoints, as they are).
 
 Each step's output is streamed and the longest silence (seconds between two pieces of output, the
 start and the exit included) is measured, with progress bars on as on a terminal
@@ -117,13 +116,17 @@ def restated_times(steps: list[tuple[str, str]] | None = None, pages: list[Path]
     return out
 
 
-def run_streamed(script: str, env: dict) -> tuple[int, float, float]:
-    """Run ``script`` with bash from the repository root, echoing its output as it comes; (exit
+def run_streamed(script: str, env: dict, cwd: Path | None = None) -> tuple[int, float, float, float]:
+    """Run ``script`` with bash in ``cwd`` (the repository root, or a cold run's tree), echoing its output as it comes; (exit
     status, wall seconds, longest silence in seconds: between two pieces of output, from the start
-    to the first and from the last to the exit)."""
+    to the first and from the last to the exit, CPU seconds: user + system of every process the step
+    ran and waited for). On a busy machine the wall time grows with the load; the CPU time hardly."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = last = time.perf_counter()
     gap = 0.0
-    proc = subprocess.Popen(["bash", "-c", script], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(["bash", "-c", script], cwd=cwd or ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     while True:
         chunk = proc.stdout.read1(65536)  # whatever is there: a bar's carriage-return update counts
         now = time.perf_counter()
@@ -134,7 +137,9 @@ def run_streamed(script: str, env: dict) -> tuple[int, float, float]:
         sys.stdout.flush()
     rc = proc.wait()
     end = time.perf_counter()
-    return rc, end - t0, max(gap, end - last)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return rc, end - t0, max(gap, end - last), cpu
 
 
 RUNS = ("cold", "warm")
@@ -145,36 +150,71 @@ def _clock(dt: float | None) -> str:
     return "-" if dt is None else f"{dt // 60:.0f}:{dt % 60:04.1f}"
 
 
+def _time(run: tuple | None) -> str:
+    """A run's wall time, with its CPU time in brackets where measured: ``1:35.0 (CPU 0:52)``."""
+    if run is None:
+        return "-"
+    cpu = f" (CPU {run[3] // 60:.0f}:{run[3] % 60:02.0f})" if len(run) > 3 else ""
+    return _clock(run[1]) + cpu
+
+
 def _table(rows) -> list[str]:
-    """``rows``: (step, command, {run: (exit status, wall seconds, longest silence)}) with a run of
-    :data:`RUNS` each, or fewer; a run not made is ``-``. Exit: one status where the runs agree."""
+    """``rows``: (step, command, {run: (exit status, wall seconds, longest silence[, CPU seconds])}) with
+    a run of :data:`RUNS` each, or fewer; a run not made is ``-``. Exit: one status where the runs agree."""
     md = [HEADER, "|---|---|---|---|---|---|"]
     for where, cmd, runs in rows:
         codes = [str(runs[r][0]) for r in RUNS if r in runs]
         rc = codes[0] if len(set(codes)) == 1 else ", ".join(f"{r} {runs[r][0]}" for r in RUNS if r in runs)
         quiet = max(runs[r][2] for r in runs)
-        md.append(f"| {where} | `{cmd}` | {rc} | {_clock(runs.get('cold', (0, None))[1])} | "
-                  f"{_clock(runs.get('warm', (0, None))[1])} | {quiet:.0f} s |")
+        md.append(f"| {where} | `{cmd}` | {rc} | {_time(runs.get('cold'))} | {_time(runs.get('warm'))} | {quiet:.0f} s |")
     return md
 
 
-def run_step(script: str, env: dict, runs: tuple[str, ...]) -> dict[str, tuple[int, float, float]]:
-    """``script`` cold (fresh artifacts and checkpoints directories) and/or warm (again in the same
-    ones; alone: the repository's own): run -> (exit status, wall seconds, longest silence)."""
-    import shutil
+# the folders a run writes: a cold run's working tree has them empty, everything else of the clone linked in
+WRITTEN = ("artifacts", "checkpoints", "reports", "outputs", "multirun", "answers", "lightning_logs", "wandb")
+SCRATCH = ".newcomer"  # under the clone (git-ignored): its cold trees
+
+
+def cold_tree(root: Path | None = None) -> Path:
+    """A fresh working tree for a cold run, ``<clone>/.newcomer/cold-*/``: every top-level entry of the
+    clone linked in except the folders runs write (:data:`WRITTEN`, empty there), and ``../shared``
+    beside it linked to the clone's. A command then finds nothing built, and one that names a router
+    directory by path (``checkpoints/pubmedqa/...``) reads the router its own cold run trained: with
+    ``MOGG_CHECKPOINTS`` pointing elsewhere it read the clone's, or none (``docs/routers.md`` exited 2)."""
     import tempfile
 
-    out, tmp = {}, None
+    root = ROOT if root is None else root
+    base = root / SCRATCH
+    base.mkdir(exist_ok=True)
+    if (root.parent / "shared").exists() and not (base / "shared").exists():
+        (base / "shared").symlink_to(root.parent / "shared")  # the documented `../shared` of a clone
+    tree = Path(tempfile.mkdtemp(prefix="cold-", dir=base))
+    (root / "data").mkdir(exist_ok=True)  # the prepared data is kept: what command 1 prepares lands in the clone
+    for entry in root.iterdir():
+        if entry.name not in (*WRITTEN, SCRATCH):
+            (tree / entry.name).symlink_to(entry)
+    for name in WRITTEN:
+        (tree / name).mkdir()
+    return tree
+
+
+def run_step(script: str, env: dict, runs: tuple[str, ...]) -> dict[str, tuple[int, float, float, float]]:
+    """``script`` cold (in a fresh working tree, :func:`cold_tree`) and/or warm (again in the same one;
+    alone: in the clone, with what it holds): run -> (exit status, wall seconds, longest silence, CPU
+    seconds)."""
+    import shutil
+
+    out, tree, cwd = {}, None, ROOT
     if "cold" in runs:
-        tmp = Path(tempfile.mkdtemp(prefix="newcomer-cold-"))
-        env = dict(env, MOGG_ARTIFACTS=str(tmp / "artifacts"), MOGG_CHECKPOINTS=str(tmp / "checkpoints"))
+        tree = cwd = cold_tree()
+        env = dict(env, MOGG_ARTIFACTS=str(tree / "artifacts"), MOGG_CHECKPOINTS=str(tree / "checkpoints"))
     try:
         for run in runs:
             print(f"--- {run} run", flush=True)
-            out[run] = run_streamed(script, env)
+            out[run] = run_streamed(script, env, cwd)
     finally:
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+        if tree is not None:
+            shutil.rmtree(tree, ignore_errors=True)  # its links only: rmtree does not follow them
     return out
 
 
@@ -204,7 +244,8 @@ def write_times(rows, batch: bool, skip_install: bool = False, page: Path | None
             + ("; command 1 without its install (`--skip-install`)" if skip_install else "")
             + "".join(f"; {n}" for n in [machine_note(load)] if n)
             + "; cold: fresh artifacts and checkpoints directories (the data prepared), warm: the same command "
-              "again:", ""]
+              "again; each time the wall clock (the CPU time of the step's processes: on a busy machine the wall "
+              "time grows, the CPU time hardly):", ""]
     a, b = text.index(BEGIN) + len(BEGIN), text.index(END)
     page.write_text(text[:a] + "\n" + "\n".join(head + _table(rows)) + "\n" + text[b:])
 
@@ -247,19 +288,19 @@ def main(argv: list[str] | None = None) -> int:
         venv = "" if where == "README command 1" and not args.skip_install else ". .venv/bin/activate\n"
         runs = run_step(f"set -eo pipefail\n{venv}{script}", env, tuple(args.runs.split(",")))
         rows.append((where, script.strip().splitlines()[0][:70], runs))
-        for run, (rc, dt, quiet) in runs.items():
-            print(f"--- {run}: exit {rc} in {dt:.0f} s, longest silence {quiet:.0f} s", flush=True)
+        for run, (rc, dt, quiet, cpu) in runs.items():
+            print(f"--- {run}: exit {rc} in {dt:.0f} s (CPU {cpu:.0f} s), longest silence {quiet:.0f} s", flush=True)
     for r in restated:
         print(f"restated run time (cite docs/benchmarks.md's 'Run times' instead): {r}")
     if args.list:
         return 0
     print("\n" + "\n".join(_table(rows)))
-    quiet = [(max(q for _, _, q in runs.values()), where, cmd) for where, cmd, runs in rows]
+    quiet = [(max(r[2] for r in runs.values()), where, cmd) for where, cmd, runs in rows]
     worst = max(quiet)
     print(f"\nlongest silence: {worst[0]:.0f} s ({worst[1]}: {worst[2]}); bar {args.max_silence:.0f} s")
     if args.write_times:
         write_times(rows, args.batch, args.skip_install, load=(load0, os.getloadavg()[0]))
-    ok = all(rc == 0 for *_, runs in rows for rc, _, _ in runs.values()) and worst[0] <= args.max_silence \
+    ok = all(rc == 0 for *_, runs in rows for rc, *_ in runs.values()) and worst[0] <= args.max_silence \
         and not restated
     return 0 if ok else 1
 

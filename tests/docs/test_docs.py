@@ -391,6 +391,9 @@ def test_the_run_times_table_gives_cold_and_warm_runs_apart(tmp_path):
     assert table[2] == "| README headline | `python train.py experiment=frontier data=pubmedqa` | 0 | 1:35.0 | 0:36.3 | 12 s |"
     assert table[3] == "| docs/x.md (first block) | `python build.py` | 1 | - | 0:05.8 | 1 s |"
     assert newcomer._table([("s", "c", {"cold": (1, 1.0, 1.0), "warm": (0, 1.0, 1.0)})])[2].split(" | ")[2] == "cold 1, warm 0"
+    # with the CPU time of the step's processes (what a busy machine's wall clock hides)
+    assert newcomer._table([("s", "c", {"cold": (0, 305.0, 15.0, 98.4), "warm": (0, 19.0, 9.0, 17.0)})])[2] == \
+        "| s | `c` | 0 | 5:05.0 (CPU 1:38) | 0:19.0 (CPU 0:17) | 15 s |"
     page = tmp_path / "benchmarks.md"
     page.write_text(f"before\n{newcomer.BEGIN}\nthe previous table\n{newcomer.END}\nafter\n")
     newcomer.write_times(rows, batch=False, page=page, load=(3.04, 5.5))
@@ -403,14 +406,28 @@ def test_the_run_times_table_gives_cold_and_warm_runs_apart(tmp_path):
     assert newcomer.HEADER in inside  # the page's table is in the script's format
 
 
-def test_a_cold_run_gets_fresh_directories_and_the_warm_run_the_same_ones(tmp_path):
+def test_a_cold_run_gets_a_fresh_tree_and_the_warm_run_the_same_one(tmp_path, monkeypatch):
+    """A cold run works in a fresh tree: empty artifacts, checkpoints and reports, the rest of the clone
+    linked in, ../shared beside it. A command naming checkpoints/... by path reads what its own cold run
+    wrote there (docs/routers.md's block exited 2 when only MOGG_CHECKPOINTS moved), and the warm run
+    finds the same tree; the tree is removed afterwards, the clone untouched."""
     newcomer = _newcomer()
-    script = 'echo "$MOGG_ARTIFACTS|$MOGG_CHECKPOINTS" >> ' + str(tmp_path / "seen") + '; mkdir -p "$MOGG_ARTIFACTS"'
+    clone = tmp_path / "work" / "clone"
+    (clone / "checkpoints").mkdir(parents=True)
+    (clone / "checkpoints" / "README.md").write_text("tracked\n")
+    (clone / "train.py").write_text("# entry point\n")
+    (tmp_path / "work" / "shared" / "data").mkdir(parents=True)
+    monkeypatch.setattr(newcomer, "ROOT", clone)
+    script = ('echo "$(pwd)|$MOGG_CHECKPOINTS|$(ls checkpoints | wc -l)|$(ls -d ../shared/data)|$(cat train.py)" >> '
+              + str(tmp_path / "seen") + "; mkdir -p checkpoints/pubmedqa/mog/final")
     runs = newcomer.run_step(script, dict(__import__("os").environ), ("cold", "warm"))
-    assert set(runs) == {"cold", "warm"} and all(r[0] == 0 for r in runs.values())
+    assert set(runs) == {"cold", "warm"} and all(r[0] == 0 and len(r) == 4 for r in runs.values())
     cold, warm = (tmp_path / "seen").read_text().splitlines()
-    assert cold == warm and "newcomer-cold-" in cold  # the warm run finds what the cold one built
-    assert not Path(cold.split("|")[0]).exists()  # removed afterwards
+    where, ckpts, n, shared, entry = cold.split("|")
+    assert Path(where).parent == clone / ".newcomer" and ckpts == f"{where}/checkpoints"
+    assert n == "0" and shared == "../shared/data" and entry == "# entry point"  # nothing built; the clone's files
+    assert warm.split("|")[:3] == [where, ckpts, "1"]  # the warm run: the same tree, what the cold one trained
+    assert not Path(where).exists() and sorted(p.name for p in (clone / "checkpoints").iterdir()) == ["README.md"]
 
 
 def _claims():
