@@ -430,6 +430,23 @@ def test_a_cold_run_gets_a_fresh_tree_and_the_warm_run_the_same_one(tmp_path, mo
     assert not Path(where).exists() and sorted(p.name for p in (clone / "checkpoints").iterdir()) == ["README.md"]
 
 
+def test_the_install_runs_once_in_the_clone_and_every_cold_tree_finds_its_venv(tmp_path, monkeypatch):
+    """Command 1's install is a step of its own, run in the clone; a cold tree made afterwards links the
+    venv in. Made inside the first cold tree, the venv went with that tree and every later step
+    failed on `. .venv/bin/activate` (a fresh-clone run: eleven steps exit 1)."""
+    newcomer = _newcomer()
+    steps = newcomer.plan(False)
+    assert steps[0][0] == newcomer.INSTALL and steps[0][1].startswith("python3 -m venv .venv")
+    assert steps[0][1].rstrip().endswith("pip install -e '.[dev]'") and "mogg-prepare" not in steps[0][1]
+    assert steps[1] == ("README command 1", newcomer.plan(True)[0][1]) and steps[1][1].startswith("mogg-prepare")
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    monkeypatch.setattr(newcomer, "ROOT", clone)
+    rc = newcomer.run_streamed("mkdir -p .venv/bin && echo 'export MADE=1' > .venv/bin/activate", {}, clone)[0]
+    runs = newcomer.run_step(". .venv/bin/activate && test $MADE = 1", dict(__import__("os").environ), ("cold",))
+    assert rc == 0 and runs["cold"][0] == 0
+
+
 def _claims():
     import doc_claims
 
