@@ -11,7 +11,8 @@ Every step runs twice: cold (in a fresh working tree, :func:`cold_tree`: the clo
 empty artifacts, checkpoints and reports folders; the prepared data is kept) and warm (the same
 command again in that tree, finding what the cold run built), so the table gives both times side by
 side: a time measured with the folds cached and one measured from nothing are never one number
-(issue 61). ``--runs cold`` or ``--runs warm`` runs one of them (warm alone: in the clone, with its
+(issue 61). A step that only reads the runs of the step before it (the README's ``collect``) runs in
+that step's tree (:func:`reads_runs`). ``--runs cold`` or ``--runs warm`` runs one of them (warm alone: in the clone, with its
 own artifacts and checkpoints, as they are).
 
 Each step's output is streamed and the longest silence (seconds between two pieces of output, the
@@ -205,22 +206,33 @@ def cold_tree(root: Path | None = None) -> Path:
     return tree
 
 
-def run_step(script: str, env: dict, runs: tuple[str, ...]) -> dict[str, tuple[int, float, float, float]]:
-    """``script`` cold (in a fresh working tree, :func:`cold_tree`) and/or warm (again in the same one;
-    alone: in the clone, with what it holds): run -> (exit status, wall seconds, longest silence, CPU
-    seconds)."""
+def reads_runs(script: str) -> bool:
+    """A step that only reads the runs the step before it wrote (``mogg.evaluation.collect``): it runs
+    in that step's tree, cold the first time. In a fresh tree of its own it found no run (exit 2)."""
+    return "mogg.evaluation.collect" in script
+
+
+def run_step(script: str, env: dict, runs: tuple[str, ...], tree: Path | None = None,
+             keep: bool = False) -> dict[str, tuple[int, float, float, float]]:
+    """``script`` cold (in a fresh working tree, :func:`cold_tree`, or in ``tree`` when given: the tree of
+    the step it reads) and/or warm (again in the same one; alone: in the clone, with what it holds): run
+    -> (exit status, wall seconds, longest silence, CPU seconds). ``keep``: leave the tree for the next
+    step (which reads it), else remove it."""
     import shutil
 
-    out, tree, cwd = {}, None, ROOT
+    out, cwd = {}, ROOT
     if "cold" in runs:
-        tree = cwd = cold_tree()
+        tree = cwd = tree or cold_tree()
+    elif tree is not None:
+        cwd = tree
+    if tree is not None:
         env = dict(env, MOGG_ARTIFACTS=str(tree / "artifacts"), MOGG_CHECKPOINTS=str(tree / "checkpoints"))
     try:
         for run in runs:
             print(f"--- {run} run", flush=True)
             out[run] = run_streamed(script, env, cwd)
     finally:
-        if tree is not None:
+        if tree is not None and not keep:
             shutil.rmtree(tree, ignore_errors=True)  # its links only: rmtree does not follow them
     return out
 
@@ -286,8 +298,12 @@ def main(argv: list[str] | None = None) -> int:
     restated = restated_times(plan(False))
     env = dict(os.environ, MOGG_PROGRESS="0" if args.batch else "1")
     load0 = os.getloadavg()[0]
-    rows = []
-    for where, script in steps:
+    rows, kept = [], None
+    for i, (where, script) in enumerate(steps):
+        # a step whose successor reads its runs keeps its tree for it (cold_tree, once per pair)
+        reads = reads_runs(script) and kept is not None
+        keep = i + 1 < len(steps) and reads_runs(steps[i + 1][1]) and not args.list
+        tree = kept if reads else (cold_tree() if keep and "cold" in args.runs else None)
         print(f"\n=== {where}\n{script.strip()}", flush=True)
         if args.list:
             continue
@@ -296,7 +312,9 @@ def main(argv: list[str] | None = None) -> int:
         if where == INSTALL:  # once, in the clone (neither cold nor warm: it builds no artifact)
             runs = {"cold": run_streamed(f"set -eo pipefail\n{script}", env, ROOT)}
         else:
-            runs = run_step(f"set -eo pipefail\n. .venv/bin/activate\n{script}", env, tuple(args.runs.split(",")))
+            runs = run_step(f"set -eo pipefail\n. .venv/bin/activate\n{script}", env, tuple(args.runs.split(",")),
+                            tree=tree, keep=keep)
+            kept = tree if keep else None
         rows.append((where, script.strip().splitlines()[0][:70], runs))
         for run, (rc, dt, quiet, cpu) in runs.items():
             print(f"--- {run}: exit {rc} in {dt:.0f} s (CPU {cpu:.0f} s), longest silence {quiet:.0f} s", flush=True)

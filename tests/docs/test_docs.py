@@ -447,6 +447,27 @@ def test_the_install_runs_once_in_the_clone_and_every_cold_tree_finds_its_venv(t
     assert rc == 0 and runs["cold"][0] == 0
 
 
+def test_a_collect_step_runs_in_the_tree_of_the_sweep_before_it(tmp_path, monkeypatch):
+    """The README's `collect --frontier` line reads the runs of the sweep line above it: in a fresh cold
+    tree of its own it found none and exited 2 (a fresh-clone run). It now runs in the sweep's tree,
+    cold then warm, and that tree is removed after it; a step that reads nothing gets its own."""
+    newcomer = _newcomer()
+    clone = tmp_path / "clone"
+    (clone / ".venv" / "bin").mkdir(parents=True)
+    (clone / ".venv" / "bin" / "activate").write_text("")
+    monkeypatch.setattr(newcomer, "ROOT", clone)
+    seen = tmp_path / "seen"
+    steps = [("sweep", f"mkdir -p reports/frontier_a && touch reports/frontier_a/metrics.json && pwd >> {seen}"),
+             ("collect", f": python -m mogg.evaluation.collect; test -f reports/frontier_a/metrics.json && pwd >> {seen}"),
+             ("other", f"test ! -e reports/frontier_a && pwd >> {seen}")]
+    monkeypatch.setattr(newcomer, "plan", lambda skip_install: steps)
+    monkeypatch.setattr(newcomer, "restated_times", lambda *a, **k: [])
+    assert newcomer.main(["--skip-install"]) == 0
+    trees = seen.read_text().splitlines()
+    assert len(trees) == 6 and len(set(trees[:4])) == 1 and trees[4] == trees[5] != trees[0]
+    assert list((clone / ".newcomer").glob("cold-*")) == []  # every tree removed
+
+
 def _claims():
     import doc_claims
 
