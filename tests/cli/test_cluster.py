@@ -178,6 +178,19 @@ class Sweep:
         return rc
 
 
+def _assert_same_build(merged_store: Path, single_store: Path) -> None:
+    """The merged ladder and retriever state are a plain single build's, file for file (manifests aside)."""
+    merged = {k: v for k, v in _tree(merged_store, ("ladder/", "retriever/")).items() if "manifest" not in k}
+    assert merged == {k: v for k, v in _tree(single_store).items() if "manifest" not in k}
+
+
+def _assert_merge_is_one_build(env: dict, tmp: Path, corpus: list[str], shards: int) -> None:
+    """Merge the shards built under ``tmp``, build the same corpus once under ``tmp/single``, compare."""
+    py(env, "build.py", *corpus, f"shard.count={shards}", "shard.merge=true", *_paths(tmp))
+    py(env, "build.py", *corpus, *_paths(tmp / "single"))
+    _assert_same_build(tmp / "artifacts", tmp / "single" / "artifacts")
+
+
 def _array_id(output: str) -> str | None:
     found = re.findall(r"submitted job array (\d+)", output)
     return found[-1] if found else None
@@ -199,8 +212,7 @@ def test_sharded_build_array_and_merge_equal_the_local_build(slurm, tmp_path):
     assert_same_tree(_tree(on / "artifacts"), _tree(local / "artifacts"))
     # and the merged ladder and retriever state are a plain single build's, file for file (same keys)
     py(slurm, "build.py", *GENERIC, *_paths(single))
-    merged = {k: v for k, v in _tree(on / "artifacts", ("ladder/", "retriever/")).items() if "manifest" not in k}
-    assert merged == {k: v for k, v in _tree(single / "artifacts").items() if "manifest" not in k}
+    _assert_same_build(on / "artifacts", single / "artifacts")
 
 
 def test_sbatch_templates_build_and_merge_equal_the_local_build(slurm, tmp_path):
@@ -253,11 +265,7 @@ def test_requeue_in_the_middle_of_a_shard_task(slurm, tmp_path):
     assert text.index("stopping now") < text.rindex("build.py: starting")
     assert "shard 1/2" not in text[:text.index("stopping now")]  # stopped before the shard was written
     assert time.time() - requeued_at < TIMEOUT
-    py(slurm, "build.py", *corpus, "shard.count=2", "shard.merge=true", *_paths(tmp_path))
-    single = tmp_path / "single"
-    py(slurm, "build.py", *corpus, *_paths(single))
-    merged = {k: v for k, v in _tree(tmp_path / "artifacts", ("ladder/", "retriever/")).items() if "manifest" not in k}
-    assert merged == {k: v for k, v in _tree(single / "artifacts").items() if "manifest" not in k}
+    _assert_merge_is_one_build(slurm, tmp_path, corpus, shards=2)
 
 
 def test_a_cancelled_array_task_is_reported_when_it_happens_and_a_rerun_builds_it(slurm, tmp_path):
@@ -285,11 +293,7 @@ def test_a_cancelled_array_task_is_reported_when_it_happens_and_a_rerun_builds_i
     again = _array_id(py(slurm, "build.py", "-m", "hydra/launcher=slurm", *args).stdout)
     logs = [tmp_path / "sweep" / ".submitit" / f"{again}_{i}" / f"{again}_{i}_0_log.out" for i in range(2)]
     assert "shard 0/2 already built" in _text(logs[0]) and "shard 1/2: " in _text(logs[1])
-    py(slurm, "build.py", *corpus, "shard.count=2", "shard.merge=true", *_paths(tmp_path))
-    single = tmp_path / "single"
-    py(slurm, "build.py", *corpus, *_paths(single))
-    merged = {k: v for k, v in _tree(tmp_path / "artifacts", ("ladder/", "retriever/")).items() if "manifest" not in k}
-    assert merged == {k: v for k, v in _tree(single / "artifacts").items() if "manifest" not in k}
+    _assert_merge_is_one_build(slurm, tmp_path, corpus, shards=2)
 
 
 # --------------------------------------------------------------------------- training
