@@ -207,7 +207,7 @@ def test_the_transfer_selector_is_one_directory_and_its_rows_reach_the_report(tr
     dep = DeployedSelector.load(d)
     assert dep.deploy["fit"]["sources"] == ["pubmedqa", "medmcqa"] and dep.calibrated() == [64, 128, 256, 512]
     assert dep.deploy["evidence"] == "document"  # frontier.routers.selector.transfer_evidence's default: mogg-route reads with it
-    assert dep.deploy["lambda_rule"] == "learned"  # transfer_lambda's default
+    assert dep.deploy["lambda_rule"] == "fits"  # transfer_lambda's default
     from mogg.run.budget.selector.kind import EvidenceSelectorKind
 
     # the feature view it was fitted on (transfer_features' default), recorded for mogg-route: the
@@ -221,23 +221,27 @@ def test_the_transfer_selector_is_one_directory_and_its_rows_reach_the_report(tr
     assert dep.reads("features_view", EvidenceSelectorKind) == "raw"
     md = (transfer / "r" / "debug" / "results.md").read_text()
     for row in ("transferred selector (E median)", "transferred selector (E predicted)", "transferred selector (E document)",
-                "transferred selector (deployed: E document, lambda learned)", "training sets' envelope"):
+                "transferred selector (E document, lambda learned)", "transferred selector (E median, lambda fits)",
+                "transferred selector (deployed: E document, lambda fits)", "training sets' envelope"):
         assert f"| {row} |" in md
 
 
 def test_calibrate_here_on_a_transfer_directory_spends_the_budget_from_another_folder(transfer, tmp_path, monkeypatch):
     """mogg-route --budget B --calibrate-here, run from another folder over the shipped example: with
     lambda from these questions' tokens (``here``), the mean tokens are within 5% of B where B binds (the
-    selector's own plans read more than B); the directory's default rule (``learned``: at least the
-    training sets' lambda) reads at most that, and mogg-route reads the rule from the directory."""
+    selector's own plans read more than B); ``learned`` (at least the training sets' lambda) and the
+    directory's default rule (``fits``: at most min(B, the median best document) where the documents fit,
+    else ``learned``) read at most that, and mogg-route reads the rule from the directory."""
     from mogg.run.budget.selector.deploy import DeployedSelector
     from mogg.run.route import main
 
     d = transfer / "c" / "debug" / "mog" / "selector" / "transfer"
     dep = DeployedSelector.load(d)
-    assert dep.deploy["lambda_rule"] == "learned"  # frontier.routers.selector.transfer_lambda's default
+    assert dep.deploy["lambda_rule"] == "fits"  # frontier.routers.selector.transfer_lambda's default
     dep.deploy["lambda_rule"] = "here"
     here = dep.save(tmp_path / "here")
+    dep.deploy["lambda_rule"] = "learned"
+    learned_dir = dep.save(tmp_path / "learned")
     q = tmp_path / "q.jsonl"
     q.write_text("".join(json.dumps({"id": r["id"], "question": r["question"], "options": r.get("options", {})}) + "\n"
                          for r in map(json.loads, (GENERIC / "questions.jsonl").read_text().splitlines())))
@@ -257,8 +261,10 @@ def test_calibrate_here_on_a_transfer_directory_spends_the_budget_from_another_f
             binds += 1
             assert abs(spent - b) <= 0.05 * b, (b, spent, unbound)
         assert spent <= b * 1.05
-        learned = mean_tokens(d, "--budget", str(b), "--calibrate-here", "--unguarded")
+        learned = mean_tokens(learned_dir, "--budget", str(b), "--calibrate-here", "--unguarded")
         assert learned <= spent + 1e-9, (b, learned, spent)
+        fits = mean_tokens(d, "--budget", str(b), "--calibrate-here", "--unguarded")
+        assert fits <= spent + 1e-9, (b, fits, spent)
     assert binds  # the example makes B bind at least once (else the 5% check tested nothing)
     # a dear learned token: mogg-route reads the rule and the lambda from the directory (fewer tokens)
     dep.deploy["lambda_rule"] = "learned"
@@ -268,7 +274,7 @@ def test_calibrate_here_on_a_transfer_directory_spends_the_budget_from_another_f
         here, "--budget", "128", "--calibrate-here", "--unguarded")
 
 
-DEPLOYED = "transferred selector (deployed: E document, lambda learned)"
+DEPLOYED = "transferred selector (deployed: E document, lambda fits)"
 
 
 def test_a_transfer_directory_routes_the_users_corpus_from_another_folder_as_the_report_reads_it(

@@ -134,3 +134,34 @@ def test_relative_choice():
     rp = np.array([[1.0, 0.8, 0.3, 0.9], [0.5, 0.1, -np.inf, -np.inf], [0.2, -np.inf, -np.inf, -np.inf]])
     assert relative_choice(rp, 0.5).tolist() == [1, 0, 0]
     assert relative_choice(rp, 0.2).tolist() == [3, 1, 0]  # 0.1 / 0.5 = 0.2: kept
+
+
+def test_whole_documents_and_the_fits_target_against_a_loop():
+    """The ``fits`` rule's inputs (per question: the best candidate's document tokens, whether the block
+    around that candidate covers half of it) against a loop, and its target: min(B, median document)
+    where at least half the questions' documents fit in B and are covered, else None (learned)."""
+    from mogg.run.budget.selector.adapt import FITS_COVER, block_evidence, fits_target, whole_documents
+
+    rng = np.random.default_rng(5)
+    unit_doc = np.repeat(np.arange(8), 4)  # 8 documents of 4 units
+    unit_tokens = rng.integers(5, 60, 32).astype(float)
+    rows = [(qi, int(x)) for qi in range(30) for x in np.sort(rng.choice(32, size=rng.integers(1, 10), replace=False))]
+    q, u = (np.array(c) for c in zip(*rows))
+    tokens = unit_tokens[u]
+    doc_tokens = np.bincount(unit_doc, weights=unit_tokens)[unit_doc[u]]
+    pred = rng.random(len(q)).round(2)
+    doc, covered = whole_documents(q, u, unit_doc, tokens, pred, doc_tokens, 31)  # question 30: no candidates
+    block = block_evidence(q, u, unit_doc, tokens, pred, 31)
+    for qi in range(30):
+        r = np.flatnonzero(q == qi)
+        best = r[np.argmax(pred[r])]  # the first of equal scores
+        assert doc[qi] == doc_tokens[best]
+        assert covered[qi] == (block[qi] >= FITS_COVER * doc_tokens[best])
+    assert doc[30] == 0 and not covered[30]  # no candidates: neither fits nor is covered
+    # the target: a majority of fitting, covered documents -> min(B, their median); else None
+    d = np.array([100.0, 120, 140, 900, 1000])
+    assert fits_target(d, np.array([True, True, True, True, True]), 150) == 140.0  # 3 of 5 fit: median 140
+    assert fits_target(d, np.array([True, True, True, True, True]), 130) is None  # 2 of 5 fit
+    assert fits_target(d, np.array([True, True, False, True, True]), 150) is None  # 2 of 5 fit and are covered
+    assert fits_target(d, np.ones(5, bool), 1000) == 140.0 and fits_target(d, np.ones(5, bool), 120) is None
+    assert fits_target(np.zeros(0), np.zeros(0, bool), 128) is None

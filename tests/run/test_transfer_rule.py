@@ -60,6 +60,7 @@ def test_rule_names_parse_and_one_shape_is_refused(tmp_path):
     assert rule_of("transferred selector (E predicted)") == ("predicted", "here")
     assert rule_of("transferred selector (E median, lambda learned)") == ("median", "learned")
     assert rule_of("transferred selector (deployed: E document, lambda here)") == ("document", "here")
+    assert rule_of("transferred selector (deployed: E document, lambda fits)") == ("document", "fits")
     assert rule_of("training sets' envelope") is None
     _run(tmp_path, "loso_shapes_a_s0", {"envelope": 0.5, "training sets' envelope": 0.4,
                                         "transferred selector (E median)": 0.5})

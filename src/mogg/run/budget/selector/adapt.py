@@ -14,6 +14,10 @@ leave one shape out by ``scripts/transfer_adaptations.py`` and chosen by the wor
   document columns put a random sentence of the best paper first (docs/results.md).
 * :func:`shift_weights`: covariate-shift weights for the training candidates, from a classifier
   telling the training sets' candidates from the new set's (features only, no labels).
+* :func:`fits_target`: the ``fits`` price of a token (``transfer_lambda=fits``): where the new set's
+  candidates say its evidence is a whole short document (the best-scored candidate's document fits
+  the budget and the block around that candidate covers most of it: an abstract, an explanation), read
+  up to that document; elsewhere (a section of a page, a sentence of a paper) the training sets' price.
 * :func:`self_train`: a scorer refitted on the new set's own candidates with pseudo-labels from the
   transferred scorer's confident choices, cross-fitted over the new set's questions (no question is
   scored by a model that saw its own pseudo-label).
@@ -175,6 +179,35 @@ def block_evidence(cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, t
     has = top >= 0
     out[has] = np.bincount(run, weights=tokens)[run[top[has]]]
     return out
+
+
+# the ``fits`` rule's thresholds, fixed before it was measured (a majority of the questions, half a document;
+# the block's ratio is block_evidence's default), not tuned on the held-out shapes
+FITS_SHARE = 0.5
+FITS_COVER = 0.5
+
+
+def whole_documents(cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, tokens: np.ndarray, pred: np.ndarray,
+                    doc_tokens: np.ndarray, n_questions: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per question [Q]: the tokens of its best-scored candidate's document (0 without candidates), and
+    whether the block of candidates around that candidate (:func:`block_evidence`) covers at least
+    :data:`FITS_COVER` of it (bool). No labels: PubMedQA*'s and MedMCQA's best blocks cover their
+    document (median 0.98 and 1.0), the page stand-in's a section (0.14), COVID-QA's a sentence (0.02)."""
+    from mogg.run.budget.selector.plans import document_evidence
+
+    doc = document_evidence(cand_q, pred, doc_tokens, n_questions)
+    block = block_evidence(cand_q, unit, unit_doc, tokens, pred, n_questions)
+    return doc, (doc > 0) & (block >= FITS_COVER * doc)
+
+
+def fits_target(doc: np.ndarray, covered: np.ndarray, budget: float) -> float | None:
+    """The mean tokens the ``fits`` rule reads at budget B (:func:`whole_documents`' two arrays, [Q]):
+    min(B, the median best document's tokens) where at least :data:`FITS_SHARE` of the questions' best
+    documents fit in B and are covered (the evidence looks like a whole short document); None where
+    they do not (the training sets' price of a token decides)."""
+    if not len(doc) or float(np.mean(covered & (doc <= budget))) < FITS_SHARE:
+        return None
+    return float(min(budget, np.median(doc)))
 
 
 def relative_choice(ranked_pred: np.ndarray, ratio: float) -> np.ndarray:

@@ -56,10 +56,12 @@ class EvidenceSelectorKind(BudgetRouter):
     transfer_evidence: str = knob("document", one_of(EVIDENCE), "the same for the selector trained on other sets "
                                   "(train_sources) and read on a new one: what its directory deploys with (the report "
                                   "shows a row for each; chosen on the leave-one-set-out splits: docs/results.md)")
-    transfer_lambda: str = knob("learned", one_of(LAMBDA_RULES), "that selector's lambda on a new set: learned (at "
-                                "least the training sets' validation lambda for B, raised to read <= B mean tokens "
-                                "there; a row of its own) | here (the smallest reading <= B there); chosen on the "
-                                "leave-one-set-out splits: docs/results.md")
+    transfer_lambda: str = knob("fits", one_of(LAMBDA_RULES), "that selector's lambda on a new set: fits (where at "
+                                "least half of its questions' best-scored candidate's document fits in B and the block "
+                                "of candidates around it covers half of that document, read up to min(B, the median "
+                                "such document); else learned) | learned (at least the training sets' validation lambda "
+                                "for B, raised to read <= B mean tokens there) | here (the smallest reading <= B "
+                                "there); each a row of its own, chosen by the worst held-out shape: docs/results.md")
     transfer_features: str = knob("within_question_no_document", one_of(VIEWS),
                                   "that selector's feature view (mogg.run.budget.selector.adapt.VIEWS): raw | "
                                   "within_question (each column's z-score and rank among the question's candidates "

@@ -37,8 +37,10 @@ from mogg.run.budget.base import Learned
 # the estimated F1's evidence length E: a training median, or per question (its candidates' predicted
 # evidence tokens, or the tokens of the document its best-scored candidate sits in)
 EVIDENCE = ("median", "predicted", "document")
-# a selector read on a new set: lambda from its questions' tokens alone, or at least the training sets'
-LAMBDA_RULES = ("here", "learned")
+# a selector read on a new set: lambda from its questions' tokens alone, at least the training sets', or
+# read up to the best candidate's document where the evidence looks like whole short documents
+# (mogg.run.budget.selector.adapt.fits_target) and the training sets' elsewhere
+LAMBDA_RULES = ("here", "learned", "fits")
 
 
 @dataclass

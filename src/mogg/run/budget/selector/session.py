@@ -125,7 +125,7 @@ class SelectorSession:
             choice, ranked, plan_tok, applied = read_here(dep, pred, cand.q, cand.unit, tokens, lad.units.text,
                                                           len(questions), plan["budget"], evidence, table_tokens,
                                                           plan["deploy"], doc_tokens,
-                                                          dep.reads("lambda_rule", self.kind))
+                                                          dep.reads("lambda_rule", self.kind), unit_doc=lad.units.doc)
             plan = {**plan, "lambda": applied["lambda"] if applied["lambda"] is not None else plan["lambda"],
                     "envelope": applied["envelope"], "calibrated_here": True}
         else:

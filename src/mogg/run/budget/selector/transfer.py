@@ -37,7 +37,7 @@ from mogg.evaluation.frontier_guard import best_lambda, guard_check
 from mogg.routing.fitting.folds import split_train_val
 from mogg.routing.plans import calibrate_lambda, decide
 from mogg.run.budget.base import TRANSFER_DIR, LadderFrontier
-from mogg.run.budget.selector.adapt import feature_view
+from mogg.run.budget.selector.adapt import feature_view, fits_target, whole_documents
 from mogg.run.budget.selector.candidates import feature_names
 from mogg.run.budget.selector.deploy import FORMAT, DeployedSelector, plans_of
 from mogg.run.budget.selector.plans import EVIDENCE, LAMBDA_RULES, evidence_estimate, plan_table
@@ -163,28 +163,36 @@ def here_plans(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit
 def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray,
               texts, n_questions: int, budget: float, evidence: str, table_tokens: np.ndarray | None = None,
               deploy: str | None = None, doc_tokens: np.ndarray | None = None, rule: str = "here",
-              plans: tuple | None = None):
+              plans: tuple | None = None, unit_doc: np.ndarray | None = None):
     """A deployed selector read on new questions at ``budget`` without their labels (module doc):
     the plan per question (-1: the envelope, where the guard kept it), the ranking and plan tokens,
-    the plan as applied (``{"lambda", "deploy", "envelope"}``). ``table_tokens`` [Q, A]: the fixed
+    the plan as applied (``{"lambda", "deploy", "envelope", "reads_to"}``). ``table_tokens`` [Q, A]: the fixed
     configurations' tokens on these questions (where the guard kept the envelope, it is chosen here);
     ``deploy``: router | envelope instead of the guard's decision (``--unguarded``); ``doc_tokens`` [N]:
-    each candidate's document's tokens (``evidence=document``); ``rule``: ``here`` (lambda from these
-    questions' tokens) or ``learned`` (at least the training sets' lambda for B); ``plans``: what
-    :func:`here_plans` gives for these arguments (computed here when None)."""
+    each candidate's document's tokens (``evidence=document``, ``rule=fits``); ``rule``: ``here`` (lambda
+    from these questions' tokens), ``learned`` (at least the training sets' lambda for B) or ``fits``
+    (:func:`mogg.run.budget.selector.adapt.fits_target`: up to the best candidate's document where these
+    questions' evidence looks like whole short documents, else ``learned``; needs ``unit_doc`` [U], every
+    unit's document); ``plans``: what :func:`here_plans` gives for these arguments (computed here when None)."""
     if rule not in LAMBDA_RULES:
         raise ValueError(f"lambda rule {rule!r}: one of {LAMBDA_RULES}")
+    if rule == "fits" and (doc_tokens is None or unit_doc is None):
+        raise ValueError("lambda rule 'fits' needs each candidate's document tokens and every unit's document")
     if plans is None:
         plans = here_plans(dep, pred, cand_q, unit, tokens, texts, n_questions, evidence, doc_tokens)
     ranked, util, plan_tok = plans
     p = dep.deploy["budgets"][str(int(budget))]
-    applied = {"lambda": None, "deploy": deploy or p["deploy"], "envelope": int(p["envelope"])}
+    applied = {"lambda": None, "deploy": deploy or p["deploy"], "envelope": int(p["envelope"]), "reads_to": None}
     if applied["deploy"] == "envelope":
         if table_tokens is not None and dep.deploy["spec"].get("configs"):
             applied["envelope"] = envelope_here(dep.deploy["spec"]["configs"], table_tokens, budget)
         return np.full(n_questions, -1, dtype=np.int64), ranked, plan_tok, applied
-    applied["lambda"] = calibrate_lambda(util, plan_tok, budget)  # these questions' own tokens: no labels
-    if rule == "learned":  # never below the training sets' price of a token (it only lowers mean tokens)
+    target = None
+    if rule == "fits":  # whole short documents: read up to them (at most B), whatever the training sets' price
+        target = fits_target(*whole_documents(cand_q, unit, unit_doc, tokens, pred, doc_tokens, n_questions), budget)
+        applied["reads_to"] = target
+    applied["lambda"] = calibrate_lambda(util, plan_tok, budget if target is None else target)  # no labels
+    if rule != "here" and target is None:  # never below the training sets' price of a token (it only lowers tokens)
         applied["lambda"] = max(applied["lambda"], float(p["lambda"]))
     return decide(util, plan_tok, applied["lambda"]).astype(np.int64), ranked, plan_tok, applied
 
@@ -198,7 +206,7 @@ def deployed_row(dep: DeployedSelector, kind) -> str:
 
 def candidate_row(evidence: str, rule: str) -> str:
     """The report's name of a transfer rule the directory does not deploy."""
-    return f"transferred selector (E {evidence}{', lambda learned' if rule == 'learned' else ''})"
+    return f"transferred selector (E {evidence}{'' if rule == 'here' else ', lambda ' + rule})"
 
 
 def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: Path) -> dict:
@@ -242,7 +250,8 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
         out = {}
         for row, evidence, rule in reads:
             choice, _, _, applied = read_here(dep, pred, d.cand.q, d.cand.unit, d.tokens, texts, n, b, evidence,
-                                                   table.tokens, rule=rule, plans=plans.get(evidence))
+                                                   table.tokens, doc_tokens=d.doc_tokens, rule=rule,
+                                                   plans=plans.get(evidence), unit_doc=prep.ladder.units.doc)
             if applied["deploy"] == "envelope":
                 env = applied["envelope"]
                 f1, tok, conf = table.f1[:, env], table.tokens[:, env], "envelope deployed"
