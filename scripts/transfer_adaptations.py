@@ -43,6 +43,9 @@ ADAPTATIONS = {
     "within_question_only": ("within_question_only", False, False, "document", "learned"),
     "no_document": ("no_document", False, False, "document", "learned"),
     "within_question_no_document": ("within_question_no_document", False, False, "document", "learned"),
+    "within_question_no_document, lambda fits": ("within_question_no_document", False, False, "document", "fits"),
+    "raw, lambda fits": ("raw", False, False, "document", "fits"),
+    "within_question, lambda fits": ("within_question", False, False, "document", "fits"),
     "covariate-shift weights": ("raw", True, False, "document", "learned"),
     "self-training": ("raw", False, True, "document", "learned"),
     "within_question, E median": ("within_question", False, False, "median", "learned"),
@@ -120,12 +123,12 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind) -> di
     from mogg.evaluation.frontier import choose_config
     from mogg.evaluation.frontier_guard import best_lambda
     from mogg.routing.fitting.folds import split_train_val
-    from mogg.routing.plans import calibrate_lambda, decide
-    from mogg.run.budget.selector.adapt import feature_view, relative_choice, self_train, shift_weights
+    from mogg.routing.plans import decide
+    from mogg.run.budget.selector.adapt import feature_view, relative_choice, self_train, shift_weights, whole_documents
     from mogg.run.budget.selector.deploy import plans_of
     from mogg.run.budget.selector.plans import plan_table
     from mogg.run.budget.selector.scorer import candidate_weights, fit_scorer
-    from mogg.run.budget.selector.transfer import set_weights
+    from mogg.run.budget.selector.transfer import lambda_here, set_weights
     from mogg.run.budget.shared import config_stats, envelope_here
 
     view, shift, selftrain, e_rule, rule = adaptation
@@ -192,9 +195,10 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind) -> di
             while pt[rows, a].mean() > b and r < 1.0:
                 r = min(1.0, r + 0.01)
                 a = relative_choice(rp, r)
-        else:
-            lam = calibrate_lambda(util, pt, b)
-            a = decide(util, pt, max(lam, price[b]) if rule == "learned" else lam)
+        else:  # as a transfer directory reads (mogg.run.budget.selector.transfer.lambda_here)
+            docs = (whole_documents(sh.q, sh.unit, sh.unit_doc, sh.tokens, pred, sh.doc_tokens, sh.n)
+                    if rule == "fits" else None)
+            a = decide(util, pt, lambda_here(rule, util, pt, b, price[b], docs)[0])
         own = choose_config(sh.table_f1, sh.table_tokens, rows, b)
         out[b] = (tf[rows, a], tt[rows, a], sh.table_f1[:, own], sh.table_f1[:, envelope_here(stats, sh.table_tokens, b)])
     return out
@@ -240,6 +244,22 @@ def markdown(table: dict, shapes: list[str], choice: dict, seeds: list[int], sec
     return "\n".join(lines) + "\n"
 
 
+def only_names(only: str) -> tuple[list[str], list[str]]:
+    """``--only``'s adaptations (every one when empty) and the pieces naming none. Names hold commas
+    ("within_question, E median"): at each piece the longest run of pieces that names one is taken."""
+    pieces = [p.strip() for p in only.split(",") if p.strip()]
+    names, bad, i = [], [], 0
+    while i < len(pieces):
+        j = next((j for j in range(len(pieces), i, -1) if ", ".join(pieces[i:j]) in ADAPTATIONS), None)
+        if j is None:
+            bad.append(pieces[i])
+            i += 1
+        else:
+            names.append(", ".join(pieces[i:j]))
+            i = j
+    return (names or ([] if bad else list(ADAPTATIONS))), bad
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", default="0", help="comma-separated seeds (the validation slices and the scorer's)")
@@ -251,8 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     except ValueError:
         ap.error(f"--seeds {args.seeds!r}: comma-separated integers")
-    names = [a.strip() for a in args.only.split(",") if a.strip()] or list(ADAPTATIONS)
-    bad = [a for a in names if a not in ADAPTATIONS]
+    names, bad = only_names(args.only)
     if bad:
         ap.error(f"--only: unknown adaptation(s) {bad}; one of {list(ADAPTATIONS)}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")

@@ -226,6 +226,51 @@ def test_the_transfer_selector_is_one_directory_and_its_rows_reach_the_report(tr
         assert f"| {row} |" in md
 
 
+def test_the_transfer_directory_holds_a_whole_document_scorer_read_where_the_evidence_is_whole_documents(
+        transfer, tmp_path):
+    """transfer_whole_features (default raw): a second scorer, its own view, lambdas and guard, in the
+    same sealed directory; shape_scorer reads it only where most questions' best block of candidates
+    covers its document (label-free), and a directory whose two halves disagree is refused."""
+    import shutil
+
+    from mogg.core.artifacts import ArtifactError
+    from mogg.run.budget.selector.deploy import MODEL_WHOLE, WHOLE_KEYS, DeployedSelector
+    from mogg.run.budget.selector.kind import EvidenceSelectorKind
+    from mogg.run.budget.selector.transfer import shape_scorer
+
+    d = transfer / "c" / "debug" / "mog" / "selector" / "transfer"
+    dep = DeployedSelector.load(d)
+    whole = dep.whole()
+    assert set(dep.deploy["whole"]) == set(WHOLE_KEYS) and (d / MODEL_WHOLE).is_file()
+    assert whole.deploy["features_view"] == EvidenceSelectorKind.__dataclass_fields__["transfer_whole_features"].default
+    assert whole.booster.num_feature() == dep.deploy["whole"]["n_features"] != dep.deploy["n_features"]
+    assert whole.calibrated() == dep.calibrated() and whole.whole() is None
+
+    # 4 questions, each with 3 consecutive candidate units of one document (equal features: equal scores)
+    n_q, per = 4, 3
+    q, unit = np.repeat(np.arange(n_q), per), np.arange(n_q * per)
+    unit_doc, tokens = np.repeat(np.arange(n_q), per), np.full(n_q * per, 20.0)
+    views = {dep.deploy["features_view"]: dep.deploy["n_features"], whole.deploy["features_view"]: whole.deploy["n_features"]}
+
+    def x_of(view):
+        return np.zeros((len(q), views[view]))
+    for doc_tokens, scorer in ((np.full(len(q), 60.0), whole.deploy["features_view"]),  # the block is the document
+                               (np.full(len(q), 600.0), dep.deploy["features_view"])):  # a tenth of a long one
+        used, pred = shape_scorer(dep, EvidenceSelectorKind, x_of, q, unit, unit_doc, tokens, doc_tokens, n_q)
+        assert used.deploy["features_view"] == scorer and pred.shape == (len(q),)
+        assert used.deploy["budgets"] == (dep.deploy["whole"] if scorer != dep.deploy["features_view"] else
+                                          dep.deploy)["budgets"]
+    # the two halves go together
+    bad = tmp_path / "bad"
+    shutil.copytree(d, bad)
+    (bad / MODEL_WHOLE).unlink()
+    with pytest.raises(ArtifactError):
+        DeployedSelector.load(bad)
+    dep.deploy["whole"] = {k: v for k, v in dep.deploy["whole"].items() if k != "budgets"}
+    with pytest.raises(ArtifactError, match="'whole' must hold"):
+        DeployedSelector.load(dep.save(tmp_path / "damaged"))
+
+
 def test_calibrate_here_on_a_transfer_directory_spends_the_budget_from_another_folder(transfer, tmp_path, monkeypatch):
     """mogg-route --budget B --calibrate-here, run from another folder over the shipped example: with
     lambda from these questions' tokens (``here``), the mean tokens are within 5% of B where B binds (the

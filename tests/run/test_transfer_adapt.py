@@ -165,3 +165,25 @@ def test_whole_documents_and_the_fits_target_against_a_loop():
     assert fits_target(d, np.array([True, True, False, True, True]), 150) is None  # 2 of 5 fit and are covered
     assert fits_target(d, np.ones(5, bool), 1000) == 140.0 and fits_target(d, np.ones(5, bool), 120) is None
     assert fits_target(np.zeros(0), np.zeros(0, bool), 128) is None
+
+
+def test_only_takes_adaptation_names_that_hold_commas():
+    """``scripts/transfer_adaptations.py --only`` split on every comma, so no name holding one
+    ("within_question, E median") could be asked for: the longest run of pieces naming one is taken."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "transfer_adaptations.py"
+    spec = importlib.util.spec_from_file_location("transfer_adaptations", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclass looks its module up there
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        del sys.modules[spec.name]
+    assert mod.only_names("raw,within_question") == (["raw", "within_question"], [])
+    assert mod.only_names("within_question, E median,raw, lambda fits,within_question") == (
+        ["within_question, E median", "raw, lambda fits", "within_question"], [])
+    assert mod.only_names("raw,nonsense") == (["raw"], ["nonsense"])
+    assert mod.only_names("") == (list(mod.ADAPTATIONS), [])

@@ -16,6 +16,10 @@ budget, applied to new questions by ``mogg-route --budget`` (:mod:`mogg.run.budg
   :func:`mogg.evaluation.frontier_guard.out_of_fold_guard`) and the envelope's (level, k, cap)
   on all questions, deployed where the guard keeps it; the action space and the level router's
   spec part (ladder, retriever, corpus and encoder configs, so ``mogg-route`` rebuilds them);
+* ``model_whole.txt`` (a transfer directory fitted with ``transfer_whole_features``): a second scorer
+  over another feature view, with its own lambda and guard per budget (``deploy.json``'s ``whole``),
+  read instead of the first on a new set whose evidence looks like whole short documents
+  (:func:`mogg.run.budget.selector.transfer.shape_scorer`);
 * ``decisions.json``: per budget the plan each training question gets (units read - 1; -1: the
   envelope), the selector's own plan where the guard kept the envelope too, and the validation
   slice's ids; routing the same questions must reproduce them.
@@ -48,6 +52,8 @@ IN_SET_READS = {"lambda_rule": "here", "features_view": "raw"}  # lambda from th
 # transfer directory from before issue 58's feature views was fitted on the raw columns
 BEFORE_KEY = {"features_view": "raw"}
 MODEL = "model.txt"
+MODEL_WHOLE = "model_whole.txt"  # the whole-document scorer of a transfer directory (deploy.json's "whole")
+WHOLE_KEYS = ("features_view", "n_features", "budgets", "trees")  # what deploy.json's "whole" holds of its own
 
 
 def plans_of(pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray, texts, n_questions: int,
@@ -67,6 +73,15 @@ class DeployedSelector:
     booster: object
     deploy: dict  # settings, evidence_len, budgets, space, spec
     decisions: dict  # ids, val, budgets: {B: [Q] plan index (-1: envelope)}
+    whole_booster: object = None  # the whole-document scorer (deploy["whole"]), or None
+
+    def whole(self) -> "DeployedSelector | None":
+        """The directory as its whole-document scorer reads (its booster, view, lambdas and guard:
+        ``deploy["whole"]`` over the rest of ``deploy``); None where it has none."""
+        if self.whole_booster is None:
+            return None
+        deploy = {k: v for k, v in self.deploy.items() if k != "whole"}
+        return DeployedSelector(self.whole_booster, {**deploy, **self.deploy["whole"]}, self.decisions)
 
     @property
     def space(self) -> ActionSpace:
@@ -125,13 +140,19 @@ class DeployedSelector:
         return decide(util, plan_tokens, plan["lambda"]).astype(np.int64)
 
     def save(self, directory: Path) -> Path:
+        if (self.whole_booster is None) != ("whole" not in self.deploy):
+            raise ValueError("a whole-document scorer and deploy.json's 'whole' go together")
+
         def write(tmp: Path) -> None:
             self.booster.save_model(str(tmp / MODEL))
+            if self.whole_booster is not None:
+                self.whole_booster.save_model(str(tmp / MODEL_WHOLE))
             (tmp / DEPLOY).write_text(strict_json(self.deploy, indent=1))
             (tmp / DECISIONS).write_text(strict_json(self.decisions))
             seal_holder(tmp, DEPLOY)  # last: the seal covers every other file
 
-        content = config_hash({"deploy": self.deploy, "decisions": self.decisions, "trees": self.booster.num_trees()})
+        content = config_hash({"deploy": self.deploy, "decisions": self.decisions, "trees": self.booster.num_trees(),
+                               **({"whole_trees": self.whole_booster.num_trees()} if self.whole_booster else {})})
         return write_artifact(Path(directory), write, {"format": FORMAT, "content": content,
                                                        "data_key": self.deploy["spec"]["provenance"]["data_key"]})
 
@@ -143,23 +164,37 @@ class DeployedSelector:
         if not (d / DEPLOY).is_file() or not (d / MODEL).is_file():
             raise ArtifactError(f"{d}: not a deployed evidence selector (no {DEPLOY} / {MODEL}); train one with "
                                 "`python train.py experiment=selector data=<set> router.fit=all`")
-        with open_deployed(d, FORMAT, "retrain the selector") as (deploy, decisions):
-            check_model_text(d / MODEL)  # LightGBM aborts the process on a truncated file: checked first
+        def booster_of(path: Path):
+            check_model_text(path)  # LightGBM aborts the process on a truncated file: checked first
             try:
-                booster = lgb.Booster(model_file=str(d / MODEL))
+                return lgb.Booster(model_file=str(path))
             except (OSError, ValueError, lgb.basic.LightGBMError) as e:
-                raise ArtifactError(f"{d / MODEL}: unreadable selector ({e}); retrain it") from None
+                raise ArtifactError(f"{path}: unreadable selector ({e}); retrain it") from None
+
+        with open_deployed(d, FORMAT, "retrain the selector") as (deploy, decisions):
+            booster = booster_of(d / MODEL)
+            whole = deploy.get("whole")
+            if whole is not None and not (isinstance(whole, dict) and set(whole) == set(WHOLE_KEYS)):
+                raise ArtifactError(f"{d / DEPLOY}: damaged ('whole' must hold {list(WHOLE_KEYS)}); retrain the selector")
+            if (whole is not None) != (d / MODEL_WHOLE).is_file():
+                raise ArtifactError(f"{d}: deploy.json's 'whole' and {MODEL_WHOLE} go together; retrain the selector")
+            whole_booster = booster_of(d / MODEL_WHOLE) if whole is not None else None
         try:
             n_actions = ActionSpace.from_json(deploy["space"]).n
             n_features = int(deploy["n_features"])
         except (KeyError, TypeError, ValueError) as e:
             raise ArtifactError(f"{d / DEPLOY}: damaged ({e!r}); retrain the selector") from None
         check_budgets(d / DEPLOY, deploy.get("budgets"), n_actions)
-        if booster.num_feature() != n_features:
-            raise ArtifactError(f"{d}: the scorer reads {booster.num_feature()} features, deploy.json says "
-                                f"{deploy['n_features']}; retrain the selector")
+        scorers = [(MODEL, booster, deploy["n_features"])]
+        if whole_booster is not None:
+            check_budgets(d / DEPLOY, whole["budgets"], n_actions)
+            scorers.append((MODEL_WHOLE, whole_booster, whole["n_features"]))
+        for name, b, n in scorers:
+            if b.num_feature() != int(n):
+                raise ArtifactError(f"{d}: the scorer {name} reads {b.num_feature()} features, deploy.json says "
+                                    f"{n}; retrain the selector")
         deploy["spec"]["_dir"] = str(d)
-        return cls(booster, deploy, decisions)
+        return cls(booster, deploy, decisions, whole_booster)
 
 
 def check_model_text(path: Path) -> None:

@@ -68,6 +68,11 @@ class EvidenceSelectorKind(BudgetRouter):
                                   "added) | within_question_only | no_options | no_document (the document's columns "
                                   "dropped) | within_question_no_document; kept by the worst held-out shape "
                                   "(scripts/transfer_adaptations.py; docs/results.md)")
+    transfer_whole_features: str | None = knob(
+        "raw", Check(lambda v: v is None or v in VIEWS, f"one of {list(VIEWS)} or null"),
+        "a second transfer scorer's feature view, read instead where the new set's evidence looks like whole short "
+        "documents (most questions' best block of candidates covers its document; document columns help there and "
+        "mislead inside long papers); null: one scorer; kept by the worst held-out shape (docs/results.md)")
     context: bool = knob(False, flag(), "also the neighbours' and the document's columns (the cosine of the units "
                          "around it, its document's mean and its rank there: "
                          "mogg.run.budget.selector.candidates.CONTEXT_FEATURES)", variant=True)

@@ -26,7 +26,7 @@ from mogg.run.budget.explain import explained
 from mogg.run.budget.selector.deploy import DeployedSelector, plans_of
 from mogg.run.budget.selector.plans import document_tokens, evidence_estimate
 from mogg.run.budget.selector.stage import candidate_features
-from mogg.run.budget.selector.transfer import read_here, transfer_view
+from mogg.run.budget.selector.transfer import read_here, shape_scorer, transfer_view
 from mogg.run.budget.shared import action_contexts
 from mogg.run.route_paths import build_encoder, check_levels, rebuild_index, route_with_empty
 from mogg.search import LadderIndex
@@ -75,11 +75,22 @@ class SelectorSession:
         lex, cand, x = candidate_features(self.index.ladder, deep, list(questions), opts, depth, int(st["per_chunk"]),
                                           bool(st["cosine"]), self.encoder, self.artifacts, self.index.key,
                                           context=context)
-        view = self.deployed.reads("features_view", self.kind)  # a transfer directory's; in-set: raw
-        if view != "raw":
-            x = transfer_view(x, cand.q, len(questions), view, self.index.ladder.level_names, context)
         return deep, cand, x, lex.unit_tokens[cand.unit].astype(float), \
             document_tokens(self.index.ladder.units.doc, lex.unit_tokens, cand.unit)
+
+    def scorer(self, x: np.ndarray, cand, tokens: np.ndarray, doc_tokens: np.ndarray, n_questions: int
+               ) -> tuple[DeployedSelector, np.ndarray]:
+        """The scorer these questions are read with and its predictions [N] (``x``: the raw columns
+        :meth:`inputs` gives): the directory's, in its feature view (in-set: raw), or a transfer
+        directory's whole-document scorer where their evidence looks like whole short documents
+        (:func:`mogg.run.budget.selector.transfer.shape_scorer`)."""
+        context = bool(self.deployed.knob("context", self.kind))
+
+        def x_of(view: str) -> np.ndarray:
+            return x if view == "raw" else transfer_view(x, cand.q, n_questions, view, self.index.ladder.level_names,
+                                                         context)
+        return shape_scorer(self.deployed, self.kind, x_of, cand.q, cand.unit, self.index.ladder.units.doc, tokens,
+                            doc_tokens, n_questions)
 
     def table_tokens(self, deep, questions: Sequence[str]) -> np.ndarray:
         """Every fixed (level, k, cap)'s tokens on these questions [Q, A] (no labels): where the guard
@@ -118,7 +129,8 @@ class SelectorSession:
                         "option features read 0 here (give each jsonl line its 'options')", 100 * dep.deploy["with_options"])
         deep, cand, x, tokens, doc_tokens = self.inputs(questions, options)
         lad, sel = self.index.ladder, dep.deploy["settings"]
-        pred = dep.booster.predict(x) if len(x) else np.zeros(0)
+        dep, pred = self.scorer(x, cand, tokens, doc_tokens, len(questions))
+        plan = dep.plan(budget, cost_weight, unguarded)  # the whole-document scorer has its own lambdas and guard
         evidence = dep.reads("evidence", self.kind)  # directories from before the knob: its default
         if here:
             table_tokens = self.table_tokens(deep, questions) if plan["deploy"] == "envelope" else None

@@ -13,8 +13,11 @@ questions by ``frontier.guard_se`` standard errors.
 smallest whose plans read at most B mean tokens on these questions (their token counts only;
 ``transfer_lambda=here``), or that one raised to the lambda the training sets' pooled validation
 chose for B where it is larger (``learned``: their price of a token, which stops reading where more
-tokens lowered F1 there, as the in-set selector's validation lambda does; still at most B here), and
-where the guard kept the envelope, the training sets' best configuration among those reading <= B
+tokens lowered F1 there, as the in-set selector's validation lambda does; still at most B here), or,
+where at least half of these questions' best-scored candidate sits in a document that fits in B and
+that the block of candidates around it mostly covers (the evidence looks like a whole short document:
+an abstract, an explanation), the one reading at most min(B, those documents' median tokens), else
+``learned`` (``fits``: :func:`mogg.run.budget.selector.adapt.fits_target`), and where the guard kept the envelope, the training sets' best configuration among those reading <= B
 here. The estimated F1's evidence length E is label-free too: ``median`` (the training sets' median
 evidence tokens), ``predicted`` (per question, the evidence tokens its candidates predict:
 :func:`mogg.run.budget.selector.plans.predicted_evidence`) or ``document`` (per question, the
@@ -37,7 +40,7 @@ from mogg.evaluation.frontier_guard import best_lambda, guard_check
 from mogg.routing.fitting.folds import split_train_val
 from mogg.routing.plans import calibrate_lambda, decide
 from mogg.run.budget.base import TRANSFER_DIR, LadderFrontier
-from mogg.run.budget.selector.adapt import feature_view, fits_target, whole_documents
+from mogg.run.budget.selector.adapt import FITS_SHARE, feature_view, fits_target, whole_documents
 from mogg.run.budget.selector.candidates import feature_names
 from mogg.run.budget.selector.deploy import FORMAT, DeployedSelector, plans_of
 from mogg.run.budget.selector.plans import EVIDENCE, LAMBDA_RULES, evidence_estimate, plan_table
@@ -65,12 +68,11 @@ def transfer_view(x: np.ndarray, cand_q: np.ndarray, n_questions: int, view: str
 
 def fit_transfer_selector(ctx: RunContext, name: str, sources: dict[str, LadderFrontier], kind, selector_dir: Path,
                           weights: dict[str, float] | None = None) -> dict:
-    """Fit the transfer selector (module doc) into ``selector_dir/transfer``."""
+    """Fit the transfer selector (module doc) into ``selector_dir/transfer``: the scorer over
+    ``transfer_features``, and where ``transfer_whole_features`` names a view, the whole-document
+    scorer over it (the same candidates, weights and validation slices)."""
     fs = next(iter(sources.values())).fs
     datas = {s: reading_data(ctx, lf.prep, kind) for s, lf in sources.items()}
-    view = kind.transfer_features
-    xv = {s: transfer_view(d.x, d.cand.q, len(sources[s].prep.items), view, sources[s].prep.ladder.level_names,
-                           kind.context) for s, d in datas.items()}
     names = list(sources)
     n_q = [len(sources[s].prep.items) for s in names]
     space = sources[names[0]].space
@@ -79,7 +81,7 @@ def fit_transfer_selector(ctx: RunContext, name: str, sources: dict[str, LadderF
             raise ValueError(f"train_sources.{s}: its ladder's actions differ from {space.to_json()}: one ladder builder "
                              "for every training set")
     per_q = set_weights(n_q, [float((weights or {}).get(s, 1.0)) for s in names])
-    xs, ys, ws, rtr, rva, trains, vals, off_c, off_q = [], [], [], [], [], [], [], 0, 0
+    ys, ws, rtr, rva, trains, vals, off_c, off_q = [], [], [], [], [], [], 0, 0
     for i, s in enumerate(names):
         d = datas[s]
         q = d.cand.q
@@ -90,49 +92,62 @@ def fit_transfer_selector(ctx: RunContext, name: str, sources: dict[str, LadderF
         labelled = ~np.isnan(d.density)
         rtr.append(np.flatnonzero(np.isin(q, t) & labelled) + off_c)
         rva.append(np.flatnonzero(np.isin(q, v) & labelled) + off_c)
-        xs.append(xv[s])
         ys.append(d.density)
         ws.append(candidate_weights(q, d.tokens) * per_q[off_q + q])
         off_c += len(q)
         off_q += n_q[i]
-    x, y, w = np.concatenate(xs), np.concatenate(ys), np.concatenate(ws)
-    model = fit_scorer(x, y, w, np.concatenate(rtr), np.concatenate(rva), kind.params, ctx.seed, ctx.threads)
-    import lightgbm as lgb
-
-    booster = lgb.Booster(model_str=model.booster_.model_to_string(num_iteration=model.best_iteration_ or None))
+    y, w, rtr, rva = np.concatenate(ys), np.concatenate(ws), np.concatenate(rtr), np.concatenate(rva)
     median = float(np.median(np.concatenate([datas[s].evidence_len[t] for s, t in zip(names, trains)])))
-    # the pooled validation plans (estimated and true F1, tokens) and fixed table rows
-    util_v, f_v, t_v, fixed_f1, fixed_tok, fixed_f1_v, fixed_tok_v = [], [], [], [], [], [], []
-    for s, t, v in zip(names, trains, vals):
-        d, lf = datas[s], sources[s]
-        texts, ev = lf.prep.ladder.units.text, [it.evidence_text for it in lf.prep.items]
-        pred = booster.predict(xv[s])
-        e = evidence_estimate(kind.transfer_evidence, median, d.cand.q, pred, d.tokens, d.doc_tokens, len(lf.prep.items))
-        ranked, util, _ = plans_of(pred, d.cand.q, d.cand.unit, d.tokens, texts, len(lf.prep.items), kind.plans, e)
-        vf, vt = plan_table(ranked, texts, d.cand.unit, ev, v)
-        util_v.append(util[v])
-        f_v.append(vf)
-        t_v.append(vt)
-        fixed_f1.append(lf.table.f1[t])
-        fixed_tok.append(lf.table.tokens[t])
-        fixed_f1_v.append(lf.table.f1[v])
-        fixed_tok_v.append(lf.table.tokens[v])
-    util_v, f_v, t_v = np.concatenate(util_v), np.concatenate(f_v), np.concatenate(t_v)
-    ff, ft, ffv = np.concatenate(fixed_f1), np.concatenate(fixed_tok), np.concatenate(fixed_f1_v)
-    rows_v = np.arange(len(util_v))
-    budgets = {}
-    for b in fs.budgets:
-        lam = best_lambda(util_v, t_v, f_v, b)
-        env = choose_config(ff, ft, np.arange(len(ff)), b)
-        a = decide(util_v, t_v, lam)
-        g = guard_check(f_v[rows_v, a] - ffv[:, env], float(t_v[rows_v, a].mean()) if len(a) else 0.0, b, fs.guard_se)
-        deploy = "router" if g["passes"] or not fs.guard else "envelope"
-        budgets[str(int(b))] = {"lambda": lam, "deploy": deploy, "envelope": int(env), "envelope_config": space.describe(env),
-                                "guard": {"gain": g["gain"], "se": g["se"], "n": g["n"], "tokens": g["tokens"],
-                                          "guard": fs.guard, "on": "the training sets' pooled validation questions"}}
-        log.info("%s transfer evidence selector (trained on %s) at B=%d: %s deployed (validation gain %+.4f ± %.4f over "
-                 "%d questions, %.1f tokens); lambda %.3g", name, " + ".join(names), b, deploy, g["gain"], g["se"], g["n"],
-                 g["tokens"], lam)
+    # the fixed table's rows: the training sets' envelope (their fitting questions) and each B's guard
+    ff = np.concatenate([sources[s].table.f1[t] for s, t in zip(names, trains)])
+    ft = np.concatenate([sources[s].table.tokens[t] for s, t in zip(names, trains)])
+    ffv = np.concatenate([sources[s].table.f1[v] for s, v in zip(names, vals)])
+
+    def fit_view(view: str, label: str):
+        """One scorer over ``view``: its booster, its feature count and per budget lambda, guard, envelope."""
+        xv = {s: transfer_view(d.x, d.cand.q, len(sources[s].prep.items), view, sources[s].prep.ladder.level_names,
+                               kind.context) for s, d in datas.items()}
+        x = np.concatenate([xv[s] for s in names])
+        model = fit_scorer(x, y, w, rtr, rva, kind.params, ctx.seed, ctx.threads)
+        import lightgbm as lgb
+
+        booster = lgb.Booster(model_str=model.booster_.model_to_string(num_iteration=model.best_iteration_ or None))
+        util_v, f_v, t_v = [], [], []  # the pooled validation plans (estimated and true F1, tokens)
+        for s, v in zip(names, vals):
+            d, lf = datas[s], sources[s]
+            texts, ev = lf.prep.ladder.units.text, [it.evidence_text for it in lf.prep.items]
+            pred = booster.predict(xv[s])
+            e = evidence_estimate(kind.transfer_evidence, median, d.cand.q, pred, d.tokens, d.doc_tokens,
+                                  len(lf.prep.items))
+            ranked, util, _ = plans_of(pred, d.cand.q, d.cand.unit, d.tokens, texts, len(lf.prep.items), kind.plans, e)
+            vf, vt = plan_table(ranked, texts, d.cand.unit, ev, v)
+            util_v.append(util[v])
+            f_v.append(vf)
+            t_v.append(vt)
+        util_v, f_v, t_v = np.concatenate(util_v), np.concatenate(f_v), np.concatenate(t_v)
+        rows_v = np.arange(len(util_v))
+        budgets = {}
+        for b in fs.budgets:
+            lam = best_lambda(util_v, t_v, f_v, b)
+            env = choose_config(ff, ft, np.arange(len(ff)), b)
+            a = decide(util_v, t_v, lam)
+            g = guard_check(f_v[rows_v, a] - ffv[:, env], float(t_v[rows_v, a].mean()) if len(a) else 0.0, b,
+                            fs.guard_se)
+            deploy = "router" if g["passes"] or not fs.guard else "envelope"
+            budgets[str(int(b))] = {"lambda": lam, "deploy": deploy, "envelope": int(env),
+                                    "envelope_config": space.describe(env),
+                                    "guard": {"gain": g["gain"], "se": g["se"], "n": g["n"], "tokens": g["tokens"],
+                                              "guard": fs.guard, "on": "the training sets' pooled validation questions"}}
+            log.info("%s transfer evidence selector%s (trained on %s) at B=%d: %s deployed (validation gain %+.4f ± "
+                     "%.4f over %d questions, %.1f tokens); lambda %.3g", name, label, " + ".join(names), b, deploy,
+                     g["gain"], g["se"], g["n"], g["tokens"], lam)
+        return booster, {"features_view": view, "n_features": int(x.shape[1]), "budgets": budgets,
+                         "trees": int(booster.num_trees())}
+
+    booster, own = fit_view(kind.transfer_features, "")
+    whole_booster, whole = None, None
+    if kind.transfer_whole_features is not None:
+        whole_booster, whole = fit_view(kind.transfer_whole_features, " (whole-document scorer)")
     first = sources[names[0]].prep
     spec = ctx.router_spec(name, first, transfer=True)  # no corpus: the user's, named when routing
     spec["frontier"] = {"depth": fs.depth, "caps": list(fs.caps), "budgets": list(fs.budgets),
@@ -140,16 +155,39 @@ def fit_transfer_selector(ctx: RunContext, name: str, sources: dict[str, LadderF
     spec["configs"] = config_stats(ff, ft)  # the training sets' envelope on a new set (envelope_here)
     with_options = float(np.mean([bool(it.options) for s in names for it in sources[s].prep.items]))
     deploy = {"format": FORMAT, "settings": kind.knobs(), "evidence_len": median, "evidence": kind.transfer_evidence,
-              "lambda_rule": kind.transfer_lambda, "features_view": view,
-              "n_features": int(x.shape[1]), "with_options": with_options, "budgets": budgets, "space": space.to_json(),
-              "spec": spec, "fit": {"seed": int(ctx.seed), "val_fraction": ctx.val_fraction, "sources": names,
-                                    "n_train": int(sum(len(t) for t in trains)), "n_val": int(sum(len(v) for v in vals)),
-                                    "trees": int(booster.num_trees())}}
+              "lambda_rule": kind.transfer_lambda, "features_view": own["features_view"],
+              "n_features": own["n_features"], "with_options": with_options, "budgets": own["budgets"],
+              "space": space.to_json(), "spec": spec,
+              "fit": {"seed": int(ctx.seed), "val_fraction": ctx.val_fraction, "sources": names,
+                      "n_train": int(sum(len(t) for t in trains)), "n_val": int(sum(len(v) for v in vals)),
+                      "trees": own["trees"]},
+              **({"whole": whole} if whole is not None else {})}
     ids = [f"{s}:{q}" for s in names for q in sources[s].prep.query_ids]
-    dep = DeployedSelector(booster, deploy, {"ids": ids, "val": [], "budgets": {}})
+    dep = DeployedSelector(booster, deploy, {"ids": ids, "val": [], "budgets": {}}, whole_booster)
     out = dep.save(Path(selector_dir) / TRANSFER_DIR)
     log.info("transfer %s evidence selector in %s (trained on %s)", name, out, " + ".join(names))
-    return {"dir": str(out), "budgets": {b: p["deploy"] for b, p in budgets.items()}}
+    return {"dir": str(out), "budgets": {b: p["deploy"] for b, p in own["budgets"].items()}}
+
+
+def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray,
+                 tokens: np.ndarray, doc_tokens: np.ndarray, n_questions: int) -> tuple[DeployedSelector, np.ndarray]:
+    """The scorer a transfer directory reads these new questions with, and its predictions [N]: its
+    own, or, where it has a whole-document scorer and at least :data:`~mogg.run.budget.selector.adapt.FITS_SHARE`
+    of the questions with candidates have their best candidate's block covering its document (the
+    evidence looks like whole short documents: :func:`~mogg.run.budget.selector.adapt.whole_documents`,
+    no labels), that one. ``x_of(view)``: the candidates' features [N, F] in a view."""
+    pred = dep.booster.predict(x_of(dep.reads("features_view", kind))) if len(cand_q) else np.zeros(0)
+    whole = dep.whole()
+    if whole is None or not len(cand_q):
+        return dep, pred
+    doc, covered = whole_documents(cand_q, unit, unit_doc, tokens, pred, doc_tokens, n_questions)
+    share = float(covered[doc > 0].mean()) if (doc > 0).any() else 0.0
+    if share < FITS_SHARE:
+        log.info("%.0f%% of the questions' best blocks cover their document: the directory's scorer", 100 * share)
+        return dep, pred
+    log.info("%.0f%% of the questions' best blocks cover their document (whole short documents): the whole-document "
+             "scorer (%s)", 100 * share, whole.deploy["features_view"])
+    return whole, whole.booster.predict(x_of(whole.deploy["features_view"]))
 
 
 def here_plans(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray,
@@ -187,14 +225,22 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
         if table_tokens is not None and dep.deploy["spec"].get("configs"):
             applied["envelope"] = envelope_here(dep.deploy["spec"]["configs"], table_tokens, budget)
         return np.full(n_questions, -1, dtype=np.int64), ranked, plan_tok, applied
-    target = None
-    if rule == "fits":  # whole short documents: read up to them (at most B), whatever the training sets' price
-        target = fits_target(*whole_documents(cand_q, unit, unit_doc, tokens, pred, doc_tokens, n_questions), budget)
-        applied["reads_to"] = target
-    applied["lambda"] = calibrate_lambda(util, plan_tok, budget if target is None else target)  # no labels
-    if rule != "here" and target is None:  # never below the training sets' price of a token (it only lowers tokens)
-        applied["lambda"] = max(applied["lambda"], float(p["lambda"]))
+    docs = whole_documents(cand_q, unit, unit_doc, tokens, pred, doc_tokens, n_questions) if rule == "fits" else None
+    applied["lambda"], applied["reads_to"] = lambda_here(rule, util, plan_tok, budget, float(p["lambda"]), docs)
     return decide(util, plan_tok, applied["lambda"]).astype(np.int64), ranked, plan_tok, applied
+
+
+def lambda_here(rule: str, util: np.ndarray, plan_tok: np.ndarray, budget: float, learned: float,
+                docs: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[float, float | None]:
+    """The price of a token on new questions at ``budget`` by ``rule`` (:data:`LAMBDA_RULES`; the
+    plans' estimated F1 and tokens [Q, K]; ``learned``: the training sets' lambda for B; ``docs``:
+    :func:`~mogg.run.budget.selector.adapt.whole_documents` for ``fits``) and the mean tokens it was
+    calibrated to read where ``fits`` read up to the documents (else None). No labels."""
+    target = fits_target(*docs, budget) if rule == "fits" else None
+    lam = calibrate_lambda(util, plan_tok, budget if target is None else target)  # these questions' own tokens
+    if rule != "here" and target is None:  # never below the training sets' price of a token (it only lowers tokens)
+        lam = max(lam, learned)
+    return lam, target
 
 
 def deployed_row(dep: DeployedSelector, kind) -> str:
@@ -223,17 +269,19 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
     if any(settings.get(k) != getattr(kind, k) for k in ("depth", "per_chunk", "cosine")):
         raise ValueError(f"{directory}: trained with selector knobs {settings}; this run's differ: retrain it")
     d = reading_data(ctx, prep, kind)
-    x = transfer_view(d.x, d.cand.q, len(prep.items), dep.reads("features_view", kind), prep.ladder.level_names,
-                      kind.context)
-    pred = dep.booster.predict(x) if len(x) else np.zeros(0)
     texts, ev, n = prep.ladder.units.text, [it.evidence_text for it in prep.items], len(prep.items)
+    named = dep  # the rows' names: the directory's rule
+    dep, pred = shape_scorer(dep, kind, lambda v: transfer_view(d.x, d.cand.q, n, v, prep.ladder.level_names,
+                                                                kind.context),
+                             d.cand.q, d.cand.unit, prep.ladder.units.doc, d.tokens, d.doc_tokens, n)
+    scorer = "" if dep is named else f" (whole-document scorer, {dep.deploy['features_view']})"
     rows = np.arange(n)
 
     # every candidate rule (E x lambda rule, the leave-one-shape-out choice's candidates:
     # scripts/choose_transfer_rule.py), the one the directory deploys (mogg-route --calibrate-here
     # reads with it) marked so in its name
-    own = (dep.reads("evidence", kind), dep.reads("lambda_rule", kind))
-    reads = [(deployed_row(dep, kind) if (e, rule) == own else candidate_row(e, rule), e, rule)
+    own = (named.reads("evidence", kind), named.reads("lambda_rule", kind))
+    reads = [(deployed_row(named, kind) if (e, rule) == own else candidate_row(e, rule), e, rule)
              for rule in LAMBDA_RULES for e in EVIDENCE]
 
     # the plans of each E (the same at every budget), and their true F1 once: the ranking is by the
@@ -257,7 +305,7 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
                 f1, tok, conf = table.f1[:, env], table.tokens[:, env], "envelope deployed"
             else:
                 pf, pt = truth()
-                f1, tok, conf = pf[rows, choice], pt[rows, choice], "selector deployed"
+                f1, tok, conf = pf[rows, choice], pt[rows, choice], "selector deployed" + scorer
             out[row] = (f1, tok, conf)
         env = envelope_here(dep.deploy["spec"]["configs"], table.tokens, b)
         out[TRAINING_ENVELOPE] = (table.f1[:, env], table.tokens[:, env], ladder.space.names()[env])
