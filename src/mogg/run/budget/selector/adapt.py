@@ -17,7 +17,8 @@ leave one shape out by ``scripts/transfer_adaptations.py`` and chosen by the wor
 * :func:`fits_target`: the ``fits`` price of a token (``transfer_lambda=fits``): where the new set's
   candidates say its evidence is a whole short document (the best-scored candidate's document fits
   the budget and the block around that candidate covers most of it: an abstract, an explanation), read
-  up to that document; elsewhere (a section of a page, a sentence of a paper) the training sets' price.
+  at least up to that document; elsewhere (a section of a page, a sentence of a paper) the training
+  sets' price.
 * :func:`self_train`: a scorer refitted on the new set's own candidates with pseudo-labels from the
   transferred scorer's confident choices, cross-fitted over the new set's questions (no question is
   scored by a model that saw its own pseudo-label).
@@ -201,8 +202,8 @@ def whole_documents(cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, 
 
 
 def fits_target(doc: np.ndarray, covered: np.ndarray, budget: float) -> float | None:
-    """The mean tokens the ``fits`` rule reads at budget B (:func:`whole_documents`' two arrays, [Q]):
-    min(B, the median best document's tokens) where at least :data:`FITS_SHARE` of the questions' best
+    """The mean tokens the ``fits`` rule reads at least at budget B (:func:`whole_documents`' two arrays,
+    [Q]): min(B, the median best document's tokens) where at least :data:`FITS_SHARE` of the questions' best
     documents fit in B and are covered (the evidence looks like a whole short document); None where
     they do not (the training sets' price of a token decides)."""
     if not len(doc) or float(np.mean(covered & (doc <= budget))) < FITS_SHARE:

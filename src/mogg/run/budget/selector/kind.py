@@ -58,8 +58,8 @@ class EvidenceSelectorKind(BudgetRouter):
                                   "shows a row for each; chosen on the leave-one-set-out splits: docs/results.md)")
     transfer_lambda: str = knob("fits", one_of(LAMBDA_RULES), "that selector's lambda on a new set: fits (where at "
                                 "least half of its questions' best-scored candidate's document fits in B and the block "
-                                "of candidates around it covers half of that document, read up to min(B, the median "
-                                "such document); else learned) | learned (at least the training sets' validation lambda "
+                                "of candidates around it covers half of that document, read at least min(B, the median "
+                                "such document), more where learned reads more; else learned) | learned (at least the training sets' validation lambda "
                                 "for B, raised to read <= B mean tokens there) | here (the smallest reading <= B "
                                 "there); each a row of its own, chosen by the worst held-out shape: docs/results.md")
     transfer_features: str = knob("within_question_no_document", one_of(VIEWS),

@@ -16,8 +16,9 @@ chose for B where it is larger (``learned``: their price of a token, which stops
 tokens lowered F1 there, as the in-set selector's validation lambda does; still at most B here), or,
 where at least half of these questions' best-scored candidate sits in a document that fits in B and
 that the block of candidates around it mostly covers (the evidence looks like a whole short document:
-an abstract, an explanation), the one reading at most min(B, those documents' median tokens), else
-``learned`` (``fits``: :func:`mogg.run.budget.selector.adapt.fits_target`), and where the guard kept the envelope, the training sets' best configuration among those reading <= B
+an abstract, an explanation), the smaller of ``learned``'s and the one reading min(B, those documents'
+median tokens) (it reads at least up to the documents, more where the training sets' price reads
+more), else ``learned`` (``fits``: :func:`mogg.run.budget.selector.adapt.fits_target`), and where the guard kept the envelope, the training sets' best configuration among those reading <= B
 here. The estimated F1's evidence length E is label-free too: ``median`` (the training sets' median
 evidence tokens), ``predicted`` (per question, the evidence tokens its candidates predict:
 :func:`mogg.run.budget.selector.plans.predicted_evidence`) or ``document`` (per question, the
@@ -209,9 +210,9 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
     ``deploy``: router | envelope instead of the guard's decision (``--unguarded``); ``doc_tokens`` [N]:
     each candidate's document's tokens (``evidence=document``, ``rule=fits``); ``rule``: ``here`` (lambda
     from these questions' tokens), ``learned`` (at least the training sets' lambda for B) or ``fits``
-    (:func:`mogg.run.budget.selector.adapt.fits_target`: up to the best candidate's document where these
-    questions' evidence looks like whole short documents, else ``learned``; needs ``unit_doc`` [U], every
-    unit's document); ``plans``: what :func:`here_plans` gives for these arguments (computed here when None)."""
+    (:func:`mogg.run.budget.selector.adapt.fits_target`: at least up to the best candidate's document where
+    these questions' evidence looks like whole short documents, else ``learned``; needs ``unit_doc`` [U],
+    every unit's document); ``plans``: what :func:`here_plans` gives for these arguments (computed here when None)."""
     if rule not in LAMBDA_RULES:
         raise ValueError(f"lambda rule {rule!r}: one of {LAMBDA_RULES}")
     if rule == "fits" and (doc_tokens is None or unit_doc is None):
@@ -234,12 +235,14 @@ def lambda_here(rule: str, util: np.ndarray, plan_tok: np.ndarray, budget: float
                 docs: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[float, float | None]:
     """The price of a token on new questions at ``budget`` by ``rule`` (:data:`LAMBDA_RULES`; the
     plans' estimated F1 and tokens [Q, K]; ``learned``: the training sets' lambda for B; ``docs``:
-    :func:`~mogg.run.budget.selector.adapt.whole_documents` for ``fits``) and the mean tokens it was
-    calibrated to read where ``fits`` read up to the documents (else None). No labels."""
-    target = fits_target(*docs, budget) if rule == "fits" else None
-    lam = calibrate_lambda(util, plan_tok, budget if target is None else target)  # these questions' own tokens
-    if rule != "here" and target is None:  # never below the training sets' price of a token (it only lowers tokens)
+    :func:`~mogg.run.budget.selector.adapt.whole_documents` for ``fits``) and, where ``fits`` found whole
+    short documents, the mean tokens they hold (it reads at least that, at most B; else None). No labels."""
+    lam = calibrate_lambda(util, plan_tok, budget)  # these questions' own tokens: at most B
+    if rule != "here":  # never below the training sets' price of a token (it only lowers tokens)
         lam = max(lam, learned)
+    target = fits_target(*docs, budget) if rule == "fits" else None
+    if target is not None:  # whole short documents: read at least up to them (the price may stop earlier)
+        lam = min(lam, calibrate_lambda(util, plan_tok, target))
     return lam, target
 
 
