@@ -183,6 +183,38 @@ def test_the_learned_lambda_is_a_floor_under_the_one_chosen_here():
         read_here(dep(0.0), pred, cand_q, unit, tokens, texts, n_q, 64, "median", rule="training")
 
 
+def test_fits_reads_at_least_up_to_whole_short_documents_and_never_less_than_learned():
+    """lambda_here's ``fits``: where most best documents fit and are covered, lambda is the smaller of
+    ``learned``'s and the one reading min(B, their median tokens) (MedMCQA read 77 tokens under the
+    first version's 'exactly up to them' where learned read 112 and met its envelope); elsewhere it is
+    ``learned``'s; never more than B."""
+    from mogg.routing.plans import calibrate_lambda, decide
+    from mogg.run.budget.selector.deploy import plans_of
+    from mogg.run.budget.selector.transfer import lambda_here
+
+    rng = np.random.default_rng(1)
+    n_q, per = 40, 8
+    cand_q = np.repeat(np.arange(n_q), per)
+    unit = np.arange(n_q * per)
+    texts = [" ".join(["w"] * int(k)) for k in rng.integers(5, 40, n_q * per)]
+    tokens = np.array([len(t.split()) for t in texts], dtype=float)
+    _, util, pt = plans_of(rng.uniform(0.05, 0.9, n_q * per), cand_q, unit, tokens, texts, n_q, per, 60.0)
+    rows = np.arange(n_q)
+
+    def reads(lam):
+        return pt[rows, decide(util, pt, lam)].mean()
+    b, doc = 128, np.full(n_q, 100.0)
+    fits_all, fits_none = (doc, np.ones(n_q, bool)), (doc, np.zeros(n_q, bool))
+    to_docs = calibrate_lambda(util, pt, 100.0)
+    for price in (to_docs * 50, to_docs / 50):  # the training sets' price stops early / reads on
+        learned, _ = lambda_here("learned", util, pt, b, price)
+        fits, target = lambda_here("fits", util, pt, b, price, fits_all)
+        assert target == 100.0 and fits == pytest.approx(min(learned, to_docs))
+        assert reads(fits) >= max(reads(to_docs), reads(learned)) - 1e-9 and reads(fits) <= b
+        assert lambda_here("fits", util, pt, b, price, fits_none) == (learned, None)  # not whole documents
+    assert lambda_here("here", util, pt, b, to_docs * 50)[0] == pytest.approx(calibrate_lambda(util, pt, b))
+
+
 @pytest.fixture(scope="module")
 def transfer(tmp_path_factory, mirage):
     """A transfer selector trained on PubMedQA* and MedMCQA (small slices), read on the generic example."""
