@@ -148,6 +148,14 @@ def test_the_document_evidence_length_is_the_best_candidates_document():
         evidence_estimate("document", 99.0, q, pred, np.ones(5), None, 3)
 
 
+def _toy_candidates(seed: int, n_q: int, per: int):
+    """``per`` candidates a question, texts of 5-39 words: (cand_q, unit, texts, tokens, pred)."""
+    rng = np.random.default_rng(seed)
+    texts = [" ".join(["w"] * int(k)) for k in rng.integers(5, 40, n_q * per)]
+    tokens = np.array([len(t.split()) for t in texts], dtype=float)
+    return np.repeat(np.arange(n_q), per), np.arange(n_q * per), texts, tokens, rng.uniform(0.05, 0.9, n_q * per)
+
+
 def test_the_learned_lambda_is_a_floor_under_the_one_chosen_here():
     """read_here's ``learned`` rule: lambda = max(the training sets' lambda for B, the smallest one
     reading <= B here); the learned price only lowers mean tokens, and a bad rule is refused."""
@@ -157,13 +165,8 @@ def test_the_learned_lambda_is_a_floor_under_the_one_chosen_here():
     from mogg.run.budget.selector.deploy import plans_of
     from mogg.run.budget.selector.transfer import read_here
 
-    rng = np.random.default_rng(0)
     n_q, per = 30, 6
-    cand_q = np.repeat(np.arange(n_q), per)
-    unit = np.arange(n_q * per)
-    texts = [" ".join(["w"] * int(k)) for k in rng.integers(5, 40, n_q * per)]
-    tokens = np.array([len(t.split()) for t in texts], dtype=float)
-    pred = rng.uniform(0.05, 0.9, n_q * per)
+    cand_q, unit, texts, tokens, pred = _toy_candidates(0, n_q, per)
 
     def dep(lam):
         return SimpleNamespace(deploy={"settings": {"plans": per}, "evidence_len": 60.0,
@@ -192,13 +195,9 @@ def test_fits_reads_at_least_up_to_whole_short_documents_and_never_less_than_lea
     from mogg.run.budget.selector.deploy import plans_of
     from mogg.run.budget.selector.transfer import lambda_here
 
-    rng = np.random.default_rng(1)
     n_q, per = 40, 8
-    cand_q = np.repeat(np.arange(n_q), per)
-    unit = np.arange(n_q * per)
-    texts = [" ".join(["w"] * int(k)) for k in rng.integers(5, 40, n_q * per)]
-    tokens = np.array([len(t.split()) for t in texts], dtype=float)
-    _, util, pt = plans_of(rng.uniform(0.05, 0.9, n_q * per), cand_q, unit, tokens, texts, n_q, per, 60.0)
+    cand_q, unit, texts, tokens, pred = _toy_candidates(1, n_q, per)
+    _, util, pt = plans_of(pred, cand_q, unit, tokens, texts, n_q, per, 60.0)
     rows = np.arange(n_q)
 
     def reads(lam):

@@ -59,9 +59,10 @@ class EvidenceSelectorKind(BudgetRouter):
     transfer_lambda: str = knob("fits", one_of(LAMBDA_RULES), "that selector's lambda on a new set: fits (where at "
                                 "least half of its questions' best-scored candidate's document fits in B and the block "
                                 "of candidates around it covers half of that document, read at least min(B, the median "
-                                "such document), more where learned reads more; else learned) | learned (at least the training sets' validation lambda "
-                                "for B, raised to read <= B mean tokens there) | here (the smallest reading <= B "
-                                "there); each a row of its own, chosen by the worst held-out shape: docs/results.md")
+                                "such document), more where learned reads more; else learned) | learned (at least the "
+                                "training sets' validation lambda for B, raised to read <= B mean tokens there) | here "
+                                "(the smallest reading <= B there); each a row of its own, chosen by the worst "
+                                "held-out shape: docs/results.md")
     transfer_features: str = knob("within_question_no_document", one_of(VIEWS),
                                   "that selector's feature view (mogg.run.budget.selector.adapt.VIEWS): raw | "
                                   "within_question (each column's z-score and rank among the question's candidates "

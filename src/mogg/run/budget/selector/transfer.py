@@ -18,8 +18,8 @@ where at least half of these questions' best-scored candidate sits in a document
 that the block of candidates around it mostly covers (the evidence looks like a whole short document:
 an abstract, an explanation), the smaller of ``learned``'s and the one reading min(B, those documents'
 median tokens) (it reads at least up to the documents, more where the training sets' price reads
-more), else ``learned`` (``fits``: :func:`mogg.run.budget.selector.adapt.fits_target`), and where the guard kept the envelope, the training sets' best configuration among those reading <= B
-here. The estimated F1's evidence length E is label-free too: ``median`` (the training sets' median
+more), else ``learned`` (``fits``: :func:`mogg.run.budget.selector.adapt.fits_target`), and where the
+guard kept the envelope, the training sets' best configuration among those reading <= B here. The estimated F1's evidence length E is label-free too: ``median`` (the training sets' median
 evidence tokens), ``predicted`` (per question, the evidence tokens its candidates predict:
 :func:`mogg.run.budget.selector.plans.predicted_evidence`) or ``document`` (per question, the
 tokens of the document its best-scored candidate sits in: :func:`~mogg.run.budget.selector.plans.document_evidence`);
