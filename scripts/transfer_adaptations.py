@@ -51,7 +51,16 @@ ADAPTATIONS = {
         (("within_question_no_document", "raw"), False, False, "document", "fits"),
     "within_question, lambda fits": ("within_question", False, False, "document", "fits"),
     "covariate-shift weights": ("raw", True, False, "document", "learned"),
-    "self-training": ("raw", False, True, "document", "learned"),
+    "self-training": ("raw", False, "mix", "document", "learned"),
+    # self-training that reorders only (adapt.reorder): the transferred scale prices, the refit ranks; "near":
+    # only where the first scorer reads (the whole-document scorer reads as it is), as transfer.shape_scorer does
+    "two scorers, lambda fits, self-trained order alone":
+        (("within_question_no_document", "raw"), False, "alone", "document", "fits"),
+    "two scorers, lambda fits, self-trained order on the near scorer":
+        (("within_question_no_document", "raw"), False, "near", "document", "fits"),
+    "two scorers, lambda fits, block first": (("within_question_no_document", "raw"), False, "block", "document", "fits"),
+    "two scorers, lambda fits, whole block first":
+        (("within_question_no_document", "raw"), False, "block0", "document", "fits"),
     "within_question, E median": ("within_question", False, False, "median", "learned"),
     "within_question, E predicted": ("within_question", False, False, "predicted", "learned"),
     "within_question, E block": ("within_question", False, False, "block", "learned"),
@@ -129,7 +138,16 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind) -> di
     from mogg.evaluation.frontier_guard import best_lambda
     from mogg.routing.fitting.folds import split_train_val
     from mogg.routing.plans import decide
-    from mogg.run.budget.selector.adapt import feature_view, relative_choice, self_train, shift_weights, whole_documents
+    from mogg.run.budget.selector.adapt import (
+        FITS_SHARE,
+        block_rows,
+        feature_view,
+        relative_choice,
+        reorder,
+        self_train,
+        shift_weights,
+        whole_documents,
+    )
     from mogg.run.budget.selector.deploy import plans_of
     from mogg.run.budget.selector.plans import plan_table
     from mogg.run.budget.selector.scorer import candidate_weights, fit_scorer
@@ -138,12 +156,11 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind) -> di
 
     view, shift, selftrain, e_rule, rule = adaptation
     if isinstance(view, tuple):  # two scorers: the second where the held-out shape looks like whole documents
-        from mogg.run.budget.selector.adapt import FITS_SHARE
-
         near = run_one(shapes, target, seed, (view[0], *adaptation[1:]), kind)
         if near.pop("share") < FITS_SHARE:
             return near
-        out = run_one(shapes, target, seed, (view[1], *adaptation[1:]), kind)
+        whole = (view[1], shift, selftrain if selftrain in ("alone", "mix") else False, e_rule, rule)
+        out = run_one(shapes, target, seed, whole, kind)
         out.pop("share")
         return out
     sources = SPLITS[target]
@@ -193,7 +210,14 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind) -> di
 
     sh = shapes[target]
     pred = model.predict(xv[target])
-    if selftrain:  # the new set's own scorer from the transferred one's confident choices, mixed in by rank
+    doc, covered = whole_documents(sh.q, sh.unit, sh.unit_doc, sh.tokens, pred, sh.doc_tokens, sh.n)
+    share = float(covered[doc > 0].mean()) if (doc > 0).any() else 0.0  # which scorer: before any refit
+    if selftrain in ("block", "block0"):  # the best candidate's block first, then the rest (each by pred)
+        pred = reorder(pred, sh.q, block_rows(sh.q, sh.unit, sh.unit_doc, pred, sh.n,
+                                              0.5 if selftrain == "block" else 0.0).astype(float))
+    elif selftrain in ("near", "alone"):  # the refit ranks alone; the transferred scale stays
+        pred = reorder(pred, sh.q, self_train(xv[target], sh.q, sh.n, pred, seed))
+    elif selftrain == "mix":  # the new set's own scorer from the transferred one's confident choices, mixed in by rank
         own = self_train(xv[target], sh.q, sh.n, pred, seed)
         pred = 0.5 * pred + 0.5 * own * float(np.nanmax(pred))
     ranked, util, pt = plans_of(pred, sh.q, sh.unit, sh.tokens, sh.texts, sh.n, kind.plans,
@@ -202,7 +226,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind) -> di
     tf, tt = plan_table(ranked, sh.texts, sh.unit, sh.evidence, rows)
     rp = _ranked_pred(ranked, pred)
     doc, covered = whole_documents(sh.q, sh.unit, sh.unit_doc, sh.tokens, pred, sh.doc_tokens, sh.n)
-    out = {"share": float(covered[doc > 0].mean()) if (doc > 0).any() else 0.0}  # best blocks covering their document
+    out = {"share": share}  # best blocks covering their document
     for b in BUDGETS:
         if rule == "relative":  # raised until these questions read <= B
             r = price[b]

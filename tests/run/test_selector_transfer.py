@@ -9,6 +9,7 @@ directory routes a new set with ``--calibrate-here`` (lambda on that set's own t
 from __future__ import annotations
 
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -214,21 +215,36 @@ def test_fits_reads_at_least_up_to_whole_short_documents_and_never_less_than_lea
     assert lambda_here("here", util, pt, b, to_docs * 50)[0] == pytest.approx(calibrate_lambda(util, pt, b))
 
 
-@pytest.fixture(scope="module")
-def transfer(tmp_path_factory, mirage):
-    """A transfer selector trained on PubMedQA* and MedMCQA (small slices), read on the generic example."""
+def _train_transfer(tmp, mirage, *extra: str):
     from mogg.run.app import train
 
-    tmp = tmp_path_factory.mktemp("tsel")
     cfg = compose(["experiment=transfer_selector_generic", "debug=tiny", f"paths.data_dir={mirage.parent}",
                    f"paths.artifacts={tmp / 'a'}", f"paths.checkpoints={tmp / 'c'}", f"paths.reports={tmp / 'r'}",
                    f"questions.path={GENERIC / 'questions.jsonl'}", f"corpus.sources.0.paths={GENERIC / 'corpus.jsonl'}",
                    "~train_sources.covidqa", "~train_sources.pages", "train_sources.pubmedqa.questions.limit=40",
                    "train_sources.medmcqa.questions.limit=40", "frontier.routers.selector.cosine=false",
                    "+frontier.routers.selector.params={n_estimators: 20, min_child_samples: 5}",
-                   "frontier.routers.actions.max_epochs=3", "evaluate_after=true"])
+                   "frontier.routers.actions.max_epochs=3", "evaluate_after=true",
+                   # the example has 10 questions: self-training (transfer_self_train) on them wherever the
+                   # first scorer reads, so that the route and report tests read through it
+                   "frontier.routers.selector.transfer_self_train=2", *extra])
     train(cfg)
     return tmp
+
+
+@pytest.fixture(scope="module")
+def transfer(tmp_path_factory, mirage):
+    """A transfer selector trained on PubMedQA* and MedMCQA (small slices), read on the generic example
+    (whose evidence looks like whole short documents: the whole-document scorer reads it)."""
+    return _train_transfer(tmp_path_factory.mktemp("tsel"), mirage)
+
+
+@pytest.fixture(scope="module")
+def transfer_near(tmp_path_factory, mirage):
+    """The same with one scorer (``transfer_whole_features=null``): its own reads the example, reordered
+    by self-training on the example's questions."""
+    return _train_transfer(tmp_path_factory.mktemp("tsel_near"), mirage,
+                           "frontier.routers.selector.transfer_whole_features=null")
 
 
 def test_the_transfer_selector_is_one_directory_and_its_rows_reach_the_report(transfer):
@@ -353,12 +369,16 @@ def test_calibrate_here_on_a_transfer_directory_spends_the_budget_from_another_f
 DEPLOYED = "transferred selector (deployed: E document, lambda fits)"
 
 
+@pytest.mark.parametrize("fixture", ["transfer", "transfer_near"])
 def test_a_transfer_directory_routes_the_users_corpus_from_another_folder_as_the_report_reads_it(
-        transfer, tmp_path, monkeypatch):
+        fixture, request, tmp_path, monkeypatch, caplog):
     """Issue 58: a transfer directory holds no corpus. mogg-route --corpus builds the user's ladder from
     the directory's recipe, in the user's cache (not ./artifacts of the folder it runs in), reads only that
     corpus, and its contexts' evidence F1 is, question for question, what the report computes for the
-    row marked deployed."""
+    row marked deployed: through the whole-document scorer (``transfer``) and through the first scorer
+    reordered by self-training on the routed questions (``transfer_near``)."""
+    transfer = request.getfixturevalue(fixture)
+    caplog.set_level(logging.INFO, logger="mogg.run.budget.selector.transfer")
     from mogg.data.qa import GenericQA
     from mogg.evaluation.prefix import prefix_table
     from mogg.run.budget.selector.deploy import DeployedSelector
@@ -390,6 +410,7 @@ def test_a_transfer_directory_routes_the_users_corpus_from_another_folder_as_the
     np.testing.assert_allclose(mine, [report[r["id"]] for r in records], atol=1e-9)
     md = (transfer / "r" / "debug" / "results.md").read_text()
     assert f"| {DEPLOYED} |" in md
+    assert ("self-training" in caplog.text) == (fixture == "transfer_near")  # which path the routing read
 
 
 @pytest.mark.parametrize("path", ["ABS", "~/.ssh/id_rsa", "../secret.txt", "*.txt", "sub/../../secret.txt"])

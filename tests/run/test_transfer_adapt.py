@@ -187,3 +187,50 @@ def test_only_takes_adaptation_names_that_hold_commas():
         ["within_question, E median", "raw, lambda fits", "within_question"], [])
     assert mod.only_names("raw,nonsense") == (["raw"], ["nonsense"])
     assert mod.only_names("") == (list(mod.ADAPTATIONS), [])
+
+
+def test_reorder_hands_each_question_its_own_values_in_the_scores_order():
+    from mogg.run.budget.selector.adapt import reorder
+
+    rng = np.random.default_rng(5)
+    q = np.sort(rng.integers(0, 30, 400))
+    pred, score = rng.random(len(q)), rng.random(len(q))
+    score = np.round(score, 1)  # ties: pred's order decides
+    got = reorder(pred, q, score)
+    for qi in np.unique(q):  # against a loop: the k-th best by (score, pred) gets the k-th largest pred
+        r = np.flatnonzero(q == qi)
+        by_score = r[np.lexsort((np.arange(len(r)), -pred[r], -score[r]))]
+        np.testing.assert_array_equal(got[by_score], np.sort(pred[r])[::-1])
+    np.testing.assert_array_equal(reorder(pred, q, pred), pred)  # its own order: unchanged
+
+
+def test_self_trained_reorders_a_transfer_directorys_ranking_only_where_asked(caplog):
+    """transfer.self_trained: the values stay the question's own (the price of a token keeps its
+    scale), the order is the refit's; nothing moves in-set, below transfer_self_train questions, or
+    for a directory written before the knob."""
+    from types import SimpleNamespace
+
+    from mogg.run.budget.selector.adapt import reorder
+    from mogg.run.budget.selector.kind import EvidenceSelectorKind
+    from mogg.run.budget.selector.transfer import self_trained
+
+    rng = np.random.default_rng(0)
+    n_q, per = 200, 6
+    q = np.repeat(np.arange(n_q), per)
+    signal = rng.normal(size=len(q))
+    x = np.stack([signal, rng.normal(size=len(q))], axis=1)
+    pred = np.exp(signal + rng.normal(0, 1.0, len(q)))  # right, noisily, on a density scale
+
+    def directory(settings, transfer=True):
+        return SimpleNamespace(deploy={"settings": settings, "fit": {"seed": 3}}, transfer=transfer)
+
+    got = self_trained(directory({"transfer_self_train": 50}), EvidenceSelectorKind, x, pred, q, n_q)
+    np.testing.assert_array_equal(got, reorder(pred, q, self_train(x, q, n_q, pred, seed=3)))
+    for qi in range(n_q):
+        np.testing.assert_array_equal(np.sort(got[q == qi]), np.sort(pred[q == qi]))
+    top = lambda p: np.array([np.argmax(p[q == i]) for i in range(n_q)])  # noqa: E731
+    truth = top(signal)
+    assert (top(got) == truth).mean() > (top(pred) == truth).mean()  # the refit ranks the signal better
+    for dep in (directory({"transfer_self_train": None}), directory({"transfer_self_train": n_q + 1}),
+                directory({}), directory({"transfer_self_train": 1}, transfer=False)):
+        assert self_trained(dep, EvidenceSelectorKind, x, pred, q, n_q) is pred

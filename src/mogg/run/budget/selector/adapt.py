@@ -157,17 +157,27 @@ def self_train(x: np.ndarray, q: np.ndarray, n_questions: int, pred: np.ndarray,
     return out
 
 
-def block_evidence(cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, tokens: np.ndarray, pred: np.ndarray,
-                   n_questions: int, ratio: float = 0.5) -> np.ndarray:
-    """E per question, float64 [Q]: the tokens of the contiguous block around its best-scored
-    candidate (the same document, consecutive units that are all candidates of the question and all
-    predicted at least ``ratio`` times the best's density). Candidates cluster into a block where the
-    evidence is a passage (an abstract, a section) and stay one sentence where it is one sentence of a
-    long paper: a length the new set's own candidates show, no labels. Rows sorted by (question,
-    unit), as :func:`mogg.run.budget.selector.candidates.candidates` gives them; 0 without candidates."""
-    out = np.zeros(n_questions)
+def reorder(pred: np.ndarray, q: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """``pred``'s values [N] handed out again within each question (``q`` [N]) in the order of
+    ``score`` [N] (ties: ``pred``'s order): the ranking is ``score``'s, every question keeps its
+    multiset of predicted densities, so the plans' estimated F1 and the price of a token keep the
+    transferred scorer's scale (self-training reorders, it does not reprice)."""
+    pred = np.asarray(pred, dtype=np.float64)
+    by_pred = np.lexsort((np.arange(len(q)), -pred, q))
+    by_score = np.lexsort((np.arange(len(q)), -pred, -np.asarray(score, dtype=np.float64), q))
+    out = np.empty_like(pred)
+    out[by_score] = pred[by_pred]  # both orders group the questions alike: the k-th of a question gets its k-th value
+    return out
+
+
+def block_rows(cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, pred: np.ndarray, n_questions: int,
+               ratio: float = 0.5) -> np.ndarray:
+    """Whether each candidate [N] (bool) is in the contiguous block around its question's best-scored
+    candidate: the same document, consecutive units that are all candidates of the question and all
+    predicted at least ``ratio`` times the best's density. Rows sorted by (question, unit), as
+    :func:`mogg.run.budget.selector.candidates.candidates` gives them."""
     if not len(cand_q):
-        return out
+        return np.zeros(0, dtype=bool)
     doc = np.asarray(unit_doc)[unit]
     order = np.lexsort((np.arange(len(cand_q)), -pred, cand_q))
     first = order[np.r_[True, cand_q[order][1:] != cand_q[order][:-1]]]
@@ -177,8 +187,19 @@ def block_evidence(cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, t
     cut = np.r_[True, (cand_q[1:] != cand_q[:-1]) | (unit[1:] != unit[:-1] + 1) | (good[1:] != good[:-1])
                 | (doc[1:] != doc[:-1])]
     run = np.cumsum(cut) - 1  # consecutive rows of one block share a run id
-    has = top >= 0
-    out[has] = np.bincount(run, weights=tokens)[run[top[has]]]
+    return run == run[top[cand_q]]
+
+
+def block_evidence(cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, tokens: np.ndarray, pred: np.ndarray,
+                   n_questions: int, ratio: float = 0.5) -> np.ndarray:
+    """E per question, float64 [Q]: the tokens of the contiguous block around its best-scored
+    candidate (:func:`block_rows`). Candidates cluster into a block where the evidence is a passage
+    (an abstract, a section) and stay one sentence where it is one sentence of a long paper: a length
+    the new set's own candidates show, no labels. 0 without candidates."""
+    out = np.zeros(n_questions)
+    if not len(cand_q):
+        return out
+    np.add.at(out, cand_q, np.where(block_rows(cand_q, unit, unit_doc, pred, n_questions, ratio), tokens, 0.0))
     return out
 
 

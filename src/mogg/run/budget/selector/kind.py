@@ -74,6 +74,14 @@ class EvidenceSelectorKind(BudgetRouter):
         "a second transfer scorer's feature view, read instead where the new set's evidence looks like whole short "
         "documents (most questions' best block of candidates covers its document; document columns help there and "
         "mislead inside long papers); null: one scorer; kept by the worst held-out shape (docs/results.md)")
+    transfer_self_train: int | None = knob(
+        50, Check(lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1),
+                  "a count of questions >= 1 or null"),
+        "where the directory's first scorer reads a new set (its evidence is not whole short documents) and at least "
+        "this many questions are read together, their candidates are reordered by a scorer refitted on their own "
+        "candidates with the transferred scorer's confident choices as pseudo-labels (cross-fitted; the transferred "
+        "scores' scale still prices: mogg.run.budget.selector.adapt.self_train, reorder); null: never; kept by the "
+        "worst held-out shape (docs/results.md)")
     context: bool = knob(False, flag(), "also the neighbours' and the document's columns (the cosine of the units "
                          "around it, its document's mean and its rank there: "
                          "mogg.run.budget.selector.candidates.CONTEXT_FEATURES)", variant=True)
