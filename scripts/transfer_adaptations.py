@@ -58,6 +58,12 @@ ADAPTATIONS = {
         (("within_question_no_document", "raw"), False, "alone", "document", "fits"),
     "two scorers, lambda fits, self-trained order on the near scorer":
         (("within_question_no_document", "raw"), False, "near", "document", "fits"),
+    # under the whole-document scorer: the documents ordered by the refit's (or the transferred) best candidate
+    # in each, the units within a document in the transferred order
+    "two scorers, lambda fits, self-trained order on the near scorer, documents by the refit on the whole":
+        (("within_question_no_document", "raw"), False, "near+docs", "document", "fits"),
+    "two scorers, lambda fits, self-trained order on the near scorer, documents grouped on the whole":
+        (("within_question_no_document", "raw"), False, "near+group", "document", "fits"),
     "two scorers, lambda fits, block first": (("within_question_no_document", "raw"), False, "block", "document", "fits"),
     "two scorers, lambda fits, whole block first":
         (("within_question_no_document", "raw"), False, "block0", "document", "fits"),
@@ -159,7 +165,8 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind) -> di
         near = run_one(shapes, target, seed, (view[0], *adaptation[1:]), kind)
         if near.pop("share") < FITS_SHARE:
             return near
-        whole = (view[1], shift, selftrain if selftrain in ("alone", "mix") else False, e_rule, rule)
+        whole = (view[1], shift, {"alone": "alone", "mix": "mix", "near+docs": "docs", "near+group": "group"}.get(
+            selftrain, False), e_rule, rule)
         out = run_one(shapes, target, seed, whole, kind)
         out.pop("share")
         return out
@@ -215,7 +222,10 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind) -> di
     if selftrain in ("block", "block0"):  # the best candidate's block first, then the rest (each by pred)
         pred = reorder(pred, sh.q, block_rows(sh.q, sh.unit, sh.unit_doc, pred, sh.n,
                                               0.5 if selftrain == "block" else 0.0).astype(float))
-    elif selftrain in ("near", "alone"):  # the refit ranks alone; the transferred scale stays
+    elif selftrain in ("docs", "group"):  # documents by their best candidate (refit or transferred), units by pred
+        score = self_train(xv[target], sh.q, sh.n, pred, seed) if selftrain == "docs" else pred
+        pred = reorder(pred, sh.q, document_best(score, sh.q, sh.unit_doc[sh.unit]))  # as transfer.self_trained
+    elif selftrain in ("near", "near+docs", "near+group", "alone"):  # the refit ranks alone; the scale stays
         pred = reorder(pred, sh.q, self_train(xv[target], sh.q, sh.n, pred, seed))
     elif selftrain == "mix":  # the new set's own scorer from the transferred one's confident choices, mixed in by rank
         own = self_train(xv[target], sh.q, sh.n, pred, seed)

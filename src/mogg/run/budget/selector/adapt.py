@@ -170,6 +170,19 @@ def reorder(pred: np.ndarray, q: np.ndarray, score: np.ndarray) -> np.ndarray:
     return out
 
 
+def document_best(score: np.ndarray, q: np.ndarray, doc: np.ndarray) -> np.ndarray:
+    """Each row's best ``score`` [N] among its question's candidates in the same document (``q``, ``doc``
+    [N]): ordering by it reads the documents in the order of their best candidate, whole."""
+    if not len(q):
+        return np.zeros(0)
+    _, pair = np.unique(np.stack([np.asarray(q, dtype=np.int64), np.asarray(doc, dtype=np.int64)]), axis=1,
+                        return_inverse=True)
+    pair = pair.ravel()
+    best = np.full(pair.max() + 1, -np.inf)
+    np.maximum.at(best, pair, np.asarray(score, dtype=np.float64))
+    return best[pair]
+
+
 def block_rows(cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, pred: np.ndarray, n_questions: int,
                ratio: float = 0.5) -> np.ndarray:
     """Whether each candidate [N] (bool) is in the contiguous block around its question's best-scored

@@ -77,11 +77,11 @@ class EvidenceSelectorKind(BudgetRouter):
     transfer_self_train: int | None = knob(
         50, Check(lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1),
                   "a count of questions >= 1 or null"),
-        "where the directory's first scorer reads a new set (its evidence is not whole short documents) and at least "
-        "this many questions are read together, their candidates are reordered by a scorer refitted on their own "
-        "candidates with the transferred scorer's confident choices as pseudo-labels (cross-fitted; the transferred "
-        "scores' scale still prices: mogg.run.budget.selector.adapt.self_train, reorder); null: never; kept by the "
-        "worst held-out shape (docs/results.md)")
+        "where at least this many questions of a new set are read together, their candidates are reordered by a "
+        "scorer refitted on their own candidates with the transferred scorer's confident choices as pseudo-labels "
+        "(cross-fitted; the transferred scores' scale still prices: mogg.run.budget.selector.adapt.self_train, "
+        "reorder); under the whole-document scorer only the documents' order; null: never; kept by the worst "
+        "held-out shape (docs/results.md)")
     context: bool = knob(False, flag(), "also the neighbours' and the document's columns (the cosine of the units "
                          "around it, its document's mean and its rank there: "
                          "mogg.run.budget.selector.candidates.CONTEXT_FEATURES)", variant=True)

@@ -41,7 +41,15 @@ from mogg.evaluation.frontier_guard import best_lambda, guard_check
 from mogg.routing.fitting.folds import split_train_val
 from mogg.routing.plans import calibrate_lambda, decide
 from mogg.run.budget.base import TRANSFER_DIR, LadderFrontier
-from mogg.run.budget.selector.adapt import FITS_SHARE, feature_view, fits_target, reorder, self_train, whole_documents
+from mogg.run.budget.selector.adapt import (
+    FITS_SHARE,
+    document_best,
+    feature_view,
+    fits_target,
+    reorder,
+    self_train,
+    whole_documents,
+)
 from mogg.run.budget.selector.candidates import feature_names
 from mogg.run.budget.selector.deploy import FORMAT, DeployedSelector, plans_of
 from mogg.run.budget.selector.plans import EVIDENCE, LAMBDA_RULES, evidence_estimate, plan_table
@@ -177,8 +185,8 @@ def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np
     of the questions with candidates have their best candidate's block covering its document (the
     evidence looks like whole short documents: :func:`~mogg.run.budget.selector.adapt.whole_documents`,
     no labels), that one. Where its own reads and ``transfer_self_train`` questions or more are read
-    together, the predictions are reordered by :func:`self_trained` (label-free). ``x_of(view)``: the
-    candidates' features [N, F] in a view."""
+    together, the predictions are reordered by :func:`self_trained` (label-free; under the whole-document
+    scorer, whole documents in the refit's order). ``x_of(view)``: the candidates' features [N, F] in a view."""
     view = dep.reads("features_view", kind)
     pred = dep.booster.predict(x_of(view)) if len(cand_q) else np.zeros(0)
     whole = dep.whole()
@@ -190,20 +198,25 @@ def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np
         if share >= FITS_SHARE:
             log.info("%.0f%% of the questions' best blocks cover their document (whole short documents): the "
                      "whole-document scorer (%s)", 100 * share, whole.deploy["features_view"])
-            return whole, whole.booster.predict(x_of(whole.deploy["features_view"]))
+            xw = x_of(whole.deploy["features_view"])
+            return whole, self_trained(whole, kind, xw, whole.booster.predict(xw), cand_q, n_questions,
+                                       np.asarray(unit_doc)[unit])
         log.info("%.0f%% of the questions' best blocks cover their document: the directory's scorer", 100 * share)
     return dep, self_trained(dep, kind, x_of(view), pred, cand_q, n_questions)
 
 
 def self_trained(dep: DeployedSelector, kind, x: np.ndarray, pred: np.ndarray, cand_q: np.ndarray,
-                 n_questions: int) -> np.ndarray:
+                 n_questions: int, doc: np.ndarray | None = None) -> np.ndarray:
     """A transfer directory's predictions [N] reordered within each question by a scorer refitted on
     these questions' own candidates ``x`` [N, F] (its view), with ``pred``'s confident choices as
     pseudo-labels, cross-fitted over the questions (:func:`~mogg.run.budget.selector.adapt.self_train`,
     seeded by the directory's fit), the values kept (:func:`~mogg.run.budget.selector.adapt.reorder`:
     the transferred scale still prices a token). ``pred`` as it is where the directory's
     ``transfer_self_train`` is null or unrecorded (written before the knob), it is in-set, or fewer
-    questions than it have candidates."""
+    questions than it have candidates. ``doc`` [N] (each candidate's document; the whole-document scorer):
+    the refit orders the documents only (by their best candidate, :func:`~mogg.run.budget.selector.adapt.document_best`),
+    the units within one keep the transferred order: where the evidence is a whole abstract, which
+    document matters and a 64-token read of the wrong sentences of the right one costs (docs/results.md)."""
     settings = dep.deploy.get("settings") or {}
     # a directory written before the knob was measured without it: it reads as it did (not the default now)
     least = settings.get("transfer_self_train") if dep.transfer else None
@@ -215,8 +228,9 @@ def self_trained(dep: DeployedSelector, kind, x: np.ndarray, pred: np.ndarray, c
         return pred
     seed = int(dep.deploy["fit"]["seed"])
     own = self_train(x, cand_q, n_questions, pred, seed)
-    log.info("the ranking refitted on these %d questions' own candidates (self-training, seed %d)", asked, seed)
-    return reorder(pred, cand_q, own)
+    log.info("the %s refitted on these %d questions' own candidates (self-training, seed %d)",
+             "ranking" if doc is None else "documents' order", asked, seed)
+    return reorder(pred, cand_q, own if doc is None else document_best(own, cand_q, doc))
 
 
 def here_plans(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray,
