@@ -144,16 +144,8 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind) -> di
     from mogg.evaluation.frontier_guard import best_lambda
     from mogg.routing.fitting.folds import split_train_val
     from mogg.routing.plans import decide
-    from mogg.run.budget.selector.adapt import (
-        FITS_SHARE,
-        block_rows,
-        feature_view,
-        relative_choice,
-        reorder,
-        self_train,
-        shift_weights,
-        whole_documents,
-    )
+    from mogg.run.budget.selector.adapt import (FITS_SHARE, block_rows, document_best, feature_view, relative_choice,
+                                                reorder, self_train, shift_weights, whole_documents)
     from mogg.run.budget.selector.deploy import plans_of
     from mogg.run.budget.selector.plans import plan_table
     from mogg.run.budget.selector.scorer import candidate_weights, fit_scorer

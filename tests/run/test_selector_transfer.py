@@ -375,8 +375,9 @@ def test_a_transfer_directory_routes_the_users_corpus_from_another_folder_as_the
     """Issue 58: a transfer directory holds no corpus. mogg-route --corpus builds the user's ladder from
     the directory's recipe, in the user's cache (not ./artifacts of the folder it runs in), reads only that
     corpus, and its contexts' evidence F1 is, question for question, what the report computes for the
-    row marked deployed: through the whole-document scorer (``transfer``) and through the first scorer
-    reordered by self-training on the routed questions (``transfer_near``)."""
+    row marked deployed: through the whole-document scorer, its documents reordered by self-training on
+    the routed questions (``transfer``), and through the first scorer, its ranking reordered so
+    (``transfer_near``)."""
     transfer = request.getfixturevalue(fixture)
     caplog.set_level(logging.INFO, logger="mogg.run.budget.selector.transfer")
     from mogg.data.qa import GenericQA
@@ -410,7 +411,9 @@ def test_a_transfer_directory_routes_the_users_corpus_from_another_folder_as_the
     np.testing.assert_allclose(mine, [report[r["id"]] for r in records], atol=1e-9)
     md = (transfer / "r" / "debug" / "results.md").read_text()
     assert f"| {DEPLOYED} |" in md
-    assert ("self-training" in caplog.text) == (fixture == "transfer_near")  # which path the routing read
+    # the path the routing read: the refit's ranking (first scorer) or its documents' order (whole-document scorer)
+    assert ("the ranking refitted" in caplog.text) == (fixture == "transfer_near")
+    assert ("the documents' order refitted" in caplog.text) == (fixture == "transfer")
 
 
 @pytest.mark.parametrize("path", ["ABS", "~/.ssh/id_rsa", "../secret.txt", "*.txt", "sub/../../secret.txt"])

@@ -231,6 +231,19 @@ def test_self_trained_reorders_a_transfer_directorys_ranking_only_where_asked(ca
     top = lambda p: np.array([np.argmax(p[q == i]) for i in range(n_q)])  # noqa: E731
     truth = top(signal)
     assert (top(got) == truth).mean() > (top(pred) == truth).mean()  # the refit ranks the signal better
+    # under the whole-document scorer: documents in the order of the refit's best candidate in each, the
+    # units within one in the transferred order
+    doc = np.tile(np.repeat(np.arange(3), 2), n_q)  # 3 documents of 2 candidates per question
+    by_doc = self_trained(directory({"transfer_self_train": 50}), EvidenceSelectorKind, x, pred, q, n_q, doc)
+    own = self_train(x, q, n_q, pred, seed=3)
+    for qi in range(n_q):  # against a loop: the k-th by (its document's best refit score, pred) gets the k-th value
+        r = np.flatnonzero(q == qi)
+        key = {i: (-max(own[j] for j in r if doc[j] == doc[i]), -pred[i]) for i in r}
+        order = sorted(r, key=lambda i: key[i])
+        np.testing.assert_array_equal(by_doc[order], np.sort(pred[r])[::-1])
+        for d in set(doc[r]):  # inside a document the transferred order
+            inside = [i for i in order if doc[i] == d]
+            assert np.all(np.diff(pred[inside]) <= 0)
     for dep in (directory({"transfer_self_train": None}), directory({"transfer_self_train": n_q + 1}),
                 directory({}), directory({"transfer_self_train": 1}, transfer=False)):
         assert self_trained(dep, EvidenceSelectorKind, x, pred, q, n_q) is pred

@@ -172,7 +172,8 @@ def reorder(pred: np.ndarray, q: np.ndarray, score: np.ndarray) -> np.ndarray:
 
 def document_best(score: np.ndarray, q: np.ndarray, doc: np.ndarray) -> np.ndarray:
     """Each row's best ``score`` [N] among its question's candidates in the same document (``q``, ``doc``
-    [N]): ordering by it reads the documents in the order of their best candidate, whole."""
+    [N]): ordering by it (ties: the transferred order) reads the documents in the order of their best
+    candidate, each whole unless two documents' best tie."""
     if not len(q):
         return np.zeros(0)
     _, pair = np.unique(np.stack([np.asarray(q, dtype=np.int64), np.asarray(doc, dtype=np.int64)]), axis=1,
