@@ -379,7 +379,7 @@ def test_a_transfer_directory_routes_the_users_corpus_from_another_folder_as_the
     the routed questions (``transfer``), and through the first scorer, its ranking reordered so
     (``transfer_near``)."""
     transfer = request.getfixturevalue(fixture)
-    caplog.set_level(logging.INFO, logger="mogg.run.budget.selector.transfer")
+    caplog.set_level(logging.INFO, logger="mogg.run.budget.selector")
     from mogg.data.qa import GenericQA
     from mogg.evaluation.prefix import prefix_table
     from mogg.run.budget.selector.deploy import DeployedSelector

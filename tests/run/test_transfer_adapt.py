@@ -205,14 +205,14 @@ def test_reorder_hands_each_question_its_own_values_in_the_scores_order():
 
 
 def test_self_trained_reorders_a_transfer_directorys_ranking_only_where_asked(caplog):
-    """transfer.self_trained: the values stay the question's own (the price of a token keeps its
+    """self_training.self_trained: the values stay the question's own (the price of a token keeps its
     scale), the order is the refit's; nothing moves in-set, below transfer_self_train questions, or
     for a directory written before the knob."""
     from types import SimpleNamespace
 
     from mogg.run.budget.selector.adapt import reorder
     from mogg.run.budget.selector.kind import EvidenceSelectorKind
-    from mogg.run.budget.selector.transfer import self_trained
+    from mogg.run.budget.selector.self_training import self_trained
 
     rng = np.random.default_rng(0)
     n_q, per = 200, 6

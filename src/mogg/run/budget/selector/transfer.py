@@ -43,17 +43,15 @@ from mogg.routing.plans import calibrate_lambda, decide
 from mogg.run.budget.base import TRANSFER_DIR, LadderFrontier
 from mogg.run.budget.selector.adapt import (
     FITS_SHARE,
-    document_best,
     feature_view,
     fits_target,
-    reorder,
-    self_train,
     whole_documents,
 )
 from mogg.run.budget.selector.candidates import feature_names
 from mogg.run.budget.selector.deploy import FORMAT, DeployedSelector, plans_of
 from mogg.run.budget.selector.plans import EVIDENCE, LAMBDA_RULES, evidence_estimate, plan_table
 from mogg.run.budget.selector.scorer import candidate_weights, fit_scorer
+from mogg.run.budget.selector.self_training import self_trained
 from mogg.run.budget.selector.stage import reading_data
 from mogg.run.budget.shared import config_stats, envelope_here
 from mogg.run.context import RunContext
@@ -203,34 +201,6 @@ def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np
                                        np.asarray(unit_doc)[unit])
         log.info("%.0f%% of the questions' best blocks cover their document: the directory's scorer", 100 * share)
     return dep, self_trained(dep, kind, x_of(view), pred, cand_q, n_questions)
-
-
-def self_trained(dep: DeployedSelector, kind, x: np.ndarray, pred: np.ndarray, cand_q: np.ndarray,
-                 n_questions: int, doc: np.ndarray | None = None) -> np.ndarray:
-    """A transfer directory's predictions [N] reordered within each question by a scorer refitted on
-    these questions' own candidates ``x`` [N, F] (its view), with ``pred``'s confident choices as
-    pseudo-labels, cross-fitted over the questions (:func:`~mogg.run.budget.selector.adapt.self_train`,
-    seeded by the directory's fit), the values kept (:func:`~mogg.run.budget.selector.adapt.reorder`:
-    the transferred scale still prices a token). ``pred`` as it is where the directory's
-    ``transfer_self_train`` is null or unrecorded (written before the knob), it is in-set, or fewer
-    questions than it have candidates. ``doc`` [N] (each candidate's document; the whole-document scorer):
-    the refit orders the documents only (by their best candidate, :func:`~mogg.run.budget.selector.adapt.document_best`),
-    the units within one keep the transferred order: where the evidence is a whole abstract, which
-    document matters and a 64-token read of the wrong sentences of the right one costs (docs/results.md)."""
-    settings = dep.deploy.get("settings") or {}
-    # a directory written before the knob was measured without it: it reads as it did (not the default now)
-    least = settings.get("transfer_self_train") if dep.transfer else None
-    asked = int(np.unique(cand_q).size)
-    if least is None or asked < int(least):
-        if least is not None:
-            log.info("%d questions with candidates (< transfer_self_train = %d): the transferred ranking as it is",
-                     asked, least)
-        return pred
-    seed = int(dep.deploy["fit"]["seed"])
-    own = self_train(x, cand_q, n_questions, pred, seed)
-    log.info("the %s refitted on these %d questions' own candidates (self-training, seed %d)",
-             "ranking" if doc is None else "documents' order", asked, seed)
-    return reorder(pred, cand_q, own if doc is None else document_best(own, cand_q, doc))
 
 
 def here_plans(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray,
