@@ -41,12 +41,7 @@ from mogg.evaluation.frontier_guard import best_lambda, guard_check
 from mogg.routing.fitting.folds import split_train_val
 from mogg.routing.plans import calibrate_lambda, decide
 from mogg.run.budget.base import TRANSFER_DIR, LadderFrontier
-from mogg.run.budget.selector.adapt import (
-    FITS_SHARE,
-    feature_view,
-    fits_target,
-    whole_documents,
-)
+from mogg.run.budget.selector.adapt import FITS_SHARE, feature_view, fits_target, whole_documents
 from mogg.run.budget.selector.candidates import feature_names
 from mogg.run.budget.selector.deploy import FORMAT, DeployedSelector, plans_of
 from mogg.run.budget.selector.plans import EVIDENCE, LAMBDA_RULES, evidence_estimate, plan_table
@@ -182,9 +177,10 @@ def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np
     own, or, where it has a whole-document scorer and at least :data:`~mogg.run.budget.selector.adapt.FITS_SHARE`
     of the questions with candidates have their best candidate's block covering its document (the
     evidence looks like whole short documents: :func:`~mogg.run.budget.selector.adapt.whole_documents`,
-    no labels), that one. Where its own reads and ``transfer_self_train`` questions or more are read
-    together, the predictions are reordered by :func:`self_trained` (label-free; under the whole-document
-    scorer, whole documents in the refit's order). ``x_of(view)``: the candidates' features [N, F] in a view."""
+    no labels), that one. Where ``transfer_self_train`` questions or more are read together, the
+    predictions are reordered by :func:`~mogg.run.budget.selector.self_training.self_trained` (label-free;
+    under the whole-document scorer, the documents in the refit's order). ``x_of(view)``: the candidates'
+    features [N, F] in a view."""
     view = dep.reads("features_view", kind)
     pred = dep.booster.predict(x_of(view)) if len(cand_q) else np.zeros(0)
     whole = dep.whole()
