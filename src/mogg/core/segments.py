@@ -23,3 +23,20 @@ def segment_cumsum(values: np.ndarray, groups: np.ndarray, dtype=np.int64) -> np
     cs = np.cumsum(values, dtype=dtype)
     first = np.arange(len(values)) - segment_rank(groups)
     return cs - cs[first] + np.asarray(values, dtype=dtype)[first]
+
+
+def pair_groups(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """A group id [M] per distinct (a, b) pair of non-negative ints (e.g. question, document), dense from 0."""
+    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    if not len(a):
+        return np.zeros(0, dtype=np.int64)
+    return np.unique(a * (int(b.max()) + 1) + b, return_inverse=True)[1].ravel()
+
+
+def group_max(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Each group's largest value [G] (``groups``: dense ids [M], unsorted is fine; NaN propagates: a
+    missing value stays missing)."""
+    out = np.full(int(groups.max()) + 1 if len(groups) else 0, -np.inf)
+    with np.errstate(invalid="ignore"):
+        np.maximum.at(out, groups, np.asarray(values, dtype=np.float64))
+    return out

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mogg.core.segments import segment_rank
+from mogg.core.segments import group_max, pair_groups, segment_rank
 
 VIEWS = ("raw", "within_question", "within_question_only", "no_options", "no_document", "within_question_no_document")
 OPTION_MARK = "option"  # the answer-option columns' names hold it (candidates.FEATURES)
@@ -174,14 +174,8 @@ def document_best(score: np.ndarray, q: np.ndarray, doc: np.ndarray) -> np.ndarr
     """Each row's best ``score`` [N] among its question's candidates in the same document (``q``, ``doc``
     [N]): ordering by it (ties: the transferred order) reads the documents in the order of their best
     candidate, each whole unless two documents' best tie."""
-    if not len(q):
-        return np.zeros(0)
-    _, pair = np.unique(np.stack([np.asarray(q, dtype=np.int64), np.asarray(doc, dtype=np.int64)]), axis=1,
-                        return_inverse=True)
-    pair = pair.ravel()
-    best = np.full(pair.max() + 1, -np.inf)
-    np.maximum.at(best, pair, np.asarray(score, dtype=np.float64))
-    return best[pair]
+    pair = pair_groups(q, doc)
+    return group_max(score, pair)[pair]
 
 
 def block_rows(cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, pred: np.ndarray, n_questions: int,

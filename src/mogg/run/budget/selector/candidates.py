@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mogg.core.segments import segment_rank
+from mogg.core.segments import group_max, pair_groups, segment_rank
 from mogg.core.text import tokenize
 from mogg.ladders.base import Ladder
 from mogg.run.budget.selector.lexicon import Lexicon, UnitTerms, _csr, unit_terms  # noqa: F401  (re-exported)
@@ -160,14 +160,10 @@ def features(ladder: Ladder, cand: Candidates, lex: Lexicon, cand_emb: np.ndarra
     # the unit's document as a whole, per question: its best vote and lexical match among the
     # candidates, how many candidates it holds (whole-document evidence: the document decides)
     vote = cand.score.sum(axis=1)
-    _, dg = np.unique(q * (int(doc.max()) + 1) + doc[u], return_inverse=True)
+    dg = pair_groups(q, doc[u])
     opt = lex.option_match(q, u)  # the answer options' words (an explanation names the right one)
-    dvote, dmatch, dcos, dopt = (np.full(dg.max() + 1, -np.inf) for _ in range(4))
-    np.maximum.at(dvote, dg, vote)
-    np.maximum.at(dmatch, dg, match)
-    np.maximum.at(dcos, dg, cos)
-    with np.errstate(invalid="ignore"):  # NaN (options absent) stays NaN: missing, not a fault
-        np.maximum.at(dopt, dg, opt)
+    # NaN (options absent) stays NaN: missing, not a fault
+    dvote, dmatch, dcos, dopt = (group_max(v, dg) for v in (vote, match, cos, opt))
     dcount = np.bincount(dg)
     cols = [vote, match, rel(match), bm25, rel(bm25), np.where(prev_ok, pm, 0.0) / mass,
             np.where(next_ok, nm, 0.0) / mass, (u - start) / np.maximum(size - 1, 1), (u == start).astype(float),

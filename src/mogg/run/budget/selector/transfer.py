@@ -181,8 +181,8 @@ def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np
     predictions are reordered by :func:`~mogg.run.budget.selector.self_training.self_trained` (label-free;
     under the whole-document scorer, the documents in the refit's order). ``x_of(view)``: the candidates'
     features [N, F] in a view."""
-    view = dep.reads("features_view", kind)
-    pred = dep.booster.predict(x_of(view)) if len(cand_q) else np.zeros(0)
+    x = x_of(dep.reads("features_view", kind))  # once: the prediction and the refit read the same view
+    pred = dep.booster.predict(x) if len(cand_q) else np.zeros(0)
     whole = dep.whole()
     if not len(cand_q):
         return dep, pred
@@ -196,7 +196,7 @@ def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np
             return whole, self_trained(whole, kind, xw, whole.booster.predict(xw), cand_q, n_questions,
                                        np.asarray(unit_doc)[unit])
         log.info("%.0f%% of the questions' best blocks cover their document: the directory's scorer", 100 * share)
-    return dep, self_trained(dep, kind, x_of(view), pred, cand_q, n_questions)
+    return dep, self_trained(dep, kind, x, pred, cand_q, n_questions)
 
 
 def here_plans(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray,
