@@ -62,6 +62,9 @@ ADAPTATIONS = {
     # in each, the units within a document in the transferred order
     "two scorers, lambda fits, self-trained order on the near scorer, documents by the refit on the whole":
         (("within_question_no_document", "raw"), False, "near+docs", "document", "fits"),
+    # two rounds where the refit ranks (each round's pseudo-labels the previous round's order), one on the whole
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole":
+        (("within_question_no_document", "raw"), False, "near2+docs", "document", "fits"),
     "two scorers, lambda fits, self-trained order on the near scorer, documents grouped on the whole":
         (("within_question_no_document", "raw"), False, "near+group", "document", "fits"),
     "two scorers, lambda fits, block first": (("within_question_no_document", "raw"), False, "block", "document", "fits"),
@@ -149,6 +152,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind) -> di
     from mogg.run.budget.selector.deploy import plans_of
     from mogg.run.budget.selector.plans import plan_table
     from mogg.run.budget.selector.scorer import candidate_weights, fit_scorer
+    from mogg.run.budget.selector.self_training import ROUND_SEED
     from mogg.run.budget.selector.transfer import lambda_here, set_weights
     from mogg.run.budget.shared import config_stats, envelope_here
 
@@ -157,7 +161,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind) -> di
         near = run_one(shapes, target, seed, (view[0], *adaptation[1:]), kind)
         if near.pop("share") < FITS_SHARE:
             return near
-        whole = (view[1], shift, {"alone": "alone", "mix": "mix", "near+docs": "docs", "near+group": "group"}.get(
+        whole = (view[1], shift, {"alone": "alone", "mix": "mix", "near+docs": "docs", "near2+docs": "docs", "near+group": "group"}.get(
             selftrain, False), e_rule, rule)
         out = run_one(shapes, target, seed, whole, kind)
         out.pop("share")
@@ -219,6 +223,9 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind) -> di
         pred = reorder(pred, sh.q, document_best(score, sh.q, sh.unit_doc[sh.unit]))  # as transfer.self_trained
     elif selftrain in ("near", "near+docs", "near+group", "alone"):  # the refit ranks alone; the scale stays
         pred = reorder(pred, sh.q, self_train(xv[target], sh.q, sh.n, pred, seed))
+    elif selftrain == "near2+docs":  # two rounds, as self_training.self_trained reads them
+        once = reorder(pred, sh.q, self_train(xv[target], sh.q, sh.n, pred, seed))
+        pred = reorder(pred, sh.q, self_train(xv[target], sh.q, sh.n, once, seed + ROUND_SEED))
     elif selftrain == "mix":  # the new set's own scorer from the transferred one's confident choices, mixed in by rank
         own = self_train(xv[target], sh.q, sh.n, pred, seed)
         pred = 0.5 * pred + 0.5 * own * float(np.nanmax(pred))

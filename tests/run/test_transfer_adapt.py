@@ -244,6 +244,18 @@ def test_self_trained_reorders_a_transfer_directorys_ranking_only_where_asked(ca
         for d in set(doc[r]):  # inside a document the transferred order
             inside = [i for i in order if doc[i] == d]
             assert np.all(np.diff(pred[inside]) <= 0)
+    # rounds (transfer_self_train_rounds): each round's pseudo-labels the previous round's order; a directory
+    # without the key (written before it) reads one round; under the whole-document scorer one round
+    from mogg.run.budget.selector.self_training import ROUND_SEED
+
+    two = self_trained(directory({"transfer_self_train": 50, "transfer_self_train_rounds": 2}), EvidenceSelectorKind,
+                       x, pred, q, n_q)
+    np.testing.assert_array_equal(two, reorder(pred, q, self_train(x, q, n_q, got, seed=3 + ROUND_SEED)))
+    assert not np.array_equal(two, got)
+    np.testing.assert_array_equal(self_trained(directory({"transfer_self_train": 50, "transfer_self_train_rounds": 1}),
+                                               EvidenceSelectorKind, x, pred, q, n_q), got)
+    np.testing.assert_array_equal(self_trained(directory({"transfer_self_train": 50, "transfer_self_train_rounds": 3}),
+                                               EvidenceSelectorKind, x, pred, q, n_q, doc), by_doc)
     for dep in (directory({"transfer_self_train": None}), directory({"transfer_self_train": n_q + 1}),
                 directory({}), directory({"transfer_self_train": 1}, transfer=False)):
         assert self_trained(dep, EvidenceSelectorKind, x, pred, q, n_q) is pred

@@ -82,6 +82,10 @@ class EvidenceSelectorKind(BudgetRouter):
         "(cross-fitted; the transferred scores' scale still prices: mogg.run.budget.selector.adapt.self_train, "
         "reorder); under the whole-document scorer only the documents' order; null: never; kept by the worst "
         "held-out shape (docs/results.md)")
+    transfer_self_train_rounds: int = knob(
+        2, count(), "rounds of that self-training where the refit orders the candidates (the first scorer): each "
+        "round's pseudo-labels are the previous round's order; under the whole-document scorer the documents' order "
+        "is refitted once; kept by the worst held-out shape (docs/results.md)")
     context: bool = knob(False, flag(), "also the neighbours' and the document's columns (the cosine of the units "
                          "around it, its document's mean and its rank there: "
                          "mogg.run.budget.selector.candidates.CONTEXT_FEATURES)", variant=True)

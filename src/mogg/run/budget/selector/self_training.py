@@ -14,6 +14,8 @@ from mogg.run.budget.selector.deploy import DeployedSelector
 
 log = logging.getLogger(__name__)
 
+ROUND_SEED = 17  # round r's halves and trees are seeded seed + ROUND_SEED * r (round 0: the directory's seed)
+
 
 def self_trained(dep: DeployedSelector, kind, x: np.ndarray, pred: np.ndarray, cand_q: np.ndarray,
                  n_questions: int, doc: np.ndarray | None = None) -> np.ndarray:
@@ -23,10 +25,12 @@ def self_trained(dep: DeployedSelector, kind, x: np.ndarray, pred: np.ndarray, c
     seeded by the directory's fit), the values kept (:func:`~mogg.run.budget.selector.adapt.reorder`:
     the transferred scale still prices a token). ``pred`` as it is where the directory's
     ``transfer_self_train`` is null or unrecorded (written before the knob), it is in-set, or fewer
-    questions than it have candidates. ``doc`` [N] (each candidate's document; the whole-document scorer):
-    the refit orders the documents only (by their best candidate, :func:`~mogg.run.budget.selector.adapt.document_best`),
-    the units within one keep the transferred order: where the evidence is a whole abstract, which
-    document matters and a 64-token read of the wrong sentences of the right one costs (docs/results.md)."""
+    questions than it have candidates. ``transfer_self_train_rounds`` rounds (1 for a directory written
+    before that knob), each one's pseudo-labels the previous one's order. ``doc`` [N] (each candidate's
+    document; the whole-document scorer): the refit orders the documents only (by their best candidate,
+    :func:`~mogg.run.budget.selector.adapt.document_best`), in one round, the units within one keep the
+    transferred order: where the evidence is a whole abstract, which document matters and a 64-token read
+    of the wrong sentences of the right one costs (docs/results.md)."""
     settings = dep.deploy.get("settings") or {}
     # a directory written before the knob was measured without it: it reads as it did (not the default now)
     least = settings.get("transfer_self_train") if dep.transfer else None
@@ -37,7 +41,16 @@ def self_trained(dep: DeployedSelector, kind, x: np.ndarray, pred: np.ndarray, c
                      asked, least)
         return pred
     seed = int(dep.deploy["fit"]["seed"])
-    own = self_train(x, cand_q, n_questions, pred, seed)
-    log.info("the %s refitted on these %d questions' own candidates (self-training, seed %d)",
-             "ranking" if doc is None else "documents' order", asked, seed)
-    return reorder(pred, cand_q, own if doc is None else document_best(own, cand_q, doc))
+    if doc is not None:  # the documents' order, refitted once
+        own = self_train(x, cand_q, n_questions, pred, seed)
+        log.info("the documents' order refitted on these %d questions' own candidates (self-training, seed %d)",
+                 asked, seed)
+        return reorder(pred, cand_q, document_best(own, cand_q, doc))
+    # a directory written before the rounds were a knob was measured with one
+    rounds = int(settings.get("transfer_self_train_rounds") or 1)
+    out = pred
+    for r in range(rounds):  # each round's pseudo-labels: the previous round's order (the values stay pred's)
+        out = reorder(pred, cand_q, self_train(x, cand_q, n_questions, out, seed + ROUND_SEED * r))
+    log.info("the ranking refitted on these %d questions' own candidates (self-training, %d round(s), seed %d)",
+             asked, rounds, seed)
+    return out
