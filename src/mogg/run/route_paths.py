@@ -9,7 +9,6 @@ machine, checking every change before anything is built.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Sequence
 from pathlib import Path
 

@@ -185,7 +185,7 @@ class DeployedSelector:
         except (KeyError, TypeError, ValueError) as e:
             raise ArtifactError(f"{d / DEPLOY}: damaged ({e!r}); retrain the selector") from None
         check_budgets(d / DEPLOY, deploy.get("budgets"), n_actions)
-        scorers = [(MODEL, booster, deploy["n_features"])]
+        scorers = [(MODEL, booster, n_features)]
         if whole_booster is not None:
             check_budgets(d / DEPLOY, whole["budgets"], n_actions)
             scorers.append((MODEL_WHOLE, whole_booster, whole["n_features"]))

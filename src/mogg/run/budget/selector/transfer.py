@@ -210,7 +210,7 @@ def here_plans(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit
 def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray,
               texts, n_questions: int, budget: float, evidence: str, table_tokens: np.ndarray | None = None,
               deploy: str | None = None, doc_tokens: np.ndarray | None = None, rule: str = "here",
-              plans: tuple | None = None, unit_doc: np.ndarray | None = None):
+              plans: tuple | None = None, unit_doc: np.ndarray | None = None, docs: tuple | None = None):
     """A deployed selector read on new questions at ``budget`` without their labels (module doc):
     the plan per question (-1: the envelope, where the guard kept it), the ranking and plan tokens,
     the plan as applied (``{"lambda", "deploy", "envelope", "reads_to"}``). ``table_tokens`` [Q, A]: the fixed
@@ -220,7 +220,8 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
     from these questions' tokens), ``learned`` (at least the training sets' lambda for B) or ``fits``
     (:func:`mogg.run.budget.selector.adapt.fits_target`: at least up to the best candidate's document where
     these questions' evidence looks like whole short documents, else ``learned``; needs ``unit_doc`` [U],
-    every unit's document); ``plans``: what :func:`here_plans` gives for these arguments (computed here when None)."""
+    every unit's document); ``plans``: what :func:`here_plans` gives for these arguments, ``docs``: what
+    :func:`~mogg.run.budget.selector.adapt.whole_documents` gives for them (each computed here when None)."""
     if rule not in LAMBDA_RULES:
         raise ValueError(f"lambda rule {rule!r}: one of {LAMBDA_RULES}")
     if rule == "fits" and (doc_tokens is None or unit_doc is None):
@@ -234,7 +235,9 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
         if table_tokens is not None and dep.deploy["spec"].get("configs"):
             applied["envelope"] = envelope_here(dep.deploy["spec"]["configs"], table_tokens, budget)
         return np.full(n_questions, -1, dtype=np.int64), ranked, plan_tok, applied
-    docs = whole_documents(cand_q, unit, unit_doc, tokens, pred, doc_tokens, n_questions) if rule == "fits" else None
+    if rule == "fits" and docs is None:
+        docs = whole_documents(cand_q, unit, unit_doc, tokens, pred, doc_tokens, n_questions)
+    docs = docs if rule == "fits" else None
     applied["lambda"], applied["reads_to"] = lambda_here(rule, util, plan_tok, budget, float(p["lambda"]), docs)
     return decide(util, plan_tok, applied["lambda"]).astype(np.int64), ranked, plan_tok, applied
 
@@ -303,6 +306,9 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
     def truth() -> tuple[np.ndarray, np.ndarray]:  # on the first row that deploys the selector
         return plan_table(plans[EVIDENCE[0]][0], texts, d.cand.unit, ev, rows)
 
+    # the fits rule's whole-document test reads the predictions only: once for every row and budget
+    docs = whole_documents(d.cand.q, d.cand.unit, prep.ladder.units.doc, d.tokens, pred, d.doc_tokens, n)
+
     def at(b: float) -> dict:
         if str(int(b)) not in dep.deploy["budgets"]:
             return {}
@@ -310,7 +316,8 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
         for row, evidence, rule in reads:
             choice, _, _, applied = read_here(dep, pred, d.cand.q, d.cand.unit, d.tokens, texts, n, b, evidence,
                                                    table.tokens, doc_tokens=d.doc_tokens, rule=rule,
-                                                   plans=plans.get(evidence), unit_doc=prep.ladder.units.doc)
+                                                   plans=plans.get(evidence), unit_doc=prep.ladder.units.doc,
+                                                   docs=docs)
             if applied["deploy"] == "envelope":
                 env = applied["envelope"]
                 f1, tok, conf = table.f1[:, env], table.tokens[:, env], "envelope deployed"
