@@ -41,16 +41,13 @@ def self_trained(dep: DeployedSelector, kind, x: np.ndarray, pred: np.ndarray, c
                      asked, least)
         return pred
     seed = int(dep.deploy["fit"]["seed"])
-    if doc is not None:  # the documents' order, refitted once
-        own = self_train(x, cand_q, n_questions, pred, seed)
-        log.info("the documents' order refitted on these %d questions' own candidates (self-training, seed %d)",
-                 asked, seed)
-        return reorder(pred, cand_q, document_best(own, cand_q, doc))
-    # a directory written before the rounds were a knob was measured with one
-    rounds = int(settings.get("transfer_self_train_rounds") or 1)
+    # the documents' order (the whole-document scorer) is refitted once; the ranking transfer_self_train_rounds
+    # times, a directory written before that knob was measured with one
+    rounds = 1 if doc is not None else int(settings.get("transfer_self_train_rounds") or 1)
     out = pred
     for r in range(rounds):  # each round's pseudo-labels: the previous round's order (the values stay pred's)
-        out = reorder(pred, cand_q, self_train(x, cand_q, n_questions, out, seed + ROUND_SEED * r))
-    log.info("the ranking refitted on these %d questions' own candidates (self-training, %d round(s), seed %d)",
-             asked, rounds, seed)
+        own = self_train(x, cand_q, n_questions, out, seed + ROUND_SEED * r)
+        out = reorder(pred, cand_q, own if doc is None else document_best(own, cand_q, doc))
+    log.info("the %s refitted on these %d questions' own candidates (self-training, %d round(s), seed %d)",
+             "ranking" if doc is None else "documents' order", asked, rounds, seed)
     return out

@@ -235,9 +235,10 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
         if table_tokens is not None and dep.deploy["spec"].get("configs"):
             applied["envelope"] = envelope_here(dep.deploy["spec"]["configs"], table_tokens, budget)
         return np.full(n_questions, -1, dtype=np.int64), ranked, plan_tok, applied
-    if rule == "fits" and docs is None:
+    if rule != "fits":
+        docs = None
+    elif docs is None:
         docs = whole_documents(cand_q, unit, unit_doc, tokens, pred, doc_tokens, n_questions)
-    docs = docs if rule == "fits" else None
     applied["lambda"], applied["reads_to"] = lambda_here(rule, util, plan_tok, budget, float(p["lambda"]), docs)
     return decide(util, plan_tok, applied["lambda"]).astype(np.int64), ranked, plan_tok, applied
 
