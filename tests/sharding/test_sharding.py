@@ -2,6 +2,7 @@
 the merged artifacts retrieve exactly like a single-machine build."""
 
 import hashlib
+import os
 import subprocess
 import sys
 
@@ -340,3 +341,32 @@ def test_sacct_usage_per_array_task():
     assert out["141_1"]["state"] == "CANCELLED" and out["141_1"]["wall_s"] == 86402.0
     assert out["141_1"]["cpu_s"] == 3723.0 and out["141_1"]["peak_rss_mb"] == 1536.0
     assert out["143"]["peak_rss_mb"] is None  # no step sampled: no accounting gathered
+
+
+def test_sacct_usage_waits_for_the_accounting_to_settle(tmp_path):
+    """A launcher returns when the task's result file is written; sacct may still say RUNNING (its
+    accounting trails the job's end: CI saw it). slurm_usage re-reads until every allocation is final."""
+    from mogg.core.measure import slurm_usage
+
+    calls = tmp_path / "calls"
+    fake = tmp_path / "sacct"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f"echo x >> {calls}\n"
+        f"if [ $(wc -l < {calls}) -lt 3 ]; then\n"
+        "  echo '7_0|RUNNING|00:00:05|00:00:00||2026-11-28T01:00:00|Unknown'\n"
+        "else\n"
+        "  echo '7_0|COMPLETED|00:00:06|00:00:04.500||2026-11-28T01:00:00|2026-11-28T01:00:06'\n"
+        "fi\n"
+        "echo '7_0.0|COMPLETED|00:00:06|00:00:04.500|2048K|2026-11-28T01:00:00|2026-11-28T01:00:06'\n")
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"}
+    got = slurm_usage(["7"], env, poll_s=0.01)
+    assert got["7_0"]["state"] == "COMPLETED" and got["7_0"]["cpu_s"] == 4.5
+    assert len(calls.read_text().splitlines()) == 3
+    calls.unlink()  # never settles within settle_s: the last reading comes back as it is
+    got = slurm_usage(["7"], env, settle_s=0.0, poll_s=0.01)
+    assert got["7_0"]["state"] == "RUNNING"
+    calls.write_text("x\nx\nx\n")  # every allocation final, but job 8 not yet known: waits for it
+    got = slurm_usage(["7", "8"], env, settle_s=0.05, poll_s=0.01)
+    assert "8" not in got and len(calls.read_text().splitlines()) > 4

@@ -112,8 +112,25 @@ def parse_sacct(text: str) -> dict[str, dict]:
     return jobs
 
 
-def slurm_usage(job_ids: Sequence[str], env: dict | None = None) -> dict[str, dict]:
-    """:func:`parse_sacct` of these jobs (array ids take in all their tasks)."""
-    out = subprocess.run(["sacct", "-P", "-n", "-j", ",".join(job_ids), f"--format={','.join(SACCT_FIELDS)}"],
-                         env=env, capture_output=True, text=True, check=True)
-    return parse_sacct(out.stdout)
+# sacct states of a job that may still change: the scheduler's accounting trails the job's end (the
+# result file a launcher waits on is written before the task leaves RUNNING/COMPLETING).
+_PENDING_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "RESIZING",
+                             "SUSPENDED", "STAGE_OUT", "SIGNALING", ""})
+
+
+def slurm_usage(job_ids: Sequence[str], env: dict | None = None, settle_s: float = 60.0,
+                poll_s: float = 1.0) -> dict[str, dict]:
+    """:func:`parse_sacct` of these jobs (array ids take in all their tasks), once every id is known to
+    the accounting and every allocation reads a final state (COMPLETED, FAILED, CANCELLED, ...):
+    sacct is re-read every ``poll_s`` seconds for at most ``settle_s``, then the last reading is
+    returned as it is (its ``state`` says what the accounting knew)."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        out = subprocess.run(["sacct", "-P", "-n", "-j", ",".join(job_ids), f"--format={','.join(SACCT_FIELDS)}"],
+                             env=env, capture_output=True, text=True, check=True)
+        jobs = parse_sacct(out.stdout)
+        known = all(any(k == i or k.startswith(f"{i}_") for k in jobs) for i in job_ids)
+        settled = known and not any(j.get("state", "") in _PENDING_STATES for j in jobs.values())
+        if settled or time.monotonic() >= deadline:
+            return jobs
+        time.sleep(poll_s)
