@@ -196,7 +196,12 @@ def _size(row: dict, requested: int) -> bool:
 
 
 def main() -> None:
-    from mogg.core.flags import existing_dir, nonnegative_float, nonnegative_int, positive_int  # every flag checked before any work
+    from mogg.core.flags import (  # every flag checked before any work
+        existing_dir,
+        nonnegative_float,
+        nonnegative_int,
+        positive_int,
+    )
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-dir", type=existing_dir, default=os.environ.get("MOGG_DATA_DIR", "data"))

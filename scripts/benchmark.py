@@ -25,7 +25,13 @@ import numpy as np
 
 
 def main() -> None:
-    from mogg.core.flags import existing_dir, nonnegative_int, positive_float, positive_int, positive_ints  # every flag checked before any work
+    from mogg.core.flags import (  # every flag checked before any work
+        existing_dir,
+        nonnegative_int,
+        positive_float,
+        positive_int,
+        positive_ints,
+    )
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-dir", type=existing_dir, default=os.environ.get("MOGG_DATA_DIR", "data"))

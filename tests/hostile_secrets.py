@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from hostile_runs import BASE, CLIFailed, Leaked, SilentWrong, _files_holding, cli  # noqa: E402
+from hostile_runs import BASE, CLIFailed, Leaked, SilentWrong, _files_holding, cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -225,7 +225,7 @@ def _cases() -> dict[str, tuple[Callable, str, str]]:
         "a server echoing the key in its 401 reply": (_echoed_key, "error", "401"),
         "mogg-prepare --base-url with a password (retry warnings)": (_prepare_base_url, "ok", ""),
     })
-    for shape, (key, value, needle) in SHAPES.items():
+    for shape, (_key, value, needle) in SHAPES.items():
         if shape not in ("ssh passphrase", "a key named bearer"):  # found by their key's name, not their shape
             out[f"scrub_text finds the {shape}"] = (_scrubbed(shape, f"log: {value} end", needle), "ok", "")
     out["scrub_text: Authorization: Bearer <plain>"] = (

@@ -14,6 +14,7 @@ run and found no router. The same cases through the real entry points: ``tests/h
 
 from __future__ import annotations
 
+import argparse
 import errno
 import logging
 import os
@@ -62,10 +63,10 @@ def test_a_bad_flag_is_one_line_before_any_work(argv, flag, tmp_path):
 
 def test_validators_refuse_what_the_issue_lists_and_take_good_values(tmp_path):
     for bad in ("0", "-3", "1.5", "x"):
-        with pytest.raises(Exception, match="integer"):
+        with pytest.raises(argparse.ArgumentTypeError, match="integer"):
             positive_int(bad)
     for bad in ("nan", "inf", "-5", "0", "x"):
-        with pytest.raises(Exception):
+        with pytest.raises(argparse.ArgumentTypeError, match="number"):
             positive_float(bad)
     assert positive_int("4") == 4 and positive_float("2e6") == 2e6
     big = tmp_path / "big.jsonl"

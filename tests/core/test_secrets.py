@@ -18,12 +18,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hostile_runs import BASE, cli  # noqa: E402
-from hostile_secrets import PROSE, SHAPES  # noqa: E402
+from hostile_runs import BASE, cli
+from hostile_secrets import PROSE, SHAPES
 
-from mogg.core import secrets  # noqa: E402
-from mogg.core.credentials import read_credential  # noqa: E402
-from mogg.core.secrets import REDACTED, is_secret_key, remember_environment, scrub_argv, scrub_text  # noqa: E402
+from mogg.core import secrets
+from mogg.core.credentials import read_credential
+from mogg.core.secrets import REDACTED, is_secret_key, remember_environment, scrub_argv, scrub_text
 
 ROOT = Path(__file__).resolve().parents[2]
 NEEDLES = [needle for _, _, needle in SHAPES.values()]
@@ -36,9 +36,9 @@ def _written_or_printed(root: Path, console: str) -> list[str]:
 
 
 def test_every_planted_shape_stays_off_everything_the_runs_write_and_print(tmp_path, monkeypatch):
-    from test_readers import FakeOpenAI
-
     import threading
+
+    from test_readers import FakeOpenAI
 
     srv = FakeOpenAI()
     threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()

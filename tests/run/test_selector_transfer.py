@@ -526,9 +526,9 @@ def test_the_page_stand_in_read_is_the_script_written(tmp_path, mirage):
     import subprocess
     import sys
 
+    from conftest import compose as hcompose
     from hydra.utils import instantiate
 
-    from conftest import compose as hcompose
     from mogg.data.corpus import MedRAGJsonl
     from mogg.data.qa import GenericQA
 

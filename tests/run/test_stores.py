@@ -66,8 +66,9 @@ def test_a_reordered_unit_vocabulary_is_named_and_rebuilt_to_the_same_features(t
 
 @pytest.mark.parametrize("damage", [_truncate_vecs, _edit_vec_rows], ids=["truncated", "edited"])
 def test_a_damaged_vector_shard_is_named_and_encoded_again(tmp_path, caplog, damage):
-    from mogg.encoders import embed_texts
     from hostile_stores import _UNITS
+
+    from mogg.encoders import embed_texts
 
     store = tmp_path / "artifacts"
     want = embed_texts(_Encoder(), _UNITS, store, show_progress=False)
@@ -87,6 +88,7 @@ def test_a_damaged_vector_shard_is_named_and_encoded_again(tmp_path, caplog, dam
 
 def test_a_shard_written_before_manifests_is_encoded_again(tmp_path):
     from hostile_stores import _UNITS
+
     from mogg.encoders import embed_texts
 
     store = tmp_path / "artifacts"

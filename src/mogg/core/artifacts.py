@@ -47,7 +47,7 @@ MANIFEST = "manifest.json"
 _VERSIONED = ("mogg", "numpy", "scipy", "torch", "transformers", "scikit-learn", "faiss-cpu", "lightning")
 
 
-from mogg.core.artifact_error import ArtifactError  # noqa: E402 (public here, as before it had a module)
+from mogg.core.artifact_error import ArtifactError
 
 
 def user_artifacts() -> Path:
