@@ -65,6 +65,12 @@ ADAPTATIONS = {
     # two rounds where the refit ranks (each round's pseudo-labels the previous round's order), one on the whole
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole":
         (("within_question_no_document", "raw"), False, "near2+docs", "document", "fits"),
+    # the refit's pseudo-labels from the agreement of the retrieval columns (adapt.agreement), with the transferred
+    # (or the previous round's) order as one more voter, or alone
+    "two scorers, lambda fits, two self-training rounds, pseudo-labels by agreement with the transferred order":
+        (("within_question_no_document", "raw"), False, "near2+docs+agree", "document", "fits"),
+    "two scorers, lambda fits, two self-training rounds, pseudo-labels by the columns' agreement alone":
+        (("within_question_no_document", "raw"), False, "near2+docs+columns", "document", "fits"),
     "two scorers, lambda fits, self-trained order on the near scorer, documents grouped on the whole":
         (("within_question_no_document", "raw"), False, "near+group", "document", "fits"),
     "two scorers, lambda fits, block first": (("within_question_no_document", "raw"), False, "block", "document", "fits"),
@@ -147,8 +153,18 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind) -> di
     from mogg.evaluation.frontier_guard import best_lambda
     from mogg.routing.fitting.folds import split_train_val
     from mogg.routing.plans import decide
-    from mogg.run.budget.selector.adapt import (FITS_SHARE, block_rows, document_best, feature_view, relative_choice,
-                                                reorder, self_train, shift_weights, whole_documents)
+    from mogg.run.budget.selector.adapt import (
+        FITS_SHARE,
+        agreement,
+        block_rows,
+        document_best,
+        feature_view,
+        relative_choice,
+        reorder,
+        self_train,
+        shift_weights,
+        whole_documents,
+    )
     from mogg.run.budget.selector.deploy import plans_of
     from mogg.run.budget.selector.plans import plan_table
     from mogg.run.budget.selector.scorer import candidate_weights, fit_scorer
@@ -161,7 +177,8 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind) -> di
         near = run_one(shapes, target, seed, (view[0], *adaptation[1:]), kind)
         if near.pop("share") < FITS_SHARE:
             return near
-        whole = (view[1], shift, {"alone": "alone", "mix": "mix", "near+docs": "docs", "near2+docs": "docs", "near+group": "group"}.get(
+        whole = (view[1], shift, {"alone": "alone", "mix": "mix", "near+docs": "docs", "near2+docs": "docs", "near+group": "group",
+                                               "near2+docs+agree": "docs+agree", "near2+docs+columns": "docs+columns"}.get(
             selftrain, False), e_rule, rule)
         out = run_one(shapes, target, seed, whole, kind)
         out.pop("share")
@@ -215,17 +232,22 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind) -> di
     pred = model.predict(xv[target])
     doc, covered = whole_documents(sh.q, sh.unit, sh.unit_doc, sh.tokens, pred, sh.doc_tokens, sh.n)
     share = float(covered[doc > 0].mean()) if (doc > 0).any() else 0.0  # which scorer: before any refit
+
+    def labels(order: np.ndarray) -> np.ndarray:  # what the refit's pseudo-labels are drawn from
+        if not isinstance(selftrain, str) or not selftrain.endswith(("+agree", "+columns")):
+            return order
+        return agreement(sh.x, sh.names, sh.q, order if selftrain.endswith("+agree") else None)
     if selftrain in ("block", "block0"):  # the best candidate's block first, then the rest (each by pred)
         pred = reorder(pred, sh.q, block_rows(sh.q, sh.unit, sh.unit_doc, pred, sh.n,
                                               0.5 if selftrain == "block" else 0.0).astype(float))
-    elif selftrain in ("docs", "group"):  # documents by their best candidate (refit or transferred), units by pred
-        score = self_train(xv[target], sh.q, sh.n, pred, seed) if selftrain == "docs" else pred
+    elif selftrain in ("docs", "group", "docs+agree", "docs+columns"):  # documents by their best candidate; units by pred
+        score = pred if selftrain == "group" else self_train(xv[target], sh.q, sh.n, labels(pred), seed)
         pred = reorder(pred, sh.q, document_best(score, sh.q, sh.unit_doc[sh.unit]))  # as transfer.self_trained
     elif selftrain in ("near", "near+docs", "near+group", "alone"):  # the refit ranks alone; the scale stays
         pred = reorder(pred, sh.q, self_train(xv[target], sh.q, sh.n, pred, seed))
-    elif selftrain == "near2+docs":  # two rounds, as self_training.self_trained reads them
-        once = reorder(pred, sh.q, self_train(xv[target], sh.q, sh.n, pred, seed))
-        pred = reorder(pred, sh.q, self_train(xv[target], sh.q, sh.n, once, seed + ROUND_SEED))
+    elif isinstance(selftrain, str) and selftrain.startswith("near2+docs"):  # two rounds, as self_training.self_trained reads them
+        once = reorder(pred, sh.q, self_train(xv[target], sh.q, sh.n, labels(pred), seed))
+        pred = reorder(pred, sh.q, self_train(xv[target], sh.q, sh.n, labels(once), seed + ROUND_SEED))
     elif selftrain == "mix":  # the new set's own scorer from the transferred one's confident choices, mixed in by rank
         own = self_train(xv[target], sh.q, sh.n, pred, seed)
         pred = 0.5 * pred + 0.5 * own * float(np.nanmax(pred))

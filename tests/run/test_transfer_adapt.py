@@ -187,6 +187,12 @@ def test_only_takes_adaptation_names_that_hold_commas():
         ["within_question, E median", "raw, lambda fits", "within_question"], [])
     assert mod.only_names("raw,nonsense") == (["raw"], ["nonsense"])
     assert mod.only_names("") == (list(mod.ADAPTATIONS), [])
+    import re  # every --only the docs give names adaptations the script has
+    docs = (path.parents[1] / "docs" / "results.md").read_text()
+    asked = re.findall(r'transfer_adaptations\.py [^\n]*--only "([^"]+)"', docs)
+    assert len(asked) >= 5
+    for only in asked:
+        assert mod.only_names(only)[1] == [], only
 
 
 def test_reorder_hands_each_question_its_own_values_in_the_scores_order():
@@ -259,3 +265,27 @@ def test_self_trained_reorders_a_transfer_directorys_ranking_only_where_asked(ca
     for dep in (directory({"transfer_self_train": None}), directory({"transfer_self_train": n_q + 1}),
                 directory({}), directory({"transfer_self_train": 1}, transfer=False)):
         assert self_trained(dep, EvidenceSelectorKind, x, pred, q, n_q) is pred
+
+
+def test_agreement_is_reciprocal_rank_fusion_question_by_question():
+    """adapt.agreement (the columns' agreement as the refit's pseudo-labels; measured, not deployed)
+    against a loop: within each question, sum over the columns of 1 / (60 + the candidate's rank),
+    ties ranked in row order."""
+    from mogg.run.budget.selector.adapt import RRF_K, agreement
+
+    x, q, n_q = _toy(seed=3, f=4)
+    x = np.nan_to_num(x)
+    names = ["match", "bm25", "other", "cosine"]
+    extra = np.random.default_rng(1).normal(size=len(q))
+    got = agreement(x, names, q, extra)
+    want = np.zeros(len(q))
+    for qi in range(n_q):
+        rows = np.flatnonzero(q == qi)
+        for v in [x[rows, 0], x[rows, 1], x[rows, 3], extra[rows]]:  # "vote" is absent: skipped
+            order = sorted(range(len(rows)), key=lambda i: (-v[i], i))
+            for r, i in enumerate(order):
+                want[rows[i]] += 1.0 / (RRF_K + r)
+    np.testing.assert_allclose(got, want)
+    assert not np.allclose(agreement(x, names, q), got)  # extra is one more voter
+    with pytest.raises(ValueError, match="none of"):
+        agreement(x, ["a", "b", "c", "d"], q)

@@ -21,7 +21,8 @@ leave one shape out by ``scripts/transfer_adaptations.py`` and chosen by the wor
   sets' price.
 * :func:`self_train`: a scorer refitted on the new set's own candidates with pseudo-labels from the
   transferred scorer's confident choices, cross-fitted over the new set's questions (no question is
-  scored by a model that saw its own pseudo-label).
+  scored by a model that saw its own pseudo-label). Its pseudo-labels can come instead from
+  :func:`agreement`: the candidates the retrieval columns agree on (measured, not deployed).
 
 Every function is vectorised over candidates; loops run over columns or folds only.
 """
@@ -154,6 +155,30 @@ def self_train(x: np.ndarray, q: np.ndarray, n_questions: int, pred: np.ndarray,
                                verbose=-1)
         m.fit(x[fit_rows], y[fit_rows])
         out[score_rows] = m.predict_proba(x[score_rows])[:, 1]
+    return out
+
+
+# the unit-level retrieval signals an agreement fuses (candidates.FEATURES): IDF-weighted match, BM25, the
+# query-sentence cosine, the ladder's chunk vote; each ranks a candidate by itself, without a fitted model
+AGREEMENT_COLUMNS = ("match", "bm25", "cosine", "vote")
+RRF_K = 60.0  # reciprocal-rank fusion's constant (Cormack et al. 2009), not tuned
+
+
+def agreement(x: np.ndarray, names: list[str], q: np.ndarray, extra: np.ndarray | None = None,
+              columns: tuple[str, ...] = AGREEMENT_COLUMNS) -> np.ndarray:
+    """Label-free pseudo-scores [N] from the agreement of the retrieval columns: the reciprocal-rank
+    fusion, within each question (``q`` [N]), of ``columns`` of ``x`` [N, F] (named ``names``) and of
+    ``extra`` [N] (a transferred prediction) where given. High where the columns agree a candidate is
+    among the question's best, whatever scale each column has on this set."""
+    cols = [x[:, names.index(c)] for c in columns if c in names] + ([extra] if extra is not None else [])
+    if not cols:
+        raise ValueError(f"agreement: none of {columns} among the columns")
+    out = np.zeros(len(q))
+    for v in cols:  # a loop over the few columns; each rank is vectorised over the candidates
+        order = np.lexsort((np.arange(len(q)), -np.asarray(v, dtype=np.float64), q))
+        rank = np.empty(len(q))
+        rank[order] = segment_rank(q[order])
+        out += 1.0 / (RRF_K + rank)
     return out
 
 
