@@ -1,7 +1,8 @@
 """Label-free adaptations of the transferred evidence selector, leave one shape out (issue 58).
 
-For each held-out evidence shape (PubMedQA*, MedMCQA explanations, COVID-QA, the page stand-in;
-MedMCQA and the stand-in leave together, as ``experiment=loso_shapes``), the transfer scorer is
+For each held-out evidence shape (PubMedQA*, MedMCQA explanations, COVID-QA, the page stand-in, the
+snippet stand-in; MedMCQA and the page stand-in leave together, PubMedQA* and the snippet stand-in
+too, as ``experiment=loso_shapes``), the transfer scorer is
 fitted on the other shapes as ``fit_transfer_selector`` fits it (the same weights, validation
 slices and learned lambda), under each adaptation of :mod:`mogg.run.budget.selector.adapt`, and read
 on the held-out shape without its labels. Per adaptation and shape: the mean over B = 64 / 128 /
@@ -13,7 +14,7 @@ and the budgets at or above the shape's own envelope; the adaptation kept is the
 
     python scripts/transfer_adaptations.py --seeds 0,1,2,3,4 [--only raw,within_question] [--out FILE]
 
-The four sets are prepared through the artifact store (``paths.artifacts``; a second run only
+The five sets are prepared through the artifact store (``paths.artifacts``; a second run only
 loads). About 40 s per adaptation, shape and seed on 2 idle cores (self-training and the
 covariate-shift weights several times that).
 """
@@ -31,8 +32,10 @@ import numpy as np
 
 BUDGETS = (64, 128, 256, 512)
 # held-out shape -> the training shapes (MedMCQA and the stand-in share texts: they leave together)
+# the snippet stand-in (heldout=snippets) shares PubMedQA*'s texts: held out only, trained as PubMedQA*
 SPLITS = {"pubmedqa": ("medmcqa", "covidqa", "pages"), "covidqa": ("pubmedqa", "medmcqa", "pages"),
-          "medmcqa": ("pubmedqa", "covidqa"), "pages": ("pubmedqa", "covidqa")}
+          "medmcqa": ("pubmedqa", "covidqa"), "pages": ("pubmedqa", "covidqa"),
+          "snippets": ("medmcqa", "covidqa", "pages")}
 # name -> (feature view, covariate-shift weights, self-training, E, stopping rule); "raw" is the
 # directory's rule before these were measured (E document, lambda learned)
 ADAPTATIONS = {
@@ -105,7 +108,7 @@ class Shape:
 
 
 def load_shapes(overrides: list[str]) -> tuple[dict, object]:
-    """The four shapes prepared under ``experiment=loso_shapes`` (cached artifacts) and the selector's knobs."""
+    """The five shapes prepared under ``experiment=loso_shapes`` (cached artifacts) and the selector's knobs."""
     from hydra import compose, initialize_config_dir
 
     from mogg.run.budget.selector.candidates import feature_names
@@ -121,6 +124,9 @@ def load_shapes(overrides: list[str]) -> tuple[dict, object]:
     kind = next(k for k in fs.routers if k.slot == "selector")
     preps = {"pubmedqa": prepare_all(cfg)}
     preps.update({s: prepare_all(cfg, n["questions"], corpus_cfg=n["corpus"]) for s, n in cfg.train_sources.items()})
+    with initialize_config_dir(config_dir=str(conf), version_base=None):
+        snip = compose("config", overrides=["experiment=loso_shapes", "heldout=snippets", *overrides])
+    preps["snippets"] = prepare_all(cfg, snip.questions, corpus_cfg=snip.corpus)
     out = {}
     for s, p in preps.items():
         prep = next(iter(p.values()))

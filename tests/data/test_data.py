@@ -331,6 +331,28 @@ def test_pubmedqa_star():
 
 
 @needs_mirage
+def test_snippet_stand_in_splits_each_abstract_into_its_contexts_and_names_them_gold():
+    """The snippet stand-in (heldout=snippets): every PubMedQA* context its own document <PMID>-<k>,
+    each question's gold_doc_ids exactly its contexts' documents (its evidence spans several), the
+    texts unchanged; the abstracts' fingerprint params are those of before (their artifacts' keys)."""
+    raw = json.loads(PUBMEDQA_RAW.read_text())
+    docs = list(PubMedQAContexts(str(PUBMEDQA_RAW), sections=True))
+    assert len(docs) == sum(sum(bool(c.strip()) for c in e["CONTEXTS"]) for e in raw.values()) > 1500
+    by_id = {d.id: d.content for d in docs}
+    assert by_id["12377809-0"] == raw["12377809"]["CONTEXTS"][0].strip() and "12377809" not in by_id
+    items = PubMedQAStar(str(BENCHMARK), str(PUBMEDQA_RAW), section_ids=True).load()
+    for it in items:
+        assert it.gold_doc_ids and all(g in by_id for g in it.gold_doc_ids)
+        assert sorted(by_id[g] for g in it.gold_doc_ids) == sorted(e.strip() for e in it.gold_evidence if e.strip())
+    assert sum(len(it.gold_doc_ids) > 1 for it in items) > 450
+    assert PubMedQAContexts(str(PUBMEDQA_RAW)).params() == {"path": str(PUBMEDQA_RAW)}
+    assert PubMedQAStar(str(BENCHMARK), str(PUBMEDQA_RAW)).params()["limit"] is None
+    assert "section_ids" not in PubMedQAStar(str(BENCHMARK), str(PUBMEDQA_RAW)).params()
+    with pytest.raises(ValueError, match="exclude each other"):
+        PubMedQAContexts(str(PUBMEDQA_RAW), structured=True, sections=True)
+
+
+@needs_mirage
 def test_pubmedqa_star_missing_raw_entry(tmp_path):
     raw = json.loads(PUBMEDQA_RAW.read_text())
     del raw["26163474"]
@@ -707,3 +729,15 @@ def test_document_list_fingerprint_follows_the_text():
     assert a.fingerprint() != b.fingerprint() and a.fingerprint() == DocumentList(a.documents()).fingerprint()
     with pytest.raises(DataError, match="empty"):
         DocumentList([])
+
+
+def test_heldout_snippets_composes_the_stand_in_and_leaves_pubmedqa_out():
+    """experiment=loso_shapes heldout=snippets: the snippet stand-in's questions and corpus, trained on
+    MedMCQA, COVID-QA and the page stand-in (PubMedQA* shares its texts: never a training source)."""
+    from conftest import compose as hcompose
+
+    cfg = hcompose(["experiment=loso_shapes", "heldout=snippets"])
+    assert cfg.questions.section_ids and cfg.corpus.sources[0].sections and cfg.corpus.allow_gold
+    assert sorted(cfg.train_sources) == ["covidqa", "medmcqa", "pages"] and cfg.run_name == "loso_shapes_snippets_s0"
+    assert all(not s.questions.get("section_ids") and "pubmedqa" not in s.questions._target_.lower()
+               for s in cfg.train_sources.values())

@@ -175,17 +175,23 @@ class PubMedQAContexts(_Source):
     ``structured=True`` keeps the abstract's structure for structural ladders (MAL): each context
     becomes a paragraph under its label (BACKGROUND, METHODS, RESULTS, ...) as a heading line,
     blocks separated by blank lines; consecutive contexts with one label share its heading.
+    ``sections=True`` makes each context its own short document (id ``<PMID>-<k>``, k from 0): the
+    snippet stand-in, whose evidence spans several documents (``PubMedQAStar(section_ids=True)``).
     """
 
-    def __init__(self, path: str, structured: bool = False) -> None:
+    def __init__(self, path: str, structured: bool = False, sections: bool = False) -> None:
         self.path = os.fspath(path)
         self.structured = bool(structured)
+        self.sections = bool(sections)
+        if self.structured and self.sections:
+            raise ValueError("PubMedQAContexts: structured and sections exclude each other (a section has one block)")
 
     def files(self) -> list[Path]:
         return [Path(self.path)]
 
     def params(self) -> dict:
-        return {"path": self.path, **({"structured": True} if self.structured else {})}
+        return {"path": self.path, **({"structured": True} if self.structured else {}),
+                **({"sections": True} if self.sections else {})}
 
     def located(self) -> Iterator[Located]:
         data = load_json(self.path)
@@ -198,6 +204,11 @@ class PubMedQAContexts(_Source):
             content = " ".join(contexts)
             if not content.strip():
                 raise DataError(self.path, f"PMID {pmid}: CONTEXTS are empty")
+            if self.sections:  # one short document per context (an empty one is skipped, its number kept)
+                for k, ctx in enumerate(contexts):
+                    if ctx.strip():
+                        yield Document(id=f"{pmid}-{k}", title="", content=ctx.strip()), self.path, None
+                continue
             if self.structured:
                 labels = entry.get("LABELS") or [""] * len(contexts)
                 blocks, prev = [], None

@@ -175,19 +175,22 @@ class PubMedQAStar(_QASet):
     """MIRAGE PubMedQA* joined with the raw PubMedQA test set for gold evidence.
 
     gold_evidence = CONTEXTS, gold_doc_ids = [PMID], label = LONG_ANSWER; question, options and
-    answer come from ``benchmark.json``.
+    answer come from ``benchmark.json``. ``section_ids=True``: gold_doc_ids = ``<PMID>-<k>`` for each
+    non-empty context k, the documents of ``PubMedQAContexts(sections=True)`` (the snippet stand-in).
     """
 
-    def __init__(self, benchmark_path: str, raw_path: str, limit: int | None = None) -> None:
+    def __init__(self, benchmark_path: str, raw_path: str, limit: int | None = None, section_ids: bool = False) -> None:
         self.benchmark_path = os.fspath(benchmark_path)
         self.raw_path = os.fspath(raw_path)
         self.limit = _check_limit(limit)
+        self.section_ids = bool(section_ids)
 
     def files(self) -> list[Path]:
         return [Path(self.benchmark_path), Path(self.raw_path)]
 
     def params(self) -> dict:
-        return {"benchmark_path": self.benchmark_path, "raw_path": self.raw_path, "limit": self.limit}
+        return {"benchmark_path": self.benchmark_path, "raw_path": self.raw_path, "limit": self.limit,
+                **({"section_ids": True} if self.section_ids else {})}
 
     def load(self) -> list[QAItem]:
         items = MirageBenchmark(self.benchmark_path, ["pubmedqa"], self.limit).load()
@@ -214,7 +217,8 @@ class PubMedQAStar(_QASet):
                     f"{item.answer_text!r}",
                 )
             item.gold_evidence = evidence
-            item.gold_doc_ids = [item.id]
+            item.gold_doc_ids = ([f"{item.id}-{k}" for k, e in enumerate(evidence) if e.strip()] if self.section_ids
+                                 else [item.id])
             item.label = (
                 str_field(entry, "LONG_ANSWER", self.raw_path, None, required=False, what=what) or None
             )
