@@ -47,7 +47,7 @@ MANIFEST = "manifest.json"
 _VERSIONED = ("mogg", "numpy", "scipy", "torch", "transformers", "scikit-learn", "faiss-cpu", "lightning")
 
 
-from mogg.core.artifact_error import ArtifactError
+from mogg.core.artifact_error import ArtifactError  # public here, as before it had a module of its own
 
 
 def user_artifacts() -> Path:
