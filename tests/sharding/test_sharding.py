@@ -337,7 +337,12 @@ def test_sacct_usage_per_array_task():
         "141_1.0|CANCELLED|1-00:00:01|1:02:03|1.5G|2026-11-28T01:00:00|2026-11-29T01:00:01\n"
         "143|COMPLETED|00:00:08|00:03.100||2026-11-28T01:02:00|2026-11-28T01:02:08\n")
     assert out["141_0"] == {"state": "COMPLETED", "wall_s": 86.0, "cpu_s": 72.505, "peak_rss_mb": 891.0,
-                            "start": "2026-11-28T01:00:00", "end": "2026-11-28T01:01:26"}
+                            "start": "2026-11-28T01:00:00", "end": "2026-11-28T01:01:26", "settling": False}
+    # a step still running, or one whose MaxRSS its siblings have and it has not yet: still settling
+    late = parse_sacct("9_0|COMPLETED|00:00:10|00:00:09||2026-11-28T01:00:00|2026-11-28T01:00:10\n"
+                       "9_0.batch|COMPLETED|00:00:10|00:00:00|12360K|2026-11-28T01:00:00|2026-11-28T01:00:10\n"
+                       "9_0.0|COMPLETED|00:00:10|00:00:09||2026-11-28T01:00:00|2026-11-28T01:00:10\n")
+    assert late["9_0"]["settling"] and late["9_0"]["peak_rss_mb"] < 50
     assert out["141_1"]["state"] == "CANCELLED" and out["141_1"]["wall_s"] == 86402.0
     assert out["141_1"]["cpu_s"] == 3723.0 and out["141_1"]["peak_rss_mb"] == 1536.0
     assert out["143"]["peak_rss_mb"] is None  # no step sampled: no accounting gathered

@@ -106,9 +106,17 @@ def parse_sacct(text: str) -> dict[str, dict]:
         if not step:  # the allocation: its wall time and its steps' CPU
             j.update(state=state.split()[0] if state else state, wall_s=_seconds(elapsed), cpu_s=_seconds(cpu),
                      start=start, end=end)
+        else:  # each step's state and whether its MaxRSS is recorded yet (slurm_usage waits for both)
+            j.setdefault("_steps", {})[step] = (state.split()[0] if state else state, bool(rss))
         peak = _mib(rss)
         if peak is not None and (j["peak_rss_mb"] is None or peak > j["peak_rss_mb"]):
             j["peak_rss_mb"] = peak
+    for j in jobs.values():
+        steps = j.pop("_steps", {})
+        # a step not final yet, or one without the MaxRSS its siblings have (the accounting writes a step's
+        # figures after it ends; where no step has one, the cluster gathers none: nothing to wait for)
+        j["settling"] = any(st in _PENDING_STATES for st, _ in steps.values()) or (
+            any(has for _, has in steps.values()) and not all(has for _, has in steps.values()))
     return jobs
 
 
@@ -121,7 +129,8 @@ _PENDING_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", 
 def slurm_usage(job_ids: Sequence[str], env: dict | None = None, settle_s: float = 60.0,
                 poll_s: float = 1.0) -> dict[str, dict]:
     """:func:`parse_sacct` of these jobs (array ids take in all their tasks), once every id is known to
-    the accounting and every allocation reads a final state (COMPLETED, FAILED, CANCELLED, ...):
+    the accounting, every allocation and step reads a final state (COMPLETED, FAILED, CANCELLED, ...)
+    and every step has its MaxRSS where any has (``settling`` false):
     sacct is re-read every ``poll_s`` seconds for at most ``settle_s``, then the last reading is
     returned as it is (its ``state`` says what the accounting knew)."""
     deadline = time.monotonic() + settle_s
@@ -130,7 +139,7 @@ def slurm_usage(job_ids: Sequence[str], env: dict | None = None, settle_s: float
                              env=env, capture_output=True, text=True, check=True)
         jobs = parse_sacct(out.stdout)
         known = all(any(k == i or k.startswith(f"{i}_") for k in jobs) for i in job_ids)
-        settled = known and not any(j.get("state", "") in _PENDING_STATES for j in jobs.values())
+        settled = known and not any(j.get("state", "") in _PENDING_STATES or j["settling"] for j in jobs.values())
         if settled or time.monotonic() >= deadline:
             return jobs
         time.sleep(poll_s)
