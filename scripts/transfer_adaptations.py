@@ -1,8 +1,8 @@
 """Label-free adaptations of the transferred evidence selector, leave one shape out (issue 58).
 
-For each held-out evidence shape (PubMedQA*, MedMCQA explanations, COVID-QA, the page stand-in, the
-snippet stand-in; MedMCQA and the page stand-in leave together, PubMedQA* and the snippet stand-in
-too, as ``experiment=loso_shapes``), the transfer scorer is
+For each held-out evidence shape (every file of ``conf/heldout``: PubMedQA*, MedMCQA explanations,
+COVID-QA, the page stand-in, the snippet and explanation-sentence stand-ins), trained on the shapes its
+``train_sources`` name there (sets sharing texts leave together, as ``experiment=loso_shapes``), the transfer scorer is
 fitted on the other shapes as ``fit_transfer_selector`` fits it (the same weights, validation
 slices and learned lambda), under each adaptation of :mod:`mogg.run.budget.selector.adapt`, and read
 on the held-out shape without its labels. Per adaptation and shape: the mean over B = 64 / 128 /
@@ -14,7 +14,7 @@ and the budgets at or above the shape's own envelope; the adaptation kept is the
 
     python scripts/transfer_adaptations.py --seeds 0,1,2,3,4 [--only raw,within_question] [--out FILE]
 
-The five sets are prepared through the artifact store (``paths.artifacts``; a second run only
+The shapes are prepared through the artifact store (``paths.artifacts``; a second run only
 loads). About 40 s per adaptation, shape and seed on 2 idle cores (self-training and the
 covariate-shift weights several times that).
 """
@@ -31,11 +31,7 @@ from pathlib import Path
 import numpy as np
 
 BUDGETS = (64, 128, 256, 512)
-# held-out shape -> the training shapes (MedMCQA and the stand-in share texts: they leave together)
-# the snippet stand-in (heldout=snippets) shares PubMedQA*'s texts: held out only, trained as PubMedQA*
-SPLITS = {"pubmedqa": ("medmcqa", "covidqa", "pages"), "covidqa": ("pubmedqa", "medmcqa", "pages"),
-          "medmcqa": ("pubmedqa", "covidqa"), "pages": ("pubmedqa", "covidqa"),
-          "snippets": ("medmcqa", "covidqa", "pages")}
+HELDOUT = Path(__file__).resolve().parents[1] / "conf" / "heldout"  # one shape per file: its training shapes there
 # name -> (feature view, covariate-shift weights, self-training, E, stopping rule); "raw" is the
 # directory's rule before these were measured (E document, lambda learned)
 ADAPTATIONS = {
@@ -107,8 +103,25 @@ class Shape:
     n: int
 
 
-def load_shapes(overrides: list[str]) -> tuple[dict, object]:
-    """The five shapes prepared under ``experiment=loso_shapes`` (cached artifacts) and the selector's knobs."""
+def splits_of(overrides: list[str]) -> dict:
+    """held-out shape -> its training shapes, as ``experiment=loso_shapes heldout=<shape>`` composes them
+    (``conf/heldout/<shape>.yaml``'s ``train_sources``: sets sharing texts leave together there)."""
+    from hydra import compose, initialize_config_dir
+
+    out = {}
+    with initialize_config_dir(config_dir=str(HELDOUT.parent), version_base=None):
+        for f in sorted(HELDOUT.glob("*.yaml")):
+            cfg = compose("config", overrides=["experiment=loso_shapes", f"heldout={f.stem}", *overrides])
+            out[f.stem] = tuple(cfg.train_sources)
+    unknown = {t for ts in out.values() for t in ts} - set(out)
+    if unknown:  # a training source must be a shape of its own: its questions and corpus prepared once, by name
+        raise ValueError(f"training sources without a conf/heldout file of their own: {sorted(unknown)}")
+    return out
+
+
+def load_shapes(overrides: list[str]) -> tuple[dict, dict, object]:
+    """Every shape of ``conf/heldout`` prepared as ``experiment=loso_shapes heldout=<shape>`` prepares it
+    (cached artifacts), the splits (:func:`splits_of`) and the selector's knobs."""
     from hydra import compose, initialize_config_dir
 
     from mogg.run.budget.selector.candidates import feature_names
@@ -117,25 +130,19 @@ def load_shapes(overrides: list[str]) -> tuple[dict, object]:
     from mogg.run.frontier_stage import frontier_settings, ladder_frontier
     from mogg.run.prepare_stage import prepare_all
 
-    conf = Path(__file__).resolve().parents[1] / "conf"
-    with initialize_config_dir(config_dir=str(conf), version_base=None):
-        cfg = compose("config", overrides=["experiment=loso_shapes", "heldout=pubmedqa", *overrides])
-    fs, ctx = frontier_settings(cfg), run_context(cfg)
-    kind = next(k for k in fs.routers if k.slot == "selector")
-    preps = {"pubmedqa": prepare_all(cfg)}
-    preps.update({s: prepare_all(cfg, n["questions"], corpus_cfg=n["corpus"]) for s, n in cfg.train_sources.items()})
-    with initialize_config_dir(config_dir=str(conf), version_base=None):
-        snip = compose("config", overrides=["experiment=loso_shapes", "heldout=snippets", *overrides])
-    preps["snippets"] = prepare_all(cfg, snip.questions, corpus_cfg=snip.corpus)
-    out = {}
-    for s, p in preps.items():
-        prep = next(iter(p.values()))
-        lf, d = ladder_frontier(prep, fs), reading_data(ctx, prep, kind)
-        out[s] = Shape(d.x, feature_names(prep.ladder.level_names, kind.context), d.density, d.cand.q, d.cand.unit,
-                       d.tokens, d.doc_tokens, np.asarray(prep.ladder.units.doc), d.evidence_len,
-                       prep.ladder.units.text, [it.evidence_text for it in prep.items], lf.table.f1, lf.table.tokens,
-                       len(prep.items))
-    return out, kind
+    splits, out, kind = splits_of(overrides), {}, None
+    with initialize_config_dir(config_dir=str(HELDOUT.parent), version_base=None):
+        for s in splits:
+            cfg = compose("config", overrides=["experiment=loso_shapes", f"heldout={s}", *overrides])
+            fs, ctx = frontier_settings(cfg), run_context(cfg)
+            kind = next(k for k in fs.routers if k.slot == "selector")
+            prep = next(iter(prepare_all(cfg).values()))
+            lf, d = ladder_frontier(prep, fs), reading_data(ctx, prep, kind)
+            out[s] = Shape(d.x, feature_names(prep.ladder.level_names, kind.context), d.density, d.cand.q,
+                           d.cand.unit, d.tokens, d.doc_tokens, np.asarray(prep.ladder.units.doc), d.evidence_len,
+                           prep.ladder.units.text, [it.evidence_text for it in prep.items], lf.table.f1,
+                           lf.table.tokens, len(prep.items))
+    return out, splits, kind
 
 
 def _evidence(sh: Shape, pred: np.ndarray, e_rule: str, median: float):
@@ -151,7 +158,7 @@ def _ranked_pred(ranked, pred: np.ndarray) -> np.ndarray:
     return np.where(ranked.rows >= 0, pred[np.maximum(ranked.rows, 0)], -np.inf)
 
 
-def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind) -> dict:
+def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, splits: dict) -> dict:
     """Fit on the other shapes, read on ``target``: per budget (F1 [Q], tokens [Q], own envelope's F1 [Q],
     training sets' envelope's F1 [Q]), and under ``share`` the share of its questions whose best block of
     candidates covers its document (two scorers: which one reads it)."""
@@ -180,16 +187,16 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind) -> di
 
     view, shift, selftrain, e_rule, rule = adaptation
     if isinstance(view, tuple):  # two scorers: the second where the held-out shape looks like whole documents
-        near = run_one(shapes, target, seed, (view[0], *adaptation[1:]), kind)
+        near = run_one(shapes, target, seed, (view[0], *adaptation[1:]), kind, splits)
         if near.pop("share") < FITS_SHARE:
             return near
         whole = (view[1], shift, {"alone": "alone", "mix": "mix", "near+docs": "docs", "near2+docs": "docs", "near+group": "group",
                                                "near2+docs+agree": "docs+agree", "near2+docs+columns": "docs+columns"}.get(
             selftrain, False), e_rule, rule)
-        out = run_one(shapes, target, seed, whole, kind)
+        out = run_one(shapes, target, seed, whole, kind, splits)
         out.pop("share")
         return out
-    sources = SPLITS[target]
+    sources = splits[target]
     xv = {s: feature_view(shapes[s].x, shapes[s].q, shapes[s].n, view, shapes[s].names) for s in (*sources, target)}
     per_q = set_weights([shapes[s].n for s in sources], [1.0] * len(sources))
     sw = shift_weights([xv[s] for s in sources], xv[target], seed) if shift else None
@@ -358,14 +365,15 @@ def main(argv: list[str] | None = None) -> int:
     from mogg.core.artifacts import write_text_atomic
     from mogg.run.budget.selector.transfer_rule import worst_shape_choice
 
-    shapes, kind = load_shapes(args.overrides)
+    shapes, splits, kind = load_shapes(args.overrides)
     table, seconds = {}, {}
     for a in names:
         t0 = time.perf_counter()
-        table[a] = {x: summarise([_budgets(run_one(shapes, x, s, ADAPTATIONS[a], kind)) for s in seeds]) for x in SPLITS}
+        table[a] = {x: summarise([_budgets(run_one(shapes, x, s, ADAPTATIONS[a], kind, splits)) for s in seeds])
+                    for x in splits}
         seconds[a] = time.perf_counter() - t0
         log.info("%s: %s (%.0f s)", a, "  ".join(f"{x} {v['gain']:+.3f}" for x, v in table[a].items()), seconds[a])
-    order = sorted(SPLITS)
+    order = sorted(splits)
     md = markdown(table, order, worst_shape_choice(table, order), seeds, seconds)
     sys.stdout.write(md)
     if args.out is not None:

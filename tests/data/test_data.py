@@ -352,6 +352,38 @@ def test_snippet_stand_in_splits_each_abstract_into_its_contexts_and_names_them_
         PubMedQAContexts(str(PUBMEDQA_RAW), structured=True, sections=True)
 
 
+def test_explanation_sentences_join_short_pieces_and_keep_every_word():
+    """A sentence under min_chars joins the next (the last the one before); the words stay, in order."""
+    from mogg.data.corpus import explanation_sentences
+
+    text = "Ans-a. The first sentence is long enough here. Short one. The third sentence is long enough too. End."
+    pieces = explanation_sentences(text, 20)
+    assert pieces[0].startswith("Ans-a. The first") and pieces[-1].endswith("too. End.")
+    assert all(len(p) >= 20 for p in pieces) and " ".join(pieces).split() == text.split()
+    assert explanation_sentences("Tiny.", 40) == ["Tiny."]
+
+
+@needs_mirage
+def test_explanation_sentence_stand_in_names_every_sentence_document_gold():
+    """The explanation-sentence stand-in (heldout=medmcqa_sentences): each explanation's sentences are
+    documents medmcqa:<id>-<k>, a question's gold ids are exactly its explanation's sentence documents
+    (their texts together the explanation), and the default sources' params are those of before."""
+    rows = {json.loads(line)["id"]: json.loads(line) for line in MEDMCQA_DEV.read_text().splitlines()}
+    docs = list(MedMCQAExplanations(str(MEDMCQA_DEV), sentences=True))
+    by_id = {d.id: d.content for d in docs}
+    assert len(by_id) == len(docs) and all("-" in d.id[len("medmcqa:"):] for d in docs)
+    items = MedMCQAExplained(str(BENCHMARK), str(MEDMCQA_DEV), sentence_ids=True).load()
+    assert len(items) == len(MedMCQAExplained(str(BENCHMARK), str(MEDMCQA_DEV)).load())
+    for it in items:
+        assert it.gold_doc_ids and all(g in by_id for g in it.gold_doc_ids)
+        assert f"medmcqa:{it.id}-{len(it.gold_doc_ids)}" not in by_id  # every sentence of it is gold
+        joined = " ".join(by_id[g] for g in it.gold_doc_ids)
+        assert joined.split() == rows[it.id]["exp"].split()
+    assert sum(len(it.gold_doc_ids) > 1 for it in items) > 1000
+    assert "sentences" not in MedMCQAExplanations(str(MEDMCQA_DEV)).params()
+    assert "sentence_ids" not in MedMCQAExplained(str(BENCHMARK), str(MEDMCQA_DEV)).params()
+
+
 @needs_mirage
 def test_pubmedqa_star_missing_raw_entry(tmp_path):
     raw = json.loads(PUBMEDQA_RAW.read_text())
@@ -729,6 +761,30 @@ def test_document_list_fingerprint_follows_the_text():
     assert a.fingerprint() != b.fingerprint() and a.fingerprint() == DocumentList(a.documents()).fingerprint()
     with pytest.raises(DataError, match="empty"):
         DocumentList([])
+
+
+def test_no_heldout_shape_trains_on_a_set_sharing_its_texts():
+    """Every conf/heldout shape: no training source reads the raw file its questions come from (sets
+    sharing questions or texts leave a split together: PubMedQA* with the snippet stand-in; MedMCQA with the
+    page and explanation-sentence stand-ins), and every training source is a shape of its own."""
+    from conftest import compose as hcompose
+
+    shapes = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "conf" / "heldout").glob("*.yaml"))
+    assert {"covidqa", "medmcqa", "medmcqa_sentences", "pages", "pubmedqa", "snippets"} <= set(shapes)
+    for h in shapes:
+        cfg = hcompose(["experiment=loso_shapes", f"heldout={h}"])
+        own = cfg.questions.get("raw_path") or cfg.questions.get("path")
+        assert cfg.heldout_name == h and set(cfg.train_sources) <= set(shapes) - {h}, h
+        for name, src in cfg.train_sources.items():
+            assert (src.questions.get("raw_path") or src.questions.get("path")) != own, (h, name)
+
+
+def test_heldout_medmcqa_sentences_composes_the_stand_in_and_leaves_medmcqa_out():
+    from conftest import compose as hcompose
+
+    cfg = hcompose(["experiment=loso_shapes", "heldout=medmcqa_sentences"])
+    assert cfg.questions.sentence_ids and cfg.corpus.sources[0].sentences and cfg.corpus.allow_gold
+    assert "medmcqa" not in cfg.train_sources and "pages" not in cfg.train_sources
 
 
 def test_heldout_snippets_composes_the_stand_in_and_leaves_pubmedqa_out():

@@ -94,6 +94,12 @@ def _mib(text: str) -> float | None:
     return float(text[: len(text) - len(unit)]) * _UNITS[unit.upper()]
 
 
+# sacct states of a job that may still change: the scheduler's accounting trails the job's end (the
+# result file a launcher waits on is written before the task leaves RUNNING/COMPLETING).
+_PENDING_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "RESIZING",
+                             "SUSPENDED", "STAGE_OUT", "SIGNALING", ""})
+
+
 def parse_sacct(text: str) -> dict[str, dict]:
     """``sacct -P -n --format=<SACCT_FIELDS>`` output, per job (array task ``<array>_<i>``): its
     ``state``, ``wall_s`` (Elapsed), ``cpu_s`` (TotalCPU: its steps' user + system), ``peak_rss_mb``
@@ -119,11 +125,6 @@ def parse_sacct(text: str) -> dict[str, dict]:
             any(has for _, has in steps.values()) and not all(has for _, has in steps.values()))
     return jobs
 
-
-# sacct states of a job that may still change: the scheduler's accounting trails the job's end (the
-# result file a launcher waits on is written before the task leaves RUNNING/COMPLETING).
-_PENDING_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "RESIZING",
-                             "SUSPENDED", "STAGE_OUT", "SIGNALING", ""})
 
 
 def slurm_usage(job_ids: Sequence[str], env: dict | None = None, settle_s: float = 60.0,

@@ -221,22 +221,49 @@ class PubMedQAContexts(_Source):
             yield Document(id=str(pmid), title="", content=content), self.path, None
 
 
+def explanation_sentences(text: str, min_chars: int) -> list[str]:
+    """``text`` cut into its sentences, a piece shorter than ``min_chars`` characters joined to the next
+    (the last to the one before): the documents of ``MedMCQAExplanations(sentences=True)`` and the gold
+    ids of ``MedMCQAExplained(sentence_ids=True)`` both come from here, so they always agree."""
+    from mogg.core.text import split_sentences
+
+    pieces: list[str] = []
+    carry = ""
+    for s in split_sentences(text):
+        carry = f"{carry} {s}".strip()
+        if len(carry) >= min_chars:
+            pieces.append(carry)
+            carry = ""
+    if carry:
+        if pieces:
+            pieces[-1] = f"{pieces[-1]} {carry}"
+        else:
+            pieces.append(carry)
+    return pieces
+
+
 class MedMCQAExplanations(_Source):
     """MedMCQA explanations as documents: rows whose stripped ``exp`` has >= ``min_chars`` chars.
 
     id = ``medmcqa:{row id}``, title = ``subject_name`` (or ""), content = the stripped ``exp``.
     Rows without an explanation are skipped by design (most MedMCQA rows have none).
+    ``sentences=True`` makes each sentence of an explanation its own short document (id
+    ``medmcqa:{row id}-{k}``, k from 0; a sentence under ``min_chars`` characters joins the next:
+    :func:`explanation_sentences`): the second multi-document shape, whose evidence spans several
+    documents (``MedMCQAExplained(sentence_ids=True)``), beside the snippet stand-in.
     """
 
-    def __init__(self, path: str, min_chars: int = 40) -> None:
+    def __init__(self, path: str, min_chars: int = 40, sentences: bool = False) -> None:
         self.path = os.fspath(path)
         self.min_chars = int(min_chars)
+        self.sentences = bool(sentences)
 
     def files(self) -> list[Path]:
         return [Path(self.path)]
 
     def params(self) -> dict:
-        return {"path": self.path, "min_chars": self.min_chars}
+        # the flag only when set: the default corpora's fingerprints stay what they were
+        return {"path": self.path, "min_chars": self.min_chars, **({"sentences": True} if self.sentences else {})}
 
     def located(self) -> Iterator[Located]:
         kept = total = 0
@@ -248,6 +275,10 @@ class MedMCQAExplanations(_Source):
                 continue
             title = str_field(obj, "subject_name", self.path, lineno, required=False, nonempty=False)
             kept += 1
+            if self.sentences:
+                for k, piece in enumerate(explanation_sentences(exp, self.min_chars)):
+                    yield Document(id=f"medmcqa:{row_id}-{k}", title=title, content=piece), self.path, lineno
+                continue
             yield Document(id=f"medmcqa:{row_id}", title=title, content=exp), self.path, lineno
         logger.debug("%s: kept %d of %d rows (min_chars=%d)", self.path, kept, total, self.min_chars)
 

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from mogg.data.corpus import Fingerprinted
+from mogg.data.corpus import Fingerprinted, explanation_sentences
 from mogg.data.errors import DataError
 from mogg.data.files import check_unicode, iter_jsonl, load_json, str_field
 from mogg.data.records import QAItem
@@ -336,23 +336,27 @@ class MedMCQAExplained(_QASet):
     in :class:`mogg.data.corpus.MedMCQAExplanations`, same ``min_chars`` rule so every gold
     document is in that corpus); question, options and answer come from ``benchmark.json``.
     A corpus that holds these explanations is a gold-context setting: it measures how well a
-    ladder finds and sizes the evidence, not open-domain retrieval.
+    ladder finds and sizes the evidence, not open-domain retrieval. ``sentence_ids=True``:
+    gold_doc_ids = ``medmcqa:{id}-{k}`` for every sentence document of the explanation
+    (``MedMCQAExplanations(sentences=True)``, same ``min_chars``): the explanation-sentence stand-in.
     """
 
     def __init__(self, benchmark_path: str, raw_path: str, min_chars: int = 40, min_evidence_tokens: int = 5,
-                 limit: int | None = None) -> None:
+                 limit: int | None = None, sentence_ids: bool = False) -> None:
         self.benchmark_path = os.fspath(benchmark_path)
         self.raw_path = os.fspath(raw_path)
         self.min_chars = int(min_chars)
         self.min_evidence_tokens = int(min_evidence_tokens)
         self.limit = _check_limit(limit)
+        self.sentence_ids = bool(sentence_ids)
 
     def files(self) -> list[Path]:
         return [Path(self.benchmark_path), Path(self.raw_path)]
 
     def params(self) -> dict:
         return {"benchmark_path": self.benchmark_path, "raw_path": self.raw_path, "min_chars": self.min_chars,
-                "min_evidence_tokens": self.min_evidence_tokens, "limit": self.limit}
+                "min_evidence_tokens": self.min_evidence_tokens, "limit": self.limit,
+                **({"sentence_ids": True} if self.sentence_ids else {})}
 
     def load(self) -> list[QAItem]:
         from mogg.core.text import count_tokens
@@ -374,7 +378,8 @@ class MedMCQAExplained(_QASet):
                 skipped += 1  # the explanation was only the answer ("Ans. a. Pain")
                 continue
             item.gold_evidence = [evidence]
-            item.gold_doc_ids = [f"medmcqa:{item.id}"]
+            item.gold_doc_ids = ([f"medmcqa:{item.id}-{k}" for k in range(len(explanation_sentences(exp, self.min_chars)))]
+                                 if self.sentence_ids else [f"medmcqa:{item.id}"])
             items.append(item)
             if self.limit is not None and len(items) >= self.limit:
                 break
