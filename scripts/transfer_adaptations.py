@@ -64,6 +64,9 @@ ADAPTATIONS = {
     # two rounds where the refit ranks (each round's pseudo-labels the previous round's order), one on the whole
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole":
         (("within_question_no_document", "raw"), False, "near2+docs", "document", "fits"),
+    # the same with E predicted (each question's evidence length from its candidates' predicted density)
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs", "predicted", "fits"),
     # the refit's pseudo-labels from the agreement of the retrieval columns (adapt.agreement), with the transferred
     # (or the previous round's) order as one more voter, or alone
     "two scorers, lambda fits, two self-training rounds, pseudo-labels by agreement with the transferred order":
@@ -103,23 +106,29 @@ class Shape:
     n: int
 
 
-def splits_of(overrides: list[str]) -> dict:
+def splits_of(overrides: list[str], train_also: tuple[str, ...] = ()) -> dict:
     """held-out shape -> its training shapes, as ``experiment=loso_shapes heldout=<shape>`` composes them
-    (``conf/heldout/<shape>.yaml``'s ``train_sources``: sets sharing texts leave together there)."""
+    (``conf/heldout/<shape>.yaml``'s ``train_sources``: sets sharing texts leave together there), plus
+    each shape of ``train_also`` whose questions come from another raw file than the held-out shape's
+    (one that shares its texts never trains on it)."""
     from hydra import compose, initialize_config_dir
 
-    out = {}
+    out, raw = {}, {}
     with initialize_config_dir(config_dir=str(HELDOUT.parent), version_base=None):
         for f in sorted(HELDOUT.glob("*.yaml")):
             cfg = compose("config", overrides=["experiment=loso_shapes", f"heldout={f.stem}", *overrides])
             out[f.stem] = tuple(cfg.train_sources)
+            raw[f.stem] = cfg.questions.get("raw_path") or cfg.questions.get("path")
     unknown = {t for ts in out.values() for t in ts} - set(out)
     if unknown:  # a training source must be a shape of its own: its questions and corpus prepared once, by name
         raise ValueError(f"training sources without a conf/heldout file of their own: {sorted(unknown)}")
-    return out
+    bad = sorted(set(train_also) - set(out))
+    if bad:
+        raise ValueError(f"--train-also: {bad} not among the shapes {sorted(out)}")
+    return {h: (*ts, *(s for s in train_also if s not in ts and s != h and raw[s] != raw[h])) for h, ts in out.items()}
 
 
-def load_shapes(overrides: list[str]) -> tuple[dict, dict, object]:
+def load_shapes(overrides: list[str], train_also: tuple[str, ...] = ()) -> tuple[dict, dict, object]:
     """Every shape of ``conf/heldout`` prepared as ``experiment=loso_shapes heldout=<shape>`` prepares it
     (cached artifacts), the splits (:func:`splits_of`) and the selector's knobs."""
     from hydra import compose, initialize_config_dir
@@ -130,7 +139,7 @@ def load_shapes(overrides: list[str]) -> tuple[dict, dict, object]:
     from mogg.run.frontier_stage import frontier_settings, ladder_frontier
     from mogg.run.prepare_stage import prepare_all
 
-    splits, out, kind = splits_of(overrides), {}, None
+    splits, out, kind = splits_of(overrides, train_also), {}, None
     with initialize_config_dir(config_dir=str(HELDOUT.parent), version_base=None):
         for s in splits:
             cfg = compose("config", overrides=["experiment=loso_shapes", f"heldout={s}", *overrides])
@@ -351,6 +360,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="0", help="comma-separated seeds (the validation slices and the scorer's)")
     ap.add_argument("--only", default="", help=f"comma-separated adaptations (default: all of {', '.join(ADAPTATIONS)})")
     ap.add_argument("--out", type=Path, default=None, help="also write the table here (markdown)")
+    ap.add_argument("--train-also", default="", help="comma-separated shapes also trained on wherever they share no "
+                    "texts with the held-out one (e.g. snippets,medmcqa_sentences: the multi-document shapes)")
     ap.add_argument("overrides", nargs="*", help="config overrides, e.g. paths.artifacts=/scratch/artifacts")
     args = ap.parse_args(argv)
     try:
@@ -365,7 +376,11 @@ def main(argv: list[str] | None = None) -> int:
     from mogg.core.artifacts import write_text_atomic
     from mogg.run.budget.selector.transfer_rule import worst_shape_choice
 
-    shapes, splits, kind = load_shapes(args.overrides)
+    try:
+        shapes, splits, kind = load_shapes(args.overrides, tuple(t.strip() for t in args.train_also.split(",") if t.strip()))
+    except ValueError as e:
+        ap.error(str(e))
+    log.info("splits (held out: trained on): %s", "; ".join(f"{h}: {', '.join(ts)}" for h, ts in splits.items()))
     table, seconds = {}, {}
     for a in names:
         t0 = time.perf_counter()

@@ -167,9 +167,7 @@ def test_whole_documents_and_the_fits_target_against_a_loop():
     assert fits_target(np.zeros(0), np.zeros(0, bool), 128) is None
 
 
-def test_only_takes_adaptation_names_that_hold_commas():
-    """``scripts/transfer_adaptations.py --only`` split on every comma, so no name holding one
-    ("within_question, E median") could be asked for: the longest run of pieces naming one is taken."""
+def _adaptations_script():
     import importlib.util
     import sys
     from pathlib import Path
@@ -182,6 +180,28 @@ def test_only_takes_adaptation_names_that_hold_commas():
         spec.loader.exec_module(mod)
     finally:
         del sys.modules[spec.name]
+    return mod, path
+
+
+def test_the_script_splits_are_the_heldout_configs_and_train_also_never_shares_texts():
+    """scripts/transfer_adaptations.py reads each shape's training shapes from conf/heldout (one source);
+    --train-also adds a shape only where its questions' raw file is not the held-out shape's."""
+    mod, _ = _adaptations_script()
+    base = mod.splits_of([])
+    assert base["snippets"] == ("medmcqa", "covidqa", "pages") and base["medmcqa_sentences"] == ("pubmedqa", "covidqa")
+    more = mod.splits_of([], ("snippets", "medmcqa_sentences"))
+    assert "snippets" not in more["pubmedqa"] and "medmcqa_sentences" in more["pubmedqa"]
+    assert "medmcqa_sentences" not in more["medmcqa"] + more["pages"] and "snippets" in more["medmcqa"]
+    assert {"snippets", "medmcqa_sentences"} <= set(more["covidqa"]) and "snippets" not in more["snippets"]
+    assert all(base[h] == more[h][: len(base[h])] for h in base)
+    with pytest.raises(ValueError, match="not among the shapes"):
+        mod.splits_of([], ("nonsense",))
+
+
+def test_only_takes_adaptation_names_that_hold_commas():
+    """``scripts/transfer_adaptations.py --only`` split on every comma, so no name holding one
+    ("within_question, E median") could be asked for: the longest run of pieces naming one is taken."""
+    mod, path = _adaptations_script()
     assert mod.only_names("raw,within_question") == (["raw", "within_question"], [])
     assert mod.only_names("within_question, E median,raw, lambda fits,within_question") == (
         ["within_question, E median", "raw, lambda fits", "within_question"], [])
@@ -289,3 +309,21 @@ def test_agreement_is_reciprocal_rank_fusion_question_by_question():
     assert not np.allclose(agreement(x, names, q), got)  # extra is one more voter
     with pytest.raises(ValueError, match="none of"):
         agreement(x, ["a", "b", "c", "d"], q)
+
+
+def test_rank_within_matches_a_per_question_sort():
+    """adapt.rank_within (the one rank the within-question view, self-training and the agreement share)
+    against a plain per-question stable sort: best first, ties in row order, NaN last."""
+    from mogg.run.budget.selector.adapt import rank_within
+
+    rng = np.random.default_rng(0)
+    q = rng.integers(0, 7, 200)
+    v = rng.integers(0, 5, 200).astype(float)  # ties on purpose
+    v[rng.random(200) < 0.1] = np.nan
+    got = rank_within(v, q)
+    for g in np.unique(q):
+        rows = np.flatnonzero(q == g)
+        key = np.where(np.isnan(v[rows]), np.inf, -v[rows])
+        want = np.empty(len(rows))
+        want[np.argsort(key, kind="stable")] = np.arange(len(rows))
+        assert np.array_equal(got[rows], want)

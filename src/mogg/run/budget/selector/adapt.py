@@ -46,6 +46,16 @@ def document_columns(names: list[str]) -> list[int]:
     return [i for i, f in enumerate(names) if f.startswith(DOCUMENT_MARK) or f in DOCUMENT_COLUMNS]
 
 
+def rank_within(v: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Each row's rank among its question's rows by ``v`` [N], best (largest) first: float64 [N], 0 the best,
+    ties in row order (the sort is stable), NaN last; ``q`` [N] each row's question."""
+    keyed = np.where(np.isnan(v), np.inf, -np.asarray(v, dtype=np.float64))
+    order = np.lexsort((keyed, q))
+    rank = np.empty(len(q))
+    rank[order] = segment_rank(q[order])
+    return rank
+
+
 def within_question(x: np.ndarray, q: np.ndarray, n_questions: int) -> np.ndarray:
     """Each column's z-score and rank percentile among its question's candidates, float32 [N, 2F]
     (``x`` [N, F], ``q`` [N] each row's question; NaN reads 0 for the z-score and ranks last;
@@ -65,11 +75,8 @@ def within_question(x: np.ndarray, q: np.ndarray, n_questions: int) -> np.ndarra
     var = np.maximum(s2 / np.maximum(n, 1.0)[:, None] - mean * mean, 0.0)
     sd = np.sqrt(var)
     z = np.where(sd[q] > 1e-9, (xx - mean[q]) / np.maximum(sd[q], 1e-9), 0.0)
-    rank = np.empty((n_rows, n_cols))
-    keyed = np.where(np.isnan(x), np.inf, -x)  # best first; NaN last
-    for j in range(n_cols):  # F columns, each one sort over every row
-        order = np.lexsort((keyed[:, j], q))
-        rank[order, j] = segment_rank(q[order])
+    # F columns, each one sort over every row
+    rank = np.stack([rank_within(x[:, j], q) for j in range(n_cols)], axis=1) if n_cols else np.zeros((n_rows, 0))
     rank /= np.maximum(n[q] - 1.0, 1.0)[:, None]
     return np.concatenate([z, rank], axis=1).astype(np.float32)
 
@@ -130,9 +137,7 @@ def self_train(x: np.ndarray, q: np.ndarray, n_questions: int, pred: np.ndarray,
     scores the other half (two folds)."""
     import lightgbm as lgb
 
-    order = np.lexsort((-pred, q))
-    rank = np.empty(len(q))
-    rank[order] = segment_rank(q[order])
+    rank = rank_within(pred, q)
     best = np.full(n_questions, -np.inf)
     second = np.full(n_questions, -np.inf)
     np.maximum.at(best, q, pred)
@@ -175,10 +180,7 @@ def agreement(x: np.ndarray, names: list[str], q: np.ndarray, extra: np.ndarray 
         raise ValueError(f"agreement: none of {columns} among the columns")
     out = np.zeros(len(q))
     for v in cols:  # a loop over the few columns; each rank is vectorised over the candidates
-        order = np.lexsort((np.arange(len(q)), -np.asarray(v, dtype=np.float64), q))
-        rank = np.empty(len(q))
-        rank[order] = segment_rank(q[order])
-        out += 1.0 / (RRF_K + rank)
+        out += 1.0 / (RRF_K + rank_within(np.asarray(v, dtype=np.float64), q))
     return out
 
 
