@@ -15,7 +15,15 @@ import numpy as np
 import pytest
 from conftest import ROOT, compose
 
+from mogg.run.budget.selector.kind import EvidenceSelectorKind
+
 GENERIC = ROOT / "examples" / "generic"
+
+# the rule a transfer directory deploys (frontier.routers.selector.transfer_evidence, transfer_lambda): the
+# report's row marked deployed is named after it
+EVIDENCE = EvidenceSelectorKind.__dataclass_fields__["transfer_evidence"].default
+DEPLOYED = (f"transferred selector (deployed: E {EVIDENCE}, lambda "
+            f"{EvidenceSelectorKind.__dataclass_fields__['transfer_lambda'].default})")
 
 
 class CountingEncoder:
@@ -253,7 +261,7 @@ def test_the_transfer_selector_is_one_directory_and_its_rows_reach_the_report(tr
     d = transfer / "c" / "debug" / "mog" / "selector" / "transfer"
     dep = DeployedSelector.load(d)
     assert dep.deploy["fit"]["sources"] == ["pubmedqa", "medmcqa"] and dep.calibrated() == [64, 128, 256, 512]
-    assert dep.deploy["evidence"] == "document"  # frontier.routers.selector.transfer_evidence's default: mogg-route reads with it
+    assert dep.deploy["evidence"] == EVIDENCE == "predicted"  # transfer_evidence's default: mogg-route reads with it
     assert dep.deploy["lambda_rule"] == "fits"  # transfer_lambda's default
     from mogg.run.budget.selector.kind import EvidenceSelectorKind
 
@@ -269,7 +277,7 @@ def test_the_transfer_selector_is_one_directory_and_its_rows_reach_the_report(tr
     md = (transfer / "r" / "debug" / "results.md").read_text()
     for row in ("transferred selector (E median)", "transferred selector (E predicted)", "transferred selector (E document)",
                 "transferred selector (E document, lambda learned)", "transferred selector (E median, lambda fits)",
-                "transferred selector (deployed: E document, lambda fits)", "training sets' envelope"):
+                "transferred selector (E document, lambda fits)", DEPLOYED, "training sets' envelope"):
         assert f"| {row} |" in md
 
 
@@ -366,7 +374,6 @@ def test_calibrate_here_on_a_transfer_directory_spends_the_budget_from_another_f
         here, "--budget", "128", "--calibrate-here", "--unguarded")
 
 
-DEPLOYED = "transferred selector (deployed: E document, lambda fits)"
 
 
 @pytest.mark.parametrize("fixture", ["transfer", "transfer_near"])

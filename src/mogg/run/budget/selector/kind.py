@@ -53,9 +53,9 @@ class EvidenceSelectorKind(BudgetRouter):
                          "questions') | predicted (per question, from its candidates' predicted density: label-free on "
                          "a new set) | document (per question, the tokens of its best-scored candidate's document)",
                          variant=True)
-    transfer_evidence: str = knob("document", one_of(EVIDENCE), "the same for the selector trained on other sets "
+    transfer_evidence: str = knob("predicted", one_of(EVIDENCE), "the same for the selector trained on other sets "
                                   "(train_sources) and read on a new one: what its directory deploys with (the report "
-                                  "shows a row for each; chosen on the leave-one-set-out splits: docs/results.md)")
+                                  "shows a row for each; chosen by the worst of six held-out shapes: docs/results.md)")
     transfer_lambda: str = knob("fits", one_of(LAMBDA_RULES), "that selector's lambda on a new set: fits (where at "
                                 "least half of its questions' best-scored candidate's document fits in B and the block "
                                 "of candidates around it covers half of that document, read at least min(B, the median "
