@@ -43,7 +43,7 @@ def _documented_sweeps() -> list[tuple[str, list[str]]]:
     """Every `python train.py -m ...` / `evaluate.py -m` command in the docs, as its overrides."""
     import shlex
 
-    out = []
+    out, seen = [], set()
     for doc in DOCS:
         text = re.sub(r"\\\n\s*", " ", doc.read_text())
         for m in re.finditer(r"python (?:train|evaluate)\.py -m ([^`\n]*)", text):
@@ -53,6 +53,9 @@ def _documented_sweeps() -> list[tuple[str, list[str]]]:
             except ValueError:  # a command cut by the prose around it
                 continue
             args = [t for t in toks if "=" in t and not t.startswith("-")]
+            if tuple(args) in seen:  # the same sweep documented twice (a run-times row repeats its page's command)
+                continue
+            seen.add(tuple(args))
             out.append((f"{doc.name}: {line[:90]}", args))
     return out
 
