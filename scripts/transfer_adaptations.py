@@ -1,7 +1,8 @@
 """Label-free adaptations of the transferred evidence selector, leave one shape out (issue 58).
 
 For each held-out evidence shape (every file of ``conf/heldout``: PubMedQA*, MedMCQA explanations,
-COVID-QA, the page stand-in, the snippet and explanation-sentence stand-ins), trained on the shapes its
+COVID-QA, the page stand-in, the snippet and explanation-sentence stand-ins, and the second snippet
+shape from PubMedQA-L's other half: ``mogg-prepare --dataset pubmedqa_l`` first), trained on the shapes its
 ``train_sources`` name there (sets sharing texts leave together, as ``experiment=loso_shapes``), the transfer scorer is
 fitted on the other shapes as ``fit_transfer_selector`` fits it (the same weights, validation
 slices and learned lambda), under each adaptation of :mod:`mogg.run.budget.selector.adapt`, and read
@@ -384,8 +385,11 @@ def main(argv: list[str] | None = None) -> int:
     table, seconds = {}, {}
     for a in names:
         t0 = time.perf_counter()
-        table[a] = {x: summarise([_budgets(run_one(shapes, x, s, ADAPTATIONS[a], kind, splits)) for s in seeds])
-                    for x in splits}
+        table[a] = {}
+        for i, x in enumerate(splits, 1):  # a line per shape: an adaptation over six shapes takes minutes
+            table[a][x] = summarise([_budgets(run_one(shapes, x, s, ADAPTATIONS[a], kind, splits)) for s in seeds])
+            log.info("%s [%d/%d] %s %+.3f (%.0f s so far)", a, i, len(splits), x, table[a][x]["gain"],
+                     time.perf_counter() - t0)
         seconds[a] = time.perf_counter() - t0
         log.info("%s: %s (%.0f s)", a, "  ".join(f"{x} {v['gain']:+.3f}" for x, v in table[a].items()), seconds[a])
     order = sorted(splits)

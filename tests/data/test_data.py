@@ -352,6 +352,38 @@ def test_snippet_stand_in_splits_each_abstract_into_its_contexts_and_names_them_
         PubMedQAContexts(str(PUBMEDQA_RAW), structured=True, sections=True)
 
 
+def test_pubmedqa_l_leaves_pubmedqa_star_out_and_its_gold_ids_are_its_documents(tmp_path):
+    """The second snippet shape (data=snippets_l): PubMedQA-L's questions whose PMIDs the exclude file
+    (PubMedQA*'s test set) does not hold, options and answer as benchmark.json writes PubMedQA*, gold ids
+    the corpus's section documents (an empty context skipped, its number kept); the corpus leaves the
+    same abstracts out; a decision outside yes/no/maybe, or every PMID excluded, is refused."""
+    from mogg.data.qa import PubMedQALabelled
+
+    def entry(q, ctx, dec):
+        return {"QUESTION": q, "CONTEXTS": ctx, "LABELS": ["A"] * len(ctx), "final_decision": dec, "LONG_ANSWER": "L."}
+    raw = {"1": entry("Q one?", ["a b", "  ", "c d"], "yes"), "2": entry("Q two?", ["e f"], "maybe"),
+           "3": entry("Q three?", ["g h"], "no")}
+    f, test = tmp_path / "ori_pqal.json", tmp_path / "test_set.json"
+    f.write_text(json.dumps(raw))
+    test.write_text(json.dumps({"3": raw["3"]}))
+    items = PubMedQALabelled(str(f), str(test), section_ids=True).load()
+    assert [(it.id, it.answer, it.answer_text) for it in items] == [("1", "A", "yes"), ("2", "C", "maybe")]
+    assert items[0].options == {"A": "yes", "B": "no", "C": "maybe"} and items[0].label == "L."
+    assert items[0].gold_doc_ids == ["1-0", "1-2"] and items[1].gold_doc_ids == ["2-0"]
+    docs = {d.id: d.content for d in PubMedQAContexts(str(f), sections=True, exclude_path=str(test))}
+    assert sorted(docs) == ["1-0", "1-2", "2-0"] and docs["1-2"] == "c d"
+    assert PubMedQALabelled(str(f), None).load()[2].gold_doc_ids == ["3"]
+    assert "exclude_path" not in PubMedQAContexts(str(f)).params()
+    assert str(test) in map(str, PubMedQAContexts(str(f), exclude_path=str(test)).files())
+    assert len(PubMedQALabelled(str(f), str(test), limit=1).load()) == 1
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"4": entry("Q?", ["x"], "perhaps")}))
+    with pytest.raises(DataError, match="perhaps"):
+        PubMedQALabelled(str(bad)).load()
+    with pytest.raises(DataError, match="every PMID is excluded"):
+        PubMedQALabelled(str(test), str(test)).load()
+
+
 def test_explanation_sentences_join_short_pieces_and_keep_every_word():
     """A sentence under min_chars joins the next (the last the one before); the words stay, in order."""
     from mogg.data.corpus import explanation_sentences
@@ -777,6 +809,9 @@ def test_no_heldout_shape_trains_on_a_set_sharing_its_texts():
         assert cfg.heldout_name == h and set(cfg.train_sources) <= set(shapes) - {h}, h
         for name, src in cfg.train_sources.items():
             assert (src.questions.get("raw_path") or src.questions.get("path")) != own, (h, name)
+    family = {"pubmedqa", "snippets", "snippets_l"}  # PubMedQA-L's abstracts: a shape leaves with its family
+    for h in family:
+        assert not family & set(hcompose(["experiment=loso_shapes", f"heldout={h}"]).train_sources), h
 
 
 def test_heldout_medmcqa_sentences_composes_the_stand_in_and_leaves_medmcqa_out():

@@ -194,6 +194,10 @@ def test_the_script_splits_are_the_heldout_configs_and_train_also_never_shares_t
     assert "medmcqa_sentences" not in more["medmcqa"] + more["pages"] and "snippets" in more["medmcqa"]
     assert {"snippets", "medmcqa_sentences"} <= set(more["covidqa"]) and "snippets" not in more["snippets"]
     assert all(base[h] == more[h][: len(base[h])] for h in base)
+    # the second snippet shape (PubMedQA-L's other half) shares no raw file with PubMedQA* or the stand-in
+    assert base["snippets_l"] == base["snippets"] and "snippets_l" not in base["pubmedqa"] + base["snippets"]
+    twin = mod.splits_of([], ("snippets_l",))
+    assert "snippets_l" in twin["snippets"] + twin["pubmedqa"] and twin["snippets_l"] == base["snippets_l"]
     with pytest.raises(ValueError, match="not among the shapes"):
         mod.splits_of([], ("nonsense",))
 

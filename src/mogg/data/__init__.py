@@ -15,7 +15,7 @@ from mogg.core.exports import lazy_exports
 __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "records": ("QAItem", "Document"),
     "errors": ("DataError",),
-    "qa": ("MirageBenchmark", "PubMedQAStar", "MedMCQAExplained", "GenericQA"),
+    "qa": ("MirageBenchmark", "PubMedQAStar", "PubMedQALabelled", "MedMCQAExplained", "GenericQA"),
     "squad": ("SquadQA", "SquadPapers"),
     "corpus": ("MedRAGJsonl",),
     "leakage": ("LeakReport", "LeakageError", "find_leaks", "guard"),

@@ -177,27 +177,35 @@ class PubMedQAContexts(_Source):
     blocks separated by blank lines; consecutive contexts with one label share its heading.
     ``sections=True`` makes each context its own short document (id ``<PMID>-<k>``, k from 0): the
     snippet stand-in, whose evidence spans several documents (``PubMedQAStar(section_ids=True)``).
+    ``exclude_path``: a file in the same format whose PMIDs are left out (PubMedQA-L's ``ori_pqal.json``
+    without the 500 test abstracts PubMedQA* reads: the second snippet shape shares no text with it).
     """
 
-    def __init__(self, path: str, structured: bool = False, sections: bool = False) -> None:
+    def __init__(self, path: str, structured: bool = False, sections: bool = False,
+                 exclude_path: str | None = None) -> None:
         self.path = os.fspath(path)
         self.structured = bool(structured)
         self.sections = bool(sections)
+        self.exclude_path = os.fspath(exclude_path) if exclude_path else None
         if self.structured and self.sections:
             raise ValueError("PubMedQAContexts: structured and sections exclude each other (a section has one block)")
 
     def files(self) -> list[Path]:
-        return [Path(self.path)]
+        return [Path(self.path), *([Path(self.exclude_path)] if self.exclude_path else [])]
 
     def params(self) -> dict:
         return {"path": self.path, **({"structured": True} if self.structured else {}),
-                **({"sections": True} if self.sections else {})}
+                **({"sections": True} if self.sections else {}),
+                **({"exclude_path": self.exclude_path} if self.exclude_path else {})}
 
     def located(self) -> Iterator[Located]:
         data = load_json(self.path)
         if not isinstance(data, dict):
             raise DataError(self.path, f"expected an object keyed by PMID, got {type(data).__name__}")
+        drop = excluded_pmids(self.exclude_path)
         for pmid, entry in data.items():
+            if pmid in drop:
+                continue
             contexts = entry.get("CONTEXTS") if isinstance(entry, dict) else None
             if not isinstance(contexts, list) or not all(isinstance(c, str) for c in contexts):
                 raise DataError(self.path, f"PMID {pmid}: CONTEXTS must be a list of strings")
@@ -219,6 +227,18 @@ class PubMedQAContexts(_Source):
                     prev = label
                 content = "\n\n".join(b for b in blocks if b)
             yield Document(id=str(pmid), title="", content=content), self.path, None
+
+
+def excluded_pmids(path: str | None) -> frozenset[str]:
+    """The PMIDs (keys) of a PubMedQA-format file, or none without one: the abstracts a second
+    PubMedQA-L shape leaves out so that it shares no text with PubMedQA* (its corpus and its questions
+    both read them here, so they always agree)."""
+    if not path:
+        return frozenset()
+    data = load_json(path)
+    if not isinstance(data, dict):
+        raise DataError(path, f"expected an object keyed by PMID, got {type(data).__name__}")
+    return frozenset(str(k) for k in data)
 
 
 def explanation_sentences(text: str, min_chars: int) -> list[str]:

@@ -96,10 +96,18 @@ COVIDQA_FILES: tuple[RemoteFile, ...] = (
     RemoteFile("200423_covidQA.json", 2697757, "ab310b4e39f726e087c8fa3d1787c73771dacddc584977204ebe3cc889ee1264"),
 )
 
+# PubMedQA-L (Jin et al. 2019; MIT): the 1,000 expert-labelled questions with their abstracts' contexts,
+# of which PubMedQA*'s 500 test questions are the other half (conf/questions/pubmedqa_l_snippets.yaml).
+PUBMEDQA_L_BASE_URL = "https://raw.githubusercontent.com/pubmedqa/pubmedqa/master/data/"
+PUBMEDQA_L_FILES: tuple[RemoteFile, ...] = (
+    RemoteFile("ori_pqal.json", 2584787, "8b3276be8942ebbd77f3ddcda12c1749bf0e490045a736fd8438ee40cf37a41d"),
+)
+
 # --dataset NAME: (folder under the data directory, base URL, files, the file that marks the folder)
 DATASETS: dict[str, tuple[str, str, tuple[RemoteFile, ...], str]] = {
     "mirage": ("mirage", DEFAULT_BASE_URL, MIRAGE_FILES, "benchmark.json"),
     "covidqa": ("covidqa", COVIDQA_BASE_URL, COVIDQA_FILES, "200423_covidQA.json"),
+    "pubmedqa_l": ("pubmedqa_l", PUBMEDQA_L_BASE_URL, PUBMEDQA_L_FILES, "ori_pqal.json"),
 }
 
 
@@ -291,7 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--dataset", choices=sorted(DATASETS), default="mirage",
         help="which question set to prepare under DATA_DIR/<dataset>/ (default: %(default)s; "
-        "covidqa: deepset's COVID-QA 200423_covidQA.json)",
+        "covidqa: deepset's COVID-QA 200423_covidQA.json; pubmedqa_l: PubMedQA-L's ori_pqal.json)",
     )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from mogg.data.corpus import Fingerprinted, explanation_sentences
+from mogg.data.corpus import Fingerprinted, excluded_pmids, explanation_sentences
 from mogg.data.errors import DataError
 from mogg.data.files import check_unicode, iter_jsonl, load_json, str_field
 from mogg.data.records import QAItem
@@ -222,6 +222,63 @@ class PubMedQAStar(_QASet):
             item.label = (
                 str_field(entry, "LONG_ANSWER", self.raw_path, None, required=False, what=what) or None
             )
+        return items
+
+
+class PubMedQALabelled(_QASet):
+    """PubMedQA-L (``ori_pqal.json``, 1,000 expert-labelled questions) without the abstracts of
+    ``exclude_path`` (PubMedQA*'s 500 test questions): a second long-evidence set sharing no text with
+    PubMedQA* or the snippet stand-in. Options yes / no / maybe as MIRAGE writes PubMedQA*; the answer
+    from ``final_decision``; gold_evidence = CONTEXTS; gold_doc_ids = [PMID], or with
+    ``section_ids=True`` ``<PMID>-<k>`` per non-empty context (``PubMedQAContexts(sections=True)``'s
+    documents: a second snippet shape). label = LONG_ANSWER."""
+
+    OPTIONS = {"A": "yes", "B": "no", "C": "maybe"}  # benchmark.json's PubMedQA* options
+
+    def __init__(self, raw_path: str, exclude_path: str | None = None, limit: int | None = None,
+                 section_ids: bool = False) -> None:
+        self.raw_path = os.fspath(raw_path)
+        self.exclude_path = os.fspath(exclude_path) if exclude_path else None
+        self.limit = _check_limit(limit)
+        self.section_ids = bool(section_ids)
+
+    def files(self) -> list[Path]:
+        return [Path(self.raw_path), *([Path(self.exclude_path)] if self.exclude_path else [])]
+
+    def params(self) -> dict:
+        return {"raw_path": self.raw_path, "exclude_path": self.exclude_path, "limit": self.limit,
+                **({"section_ids": True} if self.section_ids else {})}
+
+    def load(self) -> list[QAItem]:
+        raw = load_json(self.raw_path)
+        if not isinstance(raw, dict):
+            raise DataError(self.raw_path, f"expected an object keyed by PMID, got {type(raw).__name__}")
+        drop = excluded_pmids(self.exclude_path)
+        letter = {v: k for k, v in self.OPTIONS.items()}
+        items: list[QAItem] = []
+        for pmid, entry in raw.items():
+            if str(pmid) in drop:
+                continue
+            if self.limit is not None and len(items) >= self.limit:
+                break
+            what = f"PMID {pmid}"
+            if not isinstance(entry, dict):
+                raise DataError(self.raw_path, f"{what}: expected an object, got {type(entry).__name__}")
+            question = str_field(entry, "QUESTION", self.raw_path, None, what=what)
+            evidence = _str_list(entry, "CONTEXTS", self.raw_path, None, what)
+            if not any(e.strip() for e in evidence):
+                raise DataError(self.raw_path, f"{what}: CONTEXTS are empty")
+            decision = str_field(entry, "final_decision", self.raw_path, None, what=what)
+            if decision not in letter:
+                raise DataError(self.raw_path, f"{what}: final_decision {decision!r} is not one of yes, no, maybe")
+            items.append(QAItem(
+                id=str(pmid), question=question, answer=letter[decision], options=dict(self.OPTIONS),
+                label=str_field(entry, "LONG_ANSWER", self.raw_path, None, required=False, what=what) or None,
+                gold_doc_ids=([f"{pmid}-{k}" for k, e in enumerate(evidence) if e.strip()] if self.section_ids
+                              else [str(pmid)]),
+                gold_evidence=evidence, dataset="pubmedqa_l"))
+        if not items and self.limit != 0:
+            raise DataError(self.raw_path, "no questions left (every PMID is excluded)")
         return items
 
 
