@@ -802,7 +802,8 @@ def test_no_heldout_shape_trains_on_a_set_sharing_its_texts():
     from conftest import compose as hcompose
 
     shapes = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "conf" / "heldout").glob("*.yaml"))
-    assert {"covidqa", "medmcqa", "medmcqa_sentences", "pages", "pubmedqa", "snippets"} <= set(shapes)
+    assert {"covidqa", "medmcqa", "medmcqa_long", "medmcqa_sentences", "pages", "pubmedqa", "snippets",
+            "snippets_l"} <= set(shapes)
     for h in shapes:
         cfg = hcompose(["experiment=loso_shapes", f"heldout={h}"])
         own = cfg.questions.get("raw_path") or cfg.questions.get("path")
@@ -822,6 +823,28 @@ def test_heldout_medmcqa_sentences_composes_the_stand_in_and_leaves_medmcqa_out(
     assert "medmcqa" not in cfg.train_sources and "pages" not in cfg.train_sources
 
 
+@needs_mirage
+def test_long_explanation_stand_in_is_long_multi_document_and_holds_no_pubmedqa_text():
+    """heldout=medmcqa_long: the explained questions whose evidence holds >= 100 tokens, over their
+    sentences as documents; its corpus holds no PubMedQA* text (it trains the snippet shapes' splits),
+    and it trains no split of MedMCQA's family (sets sharing texts leave together)."""
+    from conftest import compose as hcompose
+    from hydra.utils import instantiate
+
+    from mogg.core.text import count_tokens
+
+    cfg = hcompose(["experiment=loso_shapes", "heldout=medmcqa_long", f"paths.data_dir={BENCHMARK.parents[1]}"])
+    items = instantiate(cfg.questions).load()
+    docs = {d.id for d in instantiate(cfg.corpus).documents()}
+    assert 400 < len(items) < 600 and all(count_tokens(it.evidence_text) >= 100 for it in items)
+    assert all(set(it.gold_doc_ids) <= docs for it in items) and all(d.startswith("medmcqa:") for d in docs)
+    assert sum(len(it.gold_doc_ids) > 2 for it in items) > 0.6 * len(items)  # 314 of 487
+    for h in ("snippets", "snippets_l", "pubmedqa", "covidqa"):
+        assert "medmcqa_long" in hcompose(["experiment=loso_shapes", f"heldout={h}"]).train_sources, h
+    for h in ("medmcqa", "pages", "medmcqa_sentences"):
+        assert "medmcqa_long" not in hcompose(["experiment=loso_shapes", f"heldout={h}"]).train_sources, h
+
+
 def test_heldout_snippets_composes_the_stand_in_and_leaves_pubmedqa_out():
     """experiment=loso_shapes heldout=snippets: the snippet stand-in's questions and corpus, trained on
     MedMCQA, COVID-QA and the page stand-in (PubMedQA* shares its texts: never a training source)."""
@@ -829,6 +852,7 @@ def test_heldout_snippets_composes_the_stand_in_and_leaves_pubmedqa_out():
 
     cfg = hcompose(["experiment=loso_shapes", "heldout=snippets"])
     assert cfg.questions.section_ids and cfg.corpus.sources[0].sections and cfg.corpus.allow_gold
-    assert sorted(cfg.train_sources) == ["covidqa", "medmcqa", "pages"] and cfg.run_name == "loso_shapes_snippets_s0"
+    assert sorted(cfg.train_sources) == ["covidqa", "medmcqa", "medmcqa_long", "pages"]
+    assert cfg.run_name == "loso_shapes_snippets_s0"
     assert all(not s.questions.get("section_ids") and "pubmedqa" not in s.questions._target_.lower()
                for s in cfg.train_sources.values())

@@ -188,7 +188,8 @@ def test_the_script_splits_are_the_heldout_configs_and_train_also_never_shares_t
     --train-also adds a shape only where its questions' raw file is not the held-out shape's."""
     mod, _ = _adaptations_script()
     base = mod.splits_of([])
-    assert base["snippets"] == ("medmcqa", "covidqa", "pages") and base["medmcqa_sentences"] == ("pubmedqa", "covidqa")
+    assert base["snippets"] == ("medmcqa", "covidqa", "pages", "medmcqa_long")
+    assert base["medmcqa_sentences"] == base["medmcqa_long"] == ("pubmedqa", "covidqa")
     more = mod.splits_of([], ("snippets", "medmcqa_sentences"))
     assert "snippets" not in more["pubmedqa"] and "medmcqa_sentences" in more["pubmedqa"]
     assert "medmcqa_sentences" not in more["medmcqa"] + more["pages"] and "snippets" in more["medmcqa"]
