@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from mogg.data.corpus import Corpus, MedMCQAExplanations, MedRAGJsonl, PlainText, PubMedQAContexts
 from mogg.data.errors import DataError
-from mogg.data.qa import GenericQA, MedMCQAExplained, MirageBenchmark, PubMedQAStar
+from mogg.data.qa import GenericQA, MedMCQAExplained, MirageBenchmark, PubMedQALabelled, PubMedQAStar
 from mogg.data.squad import SquadPapers, SquadQA
 
 KEYS = ["id", "question", "answer", "options", "dataset", "gold_evidence", "gold_doc_ids", "title", "content",
@@ -59,6 +59,7 @@ READERS = {
     "plain": ("doc.txt", lambda p: Corpus([PlainText(p)]).documents()),
     "pubmedqa_contexts": ("ori_pqal.json", lambda p: Corpus([PubMedQAContexts(p)], allow_gold=True).documents()),
     "medmcqa_exp": ("dev.json", lambda p: Corpus([MedMCQAExplanations(p)], allow_gold=True).documents()),
+    "pubmedqa_l": ("ori_pqal.json", lambda p: PubMedQALabelled(p).load()),
 }
 
 
