@@ -213,9 +213,8 @@ class PubMedQAContexts(_Source):
             if not content.strip():
                 raise DataError(self.path, f"PMID {pmid}: CONTEXTS are empty")
             if self.sections:  # one short document per context (an empty one is skipped, its number kept)
-                for k, ctx in enumerate(contexts):
-                    if ctx.strip():
-                        yield Document(id=f"{pmid}-{k}", title="", content=ctx.strip()), self.path, None
+                for doc_id, ctx in context_sections(pmid, contexts):
+                    yield Document(id=doc_id, title="", content=ctx), self.path, None
                 continue
             if self.structured:
                 labels = entry.get("LABELS") or [""] * len(contexts)
@@ -227,6 +226,13 @@ class PubMedQAContexts(_Source):
                     prev = label
                 content = "\n\n".join(b for b in blocks if b)
             yield Document(id=str(pmid), title="", content=content), self.path, None
+
+
+def context_sections(pmid: str, contexts: list[str]) -> list[tuple[str, str]]:
+    """``(<PMID>-<k>, text)`` for each non-empty context k (an empty one skipped, its number kept): the
+    documents of ``PubMedQAContexts(sections=True)`` and the gold ids of the PubMedQA sets'
+    ``section_ids=True`` both come from here, so they always agree."""
+    return [(f"{pmid}-{k}", c.strip()) for k, c in enumerate(contexts) if c.strip()]
 
 
 def excluded_pmids(path: str | None) -> frozenset[str]:

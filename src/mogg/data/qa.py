@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from mogg.data.corpus import Fingerprinted, excluded_pmids, explanation_sentences
+from mogg.data.corpus import Fingerprinted, context_sections, excluded_pmids, explanation_sentences
 from mogg.data.errors import DataError
 from mogg.data.files import check_unicode, iter_jsonl, load_json, str_field
 from mogg.data.records import QAItem
@@ -217,7 +217,7 @@ class PubMedQAStar(_QASet):
                     f"{item.answer_text!r}",
                 )
             item.gold_evidence = evidence
-            item.gold_doc_ids = ([f"{item.id}-{k}" for k, e in enumerate(evidence) if e.strip()] if self.section_ids
+            item.gold_doc_ids = ([i for i, _ in context_sections(item.id, evidence)] if self.section_ids
                                  else [item.id])
             item.label = (
                 str_field(entry, "LONG_ANSWER", self.raw_path, None, required=False, what=what) or None
@@ -274,7 +274,7 @@ class PubMedQALabelled(_QASet):
             items.append(QAItem(
                 id=str(pmid), question=question, answer=letter[decision], options=dict(self.OPTIONS),
                 label=str_field(entry, "LONG_ANSWER", self.raw_path, None, required=False, what=what) or None,
-                gold_doc_ids=([f"{pmid}-{k}" for k, e in enumerate(evidence) if e.strip()] if self.section_ids
+                gold_doc_ids=([i for i, _ in context_sections(pmid, evidence)] if self.section_ids
                               else [str(pmid)]),
                 gold_evidence=evidence, dataset="pubmedqa_l"))
         if not items and self.limit != 0:
