@@ -168,10 +168,13 @@ def _ranked_pred(ranked, pred: np.ndarray) -> np.ndarray:
     return np.where(ranked.rows >= 0, pred[np.maximum(ranked.rows, 0)], -np.inf)
 
 
-def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, splits: dict) -> dict:
+def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, splits: dict, docs: tuple | None = None
+            ) -> dict:
     """Fit on the other shapes, read on ``target``: per budget (F1 [Q], tokens [Q], own envelope's F1 [Q],
     training sets' envelope's F1 [Q]), and under ``share`` the share of its questions whose best block of
-    candidates covers its document (two scorers: which one reads it)."""
+    candidates covers its document (two scorers: which one reads it), under ``docs`` the set's shape
+    (adapt.whole_documents on this scorer's predictions before any refit; ``docs`` given: the first
+    scorer's, which the fits price then reads, as transfer.shape_scorer hands it on)."""
     from mogg.evaluation.frontier import choose_config
     from mogg.evaluation.frontier_guard import best_lambda
     from mogg.routing.fitting.folds import split_train_val
@@ -203,7 +206,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         whole = (view[1], shift, {"alone": "alone", "mix": "mix", "near+docs": "docs", "near2+docs": "docs", "near+group": "group",
                                                "near2+docs+agree": "docs+agree", "near2+docs+columns": "docs+columns"}.get(
             selftrain, False), e_rule, rule)
-        out = run_one(shapes, target, seed, whole, kind, splits)
+        out = run_one(shapes, target, seed, whole, kind, splits, near["docs"])
         out.pop("share")
         return out
     sources = splits[target]
@@ -255,6 +258,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
     pred = model.predict(xv[target])
     doc, covered = whole_documents(sh.q, sh.unit, sh.unit_doc, sh.tokens, pred, sh.doc_tokens, sh.n)
     share = float(covered[doc > 0].mean()) if (doc > 0).any() else 0.0  # which scorer: before any refit
+    docs = docs if docs is not None else (doc, covered)  # the fits price reads the same decision
 
     def labels(order: np.ndarray) -> np.ndarray:  # what the refit's pseudo-labels are drawn from
         if not isinstance(selftrain, str) or not selftrain.endswith(("+agree", "+columns")):
@@ -279,8 +283,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
     rows = np.arange(sh.n)
     tf, tt = plan_table(ranked, sh.texts, sh.unit, sh.evidence, rows)
     rp = _ranked_pred(ranked, pred)
-    doc, covered = whole_documents(sh.q, sh.unit, sh.unit_doc, sh.tokens, pred, sh.doc_tokens, sh.n)
-    out = {"share": share}  # best blocks covering their document
+    out = {"share": share, "docs": docs}  # best blocks covering their document; the set's shape
     for b in BUDGETS:
         if rule == "relative":  # raised until these questions read <= B
             r = price[b]
@@ -289,15 +292,15 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
                 r = min(1.0, r + 0.01)
                 a = relative_choice(rp, r)
         else:  # as a transfer directory reads (mogg.run.budget.selector.transfer.lambda_here)
-            a = decide(util, pt, lambda_here(rule, util, pt, b, price[b], (doc, covered))[0])
+            a = decide(util, pt, lambda_here(rule, util, pt, b, price[b], docs)[0])
         own = choose_config(sh.table_f1, sh.table_tokens, rows, b)
         out[b] = (tf[rows, a], tt[rows, a], sh.table_f1[:, own], sh.table_f1[:, envelope_here(stats, sh.table_tokens, b)])
     return out
 
 
 def _budgets(out: dict) -> dict:
-    """run_one's per-budget results (without the share of covered best blocks)."""
-    return {b: v for b, v in out.items() if b != "share"}
+    """run_one's per-budget results (without the share of covered best blocks and the set's shape)."""
+    return {b: v for b, v in out.items() if b not in ("share", "docs")}
 
 
 def summarise(per_seed: list[dict]) -> dict:

@@ -290,6 +290,7 @@ def test_the_transfer_directory_holds_a_whole_document_scorer_read_where_the_evi
     import shutil
 
     from mogg.core.artifacts import ArtifactError
+    from mogg.run.budget.selector.adapt import fits_target
     from mogg.run.budget.selector.deploy import MODEL_WHOLE, WHOLE_KEYS, DeployedSelector
     from mogg.run.budget.selector.kind import EvidenceSelectorKind
     from mogg.run.budget.selector.transfer import shape_scorer
@@ -312,8 +313,12 @@ def test_the_transfer_directory_holds_a_whole_document_scorer_read_where_the_evi
         return np.zeros((len(q), views[view]))
     for doc_tokens, scorer in ((np.full(len(q), 60.0), whole.deploy["features_view"]),  # the block is the document
                                (np.full(len(q), 600.0), dep.deploy["features_view"])):  # a tenth of a long one
-        used, pred = shape_scorer(dep, EvidenceSelectorKind, x_of, q, unit, unit_doc, tokens, doc_tokens, n_q)
+        used, pred, docs = shape_scorer(dep, EvidenceSelectorKind, x_of, q, unit, unit_doc, tokens, doc_tokens, n_q)
         assert used.deploy["features_view"] == scorer and pred.shape == (len(q),)
+        # the fits price follows the decision that chose the scorer, at every budget (it was taken again on the
+        # refit's predictions and per budget, and disagreed with the scorer on PubMedQA*)
+        for b in (32, 64, 128, 256, 512):
+            assert (fits_target(*docs, b) is not None) == (used is not dep)
         assert used.deploy["budgets"] == (dep.deploy["whole"] if scorer != dep.deploy["features_view"] else
                                           dep.deploy)["budgets"]
     # the two halves go together

@@ -139,8 +139,8 @@ def test_relative_choice():
 def test_whole_documents_and_the_fits_target_against_a_loop():
     """The ``fits`` rule's inputs (per question: the best candidate's document tokens, whether the block
     around that candidate covers half of it) against a loop, and its target: min(B, median document)
-    where at least half the questions' documents fit in B and are covered, else None (learned)."""
-    from mogg.run.budget.selector.adapt import FITS_COVER, block_evidence, fits_target, whole_documents
+    where at least half the questions' best documents are covered, at every budget, else None (learned)."""
+    from mogg.run.budget.selector.adapt import FITS_COVER, block_evidence, fits_target, whole_documents, whole_shape
 
     rng = np.random.default_rng(5)
     unit_doc = np.repeat(np.arange(8), 4)  # 8 documents of 4 units
@@ -158,13 +158,18 @@ def test_whole_documents_and_the_fits_target_against_a_loop():
         assert doc[qi] == doc_tokens[best]
         assert covered[qi] == (block[qi] >= FITS_COVER * doc_tokens[best])
     assert doc[30] == 0 and not covered[30]  # no candidates: neither fits nor is covered
-    # the target: a majority of fitting, covered documents -> min(B, their median); else None
+    # the target: a majority of covered best documents -> min(B, their median) at every budget; else None
     d = np.array([100.0, 120, 140, 900, 1000])
-    assert fits_target(d, np.array([True, True, True, True, True]), 150) == 140.0  # 3 of 5 fit: median 140
-    assert fits_target(d, np.array([True, True, True, True, True]), 130) is None  # 2 of 5 fit
-    assert fits_target(d, np.array([True, True, False, True, True]), 150) is None  # 2 of 5 fit and are covered
-    assert fits_target(d, np.ones(5, bool), 1000) == 140.0 and fits_target(d, np.ones(5, bool), 120) is None
-    assert fits_target(np.zeros(0), np.zeros(0, bool), 128) is None
+    assert fits_target(d, np.ones(5, bool), 150) == 140.0 and fits_target(d, np.ones(5, bool), 1000) == 140.0
+    # one decision at every budget: where only some best documents fit in B it still reads up to B (the version
+    # that asked half of them to fit in B returned None here, and PubMedQA* stopped inside its abstracts)
+    assert fits_target(d, np.ones(5, bool), 130) == 130.0 and fits_target(d, np.ones(5, bool), 120) == 120.0
+    assert fits_target(d, np.array([True, True, False, True, True]), 150) == 140.0  # 4 of 5 covered
+    assert fits_target(d, np.array([True, False, False, False, True]), 150) is None  # 2 of 5 covered
+    # questions without candidates (document 0) neither count nor lower the median
+    d0, c0 = np.array([0.0, 0, 0, 100, 120]), np.array([False, False, False, True, True])
+    assert whole_shape(d0, c0) and fits_target(d0, c0, 512) == 110.0
+    assert fits_target(np.zeros(0), np.zeros(0, bool), 128) is None and not whole_shape(np.zeros(3), np.zeros(3, bool))
 
 
 def _adaptations_script():

@@ -79,11 +79,11 @@ class SelectorSession:
             document_tokens(self.index.ladder.units.doc, lex.unit_tokens, cand.unit)
 
     def scorer(self, x: np.ndarray, cand, tokens: np.ndarray, doc_tokens: np.ndarray, n_questions: int
-               ) -> tuple[DeployedSelector, np.ndarray]:
-        """The scorer these questions are read with and its predictions [N] (``x``: the raw columns
-        :meth:`inputs` gives): the directory's, in its feature view (in-set: raw), or a transfer
-        directory's whole-document scorer where their evidence looks like whole short documents
-        (:func:`mogg.run.budget.selector.transfer.shape_scorer`)."""
+               ) -> tuple[DeployedSelector, np.ndarray, tuple[np.ndarray, np.ndarray]]:
+        """The scorer these questions are read with, its predictions [N] (``x``: the raw columns
+        :meth:`inputs` gives) and the set's shape the ``fits`` price reads: the directory's scorer, in its
+        feature view (in-set: raw), or a transfer directory's whole-document scorer where their evidence
+        looks like whole short documents (:func:`mogg.run.budget.selector.transfer.shape_scorer`)."""
         context = bool(self.deployed.knob("context", self.kind))
 
         def x_of(view: str) -> np.ndarray:
@@ -129,7 +129,7 @@ class SelectorSession:
                         "option features read 0 here (give each jsonl line its 'options')", 100 * dep.deploy["with_options"])
         deep, cand, x, tokens, doc_tokens = self.inputs(questions, options)
         lad, sel = self.index.ladder, dep.deploy["settings"]
-        dep, pred = self.scorer(x, cand, tokens, doc_tokens, len(questions))
+        dep, pred, docs = self.scorer(x, cand, tokens, doc_tokens, len(questions))
         plan = dep.plan(budget, cost_weight, unguarded)  # the whole-document scorer has its own lambdas and guard
         evidence = dep.reads("evidence", self.kind)  # directories from before the knob: its default
         if here:
@@ -137,7 +137,8 @@ class SelectorSession:
             choice, ranked, plan_tok, applied = read_here(dep, pred, cand.q, cand.unit, tokens, lad.units.text,
                                                           len(questions), plan["budget"], evidence, table_tokens,
                                                           plan["deploy"], doc_tokens,
-                                                          dep.reads("lambda_rule", self.kind), unit_doc=lad.units.doc)
+                                                          dep.reads("lambda_rule", self.kind), unit_doc=lad.units.doc,
+                                                          docs=docs)
             plan = {**plan, "lambda": applied["lambda"] if applied["lambda"] is not None else plan["lambda"],
                     "envelope": applied["envelope"], "calibrated_here": True}
         else:

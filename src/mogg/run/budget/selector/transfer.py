@@ -14,11 +14,12 @@ smallest whose plans read at most B mean tokens on these questions (their token 
 ``transfer_lambda=here``), or that one raised to the lambda the training sets' pooled validation
 chose for B where it is larger (``learned``: their price of a token, which stops reading where more
 tokens lowered F1 there, as the in-set selector's validation lambda does; still at most B here), or,
-where at least half of these questions' best-scored candidate sits in a document that fits in B and
-that the block of candidates around it mostly covers (the evidence looks like a whole short document:
-an abstract, an explanation), the smaller of ``learned``'s and the one reading min(B, those documents'
-median tokens) (it reads at least up to the documents, more where the training sets' price reads
-more), else ``learned`` (``fits``: :func:`mogg.run.budget.selector.adapt.fits_target`), and where the
+where the block of candidates around at least half of these questions' best-scored candidate mostly
+covers that candidate's document (the evidence looks like whole short documents: an abstract, an
+explanation; decided once for the set, on the directory's first scorer, at no budget:
+:func:`mogg.run.budget.selector.adapt.whole_shape`), the smaller of ``learned``'s and the one reading
+min(B, those documents' median tokens) (it reads at least up to the documents, more where the training
+sets' price reads more), else ``learned`` (``fits``: :func:`mogg.run.budget.selector.adapt.fits_target`), and where the
 guard kept the envelope, the training sets' best configuration among those reading <= B here. The estimated F1's evidence length E is label-free too: ``median`` (the training sets' median
 evidence tokens), ``predicted`` (per question, the evidence tokens its candidates predict:
 :func:`mogg.run.budget.selector.plans.predicted_evidence`) or ``document`` (per question, the
@@ -41,7 +42,7 @@ from mogg.evaluation.frontier_guard import best_lambda, guard_check
 from mogg.routing.fitting.folds import split_train_val
 from mogg.routing.plans import calibrate_lambda, decide
 from mogg.run.budget.base import TRANSFER_DIR, LadderFrontier
-from mogg.run.budget.selector.adapt import FITS_SHARE, feature_view, fits_target, whole_documents
+from mogg.run.budget.selector.adapt import feature_view, fits_target, whole_documents, whole_shape
 from mogg.run.budget.selector.candidates import feature_names
 from mogg.run.budget.selector.deploy import FORMAT, DeployedSelector, plans_of
 from mogg.run.budget.selector.plans import EVIDENCE, LAMBDA_RULES, evidence_estimate, plan_table
@@ -172,31 +173,33 @@ def fit_transfer_selector(ctx: RunContext, name: str, sources: dict[str, LadderF
 
 
 def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray,
-                 tokens: np.ndarray, doc_tokens: np.ndarray, n_questions: int) -> tuple[DeployedSelector, np.ndarray]:
-    """The scorer a transfer directory reads these new questions with, and its predictions [N]: its
-    own, or, where it has a whole-document scorer and at least :data:`~mogg.run.budget.selector.adapt.FITS_SHARE`
-    of the questions with candidates have their best candidate's block covering its document (the
-    evidence looks like whole short documents: :func:`~mogg.run.budget.selector.adapt.whole_documents`,
-    no labels), that one. Where ``transfer_self_train`` questions or more are read together, the
+                 tokens: np.ndarray, doc_tokens: np.ndarray, n_questions: int
+                 ) -> tuple[DeployedSelector, np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """The scorer a transfer directory reads these new questions with, its predictions [N], and the
+    set's shape (:func:`~mogg.run.budget.selector.adapt.whole_documents` on the directory's own scorer's
+    predictions, before any refit: what the ``fits`` price reads, so that it and the scorer follow one
+    decision): the directory's own scorer, or, where it has a whole-document scorer and at least
+    :data:`~mogg.run.budget.selector.adapt.FITS_SHARE` of the questions with candidates have their best
+    candidate's block covering its document (the evidence looks like whole short documents:
+    :func:`~mogg.run.budget.selector.adapt.whole_shape`, no labels), that one. Where ``transfer_self_train`` questions or more are read together, the
     predictions are reordered by :func:`~mogg.run.budget.selector.self_training.self_trained` (label-free;
     under the whole-document scorer, the documents in the refit's order). ``x_of(view)``: the candidates'
     features [N, F] in a view."""
     x = x_of(dep.reads("features_view", kind))  # once: the prediction and the refit read the same view
     pred = dep.booster.predict(x) if len(cand_q) else np.zeros(0)
+    docs = whole_documents(cand_q, unit, unit_doc, tokens, pred, doc_tokens, n_questions)
     whole = dep.whole()
     if not len(cand_q):
-        return dep, pred
-    if whole is not None:
-        doc, covered = whole_documents(cand_q, unit, unit_doc, tokens, pred, doc_tokens, n_questions)
-        share = float(covered[doc > 0].mean()) if (doc > 0).any() else 0.0
-        if share >= FITS_SHARE:
-            log.info("%.0f%% of the questions' best blocks cover their document (whole short documents): the "
-                     "whole-document scorer (%s)", 100 * share, whole.deploy["features_view"])
-            xw = x_of(whole.deploy["features_view"])
-            return whole, self_trained(whole, kind, xw, whole.booster.predict(xw), cand_q, n_questions,
-                                       np.asarray(unit_doc)[unit])
-        log.info("%.0f%% of the questions' best blocks cover their document: the directory's scorer", 100 * share)
-    return dep, self_trained(dep, kind, x, pred, cand_q, n_questions)
+        return dep, pred, docs
+    share = float(docs[1][docs[0] > 0].mean()) if (docs[0] > 0).any() else 0.0
+    if whole is not None and whole_shape(*docs):
+        log.info("%.0f%% of the questions' best blocks cover their document (whole short documents): the "
+                 "whole-document scorer (%s)", 100 * share, whole.deploy["features_view"])
+        xw = x_of(whole.deploy["features_view"])
+        return whole, self_trained(whole, kind, xw, whole.booster.predict(xw), cand_q, n_questions,
+                                   np.asarray(unit_doc)[unit]), docs
+    log.info("%.0f%% of the questions' best blocks cover their document: the directory's scorer", 100 * share)
+    return dep, self_trained(dep, kind, x, pred, cand_q, n_questions), docs
 
 
 def here_plans(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray,
@@ -220,8 +223,8 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
     from these questions' tokens), ``learned`` (at least the training sets' lambda for B) or ``fits``
     (:func:`mogg.run.budget.selector.adapt.fits_target`: at least up to the best candidate's document where
     these questions' evidence looks like whole short documents, else ``learned``; needs ``unit_doc`` [U],
-    every unit's document); ``plans``: what :func:`here_plans` gives for these arguments, ``docs``: what
-    :func:`~mogg.run.budget.selector.adapt.whole_documents` gives for them (each computed here when None)."""
+    every unit's document); ``plans``: what :func:`here_plans` gives for these arguments, ``docs``: the
+    set's shape as :func:`shape_scorer` gives it (each computed here from ``pred`` when None)."""
     if rule not in LAMBDA_RULES:
         raise ValueError(f"lambda rule {rule!r}: one of {LAMBDA_RULES}")
     if rule == "fits" and (doc_tokens is None or unit_doc is None):
@@ -286,9 +289,9 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
     d = reading_data(ctx, prep, kind)
     texts, ev, n = prep.ladder.units.text, [it.evidence_text for it in prep.items], len(prep.items)
     named = dep  # the rows' names: the directory's rule
-    dep, pred = shape_scorer(dep, kind, lambda v: transfer_view(d.x, d.cand.q, n, v, prep.ladder.level_names,
-                                                                kind.context),
-                             d.cand.q, d.cand.unit, prep.ladder.units.doc, d.tokens, d.doc_tokens, n)
+    dep, pred, docs = shape_scorer(dep, kind, lambda v: transfer_view(d.x, d.cand.q, n, v, prep.ladder.level_names,
+                                                                      kind.context),
+                                   d.cand.q, d.cand.unit, prep.ladder.units.doc, d.tokens, d.doc_tokens, n)
     scorer = "" if dep is named else f" (whole-document scorer, {dep.deploy['features_view']})"
     rows = np.arange(n)
 
@@ -307,8 +310,6 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
     def truth() -> tuple[np.ndarray, np.ndarray]:  # on the first row that deploys the selector
         return plan_table(plans[EVIDENCE[0]][0], texts, d.cand.unit, ev, rows)
 
-    # the fits rule's whole-document test reads the predictions only: once for every row and budget
-    docs = whole_documents(d.cand.q, d.cand.unit, prep.ladder.units.doc, d.tokens, pred, d.doc_tokens, n)
 
     def at(b: float) -> dict:
         if str(int(b)) not in dep.deploy["budgets"]:
