@@ -68,6 +68,13 @@ ADAPTATIONS = {
     # the same with E predicted (each question's evidence length from its candidates' predicted density)
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs", "predicted", "fits"),
+    # the same, the fits price reading at least up to every document whose best candidate is predicted at least
+    # half the question's best (close_documents): evidence over several short documents (the snippet shapes)
+    "two scorers, lambda fits on the close documents, two self-training rounds on the near scorer, documents by the refit on the whole, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs", "predicted", "fits-close"),
+    # ... at a quarter of the question's best (more documents: MedMCQA's neighbouring explanations too)
+    "two scorers, lambda fits on the close documents at a quarter, two self-training rounds on the near scorer, documents by the refit on the whole, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs", "predicted", "fits-close:0.25"),
     # the refit's pseudo-labels from the agreement of the retrieval columns (adapt.agreement), with the transferred
     # (or the previous round's) order as one more voter, or alone
     "two scorers, lambda fits, two self-training rounds, pseudo-labels by agreement with the transferred order":
@@ -164,6 +171,26 @@ def _evidence(sh: Shape, pred: np.ndarray, e_rule: str, median: float):
     return evidence_estimate(e_rule, median, sh.q, pred, sh.tokens, sh.doc_tokens, sh.n)
 
 
+def close_documents(q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, doc_tokens: np.ndarray, n: int,
+                    ratio: float = 0.5) -> np.ndarray:
+    """Per question [n], the tokens of the documents whose best candidate is predicted at least ``ratio`` times
+    the question's best candidate (``q``, ``cand_doc``, ``pred``, ``doc_tokens``: per candidate [N]; the ratio is
+    adapt.block_rows' default, not tuned): how much a question's evidence spreads over short documents."""
+    from mogg.core.segments import group_max, pair_groups
+
+    out = np.zeros(n)
+    if not len(q):
+        return out
+    pair = pair_groups(q, cand_doc)
+    best_pair = group_max(pred, pair)
+    best_q = np.full(n, -np.inf)
+    np.maximum.at(best_q, q, pred)
+    first = np.unique(pair, return_index=True)[1]  # one candidate per (question, document)
+    keep = best_pair[pair[first]] >= ratio * best_q[q[first]]
+    np.add.at(out, q[first][keep], doc_tokens[first][keep])
+    return out
+
+
 def _ranked_pred(ranked, pred: np.ndarray) -> np.ndarray:
     return np.where(ranked.rows >= 0, pred[np.maximum(ranked.rows, 0)], -np.inf)
 
@@ -178,7 +205,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
     from mogg.evaluation.frontier import choose_config
     from mogg.evaluation.frontier_guard import best_lambda
     from mogg.routing.fitting.folds import split_train_val
-    from mogg.routing.plans import decide
+    from mogg.routing.plans import calibrate_lambda, decide
     from mogg.run.budget.selector.adapt import (
         FITS_SHARE,
         agreement,
@@ -190,6 +217,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         self_train,
         shift_weights,
         whole_documents,
+        whole_shape,
     )
     from mogg.run.budget.selector.deploy import plans_of
     from mogg.run.budget.selector.plans import plan_table
@@ -284,6 +312,8 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
     tf, tt = plan_table(ranked, sh.texts, sh.unit, sh.evidence, rows)
     rp = _ranked_pred(ranked, pred)
     out = {"share": share, "docs": docs}  # best blocks covering their document; the set's shape
+    close = close_documents(sh.q, sh.unit_doc[sh.unit], pred, sh.doc_tokens, sh.n,
+                            float(rule.partition(":")[2] or 0.5)) if rule.startswith("fits-close") else None
     for b in BUDGETS:
         if rule == "relative":  # raised until these questions read <= B
             r = price[b]
@@ -291,6 +321,11 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             while pt[rows, a].mean() > b and r < 1.0:
                 r = min(1.0, r + 0.01)
                 a = relative_choice(rp, r)
+        elif rule.startswith("fits-close"):  # measured: at least up to the close documents where the set is whole documents
+            lam = lambda_here("learned", util, pt, b, price[b])[0]
+            if whole_shape(*docs) and (close > 0).any():
+                lam = min(lam, calibrate_lambda(util, pt, min(b, float(np.median(close[close > 0])))))
+            a = decide(util, pt, lam)
         else:  # as a transfer directory reads (mogg.run.budget.selector.transfer.lambda_here)
             a = decide(util, pt, lambda_here(rule, util, pt, b, price[b], docs)[0])
         own = choose_config(sh.table_f1, sh.table_tokens, rows, b)

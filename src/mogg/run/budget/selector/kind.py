@@ -55,11 +55,12 @@ class EvidenceSelectorKind(BudgetRouter):
                          variant=True)
     transfer_evidence: str = knob("predicted", one_of(EVIDENCE), "the same for the selector trained on other sets "
                                   "(train_sources) and read on a new one: what its directory deploys with (the report "
-                                  "shows a row for each; chosen by the worst of six held-out shapes: docs/results.md)")
-    transfer_lambda: str = knob("fits", one_of(LAMBDA_RULES), "that selector's lambda on a new set: fits (where at "
-                                "least half of its questions' best-scored candidate's document fits in B and the block "
-                                "of candidates around it covers half of that document, read at least min(B, the median "
-                                "such document), more where learned reads more; else learned) | learned (at least the "
+                                  "shows a row for each; chosen by the worst of eight held-out shapes: docs/results.md)")
+    transfer_lambda: str = knob("fits", one_of(LAMBDA_RULES), "that selector's lambda on a new set: fits (where the "
+                                "block of candidates around at least half of its questions' best-scored candidate "
+                                "covers half of that candidate's document, decided once per set as the whole-document "
+                                "scorer is, read at least min(B, the median such document), more where learned reads "
+                                "more; else learned) | learned (at least the "
                                 "training sets' validation lambda for B, raised to read <= B mean tokens there) | here "
                                 "(the smallest reading <= B there); each a row of its own, chosen by the worst "
                                 "held-out shape: docs/results.md")
