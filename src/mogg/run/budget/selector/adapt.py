@@ -277,7 +277,7 @@ def fits_target(doc: np.ndarray, covered: np.ndarray, budget: float) -> float | 
     The decision does not depend on B: an earlier version also asked that half the best documents fit
     in B, taken on the refit's predictions, and on PubMedQA\* (abstracts of 213 tokens at the median)
     that share sat at 0.48-0.74 at B = 256 over five seeds, so three seeds of five stopped inside the
-    abstract at the training sets' price (docs/results.md, "Eight shapes")."""
+    abstract at the training sets' price (docs/results.md, "One shape decision")."""
     if not whole_shape(doc, covered):
         return None
     return float(min(budget, np.median(np.asarray(doc)[np.asarray(doc) > 0])))
