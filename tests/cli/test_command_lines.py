@@ -218,4 +218,6 @@ def test_an_option_pair_that_cannot_work_is_refused_before_any_work(tmp_path, sc
     assert p.returncode == 2, p.stderr[-800:]
     assert p.stderr.strip().splitlines()[-1] == f"{script}: ValueError: {_pair_messages()[message]}"
     assert not (tmp_path / "a").exists() and not (tmp_path / "c").exists()  # nothing prepared, nothing trained
-    assert used < 5, f"{used:.1f} s of CPU before the refusal"
+    # about 3 s of CPU on an idle machine, 5.5 s measured under a loaded CI host (CPU time swells with contention);
+    # the refusal it guards came after 36 s of training, so 12 s still tells the two apart
+    assert used < 12, f"{used:.1f} s of CPU before the refusal"
