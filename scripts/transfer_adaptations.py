@@ -69,12 +69,25 @@ ADAPTATIONS = {
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs", "predicted", "fits"),
     # the same, the fits price reading at least up to every document whose best candidate is predicted at least
-    # half the question's best (close_documents): evidence over several short documents (the snippet shapes)
+    # half the question's best (set_shape.close_reach): evidence over several short documents (the snippet shapes)
     "two scorers, lambda fits on the close documents, two self-training rounds on the near scorer, documents by the refit on the whole, E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs", "predicted", "fits-close"),
     # ... at a quarter of the question's best (more documents: MedMCQA's neighbouring explanations too)
     "two scorers, lambda fits on the close documents at a quarter, two self-training rounds on the near scorer, documents by the refit on the whole, E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs", "predicted", "fits-close:0.25"),
+    # ... on the close documents (a quarter) chained to the best one in corpus order (set_shape.close_reach): the sections
+    # of one source where the corpus keeps them together, not the competing explanations elsewhere; with one gap
+    "two scorers, lambda fits on the adjacent close documents, two self-training rounds on the near scorer, documents by the refit on the whole, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs", "predicted", "fits-adjacent:0.25"),
+    "two scorers, lambda fits on the adjacent close documents, one gap, two self-training rounds on the near scorer, documents by the refit on the whole, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs", "predicted", "fits-adjacent:0.25:1"),
+    # every close document where most questions' close documents neighbour their best (set_shape.sections_share), else
+    # the adjacent ones, on the refit's predictions; the deployed lambda fits decides it on the first scorer's
+    "two scorers, lambda fits on the close documents where they neighbour, two self-training rounds on the near scorer, documents by the refit on the whole, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs", "predicted", "fits-sections:0.25"),
+    # the deployed rule before the close documents (the fits price up to the best document alone)
+    "two scorers, lambda fits on the best document alone, two self-training rounds on the near scorer, documents by the refit on the whole, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs", "predicted", "fits-best"),
     # the refit's pseudo-labels from the agreement of the retrieval columns (adapt.agreement), with the transferred
     # (or the previous round's) order as one more voter, or alone
     "two scorers, lambda fits, two self-training rounds, pseudo-labels by agreement with the transferred order":
@@ -171,43 +184,23 @@ def _evidence(sh: Shape, pred: np.ndarray, e_rule: str, median: float):
     return evidence_estimate(e_rule, median, sh.q, pred, sh.tokens, sh.doc_tokens, sh.n)
 
 
-def close_documents(q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, doc_tokens: np.ndarray, n: int,
-                    ratio: float = 0.5) -> np.ndarray:
-    """Per question [n], the tokens of the documents whose best candidate is predicted at least ``ratio`` times
-    the question's best candidate (``q``, ``cand_doc``, ``pred``, ``doc_tokens``: per candidate [N]; the ratio is
-    adapt.block_rows' default, not tuned): how much a question's evidence spreads over short documents."""
-    from mogg.core.segments import group_max, pair_groups
-
-    out = np.zeros(n)
-    if not len(q):
-        return out
-    pair = pair_groups(q, cand_doc)
-    best_pair = group_max(pred, pair)
-    best_q = np.full(n, -np.inf)
-    np.maximum.at(best_q, q, pred)
-    first = np.unique(pair, return_index=True)[1]  # one candidate per (question, document)
-    keep = best_pair[pair[first]] >= ratio * best_q[q[first]]
-    np.add.at(out, q[first][keep], doc_tokens[first][keep])
-    return out
+_READ: dict = {}  # run_one's fit and reading per (shape, seed, scorer, self-training, E): the rules share them
 
 
 def _ranked_pred(ranked, pred: np.ndarray) -> np.ndarray:
     return np.where(ranked.rows >= 0, pred[np.maximum(ranked.rows, 0)], -np.inf)
 
 
-def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, splits: dict, docs: tuple | None = None
-            ) -> dict:
+def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, splits: dict, docs=None) -> dict:
     """Fit on the other shapes, read on ``target``: per budget (F1 [Q], tokens [Q], own envelope's F1 [Q],
-    training sets' envelope's F1 [Q]), and under ``share`` the share of its questions whose best block of
-    candidates covers its document (two scorers: which one reads it), under ``docs`` the set's shape
-    (adapt.whole_documents on this scorer's predictions before any refit; ``docs`` given: the first
-    scorer's, which the fits price then reads, as transfer.shape_scorer hands it on)."""
+    training sets' envelope's F1 [Q]), and under ``docs`` the set's shape (set_shape.whole_documents on this
+    scorer's predictions before any refit; ``docs`` given: the first scorer's, which picks the second scorer
+    and which the fits price then reads, as transfer.shape_scorer hands it on)."""
     from mogg.evaluation.frontier import choose_config
     from mogg.evaluation.frontier_guard import best_lambda
     from mogg.routing.fitting.folds import split_train_val
     from mogg.routing.plans import calibrate_lambda, decide
     from mogg.run.budget.selector.adapt import (
-        FITS_SHARE,
         agreement,
         block_rows,
         document_best,
@@ -216,62 +209,103 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         reorder,
         self_train,
         shift_weights,
+    )
+    from mogg.run.budget.selector.deploy import plans_of
+    from mogg.run.budget.selector.plans import document_evidence, plan_table
+    from mogg.run.budget.selector.scorer import candidate_weights, fit_scorer
+    from mogg.run.budget.selector.self_training import ROUND_SEED
+    from mogg.run.budget.selector.set_shape import (
+        SECTIONS_SHARE,
+        SetShape,
+        close_reach,
+        sections_share,
         whole_documents,
         whole_shape,
     )
-    from mogg.run.budget.selector.deploy import plans_of
-    from mogg.run.budget.selector.plans import plan_table
-    from mogg.run.budget.selector.scorer import candidate_weights, fit_scorer
-    from mogg.run.budget.selector.self_training import ROUND_SEED
     from mogg.run.budget.selector.transfer import lambda_here, set_weights
     from mogg.run.budget.shared import config_stats, envelope_here
 
     view, shift, selftrain, e_rule, rule = adaptation
     if isinstance(view, tuple):  # two scorers: the second where the held-out shape looks like whole documents
         near = run_one(shapes, target, seed, (view[0], *adaptation[1:]), kind, splits)
-        if near.pop("share") < FITS_SHARE:
+        if not whole_shape(near["docs"].doc, near["docs"].covered):
             return near
         whole = (view[1], shift, {"alone": "alone", "mix": "mix", "near+docs": "docs", "near2+docs": "docs", "near+group": "group",
                                                "near2+docs+agree": "docs+agree", "near2+docs+columns": "docs+columns"}.get(
             selftrain, False), e_rule, rule)
-        out = run_one(shapes, target, seed, whole, kind, splits, near["docs"])
-        out.pop("share")
-        return out
-    sources = splits[target]
-    xv = {s: feature_view(shapes[s].x, shapes[s].q, shapes[s].n, view, shapes[s].names) for s in (*sources, target)}
-    per_q = set_weights([shapes[s].n for s in sources], [1.0] * len(sources))
-    sw = shift_weights([xv[s] for s in sources], xv[target], seed) if shift else None
-    ys, ws, rtr, rva, trains, vals, off_c, off_q = [], [], [], [], [], [], 0, 0
-    for i, s in enumerate(sources):
-        sh = shapes[s]
-        t, v = split_train_val(np.flatnonzero(~np.isnan(sh.evidence_len)), 0.2, seed + 3000 + i)
-        trains.append(t)
-        vals.append(v)
-        lab = ~np.isnan(sh.density)
-        rtr.append(np.flatnonzero(np.isin(sh.q, t) & lab) + off_c)
-        rva.append(np.flatnonzero(np.isin(sh.q, v) & lab) + off_c)
-        ys.append(sh.density)
-        ws.append(candidate_weights(sh.q, sh.tokens) * per_q[off_q + sh.q] * (sw[i] if sw is not None else 1.0))
-        off_c += len(sh.q)
-        off_q += sh.n
-    model = fit_scorer(np.concatenate([xv[s] for s in sources]), np.concatenate(ys), np.concatenate(ws),
-                       np.concatenate(rtr), np.concatenate(rva), kind.params, seed, 1)
-    median = float(np.median(np.concatenate([shapes[s].evidence_len[t] for s, t in zip(sources, trains)])))
-    util_v, f_v, t_v, rp_v, ff, ft = [], [], [], [], [], []
-    for s, t, v in zip(sources, trains, vals):  # the training sets' validation slices: lambda (or ratio) per B
-        sh = shapes[s]
-        pred = model.predict(xv[s])
-        ranked, util, _ = plans_of(pred, sh.q, sh.unit, sh.tokens, sh.texts, sh.n, kind.plans,
-                                   _evidence(sh, pred, e_rule, median))
-        vf, vt = plan_table(ranked, sh.texts, sh.unit, sh.evidence, v)
-        util_v.append(util[v])
-        f_v.append(vf)
-        t_v.append(vt)
-        rp_v.append(_ranked_pred(ranked, pred)[v])
-        ff.append(sh.table_f1[t])
-        ft.append(sh.table_tokens[t])
-    util_v, f_v, t_v, rp_v = (np.concatenate(a) for a in (util_v, f_v, t_v, rp_v))
-    rows_v = np.arange(len(util_v))
+        return run_one(shapes, target, seed, whole, kind, splits, near["docs"])
+    key = (target, seed, view, shift, selftrain, e_rule, docs is None)  # what the rule does not change
+    if key not in _READ:  # several rules over one fit (one process: a few MB per shape and seed)
+        def read(docs):
+            sources = splits[target]
+            xv = {s: feature_view(shapes[s].x, shapes[s].q, shapes[s].n, view, shapes[s].names) for s in (*sources, target)}
+            per_q = set_weights([shapes[s].n for s in sources], [1.0] * len(sources))
+            sw = shift_weights([xv[s] for s in sources], xv[target], seed) if shift else None
+            ys, ws, rtr, rva, trains, vals, off_c, off_q = [], [], [], [], [], [], 0, 0
+            for i, s in enumerate(sources):
+                sh = shapes[s]
+                t, v = split_train_val(np.flatnonzero(~np.isnan(sh.evidence_len)), 0.2, seed + 3000 + i)
+                trains.append(t)
+                vals.append(v)
+                lab = ~np.isnan(sh.density)
+                rtr.append(np.flatnonzero(np.isin(sh.q, t) & lab) + off_c)
+                rva.append(np.flatnonzero(np.isin(sh.q, v) & lab) + off_c)
+                ys.append(sh.density)
+                ws.append(candidate_weights(sh.q, sh.tokens) * per_q[off_q + sh.q] * (sw[i] if sw is not None else 1.0))
+                off_c += len(sh.q)
+                off_q += sh.n
+            model = fit_scorer(np.concatenate([xv[s] for s in sources]), np.concatenate(ys), np.concatenate(ws),
+                               np.concatenate(rtr), np.concatenate(rva), kind.params, seed, 1)
+            median = float(np.median(np.concatenate([shapes[s].evidence_len[t] for s, t in zip(sources, trains)])))
+            util_v, f_v, t_v, rp_v, ff, ft = [], [], [], [], [], []
+            for s, t, v in zip(sources, trains, vals):  # the training sets' validation slices: lambda (or ratio) per B
+                sh = shapes[s]
+                pred = model.predict(xv[s])
+                ranked, util, _ = plans_of(pred, sh.q, sh.unit, sh.tokens, sh.texts, sh.n, kind.plans,
+                                           _evidence(sh, pred, e_rule, median))
+                vf, vt = plan_table(ranked, sh.texts, sh.unit, sh.evidence, v)
+                util_v.append(util[v])
+                f_v.append(vf)
+                t_v.append(vt)
+                rp_v.append(_ranked_pred(ranked, pred)[v])
+                ff.append(sh.table_f1[t])
+                ft.append(sh.table_tokens[t])
+            util_v, f_v, t_v, rp_v = (np.concatenate(a) for a in (util_v, f_v, t_v, rp_v))
+            stats = config_stats(np.concatenate(ff), np.concatenate(ft))
+
+            sh = shapes[target]
+            pred = model.predict(xv[target])
+            if docs is None:  # which scorer, and what the fits price reads: one decision, before any refit
+                docs = whole_documents(sh.q, sh.unit, sh.unit_doc, sh.tokens, pred, sh.doc_tokens, sh.n)
+
+            def labels(order: np.ndarray) -> np.ndarray:  # what the refit's pseudo-labels are drawn from
+                if not isinstance(selftrain, str) or not selftrain.endswith(("+agree", "+columns")):
+                    return order
+                return agreement(sh.x, sh.names, sh.q, order if selftrain.endswith("+agree") else None)
+            if selftrain in ("block", "block0"):  # the best candidate's block first, then the rest (each by pred)
+                pred = reorder(pred, sh.q, block_rows(sh.q, sh.unit, sh.unit_doc, pred, sh.n,
+                                                      0.5 if selftrain == "block" else 0.0).astype(float))
+            elif selftrain in ("docs", "group", "docs+agree", "docs+columns"):  # documents by their best candidate; units by pred
+                score = pred if selftrain == "group" else self_train(xv[target], sh.q, sh.n, labels(pred), seed)
+                pred = reorder(pred, sh.q, document_best(score, sh.q, sh.unit_doc[sh.unit]))  # as transfer.self_trained
+            elif selftrain in ("near", "near+docs", "near+group", "alone"):  # the refit ranks alone; the scale stays
+                pred = reorder(pred, sh.q, self_train(xv[target], sh.q, sh.n, pred, seed))
+            elif isinstance(selftrain, str) and selftrain.startswith("near2+docs"):  # two rounds, as self_training.self_trained reads them
+                once = reorder(pred, sh.q, self_train(xv[target], sh.q, sh.n, labels(pred), seed))
+                pred = reorder(pred, sh.q, self_train(xv[target], sh.q, sh.n, labels(once), seed + ROUND_SEED))
+            elif selftrain == "mix":  # the new set's own scorer from the transferred one's confident choices, mixed in by rank
+                own = self_train(xv[target], sh.q, sh.n, pred, seed)
+                pred = 0.5 * pred + 0.5 * own * float(np.nanmax(pred))
+            ranked, util, pt = plans_of(pred, sh.q, sh.unit, sh.tokens, sh.texts, sh.n, kind.plans,
+                                        _evidence(sh, pred, e_rule, median))
+            rows = np.arange(sh.n)
+            tf, tt = plan_table(ranked, sh.texts, sh.unit, sh.evidence, rows)
+            rp = _ranked_pred(ranked, pred)
+            return util_v, f_v, t_v, rp_v, stats, docs, pred, ranked, util, pt, tf, tt, rp
+        _READ[key] = read(docs)
+    util_v, f_v, t_v, rp_v, stats, own_docs, pred, ranked, util, pt, tf, tt, rp = _READ[key]
+    docs = docs if docs is not None else own_docs  # the first scorer's, handed on, never one a rule changed
+    sh, rows, rows_v = shapes[target], np.arange(shapes[target].n), np.arange(len(util_v))
     price = {}
     for b in BUDGETS:
         if rule == "relative":  # the ratio with the best validation F1 among those reading <= B there
@@ -280,40 +314,18 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             price[b] = -max(fits)[1] if fits else 0.95
         else:
             price[b] = best_lambda(util_v, t_v, f_v, b)
-    stats = config_stats(np.concatenate(ff), np.concatenate(ft))
-
-    sh = shapes[target]
-    pred = model.predict(xv[target])
-    doc, covered = whole_documents(sh.q, sh.unit, sh.unit_doc, sh.tokens, pred, sh.doc_tokens, sh.n)
-    share = float(covered[doc > 0].mean()) if (doc > 0).any() else 0.0  # which scorer: before any refit
-    docs = docs if docs is not None else (doc, covered)  # the fits price reads the same decision
-
-    def labels(order: np.ndarray) -> np.ndarray:  # what the refit's pseudo-labels are drawn from
-        if not isinstance(selftrain, str) or not selftrain.endswith(("+agree", "+columns")):
-            return order
-        return agreement(sh.x, sh.names, sh.q, order if selftrain.endswith("+agree") else None)
-    if selftrain in ("block", "block0"):  # the best candidate's block first, then the rest (each by pred)
-        pred = reorder(pred, sh.q, block_rows(sh.q, sh.unit, sh.unit_doc, pred, sh.n,
-                                              0.5 if selftrain == "block" else 0.0).astype(float))
-    elif selftrain in ("docs", "group", "docs+agree", "docs+columns"):  # documents by their best candidate; units by pred
-        score = pred if selftrain == "group" else self_train(xv[target], sh.q, sh.n, labels(pred), seed)
-        pred = reorder(pred, sh.q, document_best(score, sh.q, sh.unit_doc[sh.unit]))  # as transfer.self_trained
-    elif selftrain in ("near", "near+docs", "near+group", "alone"):  # the refit ranks alone; the scale stays
-        pred = reorder(pred, sh.q, self_train(xv[target], sh.q, sh.n, pred, seed))
-    elif isinstance(selftrain, str) and selftrain.startswith("near2+docs"):  # two rounds, as self_training.self_trained reads them
-        once = reorder(pred, sh.q, self_train(xv[target], sh.q, sh.n, labels(pred), seed))
-        pred = reorder(pred, sh.q, self_train(xv[target], sh.q, sh.n, labels(once), seed + ROUND_SEED))
-    elif selftrain == "mix":  # the new set's own scorer from the transferred one's confident choices, mixed in by rank
-        own = self_train(xv[target], sh.q, sh.n, pred, seed)
-        pred = 0.5 * pred + 0.5 * own * float(np.nanmax(pred))
-    ranked, util, pt = plans_of(pred, sh.q, sh.unit, sh.tokens, sh.texts, sh.n, kind.plans,
-                                _evidence(sh, pred, e_rule, median))
-    rows = np.arange(sh.n)
-    tf, tt = plan_table(ranked, sh.texts, sh.unit, sh.evidence, rows)
-    rp = _ranked_pred(ranked, pred)
-    out = {"share": share, "docs": docs}  # best blocks covering their document; the set's shape
-    close = close_documents(sh.q, sh.unit_doc[sh.unit], pred, sh.doc_tokens, sh.n,
-                            float(rule.partition(":")[2] or 0.5)) if rule.startswith("fits-close") else None
+    if rule == "fits-best":  # the fits price as it read before the close documents: the best document alone
+        docs, rule = docs._replace(close=docs.doc, chain=docs.doc), "fits"
+    out = {"docs": docs}  # the set's shape (set_shape.SetShape)
+    close = None
+    if rule.startswith(("fits-close", "fits-adjacent", "fits-sections")):  # measured on the refit's predictions
+        r, _, g = rule.partition(":")[2].partition(":")  # <rule>[:<ratio>[:<gap>]]
+        every, chain = close_reach(sh.q, sh.unit_doc[sh.unit], pred, sh.doc_tokens, sh.n,
+                                   float(r or (0.5 if rule.startswith("fits-close") else 0.25)), int(g or 0))
+        close = every if rule.startswith("fits-close") else chain
+        if rule.startswith("fits-sections"):  # every close document where the close documents neighbour
+            best = document_evidence(sh.q, pred, sh.doc_tokens, sh.n)
+            close = every if sections_share(SetShape(best, docs.covered, every, chain)) >= SECTIONS_SHARE else chain
     for b in BUDGETS:
         if rule == "relative":  # raised until these questions read <= B
             r = price[b]
@@ -321,9 +333,9 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             while pt[rows, a].mean() > b and r < 1.0:
                 r = min(1.0, r + 0.01)
                 a = relative_choice(rp, r)
-        elif rule.startswith("fits-close"):  # measured: at least up to the close documents where the set is whole documents
+        elif rule.startswith(("fits-close", "fits-adjacent", "fits-sections")):  # measured: at least up to the close documents where the set is whole documents
             lam = lambda_here("learned", util, pt, b, price[b])[0]
-            if whole_shape(*docs) and (close > 0).any():
+            if whole_shape(docs.doc, docs.covered) and (close > 0).any():
                 lam = min(lam, calibrate_lambda(util, pt, min(b, float(np.median(close[close > 0])))))
             a = decide(util, pt, lam)
         else:  # as a transfer directory reads (mogg.run.budget.selector.transfer.lambda_here)
@@ -334,8 +346,8 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
 
 
 def _budgets(out: dict) -> dict:
-    """run_one's per-budget results (without the share of covered best blocks and the set's shape)."""
-    return {b: v for b, v in out.items() if b not in ("share", "docs")}
+    """run_one's per-budget results (without the set's shape)."""
+    return {b: v for b, v in out.items() if b != "docs"}
 
 
 def summarise(per_seed: list[dict]) -> dict:

@@ -212,7 +212,8 @@ def test_fits_reads_at_least_up_to_whole_short_documents_and_never_less_than_lea
     def reads(lam):
         return pt[rows, decide(util, pt, lam)].mean()
     b, doc = 128, np.full(n_q, 100.0)
-    fits_all, fits_none = (doc, np.ones(n_q, bool)), (doc, np.zeros(n_q, bool))
+    from mogg.run.budget.selector.set_shape import SetShape
+    fits_all, fits_none = SetShape(doc, np.ones(n_q, bool), doc, doc), SetShape(doc, np.zeros(n_q, bool), doc, doc)
     to_docs = calibrate_lambda(util, pt, 100.0)
     for price in (to_docs * 50, to_docs / 50):  # the training sets' price stops early / reads on
         learned, _ = lambda_here("learned", util, pt, b, price)
@@ -290,9 +291,9 @@ def test_the_transfer_directory_holds_a_whole_document_scorer_read_where_the_evi
     import shutil
 
     from mogg.core.artifacts import ArtifactError
-    from mogg.run.budget.selector.adapt import fits_target
     from mogg.run.budget.selector.deploy import MODEL_WHOLE, WHOLE_KEYS, DeployedSelector
     from mogg.run.budget.selector.kind import EvidenceSelectorKind
+    from mogg.run.budget.selector.set_shape import fits_target
     from mogg.run.budget.selector.transfer import shape_scorer
 
     d = transfer / "c" / "debug" / "mog" / "selector" / "transfer"
@@ -318,7 +319,7 @@ def test_the_transfer_directory_holds_a_whole_document_scorer_read_where_the_evi
         # the fits price follows the decision that chose the scorer, at every budget (it was taken again on the
         # refit's predictions and per budget, and disagreed with the scorer on PubMedQA*)
         for b in (32, 64, 128, 256, 512):
-            assert (fits_target(*docs, b) is not None) == (used is not dep)
+            assert (fits_target(docs, b) is not None) == (used is not dep)
         assert used.deploy["budgets"] == (dep.deploy["whole"] if scorer != dep.deploy["features_view"] else
                                           dep.deploy)["budgets"]
     # the two halves go together

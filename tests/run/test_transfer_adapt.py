@@ -138,9 +138,17 @@ def test_relative_choice():
 
 def test_whole_documents_and_the_fits_target_against_a_loop():
     """The ``fits`` rule's inputs (per question: the best candidate's document tokens, whether the block
-    around that candidate covers half of it) against a loop, and its target: min(B, median document)
-    where at least half the questions' best documents are covered, at every budget, else None (learned)."""
-    from mogg.run.budget.selector.adapt import FITS_COVER, block_evidence, fits_target, whole_documents, whole_shape
+    around that candidate covers half of it) against a loop, and its target: min(B, median reach) where
+    at least half the questions' best documents are covered, at every budget, else None (learned)."""
+    from mogg.run.budget.selector.adapt import block_evidence
+    from mogg.run.budget.selector.set_shape import (
+        FITS_COVER,
+        SetShape,
+        close_reach,
+        fits_target,
+        whole_documents,
+        whole_shape,
+    )
 
     rng = np.random.default_rng(5)
     unit_doc = np.repeat(np.arange(8), 4)  # 8 documents of 4 units
@@ -150,26 +158,81 @@ def test_whole_documents_and_the_fits_target_against_a_loop():
     tokens = unit_tokens[u]
     doc_tokens = np.bincount(unit_doc, weights=unit_tokens)[unit_doc[u]]
     pred = rng.random(len(q)).round(2)
-    doc, covered = whole_documents(q, u, unit_doc, tokens, pred, doc_tokens, 31)  # question 30: no candidates
+    shape = whole_documents(q, u, unit_doc, tokens, pred, doc_tokens, 31)  # question 30: no candidates
+    doc, covered, close, chain = shape
     block = block_evidence(q, u, unit_doc, tokens, pred, 31)
+    assert all(np.array_equal(a, b) for a, b in zip((close, chain), close_reach(q, unit_doc[u], pred, doc_tokens, 31)))
     for qi in range(30):
         r = np.flatnonzero(q == qi)
         best = r[np.argmax(pred[r])]  # the first of equal scores
         assert doc[qi] == doc_tokens[best]
         assert covered[qi] == (block[qi] >= FITS_COVER * doc_tokens[best])
-    assert doc[30] == 0 and not covered[30]  # no candidates: neither fits nor is covered
+        assert close[qi] >= chain[qi] >= doc[qi]
+    assert doc[30] == 0 and not covered[30] and close[30] == chain[30] == 0  # no candidates: nothing fits or is covered
+
+    def target(d, c, b, every=None, chain=None):
+        return fits_target(SetShape(d, c, d if every is None else every, d if chain is None else chain), b)
     # the target: a majority of covered best documents -> min(B, their median) at every budget; else None
     d = np.array([100.0, 120, 140, 900, 1000])
-    assert fits_target(d, np.ones(5, bool), 150) == 140.0 and fits_target(d, np.ones(5, bool), 1000) == 140.0
+    assert target(d, np.ones(5, bool), 150) == 140.0 and target(d, np.ones(5, bool), 1000) == 140.0
     # one decision at every budget: where only some best documents fit in B it still reads up to B (the version
     # that asked half of them to fit in B returned None here, and PubMedQA* stopped inside its abstracts)
-    assert fits_target(d, np.ones(5, bool), 130) == 130.0 and fits_target(d, np.ones(5, bool), 120) == 120.0
-    assert fits_target(d, np.array([True, True, False, True, True]), 150) == 140.0  # 4 of 5 covered
-    assert fits_target(d, np.array([True, False, False, False, True]), 150) is None  # 2 of 5 covered
+    assert target(d, np.ones(5, bool), 130) == 130.0 and target(d, np.ones(5, bool), 120) == 120.0
+    assert target(d, np.array([True, True, False, True, True]), 150) == 140.0  # 4 of 5 covered
+    assert target(d, np.array([True, False, False, False, True]), 150) is None  # 2 of 5 covered
+    # the reach: with the chained close documents (sections of one source: the snippet shapes), and every close
+    # document only where most questions with several have a neighbour among them (sections_share >= 0.5)
+    ones, plus = np.ones(5, bool), np.array([0, 0, 200, 0, 0])
+    assert target(d, ones, 512, d + plus, d + plus) == 340.0  # one question with several: all chained
+    assert target(d, ones, 256, d + 200, d + 200) == 256.0
+    assert target(d, ones, 512, d + 300, d + np.array([0, 100, 100, 100, 0])) == 440.0  # 3 of 5 chained: every close one
+    assert target(d, ones, 512, d + 300, d + np.array([0, 0, 100, 100, 0])) == 240.0  # 2 of 5: the chains (MedMCQA)
+    assert target(d, ones, 512, d + 300, d) == 140.0  # none chained (a shuffled corpus): the best documents
     # questions without candidates (document 0) neither count nor lower the median
     d0, c0 = np.array([0.0, 0, 0, 100, 120]), np.array([False, False, False, True, True])
-    assert whole_shape(d0, c0) and fits_target(d0, c0, 512) == 110.0
-    assert fits_target(np.zeros(0), np.zeros(0, bool), 128) is None and not whole_shape(np.zeros(3), np.zeros(3, bool))
+    assert whole_shape(d0, c0) and target(d0, c0, 512) == 110.0
+    assert target(np.zeros(0), np.zeros(0, bool), 128) is None and not whole_shape(np.zeros(3), np.zeros(3, bool))
+
+
+def test_close_reach_against_a_loop():
+    """The close documents (the best one and those whose best candidate is predicted >= ratio x the question's
+    best) and the run of them chained to the best in corpus order, against a loop on random candidates; a
+    corpus whose close documents are not neighbours reads the best document alone; sections_share counts the
+    questions with several close documents whose chain holds more than the best."""
+    from mogg.run.budget.selector.set_shape import CLOSE_RATIO, SetShape, close_reach, sections_share
+
+    rng = np.random.default_rng(11)
+    n_docs, n_q = 40, 60
+    dtok = rng.integers(10, 90, n_docs).astype(float)
+    rows = [(qi, int(dd)) for qi in range(n_q) for dd in rng.choice(n_docs, size=rng.integers(1, 12))]  # repeats: 2 units
+    q, cdoc = (np.array(c) for c in zip(*rows))
+    pred = rng.random(len(q)).round(2)
+    for gap in (0, 1):
+        every, chain = close_reach(q, cdoc, pred, dtok[cdoc], n_q + 1, gap=gap)  # the last question: no candidates
+        for qi in range(n_q):
+            r = np.flatnonzero(q == qi)
+            best_row = r[np.argmax(pred[r])]
+            best = {int(dd): pred[r][cdoc[r] == dd].max() for dd in np.unique(cdoc[r])}
+            close = {dd for dd, v in best.items() if v >= CLOSE_RATIO * pred[best_row]}
+            run, lo, hi = {int(cdoc[best_row])}, int(cdoc[best_row]), int(cdoc[best_row])
+            while any(lo - k in close for k in range(1, gap + 2)):
+                lo = max(lo - k for k in range(1, gap + 2) if lo - k in close)
+                run.add(lo)
+            while any(hi + k in close for k in range(1, gap + 2)):
+                hi = min(hi + k for k in range(1, gap + 2) if hi + k in close)
+                run.add(hi)
+            assert every[qi] == pytest.approx(sum(dtok[x] for x in close)), qi
+            assert chain[qi] == pytest.approx(sum(dtok[x] for x in run)), (qi, gap)
+        assert every[n_q] == chain[n_q] == 0
+    # three sections of one source (documents 3, 4, 5) beside a competing document far away (20)
+    q1, d1, p1, t1 = np.zeros(4, int), np.array([3, 4, 5, 20]), np.array([0.9, 0.5, 0.3, 0.8]), np.array([10.0, 20, 30, 40])
+    assert close_reach(q1, d1, p1, t1, 1) == (100.0, 60.0)
+    assert close_reach(q1, d1, p1, t1, 1, ratio=0.5) == (70.0, 30.0)  # 0.3 < 0.45: the chain stops at 4
+    assert close_reach(q1, np.array([3, 7, 11, 20]), p1, t1, 1)[1] == 10.0  # shuffled: the best document alone
+    assert close_reach(q1, np.array([3, 5, 11, 20]), p1, t1, 1, gap=1)[1] == 30.0  # one gap: 3 and 5 chain
+    d = np.array([10.0, 10, 10, 10])
+    assert sections_share(SetShape(d, d > 0, d + [5, 5, 5, 0], d + [5, 5, 0, 0])) == pytest.approx(2 / 3)
+    assert sections_share(SetShape(d, d > 0, d, d)) == 0.0  # no question with several close documents
 
 
 def _adaptations_script():

@@ -14,13 +14,8 @@ leave one shape out by ``scripts/transfer_adaptations.py`` and chosen by the wor
   document columns put a random sentence of the best paper first (docs/results.md).
 * :func:`shift_weights`: covariate-shift weights for the training candidates, from a classifier
   telling the training sets' candidates from the new set's (features only, no labels).
-* :func:`whole_shape`: whether the new set's candidates say its evidence is whole short documents (the
-  block around most questions' best-scored candidate covers most of that candidate's document: an
-  abstract, an explanation), decided once per set, before any refit, at no budget: it picks the
-  whole-document scorer and the ``fits`` price alike.
-* :func:`fits_target`: the ``fits`` price of a token (``transfer_lambda=fits``): where the set is whole
-  short documents, read at least up to min(B, the median best document); elsewhere (a section of a
-  page, a sentence of a paper) the training sets' price.
+* the new set's shape, whether its evidence is whole short documents and how far the ``fits`` price reads
+  there: :mod:`mogg.run.budget.selector.set_shape`.
 * :func:`self_train`: a scorer refitted on the new set's own candidates with pseudo-labels from the
   transferred scorer's confident choices, cross-fitted over the new set's questions (no question is
   scored by a model that saw its own pseudo-label). Its pseudo-labels can come instead from
@@ -238,49 +233,6 @@ def block_evidence(cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, t
         return out
     np.add.at(out, cand_q, np.where(block_rows(cand_q, unit, unit_doc, pred, n_questions, ratio), tokens, 0.0))
     return out
-
-
-# the ``fits`` rule's thresholds, fixed before it was measured (a majority of the questions, half a document;
-# the block's ratio is block_evidence's default), not tuned on the held-out shapes
-FITS_SHARE = 0.5
-FITS_COVER = 0.5
-
-
-def whole_documents(cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, tokens: np.ndarray, pred: np.ndarray,
-                    doc_tokens: np.ndarray, n_questions: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per question [Q]: the tokens of its best-scored candidate's document (0 without candidates), and
-    whether the block of candidates around that candidate (:func:`block_evidence`) covers at least
-    :data:`FITS_COVER` of it (bool). No labels: PubMedQA*'s and MedMCQA's best blocks cover their
-    document (median 0.98 and 1.0), the page stand-in's a section (0.14), COVID-QA's a sentence (0.02)."""
-    from mogg.run.budget.selector.plans import document_evidence
-
-    doc = document_evidence(cand_q, pred, doc_tokens, n_questions)
-    block = block_evidence(cand_q, unit, unit_doc, tokens, pred, n_questions)
-    return doc, (doc > 0) & (block >= FITS_COVER * doc)
-
-
-def whole_shape(doc: np.ndarray, covered: np.ndarray) -> bool:
-    """Whether a set's evidence looks like whole short documents (:func:`whole_documents`' two arrays, [Q]): at
-    least :data:`FITS_SHARE` of the questions with candidates have the block around their best-scored candidate
-    covering that candidate's document. One label-free decision per set, taken on the directory's first
-    scorer's predictions: it chooses the whole-document scorer (:func:`mogg.run.budget.selector.transfer.shape_scorer`)
-    and the ``fits`` price (:func:`fits_target`) alike, at every budget."""
-    has = np.asarray(doc) > 0
-    return bool(has.any() and float(np.asarray(covered)[has].mean()) >= FITS_SHARE)
-
-
-def fits_target(doc: np.ndarray, covered: np.ndarray, budget: float) -> float | None:
-    r"""The mean tokens the ``fits`` rule reads at least at budget B (:func:`whole_documents`' two arrays,
-    [Q]): min(B, the median best document's tokens) where the set is whole short documents
-    (:func:`whole_shape`); None where it is not (the training sets' price of a token decides).
-
-    The decision does not depend on B: an earlier version also asked that half the best documents fit
-    in B, taken on the refit's predictions, and on PubMedQA\* (abstracts of 213 tokens at the median)
-    that share sat at 0.48-0.74 at B = 256 over five seeds, so three seeds of five stopped inside the
-    abstract at the training sets' price (docs/results.md, "One shape decision")."""
-    if not whole_shape(doc, covered):
-        return None
-    return float(min(budget, np.median(np.asarray(doc)[np.asarray(doc) > 0])))
 
 
 def relative_choice(ranked_pred: np.ndarray, ratio: float) -> np.ndarray:

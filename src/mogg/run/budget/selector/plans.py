@@ -38,8 +38,8 @@ from mogg.run.budget.base import Learned
 # evidence tokens, or the tokens of the document its best-scored candidate sits in)
 EVIDENCE = ("median", "predicted", "document")
 # a selector read on a new set: lambda from its questions' tokens alone, at least the training sets', or
-# read up to the best candidate's document where the evidence looks like whole short documents
-# (mogg.run.budget.selector.adapt.fits_target) and the training sets' elsewhere
+# read up to the best candidate's document and its close neighbours where the evidence looks like whole short documents
+# (mogg.run.budget.selector.set_shape.fits_target) and the training sets' elsewhere
 LAMBDA_RULES = ("here", "learned", "fits")
 
 

@@ -17,9 +17,11 @@ tokens lowered F1 there, as the in-set selector's validation lambda does; still 
 where the block of candidates around at least half of these questions' best-scored candidate mostly
 covers that candidate's document (the evidence looks like whole short documents: an abstract, an
 explanation; decided once for the set, on the directory's first scorer, at no budget:
-:func:`mogg.run.budget.selector.adapt.whole_shape`), the smaller of ``learned``'s and the one reading
-min(B, those documents' median tokens) (it reads at least up to the documents, more where the training
-sets' price reads more), else ``learned`` (``fits``: :func:`mogg.run.budget.selector.adapt.fits_target`), and where the
+:func:`mogg.run.budget.selector.set_shape.whole_shape`), the smaller of ``learned``'s and the one reading
+min(B, the median reach: those documents with every close document where the set's close documents sit
+beside each other in the corpus, sections of one source, else with the close documents chained to them:
+:func:`mogg.run.budget.selector.set_shape.close_reach`) (it reads at least up to them, more where the training
+sets' price reads more), else ``learned`` (``fits``: :func:`mogg.run.budget.selector.set_shape.fits_target`), and where the
 guard kept the envelope, the training sets' best configuration among those reading <= B here. The estimated F1's evidence length E is label-free too: ``median`` (the training sets' median
 evidence tokens), ``predicted`` (per question, the evidence tokens its candidates predict:
 :func:`mogg.run.budget.selector.plans.predicted_evidence`) or ``document`` (per question, the
@@ -42,12 +44,13 @@ from mogg.evaluation.frontier_guard import best_lambda, guard_check
 from mogg.routing.fitting.folds import split_train_val
 from mogg.routing.plans import calibrate_lambda, decide
 from mogg.run.budget.base import TRANSFER_DIR, LadderFrontier
-from mogg.run.budget.selector.adapt import feature_view, fits_target, whole_documents, whole_shape
+from mogg.run.budget.selector.adapt import feature_view
 from mogg.run.budget.selector.candidates import feature_names
 from mogg.run.budget.selector.deploy import FORMAT, DeployedSelector, plans_of
 from mogg.run.budget.selector.plans import EVIDENCE, LAMBDA_RULES, evidence_estimate, plan_table
 from mogg.run.budget.selector.scorer import candidate_weights, fit_scorer
 from mogg.run.budget.selector.self_training import self_trained
+from mogg.run.budget.selector.set_shape import SetShape, covered_share, fits_target, whole_documents, whole_shape
 from mogg.run.budget.selector.stage import reading_data
 from mogg.run.budget.shared import config_stats, envelope_here
 from mogg.run.context import RunContext
@@ -174,14 +177,14 @@ def fit_transfer_selector(ctx: RunContext, name: str, sources: dict[str, LadderF
 
 def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray,
                  tokens: np.ndarray, doc_tokens: np.ndarray, n_questions: int
-                 ) -> tuple[DeployedSelector, np.ndarray, tuple[np.ndarray, np.ndarray]]:
+                 ) -> tuple[DeployedSelector, np.ndarray, SetShape]:
     """The scorer a transfer directory reads these new questions with, its predictions [N], and the
-    set's shape (:func:`~mogg.run.budget.selector.adapt.whole_documents` on the directory's own scorer's
+    set's shape (:func:`~mogg.run.budget.selector.set_shape.whole_documents` on the directory's own scorer's
     predictions, before any refit: what the ``fits`` price reads, so that it and the scorer follow one
     decision): the directory's own scorer, or, where it has a whole-document scorer and at least
-    :data:`~mogg.run.budget.selector.adapt.FITS_SHARE` of the questions with candidates have their best
+    :data:`~mogg.run.budget.selector.set_shape.FITS_SHARE` of the questions with candidates have their best
     candidate's block covering its document (the evidence looks like whole short documents:
-    :func:`~mogg.run.budget.selector.adapt.whole_shape`, no labels), that one. Where ``transfer_self_train`` questions or more are read together, the
+    :func:`~mogg.run.budget.selector.set_shape.whole_shape`, no labels), that one. Where ``transfer_self_train`` questions or more are read together, the
     predictions are reordered by :func:`~mogg.run.budget.selector.self_training.self_trained` (label-free;
     under the whole-document scorer, the documents in the refit's order). ``x_of(view)``: the candidates'
     features [N, F] in a view."""
@@ -191,8 +194,8 @@ def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np
     whole = dep.whole()
     if not len(cand_q):
         return dep, pred, docs
-    share = float(docs[1][docs[0] > 0].mean()) if (docs[0] > 0).any() else 0.0
-    if whole is not None and whole_shape(*docs):
+    share = covered_share(docs.doc, docs.covered)
+    if whole is not None and whole_shape(docs.doc, docs.covered):
         log.info("%.0f%% of the questions' best blocks cover their document (whole short documents): the "
                  "whole-document scorer (%s)", 100 * share, whole.deploy["features_view"])
         xw = x_of(whole.deploy["features_view"])
@@ -221,7 +224,7 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
     ``deploy``: router | envelope instead of the guard's decision (``--unguarded``); ``doc_tokens`` [N]:
     each candidate's document's tokens (``evidence=document``, ``rule=fits``); ``rule``: ``here`` (lambda
     from these questions' tokens), ``learned`` (at least the training sets' lambda for B) or ``fits``
-    (:func:`mogg.run.budget.selector.adapt.fits_target`: at least up to the best candidate's document where
+    (:func:`mogg.run.budget.selector.set_shape.fits_target`: at least up to the best candidate's document where
     these questions' evidence looks like whole short documents, else ``learned``; needs ``unit_doc`` [U],
     every unit's document); ``plans``: what :func:`here_plans` gives for these arguments, ``docs``: the
     set's shape as :func:`shape_scorer` gives it (each computed here from ``pred`` when None)."""
@@ -247,15 +250,15 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
 
 
 def lambda_here(rule: str, util: np.ndarray, plan_tok: np.ndarray, budget: float, learned: float,
-                docs: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[float, float | None]:
+                docs: SetShape | None = None) -> tuple[float, float | None]:
     """The price of a token on new questions at ``budget`` by ``rule`` (:data:`LAMBDA_RULES`; the
     plans' estimated F1 and tokens [Q, K]; ``learned``: the training sets' lambda for B; ``docs``:
-    :func:`~mogg.run.budget.selector.adapt.whole_documents` for ``fits``) and, where ``fits`` found whole
+    :func:`~mogg.run.budget.selector.set_shape.whole_documents` for ``fits``) and, where ``fits`` found whole
     short documents, the mean tokens they hold (it reads at least that, at most B; else None). No labels."""
     lam = calibrate_lambda(util, plan_tok, budget)  # these questions' own tokens: at most B
     if rule != "here":  # never below the training sets' price of a token (it only lowers tokens)
         lam = max(lam, learned)
-    target = fits_target(*docs, budget) if rule == "fits" else None
+    target = fits_target(docs, budget) if rule == "fits" else None
     if target is not None:  # whole short documents: read at least up to them (the price may stop earlier)
         lam = min(lam, calibrate_lambda(util, plan_tok, target))
     return lam, target
