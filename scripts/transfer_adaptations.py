@@ -85,6 +85,23 @@ ADAPTATIONS = {
     # the adjacent ones, on the refit's predictions; the deployed lambda fits decides it on the first scorer's
     "two scorers, lambda fits on the close documents where they neighbour, two self-training rounds on the near scorer, documents by the refit on the whole, E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs", "predicted", "fits-sections:0.25"),
+    # the deployed rule, and where the set is sections of sources (set_shape.sections_share on the first scorer) the
+    # documents chained to the best one in corpus order read first (set_shape.chain_rows), then the rest by the refit:
+    # close at a quarter; with one gap; every candidate document beside the best (ratio 0)
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the chain first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain", "predicted", "fits"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the chain with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0.25:1", "predicted", "fits"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:0", "predicted", "fits"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits"),
+    # the fits price as a ceiling too: where the set is whole short documents, read the median reach, no further
+    # (MedMCQA read 128 tokens at B = 128 where its explanation holds about 70: the training sets' price goes on)
+    "two scorers, lambda fits exactly, two self-training rounds on the near scorer, documents by the refit on the whole, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs", "predicted", "fits-exact"),
+    "two scorers, lambda fits exactly, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:0", "predicted", "fits-exact"),
     # the deployed rule before the close documents (the fits price up to the best document alone)
     "two scorers, lambda fits on the best document alone, two self-training rounds on the near scorer, documents by the refit on the whole, E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs", "predicted", "fits-best"),
@@ -185,6 +202,7 @@ def _evidence(sh: Shape, pred: np.ndarray, e_rule: str, median: float):
 
 
 _READ: dict = {}  # run_one's fit and reading per (shape, seed, scorer, self-training, E): the rules share them
+_PLANS: dict = {}  # ... and the plans read on its predictions (with the chain first or not)
 
 
 def _ranked_pred(ranked, pred: np.ndarray) -> np.ndarray:
@@ -205,6 +223,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         block_rows,
         document_best,
         feature_view,
+        rank_within,
         relative_choice,
         reorder,
         self_train,
@@ -215,8 +234,10 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
     from mogg.run.budget.selector.scorer import candidate_weights, fit_scorer
     from mogg.run.budget.selector.self_training import ROUND_SEED
     from mogg.run.budget.selector.set_shape import (
+        CLOSE_RATIO,
         SECTIONS_SHARE,
         SetShape,
+        chain_rows,
         close_reach,
         sections_share,
         whole_documents,
@@ -226,6 +247,9 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
     from mogg.run.budget.shared import config_stats, envelope_here
 
     view, shift, selftrain, e_rule, rule = adaptation
+    chain = None  # "<self-training>+chain[:<ratio>[:<gap>]]": the chain first, on the self-training's fit (one memo)
+    if isinstance(selftrain, str) and "+chain" in selftrain:
+        selftrain, _, chain = selftrain.partition("+chain")
     if isinstance(view, tuple):  # two scorers: the second where the held-out shape looks like whole documents
         near = run_one(shapes, target, seed, (view[0], *adaptation[1:]), kind, splits)
         if not whole_shape(near["docs"].doc, near["docs"].covered):
@@ -233,6 +257,8 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         whole = (view[1], shift, {"alone": "alone", "mix": "mix", "near+docs": "docs", "near2+docs": "docs", "near+group": "group",
                                                "near2+docs+agree": "docs+agree", "near2+docs+columns": "docs+columns"}.get(
             selftrain, False), e_rule, rule)
+        if chain is not None and whole[2]:  # the whole-document scorer reads the chain first
+            whole = (*whole[:2], f"{whole[2]}+chain{chain}", *whole[3:])
         return run_one(shapes, target, seed, whole, kind, splits, near["docs"])
     key = (target, seed, view, shift, selftrain, e_rule, docs is None)  # what the rule does not change
     if key not in _READ:  # several rules over one fit (one process: a few MB per shape and seed)
@@ -296,15 +322,24 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             elif selftrain == "mix":  # the new set's own scorer from the transferred one's confident choices, mixed in by rank
                 own = self_train(xv[target], sh.q, sh.n, pred, seed)
                 pred = 0.5 * pred + 0.5 * own * float(np.nanmax(pred))
-            ranked, util, pt = plans_of(pred, sh.q, sh.unit, sh.tokens, sh.texts, sh.n, kind.plans,
-                                        _evidence(sh, pred, e_rule, median))
-            rows = np.arange(sh.n)
-            tf, tt = plan_table(ranked, sh.texts, sh.unit, sh.evidence, rows)
-            rp = _ranked_pred(ranked, pred)
-            return util_v, f_v, t_v, rp_v, stats, docs, pred, ranked, util, pt, tf, tt, rp
+            return util_v, f_v, t_v, rp_v, stats, docs, pred, median
         _READ[key] = read(docs)
-    util_v, f_v, t_v, rp_v, stats, own_docs, pred, ranked, util, pt, tf, tt, rp = _READ[key]
+    util_v, f_v, t_v, rp_v, stats, own_docs, pred, median = _READ[key]
     docs = docs if docs is not None else own_docs  # the first scorer's, handed on, never one a rule changed
+    sh = shapes[target]
+    if chain is not None and selftrain.startswith("docs") and sections_share(docs) >= SECTIONS_SHARE:
+        r, _, g = chain.partition(":")[2].partition(":")  # +chain[:<ratio>[:<gap>]]
+        cdoc = sh.unit_doc[sh.unit]
+        first = chain_rows(sh.q, cdoc, pred, sh.n, float(r or CLOSE_RATIO), int(g or 0))
+        # the chain's documents first, each part in the refit's document order (the ranks' term stays below 1)
+        pred = reorder(pred, sh.q, first + 1.0 / (2.0 + rank_within(document_best(pred, sh.q, cdoc), sh.q)))
+        key = (*key, chain)
+    if key not in _PLANS:
+        ranked, util, pt = plans_of(pred, sh.q, sh.unit, sh.tokens, sh.texts, sh.n, kind.plans,
+                                    _evidence(sh, pred, e_rule, median))
+        tf, tt = plan_table(ranked, sh.texts, sh.unit, sh.evidence, np.arange(sh.n))
+        _PLANS[key] = ranked, util, pt, tf, tt, _ranked_pred(ranked, pred)
+    ranked, util, pt, tf, tt, rp = _PLANS[key]
     sh, rows, rows_v = shapes[target], np.arange(shapes[target].n), np.arange(len(util_v))
     price = {}
     for b in BUDGETS:
@@ -338,6 +373,9 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             if whole_shape(docs.doc, docs.covered) and (close > 0).any():
                 lam = min(lam, calibrate_lambda(util, pt, min(b, float(np.median(close[close > 0])))))
             a = decide(util, pt, lam)
+        elif rule == "fits-exact":  # measured: the fits target as a ceiling too where there is one
+            lam, target = lambda_here("fits", util, pt, b, price[b], docs)
+            a = decide(util, pt, lam if target is None else calibrate_lambda(util, pt, target))
         else:  # as a transfer directory reads (mogg.run.budget.selector.transfer.lambda_here)
             a = decide(util, pt, lambda_here(rule, util, pt, b, price[b], docs)[0])
         own = choose_config(sh.table_f1, sh.table_tokens, rows, b)
@@ -413,6 +451,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="also write the table here (markdown)")
     ap.add_argument("--train-also", default="", help="comma-separated shapes also trained on wherever they share no "
                     "texts with the held-out one (e.g. snippets,medmcqa_sentences: the multi-document shapes)")
+    ap.add_argument("--shapes", default="", help="comma-separated held-out shapes to read (default: every one; "
+                    "the others are still trained on)")
     ap.add_argument("overrides", nargs="*", help="config overrides, e.g. paths.artifacts=/scratch/artifacts")
     args = ap.parse_args(argv)
     try:
@@ -432,17 +472,21 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         ap.error(str(e))
     log.info("splits (held out: trained on): %s", "; ".join(f"{h}: {', '.join(ts)}" for h, ts in splits.items()))
+    wanted = [t.strip() for t in args.shapes.split(",") if t.strip()]
+    if set(wanted) - set(splits):
+        ap.error(f"--shapes: unknown shape(s) {sorted(set(wanted) - set(splits))}; one of {sorted(splits)}")
+    held = [x for x in splits if not wanted or x in wanted]
     table, seconds = {}, {}
     for a in names:
         t0 = time.perf_counter()
         table[a] = {}
-        for i, x in enumerate(splits, 1):  # a line per shape: an adaptation over six shapes takes minutes
+        for i, x in enumerate(held, 1):  # a line per shape: an adaptation over six shapes takes minutes
             table[a][x] = summarise([_budgets(run_one(shapes, x, s, ADAPTATIONS[a], kind, splits)) for s in seeds])
-            log.info("%s [%d/%d] %s %+.3f (%.0f s so far)", a, i, len(splits), x, table[a][x]["gain"],
+            log.info("%s [%d/%d] %s %+.3f (%.0f s so far)", a, i, len(held), x, table[a][x]["gain"],
                      time.perf_counter() - t0)
         seconds[a] = time.perf_counter() - t0
         log.info("%s: %s (%.0f s)", a, "  ".join(f"{x} {v['gain']:+.3f}" for x, v in table[a].items()), seconds[a])
-    order = sorted(splits)
+    order = sorted(held)
     md = markdown(table, order, worst_shape_choice(table, order), seeds, seconds)
     sys.stdout.write(md)
     if args.out is not None:

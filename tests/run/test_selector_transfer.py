@@ -333,6 +333,32 @@ def test_the_transfer_directory_holds_a_whole_document_scorer_read_where_the_evi
         DeployedSelector.load(dep.save(tmp_path / "damaged"))
 
 
+def test_the_whole_document_scorer_reads_a_source_s_sections_first(transfer, monkeypatch):
+    """shape_scorer hands the whole-document scorer's (self-trained) predictions and the set's shape to
+    set_shape.chain_first and reads what it returns (chain_first's own order: test_transfer_adapt)."""
+    from mogg.run.budget.selector import transfer as tr
+    from mogg.run.budget.selector.deploy import DeployedSelector
+    from mogg.run.budget.selector.kind import EvidenceSelectorKind
+
+    dep = DeployedSelector.load(transfer / "c" / "debug" / "mog" / "selector" / "transfer")
+    n_q, per = 4, 3
+    q, unit = np.repeat(np.arange(n_q), per), np.arange(n_q * per)
+    unit_doc, tokens = unit.copy(), np.full(n_q * per, 20.0)  # one unit per document: each block covers its document
+    views = {v: n for v, n in ((dep.deploy["features_view"], dep.deploy["n_features"]),
+                               (dep.whole().deploy["features_view"], dep.deploy["whole"]["n_features"]))}
+    calls = []
+
+    def spy(pred, cand_q, cand_doc, n_questions, shape):
+        calls.append((pred.copy(), cand_doc.copy(), shape))
+        return pred[::-1].copy()  # anything recognisable
+    monkeypatch.setattr(tr, "chain_first", spy)
+    used, pred, docs = tr.shape_scorer(dep, EvidenceSelectorKind, lambda v: np.zeros((len(q), views[v])), q, unit,
+                                       unit_doc, tokens, np.full(len(q), 20.0), n_q)
+    assert used is not dep and len(calls) == 1
+    assert np.array_equal(calls[0][1], unit_doc[unit]) and calls[0][2] is docs
+    assert np.array_equal(pred, calls[0][0][::-1])
+
+
 def test_calibrate_here_on_a_transfer_directory_spends_the_budget_from_another_folder(transfer, tmp_path, monkeypatch):
     """mogg-route --budget B --calibrate-here, run from another folder over the shipped example: with
     lambda from these questions' tokens (``here``), the mean tokens are within 5% of B where B binds (the

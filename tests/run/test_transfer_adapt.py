@@ -199,7 +199,7 @@ def test_close_reach_against_a_loop():
     best) and the run of them chained to the best in corpus order, against a loop on random candidates; a
     corpus whose close documents are not neighbours reads the best document alone; sections_share counts the
     questions with several close documents whose chain holds more than the best."""
-    from mogg.run.budget.selector.set_shape import CLOSE_RATIO, SetShape, close_reach, sections_share
+    from mogg.run.budget.selector.set_shape import CLOSE_RATIO, SetShape, chain_rows, close_reach, sections_share
 
     rng = np.random.default_rng(11)
     n_docs, n_q = 40, 60
@@ -209,6 +209,7 @@ def test_close_reach_against_a_loop():
     pred = rng.random(len(q)).round(2)
     for gap in (0, 1):
         every, chain = close_reach(q, cdoc, pred, dtok[cdoc], n_q + 1, gap=gap)  # the last question: no candidates
+        member = chain_rows(q, cdoc, pred, n_q + 1, gap=gap)  # each candidate: is its document in the chain
         for qi in range(n_q):
             r = np.flatnonzero(q == qi)
             best_row = r[np.argmax(pred[r])]
@@ -223,6 +224,7 @@ def test_close_reach_against_a_loop():
                 run.add(hi)
             assert every[qi] == pytest.approx(sum(dtok[x] for x in close)), qi
             assert chain[qi] == pytest.approx(sum(dtok[x] for x in run)), (qi, gap)
+            assert member[r].tolist() == [int(dd) in run for dd in cdoc[r]], (qi, gap)
         assert every[n_q] == chain[n_q] == 0
     # three sections of one source (documents 3, 4, 5) beside a competing document far away (20)
     q1, d1, p1, t1 = np.zeros(4, int), np.array([3, 4, 5, 20]), np.array([0.9, 0.5, 0.3, 0.8]), np.array([10.0, 20, 30, 40])
@@ -400,3 +402,27 @@ def test_rank_within_matches_a_per_question_sort():
         want = np.empty(len(rows))
         want[np.argsort(key, kind="stable")] = np.arange(len(rows))
         assert np.array_equal(got[rows], want)
+
+
+def test_chain_first_reads_the_best_source_sections_before_another_source():
+    """Where the set is sections of sources (sections_share >= SECTIONS_SHARE), each question's documents
+    beside its best one in corpus order come first (each part in the predictions' document order, the values
+    handed out again: the price keeps its scale); elsewhere, or on a shuffled corpus, the order is pred's."""
+    from mogg.run.budget.selector.set_shape import SetShape, chain_first
+
+    # question 0: sections 3, 4, 5 of one source (4 and 5 scored low) and a competing document 20 scored second;
+    # question 1: one document
+    q = np.array([0, 0, 0, 0, 0, 1])
+    doc = np.array([3, 4, 4, 5, 20, 7])
+    pred = np.array([0.9, 0.2, 0.15, 0.1, 0.8, 0.5])
+    d = np.array([10.0, 10.0])
+    sections = SetShape(d, d > 0, d + 5, d + 5)  # every question with several close documents chains them
+    out = chain_first(pred, q, doc, 2, sections)
+    assert out.tolist() == [0.9, 0.8, 0.2, 0.15, 0.1, 0.5]  # 3, then 4's units (in their order), 5, then 20
+    assert sorted(out[q == 0]) == sorted(pred[q == 0])
+    assert np.array_equal(chain_first(pred, q, doc, 2, SetShape(d, d > 0, d + 5, d)), pred)  # not sections: as is
+    assert np.array_equal(chain_first(pred, q, np.array([3, 9, 9, 14, 20, 7]), 2, sections), pred)  # shuffled
+    # close at a quarter: section 4 (0.2 < 0.225) breaks the chain, the best document alone comes first
+    assert np.array_equal(chain_first(pred, q, doc, 2, sections, ratio=0.25), pred)
+    assert chain_first(pred, q, np.array([3, 5, 5, 6, 20, 7]), 2, sections, gap=0).tolist() == pred.tolist()
+    assert chain_first(pred, q, np.array([3, 5, 5, 6, 20, 7]), 2, sections, gap=1).tolist() == out.tolist()

@@ -40,3 +40,14 @@ def group_max(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         np.maximum.at(out, groups, np.asarray(values, dtype=np.float64))
     return out
+
+
+def group_best_row(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Each present group's row with the largest value, int64 [G'] in increasing group order (``groups``:
+    ints [M], unsorted is fine; ties: the first row; NaN counts as -inf, ranked after every number)."""
+    if not len(groups):
+        return np.zeros(0, dtype=np.int64)
+    v = np.nan_to_num(np.asarray(values, dtype=np.float64), nan=-np.inf)
+    order = np.lexsort((np.arange(len(groups)), -v, groups))
+    g = np.asarray(groups)[order]
+    return order[np.r_[True, g[1:] != g[:-1]]]

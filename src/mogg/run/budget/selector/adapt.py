@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mogg.core.segments import group_max, pair_groups, segment_rank
+from mogg.core.segments import group_best_row, group_max, pair_groups, segment_rank
 
 VIEWS = ("raw", "within_question", "within_question_only", "no_options", "no_document", "within_question_no_document")
 OPTION_MARK = "option"  # the answer-option columns' names hold it (candidates.FEATURES)
@@ -211,8 +211,7 @@ def block_rows(cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, pred:
     if not len(cand_q):
         return np.zeros(0, dtype=bool)
     doc = np.asarray(unit_doc)[unit]
-    order = np.lexsort((np.arange(len(cand_q)), -pred, cand_q))
-    first = order[np.r_[True, cand_q[order][1:] != cand_q[order][:-1]]]
+    first = group_best_row(pred, cand_q)
     top = np.full(n_questions, -1)
     top[cand_q[first]] = first
     good = (pred >= ratio * pred[top[cand_q]]) & (doc == doc[top[cand_q]])

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mogg.core.segments import segment_rank
+from mogg.core.segments import group_best_row, segment_rank
 from mogg.evaluation.frontier import Family
 from mogg.evaluation.prefix import prefix_table
 from mogg.run.budget.base import Learned
@@ -97,9 +97,7 @@ def document_evidence(cand_q: np.ndarray, pred: np.ndarray, doc_tokens: np.ndarr
     out = np.zeros(n_questions, dtype=np.float64)
     if not len(cand_q):
         return out
-    p = np.nan_to_num(np.asarray(pred, dtype=np.float64), nan=-np.inf)
-    order = np.lexsort((np.arange(len(cand_q)), -p, cand_q))
-    first = order[np.r_[True, cand_q[order][1:] != cand_q[order][:-1]]]
+    first = group_best_row(pred, cand_q)
     out[cand_q[first]] = doc_tokens[first]
     return out
 

@@ -8,6 +8,7 @@ whole short documents, and how far the ``fits`` price of a token (``transfer_lam
   whole-document scorer (:func:`mogg.run.budget.selector.transfer.shape_scorer`) and the ``fits`` price alike.
 * :func:`sections_share`: whether the set's close documents sit beside each other in the corpus (sections of
   one source: an abstract's contexts, an explanation's sentences) rather than anywhere (competing documents).
+* :func:`chain_first`: where it is, each question's documents chained to its best one read first.
 * :func:`fits_target`: where the set is whole short documents, read at least up to min(B, the median reach:
   the best document, with every close document where the set is sections of sources, else with the close
   documents chained to it); elsewhere (a section of a page, a sentence of a paper) the training sets' price.
@@ -17,12 +18,15 @@ Vectorised over candidates; no loop over questions.
 
 from __future__ import annotations
 
+import logging
 from typing import NamedTuple
 
 import numpy as np
 
-from mogg.core.segments import group_max, pair_groups
-from mogg.run.budget.selector.adapt import block_evidence
+from mogg.core.segments import group_best_row, group_max, pair_groups
+from mogg.run.budget.selector.adapt import block_evidence, document_best, rank_within, reorder
+
+log = logging.getLogger(__name__)
 
 # the ``fits`` rule's thresholds, fixed before it was measured (a majority of the questions, half a document;
 # the block's ratio is block_evidence's default), not tuned on the held-out shapes
@@ -31,6 +35,11 @@ FITS_COVER = 0.5
 # a document is close where its best candidate is predicted at least this share of the question's best
 # (close_reach): a quarter, against a half measured on seed 0 (docs/results.md, "Sections of one source")
 CLOSE_RATIO = 0.25
+# where it is, each question's documents chained to the best one are read first (chain_first): every candidate
+# document within one gap of the chain (ratio 0), against no gap and the close ones at a quarter (five seeds,
+# docs/results.md, "The chain first")
+CHAIN_RATIO = 0.0
+CHAIN_GAP = 1
 # a set is sections of sources where at least this share of its questions with several close documents have
 # one of them next to the best in corpus order (a majority, fixed before it was measured, as FITS_SHARE)
 SECTIONS_SHARE = 0.5
@@ -48,6 +57,32 @@ class SetShape(NamedTuple):
     chain: np.ndarray
 
 
+def _close_pairs(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, n_questions: int, ratio: float,
+                 gap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The candidates' (question, document) pairs and which of them are close and chained (:func:`close_reach`):
+    ``pair`` [N] each candidate's dense pair id (question, document order), ``first`` [P] one row per pair,
+    ``keep`` [P] whether the pair is close, ``inrun`` [K] (K = keep.sum()) whether a close pair is in its
+    question's run chained to the best one, ``pid`` [K] the close pairs' ids."""
+    p = np.nan_to_num(np.asarray(pred, dtype=np.float64), nan=-np.inf)
+    cand_doc = np.asarray(cand_doc, dtype=np.int64)
+    pair = pair_groups(cand_q, cand_doc)  # dense ids in (question, document) order
+    best_pair = group_max(p, pair)
+    top = group_best_row(p, cand_q)  # each question's best row (ties: the first)
+    best_q = np.full(n_questions, -np.inf)
+    best_q[cand_q[top]] = p[top]
+    top_pair = np.full(n_questions, -1)
+    top_pair[cand_q[top]] = pair[top]
+    first = np.unique(pair, return_index=True)[1]  # one row per (question, document), in that order
+    qq, dd = cand_q[first], cand_doc[first]
+    keep = (best_pair >= ratio * best_q[qq]) | (np.arange(len(first)) == top_pair[qq])
+    pid, qq, dd = np.flatnonzero(keep), qq[keep], dd[keep]
+    run = np.cumsum(np.r_[True, (qq[1:] != qq[:-1]) | (dd[1:] - dd[:-1] > gap + 1)])  # chained neighbours
+    is_top = pid == top_pair[qq]
+    run_of_top = np.zeros(n_questions, dtype=np.int64)
+    run_of_top[qq[is_top]] = run[is_top]
+    return pair, first, keep, run == run_of_top[qq], pid
+
+
 def close_reach(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, doc_tokens: np.ndarray,
                 n_questions: int, ratio: float = CLOSE_RATIO, gap: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Per question [Q]: the tokens of its close documents (its best-scored candidate's document and every
@@ -59,28 +94,23 @@ def close_reach(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, doc_
     close, chain = np.zeros(n_questions), np.zeros(n_questions)
     if not len(cand_q):
         return close, chain
-    p = np.nan_to_num(np.asarray(pred, dtype=np.float64), nan=-np.inf)
-    cand_doc = np.asarray(cand_doc, dtype=np.int64)
-    pair = pair_groups(cand_q, cand_doc)  # dense ids in (question, document) order
-    best_pair = group_max(p, pair)
-    order = np.lexsort((np.arange(len(cand_q)), -p, cand_q))
-    top = order[np.r_[True, cand_q[order][1:] != cand_q[order][:-1]]]  # each question's best row (ties: first)
-    best_q = np.full(n_questions, -np.inf)
-    best_q[cand_q[top]] = p[top]
-    top_pair = np.full(n_questions, -1)
-    top_pair[cand_q[top]] = pair[top]
-    first = np.unique(pair, return_index=True)[1]  # one row per (question, document), in that order
-    qq, dd = cand_q[first], cand_doc[first]
-    keep = (best_pair >= ratio * best_q[qq]) | (np.arange(len(first)) == top_pair[qq])
-    pid, qq, dd, tok = np.flatnonzero(keep), qq[keep], dd[keep], np.asarray(doc_tokens, dtype=np.float64)[first][keep]
+    _, first, keep, inrun, _ = _close_pairs(cand_q, cand_doc, pred, n_questions, ratio, gap)
+    qq, tok = cand_q[first][keep], np.asarray(doc_tokens, dtype=np.float64)[first][keep]
     np.add.at(close, qq, tok)
-    run = np.cumsum(np.r_[True, (qq[1:] != qq[:-1]) | (dd[1:] - dd[:-1] > gap + 1)])  # chained neighbours
-    is_top = pid == top_pair[qq]
-    run_of_top = np.zeros(n_questions, dtype=np.int64)
-    run_of_top[qq[is_top]] = run[is_top]
-    inrun = run == run_of_top[qq]
     np.add.at(chain, qq[inrun], tok[inrun])
     return close, chain
+
+
+def chain_rows(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, n_questions: int,
+               ratio: float = CLOSE_RATIO, gap: int = 0) -> np.ndarray:
+    """Whether each candidate [N] (bool) belongs to a document of its question's run of close documents
+    chained to the best one in corpus order (:func:`close_reach`'s ``chain``, the same arguments)."""
+    if not len(cand_q):
+        return np.zeros(0, dtype=bool)
+    pair, _, keep, inrun, pid = _close_pairs(cand_q, cand_doc, pred, n_questions, ratio, gap)
+    member = np.zeros(len(keep), dtype=bool)
+    member[pid[inrun]] = True
+    return member[pair]
 
 
 def whole_documents(cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, tokens: np.ndarray, pred: np.ndarray,
@@ -104,6 +134,25 @@ def sections_share(shape: SetShape) -> float:
     at most 0.23 on the others, 0.01 on MedMCQA (seed 0, docs/results.md, "Sections of one source")."""
     several = np.asarray(shape.close) > np.asarray(shape.doc)
     return float((np.asarray(shape.chain)[several] > np.asarray(shape.doc)[several]).mean()) if several.any() else 0.0
+
+
+def chain_first(pred: np.ndarray, cand_q: np.ndarray, cand_doc: np.ndarray, n_questions: int, shape: SetShape,
+                ratio: float = CHAIN_RATIO, gap: int = CHAIN_GAP) -> np.ndarray:
+    """``pred`` [N] reordered (:func:`~mogg.run.budget.selector.adapt.reorder`: each question keeps its values)
+    so that, where the set is sections of sources (``shape``: :func:`sections_share` >= :data:`SECTIONS_SHARE`,
+    decided once on the first scorer), each question reads first the documents chained to its best one in
+    corpus order (:func:`chain_rows` at ``ratio``, ``gap``), each part in ``pred``'s document order (a
+    document's units together, by their best); ``pred`` as it is elsewhere. The sections of the best
+    candidate's source before another source's best section: an abstract's contexts rank below a competing
+    abstract's best one under a scorer trained on other shapes, and its evidence is the whole abstract."""
+    share = sections_share(shape)
+    if not len(cand_q) or share < SECTIONS_SHARE:
+        return pred
+    log.info("%.0f%% of the questions with several close documents have one beside the best in corpus order "
+             "(sections of sources): the documents chained to the best one first", 100 * share)
+    first = chain_rows(cand_q, cand_doc, pred, n_questions, ratio, gap)
+    # the chain's documents first (1 + a term below 1), then the rest, each part by its documents' best candidate
+    return reorder(pred, cand_q, first + 1.0 / (2.0 + rank_within(document_best(pred, cand_q, cand_doc), cand_q)))
 
 
 def covered_share(doc: np.ndarray, covered: np.ndarray) -> float:

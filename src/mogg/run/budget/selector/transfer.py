@@ -50,7 +50,14 @@ from mogg.run.budget.selector.deploy import FORMAT, DeployedSelector, plans_of
 from mogg.run.budget.selector.plans import EVIDENCE, LAMBDA_RULES, evidence_estimate, plan_table
 from mogg.run.budget.selector.scorer import candidate_weights, fit_scorer
 from mogg.run.budget.selector.self_training import self_trained
-from mogg.run.budget.selector.set_shape import SetShape, covered_share, fits_target, whole_documents, whole_shape
+from mogg.run.budget.selector.set_shape import (
+    SetShape,
+    chain_first,
+    covered_share,
+    fits_target,
+    whole_documents,
+    whole_shape,
+)
 from mogg.run.budget.selector.stage import reading_data
 from mogg.run.budget.shared import config_stats, envelope_here
 from mogg.run.context import RunContext
@@ -186,8 +193,9 @@ def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np
     candidate's block covering its document (the evidence looks like whole short documents:
     :func:`~mogg.run.budget.selector.set_shape.whole_shape`, no labels), that one. Where ``transfer_self_train`` questions or more are read together, the
     predictions are reordered by :func:`~mogg.run.budget.selector.self_training.self_trained` (label-free;
-    under the whole-document scorer, the documents in the refit's order). ``x_of(view)``: the candidates'
-    features [N, F] in a view."""
+    under the whole-document scorer, the documents in the refit's order, those chained to the best one first
+    where the set is sections of sources: :func:`~mogg.run.budget.selector.set_shape.chain_first`).
+    ``x_of(view)``: the candidates' features [N, F] in a view."""
     x = x_of(dep.reads("features_view", kind))  # once: the prediction and the refit read the same view
     pred = dep.booster.predict(x) if len(cand_q) else np.zeros(0)
     docs = whole_documents(cand_q, unit, unit_doc, tokens, pred, doc_tokens, n_questions)
@@ -199,8 +207,9 @@ def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np
         log.info("%.0f%% of the questions' best blocks cover their document (whole short documents): the "
                  "whole-document scorer (%s)", 100 * share, whole.deploy["features_view"])
         xw = x_of(whole.deploy["features_view"])
-        return whole, self_trained(whole, kind, xw, whole.booster.predict(xw), cand_q, n_questions,
-                                   np.asarray(unit_doc)[unit]), docs
+        cand_doc = np.asarray(unit_doc)[unit]
+        pred = self_trained(whole, kind, xw, whole.booster.predict(xw), cand_q, n_questions, cand_doc)
+        return whole, chain_first(pred, cand_q, cand_doc, n_questions, docs), docs
     log.info("%.0f%% of the questions' best blocks cover their document: the directory's scorer", 100 * share)
     return dep, self_trained(dep, kind, x, pred, cand_q, n_questions), docs
 
