@@ -467,14 +467,14 @@ def main(argv: list[str] | None = None) -> int:
     from mogg.core.artifacts import write_text_atomic
     from mogg.run.budget.selector.transfer_rule import worst_shape_choice
 
+    wanted, known = [t.strip() for t in args.shapes.split(",") if t.strip()], sorted(f.stem for f in HELDOUT.glob("*.yaml"))
+    if set(wanted) - set(known):  # before any shape is prepared (minutes)
+        ap.error(f"--shapes: unknown shape(s) {sorted(set(wanted) - set(known))}; one of {known}")
     try:
         shapes, splits, kind = load_shapes(args.overrides, tuple(t.strip() for t in args.train_also.split(",") if t.strip()))
     except ValueError as e:
         ap.error(str(e))
     log.info("splits (held out: trained on): %s", "; ".join(f"{h}: {', '.join(ts)}" for h, ts in splits.items()))
-    wanted = [t.strip() for t in args.shapes.split(",") if t.strip()]
-    if set(wanted) - set(splits):
-        ap.error(f"--shapes: unknown shape(s) {sorted(set(wanted) - set(splits))}; one of {sorted(splits)}")
     held = [x for x in splits if not wanted or x in wanted]
     table, seconds = {}, {}
     for a in names:

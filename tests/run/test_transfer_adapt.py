@@ -288,6 +288,19 @@ def test_only_takes_adaptation_names_that_hold_commas():
     assert len(asked) >= 5
     for only in asked:
         assert mod.only_names(only)[1] == [], only
+    known = {f.stem for f in mod.HELDOUT.glob("*.yaml")}  # and every --shapes names held-out shapes
+    shapes = re.findall(r"transfer_adaptations\.py [^\n]*--shapes (\S+)", docs)
+    assert shapes and all(set(x.split(",")) <= known for x in shapes), shapes
+
+
+def test_shapes_refuses_an_unknown_shape_before_preparing_any(monkeypatch):
+    """``--shapes`` names held-out shapes (conf/heldout); a wrong one is refused before the minutes of
+    preparing every shape."""
+    mod, _ = _adaptations_script()
+    monkeypatch.setattr(mod, "load_shapes", lambda *a, **k: pytest.fail("prepared shapes before refusing"))
+    with pytest.raises(SystemExit) as e:
+        mod.main(["--shapes", "snippets,nonsense", "--only", "raw"])
+    assert e.value.code == 2
 
 
 def test_reorder_hands_each_question_its_own_values_in_the_scores_order():
