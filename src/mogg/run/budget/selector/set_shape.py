@@ -8,7 +8,8 @@ whole short documents, and how far the ``fits`` price of a token (``transfer_lam
   whole-document scorer (:func:`mogg.run.budget.selector.transfer.shape_scorer`) and the ``fits`` price alike.
 * :func:`sections_share`: whether the set's close documents sit beside each other in the corpus (sections of
   one source: an abstract's contexts, an explanation's sentences) rather than anywhere (competing documents).
-* :func:`chain_first`: where it is, each question's documents chained to its best one read first.
+* :func:`chain_first`: in a set of sections of sources, each question's documents chained to its best one
+  read first.
 * :func:`fits_target`: where the set is whole short documents, read at least up to min(B, the median reach:
   the best document, with every close document where the set is sections of sources, else with the close
   documents chained to it); elsewhere (a section of a page, a sentence of a paper) the training sets' price.
@@ -35,14 +36,14 @@ FITS_COVER = 0.5
 # a document is close where its best candidate is predicted at least this share of the question's best
 # (close_reach): a quarter, against a half measured on seed 0 (docs/results.md, "Sections of one source")
 CLOSE_RATIO = 0.25
-# where it is, each question's documents chained to the best one are read first (chain_first): every candidate
-# document within one gap of the chain (ratio 0), against no gap and the close ones at a quarter (five seeds,
-# docs/results.md, "The chain first")
-CHAIN_RATIO = 0.0
-CHAIN_GAP = 1
 # a set is sections of sources where at least this share of its questions with several close documents have
 # one of them next to the best in corpus order (a majority, fixed before it was measured, as FITS_SHARE)
 SECTIONS_SHARE = 0.5
+# in a set of sections of sources, each question's documents chained to the best one are read first
+# (chain_first): every candidate document (ratio 0) with at most one document missing between two of the
+# chain's (gap 1), against no gap and the close ones at a quarter (five seeds, docs/results.md, "The chain first")
+CHAIN_RATIO = 0.0
+CHAIN_GAP = 1
 
 
 class SetShape(NamedTuple):
