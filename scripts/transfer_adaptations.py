@@ -223,7 +223,6 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         block_rows,
         document_best,
         feature_view,
-        rank_within,
         relative_choice,
         reorder,
         self_train,
@@ -237,7 +236,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         CLOSE_RATIO,
         SECTIONS_SHARE,
         SetShape,
-        chain_rows,
+        chain_first,
         close_reach,
         sections_share,
         whole_documents,
@@ -329,10 +328,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
     sh = shapes[target]
     if chain is not None and selftrain.startswith("docs") and sections_share(docs) >= SECTIONS_SHARE:
         r, _, g = chain.partition(":")[2].partition(":")  # +chain[:<ratio>[:<gap>]]
-        cdoc = sh.unit_doc[sh.unit]
-        first = chain_rows(sh.q, cdoc, pred, sh.n, float(r or CLOSE_RATIO), int(g or 0))
-        # the chain's documents first, each part in the refit's document order (the ranks' term stays below 1)
-        pred = reorder(pred, sh.q, first + 1.0 / (2.0 + rank_within(document_best(pred, sh.q, cdoc), sh.q)))
+        pred = chain_first(pred, sh.q, sh.unit_doc[sh.unit], sh.n, docs, float(r or CLOSE_RATIO), int(g or 0))
         key = (*key, chain)
     if key not in _PLANS:
         ranked, util, pt = plans_of(pred, sh.q, sh.unit, sh.tokens, sh.texts, sh.n, kind.plans,
