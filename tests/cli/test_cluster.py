@@ -269,24 +269,32 @@ def test_requeue_in_the_middle_of_a_shard_task(slurm, tmp_path):
 
 
 def test_a_cancelled_array_task_is_reported_when_it_happens_and_a_rerun_builds_it(slurm, tmp_path):
-    """`scancel <array>_1`: the sweep logs task #1 as CANCELLED while task #0 still runs, then fails
-    naming it; the same sweep again skips the finished shard and builds the cancelled one, and the
-    merge equals one build."""
-    # 60k documents: a shard task reads for ~1 s, then builds ~10 s before it writes. The cancel goes
-    # out when task 1's log shows it read its documents (polled every 0.1 s), not when squeue first
-    # says RUNNING: squeue can say so late, and CI once saw task 1 write its shard before the cancel
+    """`scancel <array>_1` while task #0 has not finished: the sweep logs task #1 as CANCELLED at once
+    (not after task #0, as a launcher reading results in task order would), then fails naming it;
+    the same sweep again skips the finished shard and builds the cancelled one, and the merge equals
+    one build."""
+    # The order is the scheduler's, not a race: the array is submitted held (sbatch --hold), task 1
+    # is released alone and cancelled once its log shows it read its documents (a 60k-document shard
+    # then builds ~10 s before it writes), and task 0 is released only after the sweep has reported
+    # task 1. CI once ran the two tasks one after the other (a node whose CPUs are two threads of one
+    # core holds one task under CR_Core) and task 0 finished before task 1 had started.
     corpus = ["corpus=jsonl", f"corpus.sources.0.paths={_corpus(tmp_path / 'corpus.jsonl', 60000)}"]
     args = (*corpus, "shard.index=0,1", "shard.count=2", *_paths(tmp_path))
-    sweep = Sweep(slurm, tmp_path, "build.py", *args)
-    array, log = sweep.array(), sweep.task_log(1)
+    sweep = Sweep(slurm, tmp_path, "build.py", *args, "+hydra.launcher.additional_parameters.hold=true")
+    array = sweep.array()
+    run(slurm, "scontrol", "release", f"{array}_1")
+    log = sweep.task_log(1)
     _wait("task 1 to read its documents", lambda: "corpus: " in _text(log), every=0.1)
     run(slurm, "scancel", f"{array}_1")
     assert "shard 1/2" not in _text(log)  # the cancel went out before task 1 wrote its shard
+    reported = r"task #1 \(.*SLURM job \d+_1 failed: CANCELLED"
+    _wait("the sweep to report task 1", lambda: re.search(reported, sweep.output), timeout=120)
+    assert _state(slurm, f"{array}_0") == "PENDING"  # task 0 is still held: the report did not wait for it
+    run(slurm, "scontrol", "release", f"{array}_0")
     assert sweep.finish() == 1
     out = sweep.output
-    failed = re.search(r"task #1 \(.*SLURM job \d+_1 failed: CANCELLED", out)
-    done = re.search(r"task #0 \(.*SLURM job \d+_0 done", out)
-    assert failed and done and failed.start() < done.start(), out[-3000:]  # reported before task 0 ended
+    failed, done = re.search(reported, out), re.search(r"task #0 \(.*SLURM job \d+_0 done", out)
+    assert failed and done and failed.start() < done.start(), out[-3000:]
     assert re.search(r"1 of 2 tasks failed: #1 .*CANCELLED", out.splitlines()[-1]), out[-2000:]
     assert len(list((tmp_path / "artifacts" / "shard").iterdir())) == 1
 
