@@ -45,6 +45,12 @@ def resolve_model_path(name_or_path: str) -> tuple[str, bool]:
     return name_or_path, False
 
 
+# encode_unpadded's batch shape: every batch of one token length T is [UNPADDED_ROWS, T] (a short one filled
+# with copies), so that no text's bits depend on its company; 8 rows waste at most 7 per length and keep most of
+# a larger batch's speed (one thread, MiniLM: 1.3-2.5x the texts per second of one row)
+UNPADDED_ROWS = 8
+
+
 class HFEncoder:
     """Sentence encoder over ``transformers.AutoModel``; ``encode`` returns float32 [N, d].
 
@@ -144,10 +150,13 @@ class HFEncoder:
 
     def encode_unpadded(self, texts: Sequence[str], show_progress: bool = False, what: str = "texts",
                         workers: int | None = None) -> np.ndarray:
-        """Embed ``texts`` -> float32 [N, d] in batches of texts of one token length (no padding):
-        a text's embedding is then the same bits whichever texts share its batch (padded batches
-        differ in the last bits), so a cache of single texts does not depend on what was asked with
-        them. Each batch runs on one intra-op thread (with two, a small batch's matrix products may
+        """Embed ``texts`` -> float32 [N, d] in batches of texts of one token length (no padding),
+        each of :data:`UNPADDED_ROWS` rows (a short batch filled with copies of its first text): a
+        text's embedding is then the same bits whichever texts share its batch (padded batches differ
+        in the last bits), so a cache of single texts does not depend on what was asked with them.
+        The fixed row count, not ``batch_size``: on some CPUs the matrix kernels differ by row count
+        (a text alone vs with one other of its length, 1.6e-7 apart on a Xeon without AVX-512; a
+        test). Each batch runs on one intra-op thread (with two, a small batch's matrix products may
         split their sums across threads: a text alone vs with one other of its length, 7e-8 apart);
         the job's cores are used instead by ``workers`` threads that each take whole batches
         (None: torch's thread count, the job's ``threads``). Measured here, 2 cores: 1.9x one
@@ -164,7 +173,7 @@ class HFEncoder:
         lengths = np.fromiter(map(len, enc["input_ids"]), dtype=np.int64, count=len(texts))
         order = np.lexsort((np.arange(len(texts)), lengths))
         cuts = np.flatnonzero(np.diff(lengths[order])) + 1
-        batches = [b[a:a + self.batch_size] for b in np.split(order, cuts) for a in range(0, len(b), self.batch_size)]
+        batches = [b[a:a + UNPADDED_ROWS] for b in np.split(order, cuts) for a in range(0, len(b), UNPADDED_ROWS)]
         threads = torch.get_num_threads()
         workers = max(1, min(int(workers or threads), len(batches)))
         if next(self.model.parameters()).device.type != "cpu":
@@ -199,11 +208,12 @@ class HFEncoder:
             torch.set_num_threads(1)  # this thread's intra-op pool: one thread, as the bits require
             with torch.inference_mode():
                 for idx in part:
-                    batch = {k: torch.tensor([enc[k][i] for i in idx], dtype=torch.long, device=device) for k in keys}
+                    rows = np.r_[idx, np.full(UNPADDED_ROWS - len(idx), idx[0])]  # always [UNPADDED_ROWS, T]
+                    batch = {k: torch.tensor([enc[k][i] for i in rows], dtype=torch.long, device=device) for k in keys}
                     emb = self._pool(model(**batch).last_hidden_state, batch["attention_mask"])
                     if self.normalize:
                         emb = torch.nn.functional.normalize(emb, p=2, dim=1)
-                    out[idx] = emb.float().cpu().numpy()
+                    out[idx] = emb[:len(idx)].float().cpu().numpy()
                     with lock:
                         done[0] += len(idx)
                         bar.update(len(idx))
@@ -262,7 +272,9 @@ def embed_texts(encoder, texts: Sequence[str], store: Path | None, what: str = "
     else:
         from mogg.core.text_store import TextVectors
 
-        shelf = TextVectors(Path(store) / "text_embeddings" / config_hash({"encoder": encoder.config(), "padding": "none"}))
+        # the batch shape is in the key: vectors stored under another one may differ in the last bits
+        key = config_hash({"encoder": encoder.config(), "padding": "none", "rows": UNPADDED_ROWS})
+        shelf = TextVectors(Path(store) / "text_embeddings" / key)
         keys = [hashlib.sha256(t.encode("utf-8")).digest()[:16] for t in uniq]
         emb = shelf.get_or_add(keys, lambda missing: run([uniq[i] for i in missing]))
         logger.info("%s: %d unique, %d encoded now, %d from %s", what, len(uniq), shelf.last_added, len(uniq) - shelf.last_added,
