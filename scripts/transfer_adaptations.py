@@ -102,6 +102,16 @@ ADAPTATIONS = {
         (("within_question_no_document", "raw"), False, "near2+docs", "predicted", "fits-exact"),
     "two scorers, lambda fits exactly, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates first, E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:0", "predicted", "fits-exact"),
+    # measured before set_shape.fits_cap: the fits target as a ceiling where fewer than half the best documents
+    # have a candidate neighbour in corpus order (set_shape.linked_share < a majority), for the set as a whole; or
+    # per question on every whole-document set (each question whose best document has none reads at most it)
+    "two scorers, lambda fits exactly where fewer than half the best documents have a neighbour, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-alone"),
+    "two scorers, lambda fits, at most the best document without a neighbour on every whole-document set, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-alone-q"),
+    # the deployed rule before the cap (fits_cap): the fits price a floor only, whatever the corpus
+    "two scorers, lambda fits as a floor only, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-floor"),
     # the deployed rule before the close documents (the fits price up to the best document alone)
     "two scorers, lambda fits on the best document alone, two self-training rounds on the near scorer, documents by the refit on the whole, E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs", "predicted", "fits-best"),
@@ -238,6 +248,8 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         SetShape,
         chain_first,
         close_reach,
+        fits_cap,
+        linked_share,
         sections_share,
         whole_documents,
         whole_shape,
@@ -346,8 +358,13 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         else:
             price[b] = best_lambda(util_v, t_v, f_v, b)
     if rule == "fits-best":  # the fits price as it read before the close documents: the best document alone
-        docs, rule = docs._replace(close=docs.doc, chain=docs.doc), "fits"
+        docs, rule = docs._replace(close=docs.doc, chain=docs.doc, linked=None), "fits"
     out = {"docs": docs}  # the set's shape (set_shape.SetShape)
+    if rule.startswith(("fits-alone", "fits-floor")) or rule == "fits":
+        logging.getLogger("transfer_adaptations").info(
+            "%s seed %d: best documents with a candidate neighbour %.2f (a shuffled corpus %.2f), sections share %.2f, "
+            "whole documents %s", target, seed, linked_share(docs), docs.chance or 0.0, sections_share(docs),
+            whole_shape(docs.doc, docs.covered))
     close = None
     if rule.startswith(("fits-close", "fits-adjacent", "fits-sections")):  # measured on the refit's predictions
         r, _, g = rule.partition(":")[2].partition(":")  # <rule>[:<ratio>[:<gap>]]
@@ -372,8 +389,18 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         elif rule == "fits-exact":  # measured: the fits target as a ceiling too where there is one
             lam, target = lambda_here("fits", util, pt, b, price[b], docs)
             a = decide(util, pt, lam if target is None else calibrate_lambda(util, pt, target))
-        else:  # as a transfer directory reads (mogg.run.budget.selector.transfer.lambda_here)
-            a = decide(util, pt, lambda_here(rule, util, pt, b, price[b], docs)[0])
+        elif rule == "fits-floor":  # the deployed rule before the cap
+            a = decide(util, pt, lambda_here("fits", util, pt, b, price[b], docs)[0])
+        elif rule == "fits-alone":  # measured: ... where the set's best documents stand alone
+            lam, target = lambda_here("fits", util, pt, b, price[b], docs)
+            alone = target is not None and linked_share(docs) < SECTIONS_SHARE
+            a = decide(util, pt, calibrate_lambda(util, pt, target) if alone else lam)
+        elif rule == "fits-alone-q":  # measured: ... each question whose best document stands alone reads at most it
+            lam, target = lambda_here("fits", util, pt, b, price[b], docs)
+            cap = np.where(docs.linked | (docs.doc <= 0), np.inf, docs.doc)[:, None] if target is not None else None
+            a = decide(util, pt, lam, cap)
+        else:  # as a transfer directory reads (mogg.run.budget.selector.transfer.read_here)
+            a = decide(util, pt, lambda_here(rule, util, pt, b, price[b], docs)[0], fits_cap(docs) if rule == "fits" else None)
         own = choose_config(sh.table_f1, sh.table_tokens, rows, b)
         out[b] = (tf[rows, a], tt[rows, a], sh.table_f1[:, own], sh.table_f1[:, envelope_here(stats, sh.table_tokens, b)])
     return out

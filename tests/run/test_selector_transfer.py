@@ -224,6 +224,42 @@ def test_fits_reads_at_least_up_to_whole_short_documents_and_never_less_than_lea
     assert lambda_here("here", util, pt, b, to_docs * 50)[0] == pytest.approx(calibrate_lambda(util, pt, b))
 
 
+def test_fits_reads_at_most_the_best_document_where_the_documents_stand_alone():
+    """read_here's ``fits`` under set_shape.fits_cap: where the set's best documents stand alone (no more
+    candidate neighbours than a shuffled corpus), every question without a neighbour reads at most its best
+    document (one whose best document has a neighbour, or with no document, reads as the price says);
+    elsewhere (sections beside each other) the price alone, as before."""
+    from types import SimpleNamespace
+
+    from mogg.routing.plans import decide
+    from mogg.run.budget.selector.deploy import plans_of
+    from mogg.run.budget.selector.set_shape import SetShape, fits_cap, stands_alone
+    from mogg.run.budget.selector.transfer import read_here
+
+    n_q, per, b = 40, 8, 256
+    cand_q, unit, texts, tokens, pred = _toy_candidates(2, n_q, per)
+    dep = SimpleNamespace(deploy={"settings": {"plans": per}, "evidence_len": 60.0,
+                                  "budgets": {str(b): {"lambda": 0.0, "deploy": "router", "envelope": 0}}})
+    doc = np.full(n_q, 50.0)  # each question's best document: 50 tokens (the toy plans read up to ~180)
+    linked = np.arange(n_q) % 10 == 0  # four questions whose best document has a neighbour
+    alone = SetShape(doc, np.ones(n_q, bool), doc, doc, linked, 0.05)  # linked 0.10 - 0.05 < ALONE_EXCESS
+    sections = alone._replace(linked=np.arange(n_q) % 2 == 0)  # 0.50 - 0.05: sections beside each other
+    assert stands_alone(alone) and not stands_alone(sections) and fits_cap(sections) is None
+    assert not stands_alone(alone._replace(covered=np.zeros(n_q, bool)))  # not whole documents: no cap
+    assert not stands_alone(alone._replace(linked=None))  # not computed: no cap
+    kw = dict(doc_tokens=np.full(len(cand_q), 50.0), rule="fits", unit_doc=np.arange(len(cand_q)))
+    rows = np.arange(n_q)
+    c_alone, _, pt, applied = read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "median", docs=alone, **kw)
+    c_sec, _, _, applied_sec = read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "median", docs=sections, **kw)
+    _, util, _ = plans_of(pred, cand_q, unit, tokens, texts, n_q, per, 60.0)
+    assert applied["lambda"] == applied_sec["lambda"]  # the price is the same; the cap is per question
+    np.testing.assert_array_equal(c_sec, decide(util, pt, applied_sec["lambda"]))  # sections: the price alone
+    assert (pt[rows[~linked], c_alone[~linked]] <= 50.0).all()  # capped at the best document
+    assert (pt[rows[~linked], c_sec[~linked]] > 50.0).any()  # ... where the price alone reads on
+    np.testing.assert_array_equal(c_alone[linked], c_sec[linked])  # a neighbour: as the price says
+    np.testing.assert_array_equal(fits_cap(alone)[:, 0], np.where(linked, np.inf, 50.0))
+
+
 def _train_transfer(tmp, mirage, *extra: str):
     from mogg.run.app import train
 

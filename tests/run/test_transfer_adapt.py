@@ -146,6 +146,7 @@ def test_whole_documents_and_the_fits_target_against_a_loop():
         SetShape,
         close_reach,
         fits_target,
+        linked_rows,
         whole_documents,
         whole_shape,
     )
@@ -159,9 +160,10 @@ def test_whole_documents_and_the_fits_target_against_a_loop():
     doc_tokens = np.bincount(unit_doc, weights=unit_tokens)[unit_doc[u]]
     pred = rng.random(len(q)).round(2)
     shape = whole_documents(q, u, unit_doc, tokens, pred, doc_tokens, 31)  # question 30: no candidates
-    doc, covered, close, chain = shape
+    doc, covered, close, chain, linked, _ = shape
     block = block_evidence(q, u, unit_doc, tokens, pred, 31)
     assert all(np.array_equal(a, b) for a, b in zip((close, chain), close_reach(q, unit_doc[u], pred, doc_tokens, 31)))
+    np.testing.assert_array_equal(linked, linked_rows(q, unit_doc[u], pred, 31))
     for qi in range(30):
         r = np.flatnonzero(q == qi)
         best = r[np.argmax(pred[r])]  # the first of equal scores
@@ -198,8 +200,17 @@ def test_close_reach_against_a_loop():
     """The close documents (the best one and those whose best candidate is predicted >= ratio x the question's
     best) and the run of them chained to the best in corpus order, against a loop on random candidates; a
     corpus whose close documents are not neighbours reads the best document alone; sections_share counts the
-    questions with several close documents whose chain holds more than the best."""
-    from mogg.run.budget.selector.set_shape import CLOSE_RATIO, SetShape, chain_rows, close_reach, sections_share
+    questions with several close documents whose chain holds more than the best; linked_rows says whether the
+    chain holds another document, linked_share the share of such questions among those with candidates."""
+    from mogg.run.budget.selector.set_shape import (
+        CLOSE_RATIO,
+        SetShape,
+        chain_rows,
+        close_reach,
+        linked_rows,
+        linked_share,
+        sections_share,
+    )
 
     rng = np.random.default_rng(11)
     n_docs, n_q = 40, 60
@@ -210,6 +221,7 @@ def test_close_reach_against_a_loop():
     for gap in (0, 1):
         every, chain = close_reach(q, cdoc, pred, dtok[cdoc], n_q + 1, gap=gap)  # the last question: no candidates
         member = chain_rows(q, cdoc, pred, n_q + 1, gap=gap)  # each candidate: is its document in the chain
+        linked = linked_rows(q, cdoc, pred, n_q + 1, CLOSE_RATIO, gap)  # each question: does the chain hold two
         for qi in range(n_q):
             r = np.flatnonzero(q == qi)
             best_row = r[np.argmax(pred[r])]
@@ -225,16 +237,48 @@ def test_close_reach_against_a_loop():
             assert every[qi] == pytest.approx(sum(dtok[x] for x in close)), qi
             assert chain[qi] == pytest.approx(sum(dtok[x] for x in run)), (qi, gap)
             assert member[r].tolist() == [int(dd) in run for dd in cdoc[r]], (qi, gap)
-        assert every[n_q] == chain[n_q] == 0
+            assert linked[qi] == (len(run) > 1), (qi, gap)
+        assert every[n_q] == chain[n_q] == 0 and not linked[n_q]
+        has = np.r_[np.ones(n_q), 0.0]
+        assert linked_share(SetShape(has, has > 0, has, has, linked)) == pytest.approx(linked[:n_q].mean())
     # three sections of one source (documents 3, 4, 5) beside a competing document far away (20)
     q1, d1, p1, t1 = np.zeros(4, int), np.array([3, 4, 5, 20]), np.array([0.9, 0.5, 0.3, 0.8]), np.array([10.0, 20, 30, 40])
     assert close_reach(q1, d1, p1, t1, 1) == (100.0, 60.0)
     assert close_reach(q1, d1, p1, t1, 1, ratio=0.5) == (70.0, 30.0)  # 0.3 < 0.45: the chain stops at 4
     assert close_reach(q1, np.array([3, 7, 11, 20]), p1, t1, 1)[1] == 10.0  # shuffled: the best document alone
     assert close_reach(q1, np.array([3, 5, 11, 20]), p1, t1, 1, gap=1)[1] == 30.0  # one gap: 3 and 5 chain
+    # linked at the chain's defaults (any candidate document, one gap): a low-scored section still links
+    assert linked_rows(q1, np.array([3, 5, 11, 20]), np.array([0.9, 0.01, 0.3, 0.8]), 1).tolist() == [True]
+    assert linked_rows(q1, np.array([3, 7, 11, 20]), p1, 1).tolist() == [False]  # shuffled: it stands alone
+    assert linked_share(SetShape(t1, t1 > 0, t1, t1)) == 0.0  # not computed
     d = np.array([10.0, 10, 10, 10])
     assert sections_share(SetShape(d, d > 0, d + [5, 5, 5, 0], d + [5, 5, 0, 0])) == pytest.approx(2 / 3)
     assert sections_share(SetShape(d, d > 0, d, d)) == 0.0  # no question with several close documents
+
+
+def test_the_chance_of_a_neighbour_is_a_shuffled_corpus_s():
+    """set_shape.chance_linked: the linked share (linked_rows) of the same candidates in permuted corpora; a set
+    of sections beside each other links far above it, one of documents scattered in the corpus at it, and
+    stands_alone tells the two apart (the whole_documents shape carries both)."""
+    from mogg.run.budget.selector.set_shape import chance_linked, linked_rows, stands_alone, whole_documents
+
+    rng = np.random.default_rng(5)
+    n_q, n_docs, per = 300, 4000, 6
+    q = np.repeat(np.arange(n_q), per)
+    pred = rng.random(len(q))
+    start = rng.integers(0, n_docs - per, n_q)
+    sections = (start[:, None] + np.arange(per)).ravel()  # each question's candidates: one source's sections
+    scattered = rng.choice(n_docs, size=len(q))  # ... documents anywhere in the corpus
+    assert linked_rows(q, sections, pred, n_q).all()
+    chance = chance_linked(q, sections, pred, n_q, n_docs, seed=0)
+    assert chance == chance_linked(q, sections, pred, n_q, n_docs, seed=0) < 0.05  # seeded; 4 x 5 / 4000 a question
+    assert abs(chance_linked(q, scattered, pred, n_q, n_docs) - linked_rows(q, scattered, pred, n_q).mean()) < 0.03
+    assert chance_linked(q[:0], sections[:0], pred[:0], n_q, n_docs) == 0.0
+    # whole_documents: one unit a document of 40 tokens (blocks cover them: whole short documents)
+    tok = np.full(n_docs, 40.0)
+    for cand_doc, alone in ((sections, False), (scattered, True)):
+        shape = whole_documents(q, cand_doc, np.arange(n_docs), tok[cand_doc], pred, tok[cand_doc], n_q)
+        assert shape.chance is not None and stands_alone(shape) is alone
 
 
 def _adaptations_script():

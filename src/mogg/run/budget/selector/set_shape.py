@@ -13,6 +13,9 @@ whole short documents, and how far the ``fits`` price of a token (``transfer_lam
 * :func:`fits_target`: where the set is whole short documents, read at least up to min(B, the median reach:
   the best document, with every close document where the set is sections of sources, else with the close
   documents chained to it); elsewhere (a section of a page, a sentence of a paper) the training sets' price.
+* :func:`stands_alone`, :func:`fits_cap`: where the best documents have no more candidate neighbours in corpus
+  order than a shuffled corpus gives them (a whole explanation, a whole abstract), each question reads at most
+  its best document.
 
 Vectorised over candidates; no loop over questions.
 """
@@ -44,18 +47,29 @@ SECTIONS_SHARE = 0.5
 # chain's (gap 1), against no gap and the close ones at a quarter (five seeds, docs/results.md, "The chain first")
 CHAIN_RATIO = 0.0
 CHAIN_GAP = 1
+# a set's best documents stand alone where the share of them with a candidate neighbour (linked_rows) exceeds a
+# shuffled corpus's by less than a tenth of the questions (stands_alone): MedMCQA +0.00, PubMedQA* +0.02 against
+# +0.22 to +0.82 on the sets of sentences or sections (docs/results.md, "Documents that stand alone"); every
+# threshold from 0.03 to 0.22 decides alike there, and this one sits between them
+ALONE_EXCESS = 0.1
+CHANCE_DRAWS = 4  # shuffled corpora averaged for the chance share (each a permutation of the documents)
 
 
 class SetShape(NamedTuple):
     """A new set's shape, per question [Q], on one scorer's predictions (:func:`whole_documents`): ``doc`` the
     tokens of its best candidate's document (0 without candidates), ``covered`` whether the block around that
     candidate covers :data:`FITS_COVER` of it, and (:func:`close_reach`) ``close`` the tokens of every close
-    document, ``chain`` those of the close documents chained to the best one in corpus order (both >= ``doc``)."""
+    document, ``chain`` those of the close documents chained to the best one in corpus order (both >= ``doc``),
+    ``linked`` whether any other candidate document sits beside the best one in corpus order
+    (:func:`linked_rows`), and ``chance`` the share of such questions in a shuffled corpus (:func:`chance_linked`;
+    both None where not computed)."""
 
     doc: np.ndarray
     covered: np.ndarray
     close: np.ndarray
     chain: np.ndarray
+    linked: np.ndarray | None = None
+    chance: float | None = None
 
 
 def _close_pairs(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, n_questions: int, ratio: float,
@@ -114,6 +128,62 @@ def chain_rows(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, n_que
     return member[pair]
 
 
+def linked_rows(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, n_questions: int,
+                ratio: float = CHAIN_RATIO, gap: int = CHAIN_GAP) -> np.ndarray:
+    """Per question [Q] (bool): whether another of its candidate documents is chained to its best-scored
+    candidate's document in corpus order, as :func:`chain_first` chains them (:func:`chain_rows` at ``ratio``,
+    ``gap``): the best document has neighbours among the candidates (a source's sections, an explanation's
+    sentences) rather than standing alone (a whole explanation, a whole abstract among others)."""
+    out = np.zeros(n_questions, dtype=bool)
+    if not len(cand_q):
+        return out
+    _, first, keep, inrun, _ = _close_pairs(cand_q, cand_doc, pred, n_questions, ratio, gap)
+    return np.bincount(np.asarray(cand_q)[first][keep][inrun], minlength=n_questions) > 1
+
+
+def linked_share(shape: SetShape) -> float:
+    """The share of the questions with candidates whose best document has a candidate neighbour
+    (``shape.linked``; 0 where none has candidates or it was not computed)."""
+    has = np.asarray(shape.doc) > 0
+    return float(np.asarray(shape.linked)[has].mean()) if shape.linked is not None and has.any() else 0.0
+
+
+def chance_linked(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, n_questions: int, n_docs: int,
+                  seed: int = 0, draws: int = CHANCE_DRAWS) -> float:
+    """The share of the questions with candidates whose best document would have a candidate neighbour
+    (:func:`linked_rows`) in a corpus whose order says nothing: the documents' indices permuted (``draws``
+    permutations of ``n_docs`` seeded by ``seed``, averaged). What neighbours by chance in a small corpus
+    (PubMedQA*'s and MedMCQA's 2,670 documents: 0.01-0.02 at 11-13 candidate documents a question)."""
+    has = np.bincount(np.asarray(cand_q, dtype=np.int64), minlength=n_questions) > 0 if len(cand_q) else None
+    if has is None or not has.any():
+        return 0.0
+    rng = np.random.default_rng(seed)
+    doc = np.asarray(cand_doc, dtype=np.int64)
+    return float(np.mean([linked_rows(cand_q, rng.permutation(n_docs)[doc], pred, n_questions)[has].mean()
+                          for _ in range(draws)]))
+
+
+def stands_alone(shape: SetShape) -> bool:
+    """Whether a set of whole short documents (:func:`whole_shape`) has best documents that stand alone in its
+    corpus: the share of them with a candidate neighbour (:func:`linked_share`) above a shuffled corpus's
+    (``shape.chance``) by less than :data:`ALONE_EXCESS`. Then a question's evidence is one document (a whole
+    explanation, a whole abstract), not a source's sections or an explanation's sentences beside each other."""
+    if shape.linked is None or shape.chance is None or not whole_shape(shape.doc, shape.covered):
+        return False
+    return linked_share(shape) - shape.chance < ALONE_EXCESS
+
+
+def fits_cap(shape: SetShape) -> np.ndarray | None:
+    """The most tokens each question [Q, 1] reads under the ``fits`` price: where the set's best documents stand
+    alone (:func:`stands_alone`), its best document's tokens for every question whose best document has no
+    candidate neighbour (the others, and those without candidates: inf); None elsewhere (no cap). MedMCQA read
+    128 tokens at B = 128 where its explanation holds about 70 (the training sets' price went on reading)."""
+    if not stands_alone(shape):
+        return None
+    doc = np.asarray(shape.doc, dtype=np.float64)
+    return np.where(np.asarray(shape.linked) | (doc <= 0), np.inf, doc)[:, None]
+
+
 def whole_documents(cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, tokens: np.ndarray, pred: np.ndarray,
                     doc_tokens: np.ndarray, n_questions: int) -> SetShape:
     """A new set's shape (:class:`SetShape`, per question [Q]) on ``pred`` [N]: the tokens of its best-scored
@@ -125,8 +195,12 @@ def whole_documents(cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, 
 
     doc = document_evidence(cand_q, pred, doc_tokens, n_questions)
     block = block_evidence(cand_q, unit, unit_doc, tokens, pred, n_questions)
-    return SetShape(doc, (doc > 0) & (block >= FITS_COVER * doc),
-                    *close_reach(cand_q, np.asarray(unit_doc)[unit], pred, doc_tokens, n_questions))
+    unit_doc = np.asarray(unit_doc)
+    cand_doc = unit_doc[unit]
+    return SetShape(doc, (doc > 0) & (block >= FITS_COVER * doc), *close_reach(cand_q, cand_doc, pred, doc_tokens,
+                                                                              n_questions),
+                    linked_rows(cand_q, cand_doc, pred, n_questions),
+                    chance_linked(cand_q, cand_doc, pred, n_questions, int(unit_doc.max()) + 1 if len(unit_doc) else 0))
 
 
 def sections_share(shape: SetShape) -> float:

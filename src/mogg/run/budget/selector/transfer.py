@@ -54,7 +54,9 @@ from mogg.run.budget.selector.set_shape import (
     SetShape,
     chain_first,
     covered_share,
+    fits_cap,
     fits_target,
+    linked_share,
     whole_documents,
     whole_shape,
 )
@@ -203,6 +205,8 @@ def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np
     if not len(cand_q):
         return dep, pred, docs
     share = covered_share(docs.doc, docs.covered)
+    log.info("%.0f%% of the questions' best documents have a candidate neighbour in corpus order (a shuffled corpus: "
+             "%.0f%%)", 100 * linked_share(docs), 100 * (docs.chance or 0.0))
     if whole is not None and whole_shape(docs.doc, docs.covered):
         log.info("%.0f%% of the questions' best blocks cover their document (whole short documents): the "
                  "whole-document scorer (%s)", 100 * share, whole.deploy["features_view"])
@@ -234,7 +238,8 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
     each candidate's document's tokens (``evidence=document``, ``rule=fits``); ``rule``: ``here`` (lambda
     from these questions' tokens), ``learned`` (at least the training sets' lambda for B) or ``fits``
     (:func:`mogg.run.budget.selector.set_shape.fits_target`: at least up to the best candidate's document where
-    these questions' evidence looks like whole short documents, else ``learned``; needs ``unit_doc`` [U],
+    these questions' evidence looks like whole short documents, else ``learned``; at most a question's best
+    document where the set's documents stand alone: :func:`~mogg.run.budget.selector.set_shape.fits_cap`; needs ``unit_doc`` [U],
     every unit's document); ``plans``: what :func:`here_plans` gives for these arguments, ``docs``: the
     set's shape as :func:`shape_scorer` gives it (each computed here from ``pred`` when None)."""
     if rule not in LAMBDA_RULES:
@@ -255,7 +260,8 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
     elif docs is None:
         docs = whole_documents(cand_q, unit, unit_doc, tokens, pred, doc_tokens, n_questions)
     applied["lambda"], applied["reads_to"] = lambda_here(rule, util, plan_tok, budget, float(p["lambda"]), docs)
-    return decide(util, plan_tok, applied["lambda"]).astype(np.int64), ranked, plan_tok, applied
+    cap = fits_cap(docs) if rule == "fits" else None  # documents that stand alone: at most the best one
+    return decide(util, plan_tok, applied["lambda"], cap).astype(np.int64), ranked, plan_tok, applied
 
 
 def lambda_here(rule: str, util: np.ndarray, plan_tok: np.ndarray, budget: float, learned: float,
@@ -321,7 +327,6 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
     @functools.cache
     def truth() -> tuple[np.ndarray, np.ndarray]:  # on the first row that deploys the selector
         return plan_table(plans[EVIDENCE[0]][0], texts, d.cand.unit, ev, rows)
-
 
     def at(b: float) -> dict:
         if str(int(b)) not in dep.deploy["budgets"]:
