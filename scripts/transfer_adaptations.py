@@ -1,8 +1,9 @@
 """Label-free adaptations of the transferred evidence selector, leave one shape out (issue 58).
 
 For each held-out evidence shape (every file of ``conf/heldout``: PubMedQA*, MedMCQA explanations,
-COVID-QA, the page stand-in, the snippet and explanation-sentence stand-ins, and the second snippet
-shape from PubMedQA-L's other half: ``mogg-prepare --dataset pubmedqa_l`` first), trained on the shapes its
+COVID-QA, the page stand-in and its long-section twin, the snippet and explanation-sentence stand-ins, the long
+explanations, and the second snippet shape from PubMedQA-L's other half: ``mogg-prepare --dataset pubmedqa_l``
+first), trained on the shapes its
 ``train_sources`` name there (sets sharing texts leave together, as ``experiment=loso_shapes``), the transfer scorer is
 fitted on the other shapes as ``fit_transfer_selector`` fits it (the same weights, validation
 slices and learned lambda), under each adaptation of :mod:`mogg.run.budget.selector.adapt`, and read
@@ -112,6 +113,61 @@ ADAPTATIONS = {
     # the deployed rule before the cap (fits_cap): the fits price a floor only, whatever the corpus
     "two scorers, lambda fits as a floor only, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-floor"),
+    # where the set is not whole documents but its best blocks cover a part of their document (sections of a page,
+    # not a sentence of a long paper: set_shape.block_cover), E from the best candidate's block, its max with E
+    # predicted, or the training sets' median
+    "two scorers, lambda fits, E from the best block on sections of a page, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-page:block"),
+    "two scorers, lambda fits, E at least the best block on sections of a page, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-page:max"),
+    "two scorers, lambda fits, E median on sections of a page, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-page:median"),
+    "two scorers, lambda fits, E 30 tokens on sections of a page, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-page:30"),
+    "two scorers, lambda fits, E 60 tokens on sections of a page, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-page:60"),
+    "two scorers, lambda fits, E 90 tokens on sections of a page, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-page:90"),
+    "two scorers, lambda fits, E 120 tokens on sections of a page, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-page:120"),
+    "two scorers, lambda fits, E 160 tokens on sections of a page, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-page:160"),
+    "two scorers, lambda fits, E 250 tokens on sections of a page, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-page:250"),
+    "two scorers, lambda fits, E 400 tokens on sections of a page, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-page:400"),
+    "two scorers, lambda fits, E 1000 tokens on sections of a page, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-page:1000"),
+    "two scorers, lambda fits, E 0.2 of the document on sections of a page, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-page:doc*0.2"),
+    "two scorers, lambda fits, E 0.25 of the document on sections of a page, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-page:doc*0.25"),
+    "two scorers, lambda fits, E 0.33 of the document on sections of a page, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-page:doc*0.33"),
+    "two scorers, lambda fits, E 0.4 of the document on sections of a page, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-page:doc*0.4"),
+    "two scorers, lambda fits, E 0.5 of the document on sections of a page, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-page:doc*0.5"),
+    "two scorers, lambda fits, E 0.33 of the document on sections of a page read at least to it, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-page:doc*0.33:floorE"),
+    "two scorers, lambda fits, E 0.33 of the document on sections of a page read to B, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-page:doc*0.33:here"),
+    "two scorers, lambda fits, E 0.5 of the document on sections of a page read at least to it, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-page:doc*0.5:floorE"),
+    "two scorers, lambda fits, E 0.5 of the document on sections of a page read to B, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-page:doc*0.5:here"),
+    "two scorers, lambda fits before sections of a page, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-nopage"),
+    "two scorers, lambda fits, E 0.2 of the document on sections of a page read at least to it, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-page:doc*0.2:floorE"),
+    "two scorers, lambda fits, E 0.25 of the document on sections of a page read at least to it, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-page:doc*0.25:floorE"),
+    "two scorers, lambda fits, E 0.4 of the document on sections of a page read at least to it, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-page:doc*0.4:floorE"),
+    "two scorers, lambda fits, E document on sections of a page, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-page:document"),
+    "two scorers, lambda fits, E from the best block on sections of a page read at least to it, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-page:block:floor"),
     # the deployed rule before the close documents (the fits price up to the best document alone)
     "two scorers, lambda fits on the best document alone, two self-training rounds on the near scorer, documents by the refit on the whole, E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs", "predicted", "fits-best"),
@@ -244,12 +300,15 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
     from mogg.run.budget.selector.self_training import ROUND_SEED
     from mogg.run.budget.selector.set_shape import (
         CLOSE_RATIO,
+        PAGE_SHARE,
         SECTIONS_SHARE,
         SetShape,
+        block_cover,
         chain_first,
         close_reach,
         fits_cap,
         linked_share,
+        page_sections,
         sections_share,
         whole_documents,
         whole_shape,
@@ -348,6 +407,44 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         tf, tt = plan_table(ranked, sh.texts, sh.unit, sh.evidence, np.arange(sh.n))
         _PLANS[key] = ranked, util, pt, tf, tt, _ranked_pred(ranked, pred)
     ranked, util, pt, tf, tt, rp = _PLANS[key]
+    floor, e_page, how = None, None, ""
+    if rule.startswith("fits-page"):  # measured: another E where the set is sections of a page
+        e_page, _, how = rule.partition(":")[2].partition(":")
+        rule = "fits"
+    elif rule == "fits":  # the deployed rule: a share of the best document there (transfer.read_here)
+        e_page, how = f"doc*{PAGE_SHARE}", "deployed"
+    elif rule == "fits-nopage":  # measured: the deployed rule before sections of a page (neither E nor floor there)
+        rule = "fits"
+    # the price's view of the set: the deployed rule's reads a third of the median page on sections of a page
+    # (set_shape.fits_target); every measured rule reads without that floor (its own, where it has one)
+    docs_price = docs if how == "deployed" else docs._replace(block=None)
+    if e_page is not None:
+        logging.getLogger("transfer_adaptations").info("%s seed %d: the best blocks cover %.3f of their document "
+                                                        "(median); whole documents %s", target, seed, block_cover(docs),
+                                                        whole_shape(docs.doc, docs.covered))
+    if e_page is not None and page_sections(docs):
+        block = _evidence(sh, pred, "block", median)
+        if e_page.startswith("doc*"):  # a share of the best document
+            e = float(e_page[4:]) * _evidence(sh, pred, "document", median)
+        elif e_page[0].isdigit():  # a number of tokens
+            e = float(e_page)
+        else:
+            e = {"block": block, "max": np.maximum(block, _evidence(sh, pred, "predicted", median)), "median": median,
+                 "document": _evidence(sh, pred, "document", median)}[e_page]
+        logging.getLogger("transfer_adaptations").info("%s seed %d: E %s on the page's sections (the training sets' "
+                                                        "median %.0f)", target, seed, e_page, median)
+        if (*key, e_page) not in _PLANS:
+            r2, u2, p2 = plans_of(pred, sh.q, sh.unit, sh.tokens, sh.texts, sh.n, kind.plans, e)
+            f2, t2 = plan_table(r2, sh.texts, sh.unit, sh.evidence, np.arange(sh.n))
+            _PLANS[(*key, e_page)] = r2, u2, p2, f2, t2, _ranked_pred(r2, pred)
+        ranked, util, pt, tf, tt, rp = _PLANS[(*key, e_page)]
+        if how == "floor":
+            floor = float(np.median(block[block > 0])) if (block > 0).any() else None
+        elif how == "floorE":  # read at least up to the median E
+            ev = np.broadcast_to(np.asarray(e, dtype=float), (sh.n,))
+            floor = float(np.median(ev[ev > 0])) if (ev > 0).any() else None
+        elif how == "here":  # the price from these questions' tokens alone (at most B)
+            floor = np.inf
     sh, rows, rows_v = shapes[target], np.arange(shapes[target].n), np.arange(len(util_v))
     price = {}
     for b in BUDGETS:
@@ -359,6 +456,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             price[b] = best_lambda(util_v, t_v, f_v, b)
     if rule == "fits-best":  # the fits price as it read before the close documents: the best document alone
         docs, rule = docs._replace(close=docs.doc, chain=docs.doc, linked=None), "fits"
+        docs_price = docs._replace(block=None)
     out = {"docs": docs}  # the set's shape (set_shape.SetShape)
     if rule.startswith(("fits-alone", "fits-floor")) or rule == "fits":
         logging.getLogger("transfer_adaptations").info(
@@ -387,20 +485,23 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
                 lam = min(lam, calibrate_lambda(util, pt, min(b, float(np.median(close[close > 0])))))
             a = decide(util, pt, lam)
         elif rule == "fits-exact":  # measured: the fits target as a ceiling too where there is one
-            lam, target = lambda_here("fits", util, pt, b, price[b], docs)
+            lam, target = lambda_here("fits", util, pt, b, price[b], docs_price)
             a = decide(util, pt, lam if target is None else calibrate_lambda(util, pt, target))
         elif rule == "fits-floor":  # the deployed rule before the cap
-            a = decide(util, pt, lambda_here("fits", util, pt, b, price[b], docs)[0])
+            a = decide(util, pt, lambda_here("fits", util, pt, b, price[b], docs_price)[0])
         elif rule == "fits-alone":  # measured: ... where the set's best documents stand alone
-            lam, target = lambda_here("fits", util, pt, b, price[b], docs)
+            lam, target = lambda_here("fits", util, pt, b, price[b], docs_price)
             alone = target is not None and linked_share(docs) < SECTIONS_SHARE
             a = decide(util, pt, calibrate_lambda(util, pt, target) if alone else lam)
         elif rule == "fits-alone-q":  # measured: ... each question whose best document stands alone reads at most it
-            lam, target = lambda_here("fits", util, pt, b, price[b], docs)
+            lam, target = lambda_here("fits", util, pt, b, price[b], docs_price)
             cap = np.where(docs.linked | (docs.doc <= 0), np.inf, docs.doc)[:, None] if target is not None else None
             a = decide(util, pt, lam, cap)
         else:  # as a transfer directory reads (mogg.run.budget.selector.transfer.read_here)
-            a = decide(util, pt, lambda_here(rule, util, pt, b, price[b], docs)[0], fits_cap(docs) if rule == "fits" else None)
+            lam = lambda_here(rule, util, pt, b, price[b], docs_price)[0]
+            if floor is not None:  # measured: read at least up to the median block or E (at most B), or B
+                lam = min(lam, calibrate_lambda(util, pt, min(b, floor)))
+            a = decide(util, pt, lam, fits_cap(docs) if rule == "fits" else None)
         own = choose_config(sh.table_f1, sh.table_tokens, rows, b)
         out[b] = (tf[rows, a], tt[rows, a], sh.table_f1[:, own], sh.table_f1[:, envelope_here(stats, sh.table_tokens, b)])
     return out

@@ -260,6 +260,56 @@ def test_fits_reads_at_most_the_best_document_where_the_documents_stand_alone():
     np.testing.assert_array_equal(fits_cap(alone)[:, 0], np.where(linked, np.inf, 50.0))
 
 
+def test_fits_reads_a_section_of_a_page_with_a_share_of_the_page_as_e():
+    """read_here's ``fits`` where the set is sections of a page (set_shape.page_sections: not whole short documents,
+    the best blocks covering PAGE_COVER of their document or more): the plans' E is PAGE_SHARE of each question's
+    best document, whatever E the directory deploys, and the price reads at least PAGE_SHARE of the median one; a
+    sentence of a long paper (a block covering 1%) and whole short documents read with the deployed E as before."""
+    from types import SimpleNamespace
+
+    from mogg.routing.plans import calibrate_lambda, decide
+    from mogg.run.budget.selector.deploy import plans_of
+    from mogg.run.budget.selector.plans import document_evidence
+    from mogg.run.budget.selector.set_shape import (
+        PAGE_COVER,
+        PAGE_SHARE,
+        SetShape,
+        block_cover,
+        fits_target,
+        page_sections,
+    )
+    from mogg.run.budget.selector.transfer import read_here
+
+    n_q, per, b = 40, 8, 128
+    cand_q, unit, texts, tokens, pred = _toy_candidates(3, n_q, per)
+    dep = SimpleNamespace(deploy={"settings": {"plans": per}, "evidence_len": 20.0,
+                                  "budgets": {str(b): {"lambda": 0.0, "deploy": "router", "envelope": 0}}})
+    doc_tokens = np.random.default_rng(3).integers(300, 600, len(cand_q)).astype(float)  # each candidate's page
+    doc = document_evidence(cand_q, pred, doc_tokens, n_q)
+    page = SetShape(doc, np.zeros(n_q, bool), doc, doc, block=0.2 * doc)  # blocks of a fifth of the page
+    sentence = page._replace(block=0.01 * doc)  # one sentence of a long paper
+    whole = page._replace(covered=np.ones(n_q, bool), block=doc)
+    assert block_cover(page) == pytest.approx(0.2) and PAGE_COVER < 0.2
+    assert page_sections(page) and not page_sections(sentence) and not page_sections(whole)
+    assert not page_sections(page._replace(block=None))  # not computed: as before
+    kw = dict(doc_tokens=doc_tokens, rule="fits", unit_doc=np.arange(len(cand_q)))
+    rows = np.arange(n_q)
+    for shape, e in ((page, PAGE_SHARE * doc), (sentence, 20.0), (whole, 20.0)):
+        choice, _, pt, applied = read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "median", docs=shape, **kw)
+        _, util, want_pt = plans_of(pred, cand_q, unit, tokens, texts, n_q, per, e)
+        np.testing.assert_array_equal(pt, want_pt)
+        np.testing.assert_array_equal(choice, decide(util, pt, applied["lambda"]))
+    # ... and the price reads at least a third of the median page (at most B): fits_target, as for whole documents
+    assert fits_target(page, b) == pytest.approx(min(b, PAGE_SHARE * np.median(doc)))
+    assert fits_target(page, 64) == 64.0 and fits_target(sentence, b) is None
+    c_page = read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "median", docs=page, **kw)
+    c_sent = read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "median", docs=sentence, **kw)
+    assert c_page[3]["reads_to"] == fits_target(page, b) and c_sent[3]["reads_to"] is None
+    _, util_page, _ = plans_of(pred, cand_q, unit, tokens, texts, n_q, per, PAGE_SHARE * doc)
+    assert c_page[3]["lambda"] <= calibrate_lambda(util_page, c_page[2], fits_target(page, b))  # at least that far
+    assert c_page[2][rows, c_page[0]].mean() > c_sent[2][rows, c_sent[0]].mean()  # the sections are read
+
+
 def _train_transfer(tmp, mirage, *extra: str):
     from mogg.run.app import train
 
@@ -329,7 +379,7 @@ def test_the_transfer_directory_holds_a_whole_document_scorer_read_where_the_evi
     from mogg.core.artifacts import ArtifactError
     from mogg.run.budget.selector.deploy import MODEL_WHOLE, WHOLE_KEYS, DeployedSelector
     from mogg.run.budget.selector.kind import EvidenceSelectorKind
-    from mogg.run.budget.selector.set_shape import fits_target
+    from mogg.run.budget.selector.set_shape import PAGE_SHARE, fits_target, page_sections
     from mogg.run.budget.selector.transfer import shape_scorer
 
     d = transfer / "c" / "debug" / "mog" / "selector" / "transfer"
@@ -354,8 +404,10 @@ def test_the_transfer_directory_holds_a_whole_document_scorer_read_where_the_evi
         assert used.deploy["features_view"] == scorer and pred.shape == (len(q),)
         # the fits price follows the decision that chose the scorer, at every budget (it was taken again on the
         # refit's predictions and per budget, and disagreed with the scorer on PubMedQA*)
+        # (the long documents' blocks cover a tenth of them: sections of a page, where the price reads a share)
+        assert page_sections(docs) == (used is dep)
         for b in (32, 64, 128, 256, 512):
-            assert (fits_target(docs, b) is not None) == (used is not dep)
+            assert fits_target(docs, b) == min(b, PAGE_SHARE * 600.0 if used is dep else 60.0)
         assert used.deploy["budgets"] == (dep.deploy["whole"] if scorer != dep.deploy["features_view"] else
                                           dep.deploy)["budgets"]
     # the two halves go together

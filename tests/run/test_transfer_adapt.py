@@ -160,8 +160,9 @@ def test_whole_documents_and_the_fits_target_against_a_loop():
     doc_tokens = np.bincount(unit_doc, weights=unit_tokens)[unit_doc[u]]
     pred = rng.random(len(q)).round(2)
     shape = whole_documents(q, u, unit_doc, tokens, pred, doc_tokens, 31)  # question 30: no candidates
-    doc, covered, close, chain, linked, _ = shape
+    doc, covered, close, chain, linked, _, block_of = shape
     block = block_evidence(q, u, unit_doc, tokens, pred, 31)
+    np.testing.assert_array_equal(block_of, block)  # the block around the best candidate (set_shape.block_cover)
     assert all(np.array_equal(a, b) for a, b in zip((close, chain), close_reach(q, unit_doc[u], pred, doc_tokens, 31)))
     np.testing.assert_array_equal(linked, linked_rows(q, unit_doc[u], pred, 31))
     for qi in range(30):

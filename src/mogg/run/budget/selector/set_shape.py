@@ -12,10 +12,14 @@ whole short documents, and how far the ``fits`` price of a token (``transfer_lam
   read first.
 * :func:`fits_target`: where the set is whole short documents, read at least up to min(B, the median reach:
   the best document, with every close document where the set is sections of sources, else with the close
-  documents chained to it); elsewhere (a section of a page, a sentence of a paper) the training sets' price.
+  documents chained to it); where it is sections of a page, a share of the page; elsewhere (a sentence of a
+  paper) the training sets' price.
 * :func:`stands_alone`, :func:`fits_cap`: where the best documents have no more candidate neighbours in corpus
   order than a shuffled corpus gives them (a whole explanation, a whole abstract), each question reads at most
   its best document.
+* :func:`page_sections`: where the set is not whole short documents but the block around the best candidate
+  covers a part of its document (a section of a page, not a sentence of a long paper), the ``fits`` price reads
+  with E a share of the best candidate's document, and at least that share of the median one.
 
 Vectorised over candidates; no loop over questions.
 """
@@ -52,6 +56,16 @@ CHAIN_GAP = 1
 # +0.22 to +0.82 on the sets of sentences or sections (docs/results.md, "Documents that stand alone"); every
 # threshold from 0.03 to 0.22 decides alike there, and this one sits between them
 ALONE_EXCESS = 0.1
+# a set that is not whole short documents is sections of pages where the block around a question's best candidate
+# covers at least this share of its document (the median over the questions): the page stand-ins 0.14, COVID-QA's
+# sentences of long papers 0.01 (docs/results.md, "Sections of a page"); every threshold from 0.02 to 0.14 decides
+# alike there
+PAGE_COVER = 0.05
+# there E (the estimated F1's evidence length) is this share of each question's best document, and the fits price
+# reads at least this share of the median one (at most B): under E predicted and the training sets' price the page
+# stand-ins read 44-96 tokens of 61-134-token sections; a third of the page has the best worst shape among the
+# shares 0.2-0.5 (docs/results.md, "Sections of a page")
+PAGE_SHARE = 0.33
 CHANCE_DRAWS = 4  # shuffled corpora averaged for the chance share (each a permutation of the documents)
 
 
@@ -61,8 +75,9 @@ class SetShape(NamedTuple):
     candidate covers :data:`FITS_COVER` of it, and (:func:`close_reach`) ``close`` the tokens of every close
     document, ``chain`` those of the close documents chained to the best one in corpus order (both >= ``doc``),
     ``linked`` whether any other candidate document sits beside the best one in corpus order
-    (:func:`linked_rows`), and ``chance`` the share of such questions in a shuffled corpus (:func:`chance_linked`;
-    both None where not computed)."""
+    (:func:`linked_rows`), ``chance`` the share of such questions in a shuffled corpus (:func:`chance_linked`),
+    and ``block`` the tokens of the block around the best candidate (:func:`~mogg.run.budget.selector.adapt.block_evidence`;
+    the three None where not computed)."""
 
     doc: np.ndarray
     covered: np.ndarray
@@ -70,6 +85,7 @@ class SetShape(NamedTuple):
     chain: np.ndarray
     linked: np.ndarray | None = None
     chance: float | None = None
+    block: np.ndarray | None = None
 
 
 def _close_pairs(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, n_questions: int, ratio: float,
@@ -202,7 +218,27 @@ def whole_documents(cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, 
     return SetShape(doc, (doc > 0) & (block >= FITS_COVER * doc), *close_reach(cand_q, cand_doc, pred, doc_tokens,
                                                                               n_questions),
                     linked_rows(cand_q, cand_doc, pred, n_questions),
-                    chance_linked(cand_q, cand_doc, pred, n_questions, int(unit_doc.max()) + 1 if len(unit_doc) else 0))
+                    chance_linked(cand_q, cand_doc, pred, n_questions, int(unit_doc.max()) + 1 if len(unit_doc) else 0),
+                    block)
+
+
+def block_cover(shape: SetShape) -> float:
+    """The median over the questions with candidates of the share of the best candidate's document that the block
+    around it covers (``shape.block`` / ``shape.doc``; 0 where none has candidates or it was not computed)."""
+    has = np.asarray(shape.doc) > 0
+    if shape.block is None or not has.any():
+        return 0.0
+    return float(np.median(np.asarray(shape.block, dtype=np.float64)[has] / np.asarray(shape.doc, dtype=np.float64)[has]))
+
+
+def page_sections(shape: SetShape) -> bool:
+    """Whether a set's evidence looks like one section of a page (:func:`block_cover` >= :data:`PAGE_COVER` where
+    the set is not whole short documents, :func:`whole_shape`), not one sentence of a long paper. There the ``fits``
+    price reads with E :data:`PAGE_SHARE` of the best candidate's document (a share of the page:
+    :func:`~mogg.run.budget.selector.plans.document_evidence`) and at least that share of the median page
+    (:func:`fits_target`), so that a section longer than the training sets' evidence is read: under E predicted
+    and their price the page stand-ins read 44-96 tokens of 61-134-token sections."""
+    return shape.block is not None and not whole_shape(shape.doc, shape.covered) and block_cover(shape) >= PAGE_COVER
 
 
 def sections_share(shape: SetShape) -> float:
@@ -252,8 +288,9 @@ def fits_target(shape: SetShape, budget: float) -> float | None:
     r"""The mean tokens the ``fits`` rule reads at least at budget B (``shape``: :func:`whole_documents`):
     where the set is whole short documents (:func:`whole_shape`), min(B, the median reach): every close
     document where the set is sections of sources (:func:`sections_share` >= :data:`SECTIONS_SHARE`),
-    else the close documents chained to the best one (mostly the best document alone); None where it is
-    not whole short documents (the training sets' price of a token decides).
+    else the close documents chained to the best one (mostly the best document alone); where the set is
+    sections of a page (:func:`page_sections`), min(B, :data:`PAGE_SHARE` of the median best document); None
+    elsewhere (the training sets' price of a token decides).
 
     The decision does not depend on B: an earlier version also asked that half the best documents fit
     in B, taken on the refit's predictions, and on PubMedQA\* (abstracts of 213 tokens at the median)
@@ -261,8 +298,10 @@ def fits_target(shape: SetShape, budget: float) -> float | None:
     abstract at the training sets' price (docs/results.md, "One shape decision"). The reach, not the best
     document alone: the snippet shapes' evidence is several sections of one abstract, where MedMCQA's
     close documents are competing explanations (docs/results.md, "Sections of one source")."""
+    has = np.asarray(shape.doc) > 0
+    if page_sections(shape):  # a section of a page: at least min(B, a third of the median page)
+        return float(min(budget, PAGE_SHARE * np.median(np.asarray(shape.doc)[has])))
     if not whole_shape(shape.doc, shape.covered):
         return None
-    has = np.asarray(shape.doc) > 0
     reach = shape.close if sections_share(shape) >= SECTIONS_SHARE else shape.chain
     return float(min(budget, np.median(np.maximum(reach, shape.doc)[has])))

@@ -21,14 +21,18 @@ explanation; decided once for the set, on the directory's first scorer, at no bu
 min(B, the median reach: those documents with every close document where the set's close documents sit
 beside each other in the corpus, sections of one source, else with the close documents chained to them:
 :func:`mogg.run.budget.selector.set_shape.close_reach`) (it reads at least up to them, more where the training
-sets' price reads more), else ``learned`` (``fits``: :func:`mogg.run.budget.selector.set_shape.fits_target`), and where the
-guard kept the envelope, the training sets' best configuration among those reading <= B here. The estimated F1's evidence length E is label-free too: ``median`` (the training sets' median
-evidence tokens), ``predicted`` (per question, the evidence tokens its candidates predict:
-:func:`mogg.run.budget.selector.plans.predicted_evidence`) or ``document`` (per question, the
-tokens of the document its best-scored candidate sits in: :func:`~mogg.run.budget.selector.plans.document_evidence`);
-the report shows a row for each (lambda ``here``) and one for the deployed estimate with the
-learned lambda; the selector's ``transfer_evidence`` and ``transfer_lambda`` knobs say what the
-transfer directory deploys (and ``mogg-route`` reads it with).
+sets' price reads more), else ``learned`` (``fits``: :func:`mogg.run.budget.selector.set_shape.fits_target`;
+there E is a share of the best document where the set is sections of a page: ``set_shape.page_sections``), and where the
+guard kept the envelope, the training sets' best configuration among those reading <= B here. The estimated F1's
+evidence length E is label-free too: ``median`` (the training sets' median evidence tokens), ``predicted`` (per
+question, the evidence tokens its candidates predict: :func:`mogg.run.budget.selector.plans.predicted_evidence`) or
+``document`` (per question, the tokens of the document its best-scored candidate sits in:
+:func:`~mogg.run.budget.selector.plans.document_evidence`); the report shows a row for each (lambda ``here``) and
+one for the deployed estimate with the learned lambda; the selector's ``transfer_evidence`` and ``transfer_lambda``
+knobs say what the transfer directory deploys (and ``mogg-route`` reads it with).
+
+Length (over ~350 lines): the fit, the new set's scorer and the reading there are one contract (the same
+directory keys and plans); the shape decisions they read live in ``set_shape``.
 """
 
 from __future__ import annotations
@@ -47,16 +51,18 @@ from mogg.run.budget.base import TRANSFER_DIR, LadderFrontier
 from mogg.run.budget.selector.adapt import feature_view
 from mogg.run.budget.selector.candidates import feature_names
 from mogg.run.budget.selector.deploy import FORMAT, DeployedSelector, plans_of
-from mogg.run.budget.selector.plans import EVIDENCE, LAMBDA_RULES, evidence_estimate, plan_table
+from mogg.run.budget.selector.plans import EVIDENCE, LAMBDA_RULES, document_evidence, evidence_estimate, plan_table
 from mogg.run.budget.selector.scorer import candidate_weights, fit_scorer
 from mogg.run.budget.selector.self_training import self_trained
 from mogg.run.budget.selector.set_shape import (
+    PAGE_SHARE,
     SetShape,
     chain_first,
     covered_share,
     fits_cap,
     fits_target,
     linked_share,
+    page_sections,
     whole_documents,
     whole_shape,
 )
@@ -230,22 +236,30 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
               texts, n_questions: int, budget: float, evidence: str, table_tokens: np.ndarray | None = None,
               deploy: str | None = None, doc_tokens: np.ndarray | None = None, rule: str = "here",
               plans: tuple | None = None, unit_doc: np.ndarray | None = None, docs: tuple | None = None):
-    """A deployed selector read on new questions at ``budget`` without their labels (module doc):
-    the plan per question (-1: the envelope, where the guard kept it), the ranking and plan tokens,
-    the plan as applied (``{"lambda", "deploy", "envelope", "reads_to"}``). ``table_tokens`` [Q, A]: the fixed
-    configurations' tokens on these questions (where the guard kept the envelope, it is chosen here);
-    ``deploy``: router | envelope instead of the guard's decision (``--unguarded``); ``doc_tokens`` [N]:
-    each candidate's document's tokens (``evidence=document``, ``rule=fits``); ``rule``: ``here`` (lambda
-    from these questions' tokens), ``learned`` (at least the training sets' lambda for B) or ``fits``
-    (:func:`mogg.run.budget.selector.set_shape.fits_target`: at least up to the best candidate's document where
-    these questions' evidence looks like whole short documents, else ``learned``; at most a question's best
-    document where the set's documents stand alone: :func:`~mogg.run.budget.selector.set_shape.fits_cap`; needs ``unit_doc`` [U],
-    every unit's document); ``plans``: what :func:`here_plans` gives for these arguments, ``docs``: the
-    set's shape as :func:`shape_scorer` gives it (each computed here from ``pred`` when None)."""
+    """A deployed selector read on new questions at ``budget`` without their labels (module doc): the plan per
+    question (-1: the envelope, where the guard kept it), the ranking and plan tokens, the plan as applied
+    (``{"lambda", "deploy", "envelope", "reads_to"}``). ``table_tokens`` [Q, A]: the fixed configurations' tokens on
+    these questions (where the guard kept the envelope, it is chosen here); ``deploy``: router | envelope instead of
+    the guard's decision (``--unguarded``); ``doc_tokens`` [N]: each candidate's document's tokens
+    (``evidence=document``, ``rule=fits``); ``rule``: ``here`` (lambda from these questions' tokens), ``learned`` (at
+    least the training sets' lambda for B) or ``fits`` (:func:`mogg.run.budget.selector.set_shape.fits_target`: at
+    least up to the best candidate's document where these questions' evidence looks like whole short documents, else
+    ``learned``; at most a question's best document where the set's documents stand alone (``fits_cap``); E a share of
+    the best document where the set is sections of a page (``page_sections``); needs ``unit_doc`` [U], every unit's document);
+    ``plans``: what :func:`here_plans` gives for these arguments (or a dict of them per E), ``docs``: the set's shape
+    as :func:`shape_scorer` gives it (each computed here from ``pred`` when None)."""
     if rule not in LAMBDA_RULES:
         raise ValueError(f"lambda rule {rule!r}: one of {LAMBDA_RULES}")
     if rule == "fits" and (doc_tokens is None or unit_doc is None):
         raise ValueError("lambda rule 'fits' needs each candidate's document tokens and every unit's document")
+    if rule != "fits":
+        docs = None
+    elif docs is None:
+        docs = whole_documents(cand_q, unit, unit_doc, tokens, pred, doc_tokens, n_questions)
+    if docs is not None and page_sections(docs):  # a section of a page: E a share of the page (set_shape.PAGE_SHARE)
+        plans = plans_of(pred, cand_q, unit, tokens, texts, n_questions, int(dep.deploy["settings"]["plans"]),
+                         PAGE_SHARE * document_evidence(cand_q, pred, doc_tokens, n_questions))
+    plans = plans.get(evidence) if isinstance(plans, dict) else plans
     if plans is None:
         plans = here_plans(dep, pred, cand_q, unit, tokens, texts, n_questions, evidence, doc_tokens)
     ranked, util, plan_tok = plans
@@ -255,10 +269,6 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
         if table_tokens is not None and dep.deploy["spec"].get("configs"):
             applied["envelope"] = envelope_here(dep.deploy["spec"]["configs"], table_tokens, budget)
         return np.full(n_questions, -1, dtype=np.int64), ranked, plan_tok, applied
-    if rule != "fits":
-        docs = None
-    elif docs is None:
-        docs = whole_documents(cand_q, unit, unit_doc, tokens, pred, doc_tokens, n_questions)
     applied["lambda"], applied["reads_to"] = lambda_here(rule, util, plan_tok, budget, float(p["lambda"]), docs)
     cap = fits_cap(docs) if rule == "fits" else None  # documents that stand alone: at most the best one
     return decide(util, plan_tok, applied["lambda"], cap).astype(np.int64), ranked, plan_tok, applied
@@ -335,7 +345,7 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
         for row, evidence, rule in reads:
             choice, _, _, applied = read_here(dep, pred, d.cand.q, d.cand.unit, d.tokens, texts, n, b, evidence,
                                                    table.tokens, doc_tokens=d.doc_tokens, rule=rule,
-                                                   plans=plans.get(evidence), unit_doc=prep.ladder.units.doc,
+                                                   plans=plans, unit_doc=prep.ladder.units.doc,
                                                    docs=docs)
             if applied["deploy"] == "envelope":
                 env = applied["envelope"]
