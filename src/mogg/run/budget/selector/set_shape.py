@@ -58,15 +58,15 @@ CHAIN_GAP = 1
 ALONE_EXCESS = 0.1
 # a set that is not whole short documents is sections of pages where the block around a question's best candidate
 # covers at least this share of its document (the median over the questions): the page stand-ins 0.14, COVID-QA's
-# sentences of long papers 0.01 (docs/results.md, "Sections of a page"); every threshold from 0.02 to 0.14 decides
-# alike there
+# sentences of long papers 0.01 (docs/results.md, "Sections of a page"); every threshold from 0.013 to 0.14
+# decides alike there
 PAGE_COVER = 0.05
 # there E (the estimated F1's evidence length) is this share of each question's best document, and the fits price
 # reads at least this share of the median one (at most B): under E predicted and the training sets' price the page
 # stand-ins read 44-96 tokens of 61-134-token sections; a third of the page has the best worst shape among the
 # shares 0.2-0.5 (docs/results.md, "Sections of a page")
 PAGE_SHARE = 0.33
-CHANCE_DRAWS = 4  # shuffled corpora averaged for the chance share (each a permutation of the documents)
+CHANCE_DRAWS = 4  # shuffled corpora averaged for the chance share (the candidates' documents at random places)
 
 
 class SetShape(NamedTuple):
