@@ -308,6 +308,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         close_reach,
         fits_cap,
         linked_share,
+        page_evidence,
         page_sections,
         sections_share,
         whole_documents,
@@ -425,7 +426,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
     if e_page is not None and page_sections(docs):
         block = _evidence(sh, pred, "block", median)
         if e_page.startswith("doc*"):  # a share of the best document
-            e = float(e_page[4:]) * _evidence(sh, pred, "document", median)
+            e = page_evidence(sh.q, pred, sh.doc_tokens, sh.n, float(e_page[4:]))  # as transfer.page_plans reads
         elif e_page[0].isdigit():  # a number of tokens
             e = float(e_page)
         else:

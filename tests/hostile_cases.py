@@ -2,9 +2,10 @@
 classified as a clear error (the expected error type, naming the file or the knob), a correct
 result, a traceback (any other exception: a bug), a crash (a process killed by a signal), a silent
 wrong result (no error where one is due), a lost result (a run's outputs replaced, mixed or
-missing) or a leak (a secret in a file a run wrote). ``tests/cli/test_hostile_replay.py`` runs it;
-``python tests/hostile_cases.py`` prints the table and the counts. The cases through the real entry
-points (sweeps, stale routers, secrets, collect, one-line errors) are in ``tests/hostile_runs.py``;
+missing) or a leak (a secret in a file a run wrote). ``tests/cli/test_hostile_replay.py`` runs it
+(each group of :func:`case_groups` on its own); ``python tests/hostile_cases.py`` prints the table and
+the counts. The cases through the real entry points (sweeps, stale routers, secrets, collect, one-line
+errors) are in ``tests/hostile_runs.py``;
 shared router directories and secrets of every shape (issue 46) in ``tests/hostile_shared.py``; the
 command lines of issue 59 (a command's own input as its output, stopword-only questions, full and
 read-only disks, script flags) in ``tests/hostile_cli.py`` (``--only cli``: those alone); re-sealed
@@ -391,7 +392,9 @@ def _route_cases() -> list[Case]:
         Case("mogg-route", n, f, "ok") for n, f in ok.items()]
 
 
-def all_cases() -> list[Case]:
+def case_groups() -> dict[str, list[Case]]:
+    """The cases by the module that holds them, in replay order (each group replays on its own: the
+    test runs one per pytest-xdist job, so the ~2 minutes of the replay spread over the workers)."""
     sys.path.insert(0, str(ROOT / "tests"))
     from hostile_cli import cli_cases
     from hostile_runs import run_cases
@@ -399,8 +402,14 @@ def all_cases() -> list[Case]:
     from hostile_shared import shared_cases
     from hostile_stores import store_cases
 
-    return (_qa_cases() + _squad_cases() + _corpus_cases() + _router_dir_cases() + _knob_cases() + _guard_cases()
-            + _route_cases() + run_cases() + shared_cases() + cli_cases() + store_cases() + secret_cases())
+    return {"inputs": (_qa_cases() + _squad_cases() + _corpus_cases() + _router_dir_cases() + _knob_cases()
+                       + _guard_cases() + _route_cases()),
+            "runs": run_cases(), "shared": shared_cases(), "cli": cli_cases(), "stores": store_cases(),
+            "secrets": secret_cases()}
+
+
+def all_cases() -> list[Case]:
+    return [c for cases in case_groups().values() for c in cases]
 
 
 def replay(cases: list[Case] | None = None) -> list[dict]:

@@ -1,6 +1,6 @@
 """Hostile cases of issue 59 (the command lines): a command writing over its own input, questions
 without a searchable word, full and read-only disks, unchecked script flags, and ``evaluate.py -m``
-with one job. :func:`cli_cases` is added to ``hostile_cases.all_cases``.
+with one job. :func:`cli_cases` is a group of ``hostile_cases.case_groups``.
 
 Router directories are the three deployed kinds of one run, trained once per session
 (``hostile_shared._dirs``). A full or read-only disk is simulated in this process (the tests run

@@ -1,6 +1,6 @@
 """Hostile cases of issue 35, through the real entry points (``train.py``, ``evaluate.py``,
 ``mogg-route``, ``collect``): lost or mixed runs, stale routers, knobs that did nothing, secrets
-on disk, silent nonsense, and tracebacks. :func:`run_cases` is added to ``hostile_cases.all_cases``.
+on disk, silent nonsense, and tracebacks. :func:`run_cases` is a group of ``hostile_cases.case_groups``.
 
 The entry points run in this process (``runpy``, as ``python train.py ...`` would, ~1-3 s each on
 the 12-question generic example with ``debug=tiny``), writing only under the case's temporary

@@ -5,7 +5,7 @@ the answer cache, ``report.json``, a server's 401 reply on the console, ``mogg-p
 warnings); plus the scrubber's own cases: each shape found, ordinary prose left alone.
 
 A case raises :class:`hostile_runs.Leaked` when a planted secret is in a file the run wrote or
-on its console. :func:`secret_cases` is added to ``hostile_cases.all_cases``;
+on its console. :func:`secret_cases` is a group of ``hostile_cases.case_groups``;
 ``python tests/hostile_secrets.py`` replays these cases alone.
 """
 

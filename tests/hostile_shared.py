@@ -12,7 +12,7 @@ file unchanged and the planted module never imported.
 Secrets are planted in every shape the issue lists (an ``Authorization`` header, a query-string
 key, ``sk-``/``hf_`` tokens in lists, a plural key name, a sweep over a key) and every file the run
 writes is searched. The remaining one-line errors and silent results of the issue are here too.
-:func:`shared_cases` is added to ``hostile_cases.all_cases``.
+:func:`shared_cases` is a group of ``hostile_cases.case_groups``.
 """
 
 from __future__ import annotations

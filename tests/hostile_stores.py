@@ -14,7 +14,7 @@ the unit terms under ``artifacts/unit_terms/<key>``, the text embeddings under
 ``folds.json`` edited, a truncated weights file, a reordered vocabulary, a truncated vector shard),
 even with its manifest re-signed, must be named and rebuilt, and the result must equal an untouched
 run's. These cases call the functions the stages call, on tiny data (a second each).
-:func:`store_cases` is added to ``hostile_cases.all_cases``.
+:func:`store_cases` is a group of ``hostile_cases.case_groups``.
 """
 
 from __future__ import annotations

@@ -488,8 +488,11 @@ def test_tokens_to_reach_is_computed_for_every_row_of_the_table(tmp_path, mirage
 
     from mogg.run.app import evaluate, train
 
+    # short fits: the test reads which rows get a reach, not how good the routers are
     cfg = compose(_frontier_overrides(tmp_path, mirage) + ["frontier/routers=[actions,selector]",
-                                                           "frontier.routers.selector.depth=4"])
+                                                           "frontier.routers.selector.depth=4",
+                                                           "frontier.routers.actions.max_epochs=4", "trainer.max_epochs=3",
+                                                           "frontier.routers.selector.cosine=false"])
     train(cfg)
     fr = evaluate(cfg)["mog"]["frontier"]
     target = fr["reach_target"]

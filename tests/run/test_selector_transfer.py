@@ -310,6 +310,41 @@ def test_fits_reads_a_section_of_a_page_with_a_share_of_the_page_as_e():
     assert c_page[2][rows, c_page[0]].mean() > c_sent[2][rows, c_sent[0]].mean()  # the sections are read
 
 
+def test_the_page_plans_are_read_once_per_set_and_handed_to_every_row(monkeypatch):
+    """The report reads 3 E x 4 budgets per set: on sections of a page read_here recomputed the page plans at each
+    (and dropped the plans per E handed in). Handed in under transfer.PAGE, they are read, never recomputed,
+    and decide as the computed ones; a dict without them, or one tuple for another E, still reads the page's."""
+    from types import SimpleNamespace
+
+    from mogg.run.budget.selector import transfer
+    from mogg.run.budget.selector.plans import document_evidence
+    from mogg.run.budget.selector.set_shape import PAGE_SHARE, SetShape, page_evidence
+
+    n_q, per, b = 30, 6, 128
+    cand_q, unit, texts, tokens, pred = _toy_candidates(5, n_q, per)
+    dep = SimpleNamespace(deploy={"settings": {"plans": per}, "evidence_len": 20.0,
+                                  "budgets": {str(b): {"lambda": 0.0, "deploy": "router", "envelope": 0}}})
+    doc_tokens = np.random.default_rng(5).integers(300, 600, len(cand_q)).astype(float)
+    doc = document_evidence(cand_q, pred, doc_tokens, n_q)
+    page = SetShape(doc, np.zeros(n_q, bool), doc, doc, block=0.2 * doc)
+    kw = dict(doc_tokens=doc_tokens, rule="fits", unit_doc=np.arange(len(cand_q)), docs=page)
+    computed = transfer.read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "median", **kw)
+    page_plans = transfer.page_plans(dep, pred, cand_q, unit, tokens, texts, n_q, doc_tokens)
+    np.testing.assert_array_equal(page_evidence(cand_q, pred, doc_tokens, n_q), PAGE_SHARE * doc)
+    other = transfer.here_plans(dep, pred, cand_q, unit, tokens, texts, n_q, "median")
+    for plans in ({"median": other}, other):  # without the page's: computed here
+        got = transfer.read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "median", plans=plans, **kw)
+        np.testing.assert_array_equal(got[0], computed[0])
+        np.testing.assert_array_equal(got[2], computed[2])
+    calls = []
+    monkeypatch.setattr(transfer, "plans_of", lambda *a, **k: calls.append(a))
+    got = transfer.read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "median",
+                             plans={"median": other, transfer.PAGE: page_plans}, **kw)
+    assert calls == []  # read, not recomputed
+    np.testing.assert_array_equal(got[0], computed[0])
+    np.testing.assert_array_equal(got[2], computed[2])
+
+
 def _train_transfer(tmp, mirage, *extra: str):
     from mogg.run.app import train
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from conftest import ROOT
 from omegaconf import OmegaConf
-from test_docs import DOCS
+from test_docs import DOCS, _expand_glob, _split_top
 
 from mogg.core.secrets import REDACTED, redact_config, redact_in_place, scrub_argv, secret_values
 from mogg.run.sweep import SweepError, derive_run_names, sweep_run_names
@@ -67,10 +67,31 @@ def test_the_docs_have_sweeps():
     assert len(SWEEPS) >= 10
 
 
-# committee sweeps (router=committee router.members=...) train 10-20 routers a job: 11-13 s each, with the slow suite
-@pytest.mark.parametrize("where,args", [pytest.param(w, a, marks=pytest.mark.slow)
-                                        if any(x.startswith("router.members=") for x in a) else (w, a)
-                                        for w, a in SWEEPS], ids=[w for w, _ in SWEEPS])
+def _first_and_last(args: list[str]) -> list[str]:
+    """The sweep with each comma list (and each glob(), as the experiments it matches) cut to its first and
+    last value: the same keys swept, so the same naming decisions (every value of every key composes in
+    test_docs.py)."""
+    out = []
+    for a in args:
+        k, _, v = a.partition("=")
+        vals = _expand_glob(v) if v.startswith("glob(") else _split_top(v)
+        out.append(f"{k}={vals[0]},{vals[-1]}" if len(vals) > 2 and not v.startswith(("[", "{")) else a)
+    return out
+
+
+def _sweep_params():
+    """Each documented sweep cut to first and last values (default suite: 916 compositions -> 280), and
+    whole (slow suite). Committee sweeps (router=committee router.members=...) train 10-20 routers a job:
+    11-13 s each, slow only."""
+    for w, a in SWEEPS:
+        committee = any(x.startswith("router.members=") for x in a)
+        cut = _first_and_last(a)
+        if cut != a:
+            yield pytest.param(w, cut, id=f"{w} (first and last)", marks=[pytest.mark.slow] if committee else [])
+        yield pytest.param(w, a, id=w, marks=[pytest.mark.slow] if committee or cut != a else [])
+
+
+@pytest.mark.parametrize("where,args", list(_sweep_params()))
 def test_every_documented_sweep_gives_each_job_its_own_run(where, args):
     """The sweep as documented, and with debug=tiny (which names every job `debug`): one run per job."""
     from hydra import initialize_config_dir

@@ -33,6 +33,7 @@ import numpy as np
 
 from mogg.core.segments import group_best_row, group_max, pair_groups
 from mogg.run.budget.selector.adapt import block_evidence, document_best, rank_within, reorder
+from mogg.run.budget.selector.plans import document_evidence
 
 log = logging.getLogger(__name__)
 
@@ -239,6 +240,13 @@ def page_sections(shape: SetShape) -> bool:
     (:func:`fits_target`), so that a section longer than the training sets' evidence is read: under E predicted
     and their price the page stand-ins read 44-96 tokens of 61-134-token sections."""
     return shape.block is not None and not whole_shape(shape.doc, shape.covered) and block_cover(shape) >= PAGE_COVER
+
+
+def page_evidence(cand_q: np.ndarray, pred: np.ndarray, doc_tokens: np.ndarray, n_questions: int,
+                  share: float = PAGE_SHARE) -> np.ndarray:
+    """E on sections of a page (:func:`page_sections`), tokens [Q]: ``share`` of each question's best
+    candidate's document (the page), 0 where a question has no candidate."""
+    return share * document_evidence(cand_q, pred, doc_tokens, n_questions)
 
 
 def sections_share(shape: SetShape) -> float:

@@ -51,17 +51,17 @@ from mogg.run.budget.base import TRANSFER_DIR, LadderFrontier
 from mogg.run.budget.selector.adapt import feature_view
 from mogg.run.budget.selector.candidates import feature_names
 from mogg.run.budget.selector.deploy import FORMAT, DeployedSelector, plans_of
-from mogg.run.budget.selector.plans import EVIDENCE, LAMBDA_RULES, document_evidence, evidence_estimate, plan_table
+from mogg.run.budget.selector.plans import EVIDENCE, LAMBDA_RULES, evidence_estimate, plan_table
 from mogg.run.budget.selector.scorer import candidate_weights, fit_scorer
 from mogg.run.budget.selector.self_training import self_trained
 from mogg.run.budget.selector.set_shape import (
-    PAGE_SHARE,
     SetShape,
     chain_first,
     covered_share,
     fits_cap,
     fits_target,
     linked_share,
+    page_evidence,
     page_sections,
     whole_documents,
     whole_shape,
@@ -232,6 +232,16 @@ def here_plans(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit
     return plans_of(pred, cand_q, unit, tokens, texts, n_questions, int(dep.deploy["settings"]["plans"]), e)
 
 
+PAGE = "page"  # the key of the plans on sections of a page in read_here's ``plans`` dict (beside each E's)
+
+
+def page_plans(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray,
+               texts, n_questions: int, doc_tokens: np.ndarray):
+    """:func:`here_plans` on sections of a page: E :func:`~mogg.run.budget.selector.set_shape.page_evidence`."""
+    return plans_of(pred, cand_q, unit, tokens, texts, n_questions, int(dep.deploy["settings"]["plans"]),
+                    page_evidence(cand_q, pred, doc_tokens, n_questions))
+
+
 def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray,
               texts, n_questions: int, budget: float, evidence: str, table_tokens: np.ndarray | None = None,
               deploy: str | None = None, doc_tokens: np.ndarray | None = None, rule: str = "here",
@@ -246,7 +256,8 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
     least up to the best candidate's document where these questions' evidence looks like whole short documents, else
     ``learned``; at most a question's best document where the set's documents stand alone (``fits_cap``); E a share of
     the best document where the set is sections of a page (``page_sections``); needs ``unit_doc`` [U], every unit's document);
-    ``plans``: what :func:`here_plans` gives for these arguments (or a dict of them per E), ``docs``: the set's shape
+    ``plans``: what :func:`here_plans` gives for these arguments (or a dict of them per E, and :func:`page_plans`'s
+    under :data:`PAGE` on sections of a page), ``docs``: the set's shape
     as :func:`shape_scorer` gives it (each computed here from ``pred`` when None)."""
     if rule not in LAMBDA_RULES:
         raise ValueError(f"lambda rule {rule!r}: one of {LAMBDA_RULES}")
@@ -256,10 +267,10 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
         docs = None
     elif docs is None:
         docs = whole_documents(cand_q, unit, unit_doc, tokens, pred, doc_tokens, n_questions)
-    if docs is not None and page_sections(docs):  # a section of a page: E a share of the page (set_shape.PAGE_SHARE)
-        plans = plans_of(pred, cand_q, unit, tokens, texts, n_questions, int(dep.deploy["settings"]["plans"]),
-                         PAGE_SHARE * document_evidence(cand_q, pred, doc_tokens, n_questions))
-    plans = plans.get(evidence) if isinstance(plans, dict) else plans
+    page = docs is not None and page_sections(docs)  # a section of a page: E a share of the page (set_shape.PAGE_SHARE)
+    plans = plans.get(PAGE if page else evidence) if isinstance(plans, dict) else None if page else plans
+    if plans is None and page:
+        plans = page_plans(dep, pred, cand_q, unit, tokens, texts, n_questions, doc_tokens)
     if plans is None:
         plans = here_plans(dep, pred, cand_q, unit, tokens, texts, n_questions, evidence, doc_tokens)
     ranked, util, plan_tok = plans
@@ -333,6 +344,8 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
     # the plans of each E (the same at every budget), and their true F1 once: the ranking is by the
     # scorer alone, so every E shares it
     plans = {e: here_plans(dep, pred, d.cand.q, d.cand.unit, d.tokens, texts, n, e, d.doc_tokens) for e in EVIDENCE}
+    if docs is not None and page_sections(docs):  # the fits rows' plans there (read_here)
+        plans[PAGE] = page_plans(dep, pred, d.cand.q, d.cand.unit, d.tokens, texts, n, d.doc_tokens)
 
     @functools.cache
     def truth() -> tuple[np.ndarray, np.ndarray]:  # on the first row that deploys the selector
