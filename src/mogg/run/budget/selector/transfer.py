@@ -268,11 +268,13 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
     elif docs is None:
         docs = whole_documents(cand_q, unit, unit_doc, tokens, pred, doc_tokens, n_questions)
     page = docs is not None and page_sections(docs)  # a section of a page: E a share of the page (set_shape.PAGE_SHARE)
-    plans = plans.get(PAGE if page else evidence) if isinstance(plans, dict) else None if page else plans
-    if plans is None and page:
-        plans = page_plans(dep, pred, cand_q, unit, tokens, texts, n_questions, doc_tokens)
+    if isinstance(plans, dict):
+        plans = plans.get(PAGE if page else evidence)
+    elif page:  # one tuple is one E's plans, never the page's
+        plans = None
     if plans is None:
-        plans = here_plans(dep, pred, cand_q, unit, tokens, texts, n_questions, evidence, doc_tokens)
+        plans = (page_plans(dep, pred, cand_q, unit, tokens, texts, n_questions, doc_tokens) if page else
+                 here_plans(dep, pred, cand_q, unit, tokens, texts, n_questions, evidence, doc_tokens))
     ranked, util, plan_tok = plans
     p = dep.deploy["budgets"][str(int(budget))]
     applied = {"lambda": None, "deploy": deploy or p["deploy"], "envelope": int(p["envelope"]), "reads_to": None}
