@@ -97,6 +97,39 @@ ADAPTATIONS = {
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:0", "predicted", "fits"),
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits"),
+    # the order inside a page where the set is sections of a page (the rule before otherwise): the best block or the
+    # whole run around the best first, or each candidate with a share of its neighbours' scores (0.15: deployed,
+    # set_shape.page_order)
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best block first on sections of a page, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageblock:0.5", "predicted", "fits"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the whole run of candidates around the best first on sections of a page, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageblock:0", "predicted", "fits"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, neighbour-smoothed order on sections of a page (0.5), E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagesmooth:0.5", "predicted", "fits"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, neighbour-smoothed order on sections of a page (1), E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagesmooth:1", "predicted", "fits"),
+    # measured: E the tokens of the chain around the best document (every candidate document, one gap) where the set
+    # is sections of sources, at least the best document; the deployed reading elsewhere
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E the chain on sections of sources":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-chainE:0:1"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E the larger of the chain and E predicted on sections of sources":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-chainE:0:1:max"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E the mean of the chain and E predicted on sections of sources":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-chainE:0:1:mean"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E the close chain on sections of sources":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-chainE:0.25:1"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, neighbour-smoothed order on sections of a page (0.25), E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagesmooth:0.25", "predicted", "fits"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, neighbour-smoothed order on sections of a page (0.75), E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagesmooth:0.75", "predicted", "fits"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the smoothed best's run first on sections of a page (0.5), E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagesmoothblock:0.5", "predicted", "fits"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, neighbour-smoothed order on sections of a page (0.1), E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagesmooth:0.1", "predicted", "fits"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, neighbour-smoothed order on sections of a page (0.15), E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagesmooth:0.15", "predicted", "fits"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, neighbour-smoothed order on sections of a page (0.35), E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagesmooth:0.35", "predicted", "fits"),
     # the fits price as a ceiling too: where the set is whole short documents, read the median reach, no further
     # (MedMCQA read 128 tokens at B = 128 where its explanation holds about 70: the training sets' price goes on)
     "two scorers, lambda fits exactly, two self-training rounds on the near scorer, documents by the refit on the whole, E predicted":
@@ -308,7 +341,9 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         close_reach,
         fits_cap,
         linked_share,
+        neighbour_sum,
         page_evidence,
+        page_order,
         page_sections,
         sections_share,
         whole_documents,
@@ -318,6 +353,9 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
     from mogg.run.budget.shared import config_stats, envelope_here
 
     view, shift, selftrain, e_rule, rule = adaptation
+    in_page = None  # "...+page<block|smooth|smoothblock>:<x>": the order inside the page on sections of a page
+    if isinstance(selftrain, str) and "+page" in selftrain:
+        selftrain, _, in_page = selftrain.partition("+page")
     chain = None  # "<self-training>+chain[:<ratio>[:<gap>]]": the chain first, on the self-training's fit (one memo)
     if isinstance(selftrain, str) and "+chain" in selftrain:
         selftrain, _, chain = selftrain.partition("+chain")
@@ -402,6 +440,17 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         r, _, g = chain.partition(":")[2].partition(":")  # +chain[:<ratio>[:<gap>]]
         pred = chain_first(pred, sh.q, sh.unit_doc[sh.unit], sh.n, docs, float(r or CLOSE_RATIO), int(g or 0))
         key = (*key, chain)
+    if in_page is not None and page_sections(docs):  # the order inside the page around the best candidate
+        how_, _, x_ = in_page.partition(":")
+        if how_ == "block":  # measured: the best candidate's block (ratio x) first, then the rest, each by pred
+            pred = reorder(pred, sh.q, block_rows(sh.q, sh.unit, sh.unit_doc, pred, sh.n, float(x_)).astype(float))
+        elif how_ == "smooth":  # each candidate with x times its neighbours' scores (set_shape.page_order; 0.15 deployed)
+            pred = page_order(pred, sh.q, sh.unit, sh.unit_doc, docs, float(x_))
+        else:  # measured, "smoothblock": ... and the whole run of candidates around the smoothed best first
+            smooth = pred + float(x_) * neighbour_sum(pred, sh.q, sh.unit, sh.unit_doc)
+            smooth = block_rows(sh.q, sh.unit, sh.unit_doc, smooth, sh.n, 0.0) + smooth / (1.0 + np.abs(smooth).max())
+            pred = reorder(pred, sh.q, smooth)
+        key = (*key, "page" + in_page)
     if key not in _PLANS:
         ranked, util, pt = plans_of(pred, sh.q, sh.unit, sh.tokens, sh.texts, sh.n, kind.plans,
                                     _evidence(sh, pred, e_rule, median))
@@ -409,7 +458,10 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         _PLANS[key] = ranked, util, pt, tf, tt, _ranked_pred(ranked, pred)
     ranked, util, pt, tf, tt, rp = _PLANS[key]
     floor, e_page, how = None, None, ""
-    if rule.startswith("fits-page"):  # measured: another E where the set is sections of a page
+    rule_arg = rule.partition(":")[2]
+    if rule.startswith("fits-chainE"):  # the deployed rule's reading elsewhere (a third of the page there)
+        e_page, how = f"doc*{PAGE_SHARE}", "deployed"
+    elif rule.startswith("fits-page"):  # measured: another E where the set is sections of a page
         e_page, _, how = rule.partition(":")[2].partition(":")
         rule = "fits"
     elif rule == "fits":  # the deployed rule: a share of the best document there (transfer.read_here)
@@ -423,6 +475,21 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         logging.getLogger("transfer_adaptations").info("%s seed %d: the best blocks cover %.3f of their document "
                                                         "(median); whole documents %s", target, seed, block_cover(docs),
                                                         whole_shape(docs.doc, docs.covered))
+    if rule.startswith("fits-chainE"):  # measured: E the tokens of the chain where the set is sections of sources
+        rule = "fits"
+        if whole_shape(docs.doc, docs.covered) and sections_share(docs) >= SECTIONS_SHARE:
+            r, _, g = rule_arg.partition(":")
+            g, _, mix = g.partition(":")  # ...[:max|mean]: with E predicted, the larger or the mean of the two
+            e = np.maximum(close_reach(sh.q, sh.unit_doc[sh.unit], pred, sh.doc_tokens, sh.n, float(r or 0), int(g or 1))[1],
+                           _evidence(sh, pred, "document", median))
+            if mix:
+                ep = _evidence(sh, pred, "predicted", median)
+                e = np.maximum(e, ep) if mix == "max" else 0.5 * (e + ep)
+            if (*key, "chainE" + rule_arg) not in _PLANS:
+                r2, u2, p2 = plans_of(pred, sh.q, sh.unit, sh.tokens, sh.texts, sh.n, kind.plans, e)
+                f2, t2 = plan_table(r2, sh.texts, sh.unit, sh.evidence, np.arange(sh.n))
+                _PLANS[(*key, "chainE" + rule_arg)] = r2, u2, p2, f2, t2, _ranked_pred(r2, pred)
+            ranked, util, pt, tf, tt, rp = _PLANS[(*key, "chainE" + rule_arg)]
     if e_page is not None and page_sections(docs):
         block = _evidence(sh, pred, "block", median)
         if e_page.startswith("doc*"):  # a share of the best document

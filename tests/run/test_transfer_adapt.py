@@ -484,3 +484,51 @@ def test_chain_first_reads_the_best_source_sections_before_another_source():
     assert np.array_equal(chain_first(pred, q, doc, 2, sections, ratio=0.25), pred)
     assert chain_first(pred, q, np.array([3, 5, 5, 6, 20, 7]), 2, sections, gap=0).tolist() == pred.tolist()
     assert chain_first(pred, q, np.array([3, 5, 5, 6, 20, 7]), 2, sections, gap=1).tolist() == out.tolist()
+
+
+def test_neighbour_sum_against_a_loop_in_any_row_order():
+    """neighbour_sum: each candidate's sum of the predictions of its question's candidates on the unit just before
+    and just after it in the same document, whatever order the rows come in."""
+    from mogg.run.budget.selector.set_shape import neighbour_sum
+
+    rng = np.random.default_rng(3)
+    n_units = 60
+    unit_doc = np.repeat(np.arange(6), 10)  # six documents of ten units
+    rows = [(q, u) for q in range(5) for u in sorted(rng.choice(n_units, 18, replace=False))]
+    rows = [rows[i] for i in rng.permutation(len(rows))]
+    q = np.array([r[0] for r in rows])
+    unit = np.array([r[1] for r in rows])
+    pred = rng.random(len(rows))
+    got = neighbour_sum(pred, q, unit, unit_doc)
+    at = {(int(a), int(b)): float(p) for a, b, p in zip(q, unit, pred)}
+    for i, (a, b) in enumerate(zip(q, unit)):
+        want = sum(at.get((int(a), int(b) + d), 0.0) for d in (-1, 1)
+                   if 0 <= b + d < n_units and unit_doc[b + d] == unit_doc[b])
+        assert got[i] == pytest.approx(want)
+    assert neighbour_sum(pred[:1], q[:1], unit[:1], unit_doc).tolist() == [0.0]
+
+
+def test_page_order_ranks_a_run_of_matches_above_a_lone_one_on_sections_of_a_page_only():
+    """Where the set is sections of a page (page_sections), a sentence whose neighbours match too comes before a
+    lone match scored a little higher, the values handed out again (the price keeps its scale); elsewhere (a
+    sentence of a long paper, whole documents) the order is pred's."""
+    from mogg.run.budget.selector.set_shape import SetShape, page_order, page_sections
+
+    # question 0: unit 2 a lone match (0.6); units 10-12 a run (0.5, 0.45, 0.4) in the same document;
+    # unit 20, the next document's first unit, is not unit 12's neighbour
+    q = np.array([0, 0, 0, 0, 0])
+    unit = np.array([2, 10, 11, 12, 20])
+    unit_doc = np.repeat([0, 1], 20)  # units 0-19 one page, 20-39 another
+    unit_doc[10:20] = 0
+    pred = np.array([0.6, 0.5, 0.45, 0.4, 0.1])
+    d = np.array([400.0])
+    page = SetShape(d, np.array([False]), d, d, block=np.array([80.0]))  # the best block a fifth of its page
+    sentence = page._replace(block=np.array([4.0]))  # ... a hundredth: a sentence of a long paper
+    assert page_sections(page) and not page_sections(sentence)
+    out = page_order(pred, q, unit, unit_doc, page, weight=0.25)
+    # unit 11 (0.45 + 0.9w) first, then 10 (0.5 + 0.45w), 2 (alone: 0.6), 12, 20: the rows get 0.6, 0.5, 0.45, ...
+    assert out.tolist() == [0.45, 0.5, 0.6, 0.4, 0.1]
+    assert np.array_equal(page_order(pred, q, unit, unit_doc, sentence), pred)
+    whole = page._replace(covered=np.array([True]))
+    assert np.array_equal(page_order(pred, q, unit, unit_doc, whole), pred)
+    assert np.array_equal(page_order(pred, q, unit, unit_doc, page, weight=0.0), pred)

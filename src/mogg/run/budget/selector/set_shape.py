@@ -20,8 +20,13 @@ whole short documents, and how far the ``fits`` price of a token (``transfer_lam
 * :func:`page_sections`: where the set is not whole short documents but the block around the best candidate
   covers a part of its document (a section of a page, not a sentence of a long paper), the ``fits`` price reads
   with E a share of the best candidate's document, and at least that share of the median one.
+* :func:`page_order`: there each candidate is ranked with its neighbours in the page (a section is several
+  sentences in a row).
 
 Vectorised over candidates; no loop over questions.
+
+Length (over ~350 lines): every label-free decision about the set's shape, and the thresholds each reads, sit
+together so that the report, the script and ``mogg-route`` read one decision each.
 """
 
 from __future__ import annotations
@@ -67,6 +72,11 @@ PAGE_COVER = 0.05
 # stand-ins read 44-96 tokens of 61-134-token sections; a third of the page has the best worst shape among the
 # shares 0.2-0.5 (docs/results.md, "Sections of a page")
 PAGE_SHARE = 0.33
+# there each candidate is also ranked by its neighbours (page_order): its prediction plus this weight times those of
+# the candidates beside it in its document (a section is several sentences in a row; a lone match elsewhere is not);
+# among the weights 0.1-0.75, within one standard error of the best worst shape (0.35, the long-section page stand-in)
+# and the best next-worst (the page stand-in), as the script's leximin (docs/results.md, "The neighbours' order")
+PAGE_SMOOTH = 0.15
 CHANCE_DRAWS = 4  # shuffled corpora averaged for the chance share (the candidates' documents at random places)
 
 
@@ -247,6 +257,38 @@ def page_evidence(cand_q: np.ndarray, pred: np.ndarray, doc_tokens: np.ndarray, 
     """E on sections of a page (:func:`page_sections`), tokens [Q]: ``share`` of each question's best
     candidate's document (the page), 0 where a question has no candidate."""
     return share * document_evidence(cand_q, pred, doc_tokens, n_questions)
+
+
+def neighbour_sum(pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray) -> np.ndarray:
+    """Per candidate [N], the sum of the predictions of the candidates beside it: the same question, the same
+    document, the unit just before or just after it (0 where none is a candidate). ``pred``, ``cand_q``,
+    ``unit`` [N]; ``unit_doc`` [U], every unit's document. Rows in any order."""
+    pred, cand_q, unit = np.asarray(pred, dtype=np.float64), np.asarray(cand_q), np.asarray(unit)
+    out = np.zeros(len(pred))
+    if len(pred) < 2:
+        return out
+    order = np.lexsort((unit, cand_q))
+    q, u, p = cand_q[order], unit[order], pred[order]
+    d = np.asarray(unit_doc)[u]
+    nxt = (q[1:] == q[:-1]) & (u[1:] == u[:-1] + 1) & (d[1:] == d[:-1])  # row i+1 is row i's next unit
+    side = np.zeros(len(p))
+    side[:-1] += np.where(nxt, p[1:], 0.0)
+    side[1:] += np.where(nxt, p[:-1], 0.0)
+    out[order] = side
+    return out
+
+
+def page_order(pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, shape: SetShape,
+               weight: float = PAGE_SMOOTH) -> np.ndarray:
+    """``pred`` [N] reordered (:func:`~mogg.run.budget.selector.adapt.reorder`: each question keeps its values, so
+    the price of a token keeps its scale) by ``pred`` plus ``weight`` times its neighbours' (:func:`neighbour_sum`)
+    where the set is sections of a page (:func:`page_sections` on ``shape``, decided once on the first scorer);
+    ``pred`` as it is elsewhere. A section is several sentences in a row: a sentence whose neighbours match the
+    question too is more likely inside it than a lone match in another section (a proximity prior, no labels)."""
+    if not len(cand_q) or not page_sections(shape):
+        return pred
+    log.info("sections of a page: each candidate ranked with %.2f of its neighbours' scores", weight)
+    return reorder(pred, cand_q, np.asarray(pred, dtype=np.float64) + weight * neighbour_sum(pred, cand_q, unit, unit_doc))
 
 
 def sections_share(shape: SetShape) -> float:

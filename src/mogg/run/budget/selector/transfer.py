@@ -62,6 +62,7 @@ from mogg.run.budget.selector.set_shape import (
     fits_target,
     linked_share,
     page_evidence,
+    page_order,
     page_sections,
     whole_documents,
     whole_shape,
@@ -202,7 +203,9 @@ def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np
     :func:`~mogg.run.budget.selector.set_shape.whole_shape`, no labels), that one. Where ``transfer_self_train`` questions or more are read together, the
     predictions are reordered by :func:`~mogg.run.budget.selector.self_training.self_trained` (label-free;
     under the whole-document scorer, the documents in the refit's order, those chained to the best one first
-    where the set is sections of sources: :func:`~mogg.run.budget.selector.set_shape.chain_first`).
+    where the set is sections of sources: :func:`~mogg.run.budget.selector.set_shape.chain_first`; under the
+    directory's scorer, each candidate ranked with its neighbours where the set is sections of a page:
+    :func:`~mogg.run.budget.selector.set_shape.page_order`).
     ``x_of(view)``: the candidates' features [N, F] in a view."""
     x = x_of(dep.reads("features_view", kind))  # once: the prediction and the refit read the same view
     pred = dep.booster.predict(x) if len(cand_q) else np.zeros(0)
@@ -221,7 +224,8 @@ def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np
         pred = self_trained(whole, kind, xw, whole.booster.predict(xw), cand_q, n_questions, cand_doc)
         return whole, chain_first(pred, cand_q, cand_doc, n_questions, docs), docs
     log.info("%.0f%% of the questions' best blocks cover their document: the directory's scorer", 100 * share)
-    return dep, self_trained(dep, kind, x, pred, cand_q, n_questions), docs
+    pred = self_trained(dep, kind, x, pred, cand_q, n_questions)
+    return dep, page_order(pred, cand_q, unit, unit_doc, docs), docs
 
 
 def here_plans(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray,
