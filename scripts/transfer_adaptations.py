@@ -106,8 +106,6 @@ ADAPTATIONS = {
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageblock:0", "predicted", "fits"),
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, neighbour-smoothed order on sections of a page (0.5), E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagesmooth:0.5", "predicted", "fits"),
-    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, neighbour-smoothed order on sections of a page (1), E predicted":
-        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagesmooth:1", "predicted", "fits"),
     # measured: E the tokens of the chain around the best document (every candidate document, one gap) where the set
     # is sections of sources, at least the best document; the deployed reading elsewhere
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E the chain on sections of sources":
@@ -451,12 +449,14 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             smooth = block_rows(sh.q, sh.unit, sh.unit_doc, smooth, sh.n, 0.0) + smooth / (1.0 + np.abs(smooth).max())
             pred = reorder(pred, sh.q, smooth)
         key = (*key, "page" + in_page)
-    if key not in _PLANS:
-        ranked, util, pt = plans_of(pred, sh.q, sh.unit, sh.tokens, sh.texts, sh.n, kind.plans,
-                                    _evidence(sh, pred, e_rule, median))
-        tf, tt = plan_table(ranked, sh.texts, sh.unit, sh.evidence, np.arange(sh.n))
-        _PLANS[key] = ranked, util, pt, tf, tt, _ranked_pred(ranked, pred)
-    ranked, util, pt, tf, tt, rp = _PLANS[key]
+
+    def plans(memo: tuple, e):  # the plans on pred with E e, their true F1 and tokens: once per memo key
+        if memo not in _PLANS:
+            r2, u2, p2 = plans_of(pred, sh.q, sh.unit, sh.tokens, sh.texts, sh.n, kind.plans, e)
+            f2, t2 = plan_table(r2, sh.texts, sh.unit, sh.evidence, np.arange(sh.n))
+            _PLANS[memo] = r2, u2, p2, f2, t2, _ranked_pred(r2, pred)
+        return _PLANS[memo]
+    ranked, util, pt, tf, tt, rp = plans(key, _evidence(sh, pred, e_rule, median))
     floor, e_page, how = None, None, ""
     rule_arg = rule.partition(":")[2]
     if rule.startswith("fits-chainE"):  # the deployed rule's reading elsewhere (a third of the page there)
@@ -485,11 +485,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             if mix:
                 ep = _evidence(sh, pred, "predicted", median)
                 e = np.maximum(e, ep) if mix == "max" else 0.5 * (e + ep)
-            if (*key, "chainE" + rule_arg) not in _PLANS:
-                r2, u2, p2 = plans_of(pred, sh.q, sh.unit, sh.tokens, sh.texts, sh.n, kind.plans, e)
-                f2, t2 = plan_table(r2, sh.texts, sh.unit, sh.evidence, np.arange(sh.n))
-                _PLANS[(*key, "chainE" + rule_arg)] = r2, u2, p2, f2, t2, _ranked_pred(r2, pred)
-            ranked, util, pt, tf, tt, rp = _PLANS[(*key, "chainE" + rule_arg)]
+            ranked, util, pt, tf, tt, rp = plans((*key, "chainE" + rule_arg), e)
     if e_page is not None and page_sections(docs):
         block = _evidence(sh, pred, "block", median)
         if e_page.startswith("doc*"):  # a share of the best document
@@ -501,11 +497,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
                  "document": _evidence(sh, pred, "document", median)}[e_page]
         logging.getLogger("transfer_adaptations").info("%s seed %d: E %s on the page's sections (the training sets' "
                                                         "median %.0f)", target, seed, e_page, median)
-        if (*key, e_page) not in _PLANS:
-            r2, u2, p2 = plans_of(pred, sh.q, sh.unit, sh.tokens, sh.texts, sh.n, kind.plans, e)
-            f2, t2 = plan_table(r2, sh.texts, sh.unit, sh.evidence, np.arange(sh.n))
-            _PLANS[(*key, e_page)] = r2, u2, p2, f2, t2, _ranked_pred(r2, pred)
-        ranked, util, pt, tf, tt, rp = _PLANS[(*key, e_page)]
+        ranked, util, pt, tf, tt, rp = plans((*key, e_page), e)
         if how == "floor":
             floor = float(np.median(block[block > 0])) if (block > 0).any() else None
         elif how == "floorE":  # read at least up to the median E
