@@ -114,6 +114,13 @@ ADAPTATIONS = {
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-chainE:0:1:max"),
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E the mean of the chain and E predicted on sections of sources":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-chainE:0:1:mean"),
+    # the deployed reading before E was bounded by the chain on sections of sources (set_shape.chain_evidence)
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted unbounded":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-unbounded"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E the chain where it fits in B on sections of sources":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-chainE:0:1:fit"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E the chain where it is longer than B on sections of sources":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-chainE:0:1:bind"),
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E the close chain on sections of sources":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-chainE:0.25:1"),
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, neighbour-smoothed order on sections of a page (0.25), E predicted":
@@ -335,6 +342,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         SECTIONS_SHARE,
         SetShape,
         block_cover,
+        chain_evidence,
         chain_first,
         close_reach,
         fits_cap,
@@ -344,6 +352,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         page_order,
         page_sections,
         sections_share,
+        sources_sections,
         whole_documents,
         whole_shape,
     )
@@ -457,14 +466,14 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             _PLANS[memo] = r2, u2, p2, f2, t2, _ranked_pred(r2, pred)
         return _PLANS[memo]
     ranked, util, pt, tf, tt, rp = plans(key, _evidence(sh, pred, e_rule, median))
-    floor, e_page, how = None, None, ""
+    floor, e_page, how, bind = None, None, "", None
     rule_arg = rule.partition(":")[2]
     if rule.startswith("fits-chainE"):  # the deployed rule's reading elsewhere (a third of the page there)
         e_page, how = f"doc*{PAGE_SHARE}", "deployed"
     elif rule.startswith("fits-page"):  # measured: another E where the set is sections of a page
         e_page, _, how = rule.partition(":")[2].partition(":")
         rule = "fits"
-    elif rule == "fits":  # the deployed rule: a share of the best document there (transfer.read_here)
+    elif rule in ("fits", "fits-unbounded"):  # the deployed rule: a share of the best document there (transfer.read_here)
         e_page, how = f"doc*{PAGE_SHARE}", "deployed"
     elif rule == "fits-nopage":  # measured: the deployed rule before sections of a page (neither E nor floor there)
         rule = "fits"
@@ -475,14 +484,21 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         logging.getLogger("transfer_adaptations").info("%s seed %d: the best blocks cover %.3f of their document "
                                                         "(median); whole documents %s", target, seed, block_cover(docs),
                                                         whole_shape(docs.doc, docs.covered))
+    if rule == "fits" and sources_sections(docs):  # the deployed reading: E at most the chain (transfer.sources_plans)
+        ranked, util, pt, tf, tt, rp = plans((*key, "sources"), chain_evidence(
+            _evidence(sh, pred, e_rule, median), sh.q, sh.unit_doc[sh.unit], pred, sh.doc_tokens, sh.n))
+    elif rule == "fits-unbounded":  # measured: the deployed reading before E was bounded by the chain there
+        rule = "fits"
     if rule.startswith("fits-chainE"):  # measured: E the tokens of the chain where the set is sections of sources
         rule = "fits"
         if whole_shape(docs.doc, docs.covered) and sections_share(docs) >= SECTIONS_SHARE:
             r, _, g = rule_arg.partition(":")
-            g, _, mix = g.partition(":")  # ...[:max|mean]: with E predicted, the larger or the mean of the two
+            g, _, mix = g.partition(":")  # ...[:max|mean|bind|fit]: with E predicted (the smaller: deployed, "fits")
             e = np.maximum(close_reach(sh.q, sh.unit_doc[sh.unit], pred, sh.doc_tokens, sh.n, float(r or 0), int(g or 1))[1],
                            _evidence(sh, pred, "document", median))
-            if mix:
+            if mix in ("bind", "fit"):  # per budget: the chain where it is longer than B (bind) or fits in B, else E predicted
+                bind = (e, _evidence(sh, pred, "predicted", median), mix)
+            elif mix:
                 ep = _evidence(sh, pred, "predicted", median)
                 e = np.maximum(e, ep) if mix == "max" else 0.5 * (e + ep)
             ranked, util, pt, tf, tt, rp = plans((*key, "chainE" + rule_arg), e)
@@ -533,6 +549,9 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             best = document_evidence(sh.q, pred, sh.doc_tokens, sh.n)
             close = every if sections_share(SetShape(best, docs.covered, every, chain)) >= SECTIONS_SHARE else chain
     for b in BUDGETS:
+        if bind is not None:
+            e_b = np.where((bind[0] > b) == (bind[2] == "bind"), bind[0], bind[1])
+            ranked, util, pt, tf, tt, rp = plans((*key, "chainE" + rule_arg, b), e_b)
         if rule == "relative":  # raised until these questions read <= B
             r = price[b]
             a = relative_choice(rp, r)

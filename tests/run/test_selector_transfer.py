@@ -310,6 +310,60 @@ def test_fits_reads_a_section_of_a_page_with_a_share_of_the_page_as_e():
     assert c_page[2][rows, c_page[0]].mean() > c_sent[2][rows, c_sent[0]].mean()  # the sections are read
 
 
+def test_fits_bounds_e_by_the_chain_on_sections_of_sources_and_reads_the_plans_handed_in(monkeypatch):
+    """read_here's ``fits`` where the set is sections of sources (set_shape.sources_sections: whole short documents
+    whose close documents neighbour): the plans' E is the deployed E bounded by each question's chain
+    (set_shape.chain_evidence), so a question whose chain is short stops at it and the budget goes to the others;
+    whole documents that stand apart and the other rules read with the deployed E as before. Plans handed in under
+    (transfer.SOURCES, E) are read, not recomputed; one tuple (here_plans') is not the chain's."""
+    from types import SimpleNamespace
+
+    from mogg.routing.plans import decide
+    from mogg.run.budget.selector import transfer
+    from mogg.run.budget.selector.deploy import plans_of
+    from mogg.run.budget.selector.plans import document_evidence, predicted_evidence
+    from mogg.run.budget.selector.set_shape import SetShape, chain_evidence, sources_sections
+
+    n_q, per, b = 40, 8, 64
+    cand_q, unit, texts, tokens, pred = _toy_candidates(7, n_q, per)
+    dep = SimpleNamespace(deploy={"settings": {"plans": per}, "evidence_len": 20.0,
+                                  "budgets": {str(b): {"lambda": 0.0, "deploy": "router", "envelope": 0}}})
+    # each unit its own document, most two apart from the next (no chain), some questions' side by side
+    unit_doc = np.cumsum(np.where(np.random.default_rng(7).random(len(unit)) < 0.3, 1, 3))
+    doc_tokens = tokens.copy()
+    doc = document_evidence(cand_q, pred, doc_tokens, n_q)
+    sources = SetShape(doc, np.ones(n_q, bool), doc + 30, doc + 10)
+    apart = sources._replace(chain=doc)  # close documents, none chained to the best
+    assert sources_sections(sources) and not sources_sections(apart)
+    kw = dict(doc_tokens=doc_tokens, unit_doc=unit_doc)
+    e_pred = predicted_evidence(cand_q, pred, tokens, n_q)
+    bounded = chain_evidence(e_pred, cand_q, unit_doc[unit], pred, doc_tokens, n_q)
+    assert (bounded < e_pred).sum() > n_q // 2  # the chain binds on most of these questions
+    rows = np.arange(n_q)
+    for shape, rule, e in ((sources, "fits", bounded), (apart, "fits", e_pred), (sources, "learned", e_pred)):
+        choice, _, pt, applied = transfer.read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "predicted",
+                                                    docs=shape, rule=rule, **kw)
+        _, util, want_pt = plans_of(pred, cand_q, unit, tokens, texts, n_q, per, e)
+        np.testing.assert_array_equal(pt, want_pt)
+        np.testing.assert_array_equal(choice, decide(util, pt, applied["lambda"]))
+    c_src = transfer.read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "predicted", docs=sources, rule="fits", **kw)
+    c_apart = transfer.read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "predicted", docs=apart, rule="fits", **kw)
+    assert not np.array_equal(c_src[0], c_apart[0])  # the bound moves the plans
+    assert c_src[2][rows, c_src[0]].mean() <= b + 1e-9
+    other = transfer.here_plans(dep, pred, cand_q, unit, tokens, texts, n_q, "predicted", doc_tokens)
+    got = transfer.read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "predicted", docs=sources, rule="fits",
+                             plans=other, **kw)  # one E's plans: the chain's computed here
+    np.testing.assert_array_equal(got[0], c_src[0])
+    handed = transfer.sources_plans(dep, pred, cand_q, unit, tokens, texts, n_q, "predicted", doc_tokens, unit_doc)
+    calls = []
+    monkeypatch.setattr(transfer, "plans_of", lambda *a, **k: calls.append(a))
+    got = transfer.read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "predicted", docs=sources, rule="fits",
+                             plans={"predicted": other, (transfer.SOURCES, "predicted"): handed}, **kw)
+    assert calls == []  # read, not recomputed
+    np.testing.assert_array_equal(got[0], c_src[0])
+    np.testing.assert_array_equal(got[2], c_src[2])
+
+
 def test_the_page_plans_are_read_once_per_set_and_handed_to_every_row(monkeypatch):
     """The report reads 3 E x 4 budgets per set: on sections of a page read_here recomputed the page plans at each
     (and dropped the plans per E handed in). Handed in under transfer.PAGE, they are read, never recomputed,

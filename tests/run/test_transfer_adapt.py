@@ -486,6 +486,47 @@ def test_chain_first_reads_the_best_source_sections_before_another_source():
     assert chain_first(pred, q, np.array([3, 5, 5, 6, 20, 7]), 2, sections, gap=1).tolist() == out.tolist()
 
 
+def test_chain_evidence_is_e_bounded_by_the_chain_against_a_loop():
+    """set_shape.chain_evidence: each question's E at most the tokens of its candidate documents chained to its
+    best-scored one in corpus order (every candidate document, at most CHAIN_GAP documents missing between two),
+    against a loop; sources_sections: only whole short documents whose close documents neighbour."""
+    from mogg.run.budget.selector.set_shape import CHAIN_GAP, SetShape, chain_evidence, sources_sections
+
+    rng = np.random.default_rng(5)
+    n_q, per = 12, 7
+    q = np.repeat(np.arange(n_q), per)
+    cand_doc = (np.arange(n_q)[:, None] * 40 + np.cumsum(rng.integers(0, 4, (n_q, per)), axis=1)).ravel()
+    tok_of_doc = rng.integers(10, 90, int(cand_doc.max()) + 1).astype(float)
+    pred = rng.uniform(0.05, 0.9, len(q))
+    e = rng.uniform(20, 200, n_q)
+    got = chain_evidence(e, q, cand_doc, pred, tok_of_doc[cand_doc], n_q)
+    bound = []
+    for qi in range(n_q):
+        rows = np.flatnonzero(q == qi)
+        best = cand_doc[rows[np.argmax(pred[rows])]]
+        docs = sorted(set(cand_doc[rows].tolist()))
+        chain = {best}
+        for d in docs[docs.index(best) + 1:]:  # upward while no more than CHAIN_GAP documents are missing
+            if d - max(chain) > CHAIN_GAP + 1:
+                break
+            chain.add(d)
+        for d in reversed(docs[:docs.index(best)]):
+            if min(chain) - d > CHAIN_GAP + 1:
+                break
+            chain.add(d)
+        bound.append(sum(tok_of_doc[d] for d in chain))
+    np.testing.assert_allclose(got, np.minimum(e, bound))
+    assert (got < e).any() and (got == e).any()  # binding on some questions only
+    np.testing.assert_allclose(chain_evidence(30.0, q, cand_doc, pred, tok_of_doc[cand_doc], n_q),
+                               np.minimum(30.0, bound))  # one number: per question
+    assert chain_evidence(e[:0], q[:0], cand_doc[:0], pred[:0], pred[:0], 0).shape == (0,)
+    d = np.full(4, 50.0)
+    sections = SetShape(d, d > 0, d + 20, d + 20)  # several close documents, chained to the best
+    assert sources_sections(sections)
+    assert not sources_sections(sections._replace(chain=d))  # close documents anywhere (competing explanations)
+    assert not sources_sections(sections._replace(covered=d < 0))  # not whole short documents (a page, a paper)
+
+
 def test_neighbour_sum_against_a_loop_in_any_row_order():
     """neighbour_sum: each candidate's sum of the predictions of its question's candidates on the unit just before
     and just after it in the same document, whatever order the rows come in."""

@@ -9,7 +9,7 @@ whole short documents, and how far the ``fits`` price of a token (``transfer_lam
 * :func:`sections_share`: whether the set's close documents sit beside each other in the corpus (sections of
   one source: an abstract's contexts, an explanation's sentences) rather than anywhere (competing documents).
 * :func:`chain_first`: in a set of sections of sources, each question's documents chained to its best one
-  read first.
+  read first; :func:`chain_evidence`: there E is at most that chain (:func:`sources_sections`).
 * :func:`fits_target`: where the set is whole short documents, read at least up to min(B, the median reach:
   the best document, with every close document where the set is sections of sources, else with the close
   documents chained to it); where it is sections of a page, a share of the page; elsewhere (a sentence of a
@@ -316,6 +316,25 @@ def chain_first(pred: np.ndarray, cand_q: np.ndarray, cand_doc: np.ndarray, n_qu
     first = chain_rows(cand_q, cand_doc, pred, n_questions, ratio, gap)
     # the chain's documents first (1 + a term below 1), then the rest, each part by its documents' best candidate
     return reorder(pred, cand_q, first + 1.0 / (2.0 + rank_within(document_best(pred, cand_q, cand_doc), cand_q)))
+
+
+def sources_sections(shape: SetShape) -> bool:
+    """Whether a set's evidence looks like sections of sources: whole short documents (:func:`whole_shape`) whose
+    close documents neighbour the best one in corpus order (:func:`sections_share` >= :data:`SECTIONS_SHARE`; an
+    abstract's contexts kept together). There the chain is read first (:func:`chain_first`, under the
+    whole-document scorer) and the estimated F1's E is bounded by it (:func:`chain_evidence`)."""
+    return whole_shape(shape.doc, shape.covered) and sections_share(shape) >= SECTIONS_SHARE
+
+
+def chain_evidence(evidence, cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, doc_tokens: np.ndarray,
+                   n_questions: int) -> np.ndarray:
+    """E [Q] on sections of sources (:func:`sources_sections`): ``evidence`` (a number or [Q]) bounded by the tokens
+    of each question's documents chained to its best one (:func:`close_reach`'s chain at :data:`CHAIN_RATIO`,
+    :data:`CHAIN_GAP`, on ``pred``: what :func:`chain_first` reads first; 0 without candidates). The evidence is
+    the chain; E predicted sums the predictions over every candidate document, and a question whose chain is
+    short then read past it (docs/results.md, "The chain bounds E")."""
+    chain = close_reach(cand_q, cand_doc, pred, doc_tokens, n_questions, CHAIN_RATIO, CHAIN_GAP)[1]
+    return np.minimum(np.broadcast_to(np.asarray(evidence, dtype=np.float64), (n_questions,)), chain)
 
 
 def covered_share(doc: np.ndarray, covered: np.ndarray) -> float:

@@ -22,7 +22,8 @@ min(B, the median reach: those documents with every close document where the set
 beside each other in the corpus, sections of one source, else with the close documents chained to them:
 :func:`mogg.run.budget.selector.set_shape.close_reach`) (it reads at least up to them, more where the training
 sets' price reads more), else ``learned`` (``fits``: :func:`mogg.run.budget.selector.set_shape.fits_target`;
-there E is a share of the best document where the set is sections of a page: ``set_shape.page_sections``), and where the
+there E is a share of the best document where the set is sections of a page: ``set_shape.page_sections``, and at most
+the chain where it is sections of sources: ``set_shape.chain_evidence``), and where the
 guard kept the envelope, the training sets' best configuration among those reading <= B here. The estimated F1's
 evidence length E is label-free too: ``median`` (the training sets' median evidence tokens), ``predicted`` (per
 question, the evidence tokens its candidates predict: :func:`mogg.run.budget.selector.plans.predicted_evidence`) or
@@ -56,6 +57,7 @@ from mogg.run.budget.selector.scorer import candidate_weights, fit_scorer
 from mogg.run.budget.selector.self_training import self_trained
 from mogg.run.budget.selector.set_shape import (
     SetShape,
+    chain_evidence,
     chain_first,
     covered_share,
     fits_cap,
@@ -64,6 +66,7 @@ from mogg.run.budget.selector.set_shape import (
     page_evidence,
     page_order,
     page_sections,
+    sources_sections,
     whole_documents,
     whole_shape,
 )
@@ -237,6 +240,16 @@ def here_plans(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit
 
 
 PAGE = "page"  # the key of the plans on sections of a page in read_here's ``plans`` dict (beside each E's)
+SOURCES = "sources"  # ... and (SOURCES, E) those of each E on sections of sources, E bounded by the chain
+
+
+def sources_plans(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray,
+                  texts, n_questions: int, evidence: str, doc_tokens: np.ndarray, unit_doc: np.ndarray):
+    """:func:`here_plans` on sections of sources: E ``evidence``'s estimate bounded by each question's chain
+    (:func:`~mogg.run.budget.selector.set_shape.chain_evidence`)."""
+    e = evidence_estimate(evidence, float(dep.deploy["evidence_len"]), cand_q, pred, tokens, doc_tokens, n_questions)
+    e = chain_evidence(e, cand_q, np.asarray(unit_doc)[unit], pred, doc_tokens, n_questions)
+    return plans_of(pred, cand_q, unit, tokens, texts, n_questions, int(dep.deploy["settings"]["plans"]), e)
 
 
 def page_plans(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray,
@@ -259,9 +272,11 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
     least the training sets' lambda for B) or ``fits`` (:func:`mogg.run.budget.selector.set_shape.fits_target`: at
     least up to the best candidate's document where these questions' evidence looks like whole short documents, else
     ``learned``; at most a question's best document where the set's documents stand alone (``fits_cap``); E a share of
-    the best document where the set is sections of a page (``page_sections``); needs ``unit_doc`` [U], every unit's document);
-    ``plans``: what :func:`here_plans` gives for these arguments (or a dict of them per E, and :func:`page_plans`'s
-    under :data:`PAGE` on sections of a page), ``docs``: the set's shape
+    the best document where the set is sections of a page (``page_sections``), E at most the chain where it is
+    sections of sources (``sources_sections``); needs ``unit_doc`` [U], every unit's document);
+    ``plans``: what :func:`here_plans` gives for these arguments (or a dict of them per E, :func:`page_plans`'s
+    under :data:`PAGE` on sections of a page, :func:`sources_plans`' under (:data:`SOURCES`, E) on sections of
+    sources), ``docs``: the set's shape
     as :func:`shape_scorer` gives it (each computed here from ``pred`` when None)."""
     if rule not in LAMBDA_RULES:
         raise ValueError(f"lambda rule {rule!r}: one of {LAMBDA_RULES}")
@@ -272,13 +287,17 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
     elif docs is None:
         docs = whole_documents(cand_q, unit, unit_doc, tokens, pred, doc_tokens, n_questions)
     page = docs is not None and page_sections(docs)  # a section of a page: E a share of the page (set_shape.PAGE_SHARE)
+    sources = docs is not None and sources_sections(docs)  # sections of sources: E at most the chain
     if isinstance(plans, dict):
-        plans = plans.get(PAGE if page else evidence)
-    elif page:  # one tuple is one E's plans, never the page's
+        plans = plans.get(PAGE if page else (SOURCES, evidence) if sources else evidence)
+    elif page or sources:  # one tuple is one E's plans as here_plans gives them, never the page's or the chain's
         plans = None
-    if plans is None:
-        plans = (page_plans(dep, pred, cand_q, unit, tokens, texts, n_questions, doc_tokens) if page else
-                 here_plans(dep, pred, cand_q, unit, tokens, texts, n_questions, evidence, doc_tokens))
+    if plans is None and page:
+        plans = page_plans(dep, pred, cand_q, unit, tokens, texts, n_questions, doc_tokens)
+    elif plans is None and sources:
+        plans = sources_plans(dep, pred, cand_q, unit, tokens, texts, n_questions, evidence, doc_tokens, unit_doc)
+    elif plans is None:
+        plans = here_plans(dep, pred, cand_q, unit, tokens, texts, n_questions, evidence, doc_tokens)
     ranked, util, plan_tok = plans
     p = dep.deploy["budgets"][str(int(budget))]
     applied = {"lambda": None, "deploy": deploy or p["deploy"], "envelope": int(p["envelope"]), "reads_to": None}
@@ -352,6 +371,9 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
     plans = {e: here_plans(dep, pred, d.cand.q, d.cand.unit, d.tokens, texts, n, e, d.doc_tokens) for e in EVIDENCE}
     if docs is not None and page_sections(docs):  # the fits rows' plans there (read_here)
         plans[PAGE] = page_plans(dep, pred, d.cand.q, d.cand.unit, d.tokens, texts, n, d.doc_tokens)
+    if docs is not None and sources_sections(docs):
+        plans.update({(SOURCES, e): sources_plans(dep, pred, d.cand.q, d.cand.unit, d.tokens, texts, n, e, d.doc_tokens,
+                                                  prep.ladder.units.doc) for e in EVIDENCE})
 
     @functools.cache
     def truth() -> tuple[np.ndarray, np.ndarray]:  # on the first row that deploys the selector
