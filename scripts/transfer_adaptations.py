@@ -117,6 +117,10 @@ ADAPTATIONS = {
     # the deployed reading before E was bounded by the chain on sections of sources (set_shape.chain_evidence)
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted unbounded":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-unbounded"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted between the best document and the chain on sections of sources":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-chainE:0:1:clip"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted bounded by the close chain on sections of sources":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-chainE:0.25:1:min"),
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E the chain where it fits in B on sections of sources":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-chainE:0:1:fit"),
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E the chain where it is longer than B on sections of sources":
@@ -491,13 +495,17 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         rule = "fits"
     if rule.startswith("fits-chainE"):  # measured: E the tokens of the chain where the set is sections of sources
         rule = "fits"
-        if whole_shape(docs.doc, docs.covered) and sections_share(docs) >= SECTIONS_SHARE:
+        if sources_sections(docs):
             r, _, g = rule_arg.partition(":")
-            g, _, mix = g.partition(":")  # ...[:max|mean|bind|fit]: with E predicted (the smaller: deployed, "fits")
+            g, _, mix = g.partition(":")  # ...[:max|mean|bind|fit|min|clip]: with E predicted
             e = np.maximum(close_reach(sh.q, sh.unit_doc[sh.unit], pred, sh.doc_tokens, sh.n, float(r or 0), int(g or 1))[1],
                            _evidence(sh, pred, "document", median))
             if mix in ("bind", "fit"):  # per budget: the chain where it is longer than B (bind) or fits in B, else E predicted
                 bind = (e, _evidence(sh, pred, "predicted", median), mix)
+            elif mix in ("min", "clip"):  # E predicted at most this chain (at ratio 0, gap 1: the deployed "fits"),
+                # and at least the best document (clip)
+                e = np.minimum(e, _evidence(sh, pred, "predicted", median))
+                e = np.maximum(e, _evidence(sh, pred, "document", median)) if mix == "clip" else e
             elif mix:
                 ep = _evidence(sh, pred, "predicted", median)
                 e = np.maximum(e, ep) if mix == "max" else 0.5 * (e + ep)
