@@ -231,12 +231,24 @@ def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np
     return dep, page_order(pred, cand_q, unit, unit_doc, docs), docs
 
 
+def _plans_with(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray,
+                texts, n_questions: int, e):
+    """The ranking, estimated F1 and tokens [Q, K] of a directory's plans on new questions with E ``e``."""
+    return plans_of(pred, cand_q, unit, tokens, texts, n_questions, int(dep.deploy["settings"]["plans"]), e)
+
+
+def _estimate(dep: DeployedSelector, evidence: str, cand_q: np.ndarray, pred: np.ndarray, tokens: np.ndarray,
+              doc_tokens: np.ndarray | None, n_questions: int):
+    """E by the estimate ``evidence`` (the directory's training median where it reads one)."""
+    return evidence_estimate(evidence, float(dep.deploy["evidence_len"]), cand_q, pred, tokens, doc_tokens, n_questions)
+
+
 def here_plans(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray,
                texts, n_questions: int, evidence: str, doc_tokens: np.ndarray | None = None):
     """The ranking, the plans' estimated F1 and their tokens [Q, K] of a deployed selector on new
     questions with evidence estimate ``evidence`` (the same at every budget)."""
-    e = evidence_estimate(evidence, float(dep.deploy["evidence_len"]), cand_q, pred, tokens, doc_tokens, n_questions)
-    return plans_of(pred, cand_q, unit, tokens, texts, n_questions, int(dep.deploy["settings"]["plans"]), e)
+    return _plans_with(dep, pred, cand_q, unit, tokens, texts, n_questions,
+                       _estimate(dep, evidence, cand_q, pred, tokens, doc_tokens, n_questions))
 
 
 PAGE = "page"  # the key of the plans on sections of a page in read_here's ``plans`` dict (beside each E's)
@@ -247,16 +259,16 @@ def sources_plans(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, u
                   texts, n_questions: int, evidence: str, doc_tokens: np.ndarray, unit_doc: np.ndarray):
     """:func:`here_plans` on sections of sources: E ``evidence``'s estimate bounded by each question's chain
     (:func:`~mogg.run.budget.selector.set_shape.chain_evidence`)."""
-    e = evidence_estimate(evidence, float(dep.deploy["evidence_len"]), cand_q, pred, tokens, doc_tokens, n_questions)
-    e = chain_evidence(e, cand_q, np.asarray(unit_doc)[unit], pred, doc_tokens, n_questions)
-    return plans_of(pred, cand_q, unit, tokens, texts, n_questions, int(dep.deploy["settings"]["plans"]), e)
+    e = chain_evidence(_estimate(dep, evidence, cand_q, pred, tokens, doc_tokens, n_questions), cand_q,
+                       np.asarray(unit_doc)[unit], pred, doc_tokens, n_questions)
+    return _plans_with(dep, pred, cand_q, unit, tokens, texts, n_questions, e)
 
 
 def page_plans(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray,
                texts, n_questions: int, doc_tokens: np.ndarray):
     """:func:`here_plans` on sections of a page: E :func:`~mogg.run.budget.selector.set_shape.page_evidence`."""
-    return plans_of(pred, cand_q, unit, tokens, texts, n_questions, int(dep.deploy["settings"]["plans"]),
-                    page_evidence(cand_q, pred, doc_tokens, n_questions))
+    return _plans_with(dep, pred, cand_q, unit, tokens, texts, n_questions,
+                       page_evidence(cand_q, pred, doc_tokens, n_questions))
 
 
 def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray,
