@@ -13,7 +13,6 @@ setting: declare ``corpus.allow_gold=true`` where you read it).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -37,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
-    from mogg.core.artifacts import write_text_atomic
+    from mogg.data.export import write_generic
+    from mogg.data.records import Document
 
     knobs = [f"questions.sections={args.sections}", f"questions.seed={args.seed}", f"questions.options={args.options}"]
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
@@ -45,17 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     pages_in = instantiate(cfg.questions)
     book = pages_in.book()
     questions = pages_in.load()
-    corpus = [{"id": pid, "title": "", "content": "\n\n".join(it.evidence_text for it in members)} for pid, members in book]
-    rows = []
-    for it in questions:
-        rec = {"id": it.id, "question": it.question, "gold_evidence": it.gold_evidence, "gold_doc_ids": it.gold_doc_ids}
-        if it.options:
-            rec["options"] = dict(it.options)
-        rec["answer"] = it.answer
-        rows.append(rec)
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(args.out / "corpus.jsonl", "".join(json.dumps(r) + "\n" for r in corpus))
-    write_text_atomic(args.out / "questions.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    write_generic(questions, [Document(pid, "", "\n\n".join(it.evidence_text for it in members)) for pid, members in book],
+                  args.out)
     words = sorted(sum(len(it.evidence_text.split()) for it in m) for _, m in book)
     sec = sorted(len(it.evidence_text.split()) for it in questions)
     print(f"{len(book)} pages of up to {args.sections} sections from {len(questions)} explained questions; median page "

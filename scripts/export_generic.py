@@ -1,0 +1,62 @@
+"""Write any question set and corpus the project reads (config groups) as generic-format files.
+
+A stand-in written so takes the path a user's new set takes, the one the unseen checks run
+(``experiment=transfer_selector_generic questions.path=... corpus.sources.0.paths=...``, then
+``mogg-route --corpus``), where the experiments read it by its config groups:
+
+    python scripts/export_generic.py --questions pubmedqa_l_snippets --corpus pubmedqa_l_snippets --out data/snippets_l
+
+Trailing ``key=value`` arguments are Hydra overrides (``paths.pubmedqa_l=...``). The corpus holds the questions'
+evidence where the corpus config declares ``allow_gold`` (the generic experiments declare it too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    sys.path.insert(0, str(ROOT / "src"))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--questions", required=True, help="a conf/questions group (e.g. pubmedqa_l_snippets)")
+    ap.add_argument("--corpus", required=True, help="a conf/corpus group (e.g. pubmedqa_l_snippets)")
+    ap.add_argument("--out", type=Path, required=True, help="folder for questions.jsonl and corpus.jsonl")
+    ap.add_argument("overrides", nargs="*", help="Hydra overrides (key=value)")
+    args = ap.parse_args(argv)
+    for name, group in (("--questions", "questions"), ("--corpus", "corpus")):  # checked before any work
+        choice = getattr(args, group)
+        if not (ROOT / "conf" / group / f"{choice}.yaml").is_file():
+            known = sorted(p.stem for p in (ROOT / "conf" / group).glob("*.yaml"))
+            ap.error(f"{name} {choice!r}: no conf/{group}/{choice}.yaml (one of {', '.join(known)})")
+    os.environ.setdefault("MOGG_DATA_DIR", str(ROOT.parent / "shared" / "data"))
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from hydra.utils import instantiate
+    from omegaconf.errors import OmegaConfBaseException
+
+    from mogg.data.errors import DataError
+    from mogg.data.export import write_generic
+
+    try:  # a bad override (a key that does not exist, a missing value) in one line, not a traceback
+        with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=[f"questions={args.questions}", f"corpus={args.corpus}",
+                                                           *args.overrides])
+    except (HydraException, OmegaConfBaseException) as e:
+        print(f"export_generic: {e}", file=sys.stderr)
+        return 2
+    try:
+        n_q, n_d = write_generic(instantiate(cfg.questions).load(), instantiate(cfg.corpus).documents(), args.out)
+    except (DataError, FileNotFoundError, OmegaConfBaseException) as e:  # a file missing, a path left unset
+        print(f"export_generic: {e}", file=sys.stderr)
+        return 2
+    print(f"{n_q} questions, {n_d} documents -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""Any question set and corpus the project reads, written as the generic-format files a user brings.
+
+:func:`write_generic` writes ``questions.jsonl`` (the generic question format, :class:`~mogg.data.qa.GenericQA`)
+and ``corpus.jsonl`` (MedRAG: ``id``, ``title``, ``content``; :class:`~mogg.data.corpus.MedRAGJsonl`), the
+documents in corpus order. Read back through those two readers they give the same questions, documents and
+order, so a stand-in checks the path a new set takes (``experiment=transfer_selector_generic`` with
+``questions.path`` and ``corpus.sources.0.paths``; ``scripts/export_generic.py``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+from mogg.core.artifacts import write_text_atomic
+from mogg.data.records import Document, QAItem
+
+
+def question_record(item: QAItem) -> dict:
+    """One generic-format question line: the fields :class:`~mogg.data.qa.GenericQA` reads (the label only where
+    one is set; the options only where the question has them)."""
+    rec: dict = {"id": item.id, "question": item.question, "answer": item.answer}
+    if item.options:
+        rec["options"] = dict(item.options)
+    if item.label is not None:
+        rec["label"] = item.label
+    rec["gold_evidence"] = list(item.gold_evidence)
+    rec["gold_doc_ids"] = list(item.gold_doc_ids)
+    return rec
+
+
+def write_generic(items: Iterable[QAItem], documents: Iterable[Document], out: Path) -> tuple[int, int]:
+    """Write ``out``/questions.jsonl and ``out``/corpus.jsonl (each atomically; the documents in the order given,
+    which the set-shape decisions read: a source's sections beside each other). Returns (questions, documents)."""
+    out = Path(out)
+    qs = [json.dumps(question_record(it)) + "\n" for it in items]
+    docs = [json.dumps({"id": d.id, "title": d.title, "content": d.content}) + "\n" for d in documents]
+    write_text_atomic(out / "corpus.jsonl", "".join(docs))
+    write_text_atomic(out / "questions.jsonl", "".join(qs))
+    return len(qs), len(docs)
