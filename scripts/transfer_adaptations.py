@@ -127,6 +127,14 @@ ADAPTATIONS = {
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-chainE:0:1:bind"),
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E the close chain on sections of sources":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-chainE:0.25:1"),
+    # measured: the fits floor on sections of sources at every close document (the rule before; the deployed floor is
+    # the chain E is bounded by), at the close chain (a quarter, no gap), or none
+    "two scorers, lambda fits reading at least every close document on sections of sources, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-sourcefloor:close"),
+    "two scorers, lambda fits reading at least the close chain on sections of sources, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-sourcefloor:quarter"),
+    "two scorers, lambda fits without a floor on sections of sources, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-sourcefloor:none"),
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, neighbour-smoothed order on sections of a page (0.25), E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagesmooth:0.25", "predicted", "fits"),
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, neighbour-smoothed order on sections of a page (0.75), E predicted":
@@ -356,6 +364,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         page_order,
         page_sections,
         sections_share,
+        source_chain,
         sources_sections,
         whole_documents,
         whole_shape,
@@ -470,6 +479,12 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             _PLANS[memo] = r2, u2, p2, f2, t2, _ranked_pred(r2, pred)
         return _PLANS[memo]
     ranked, util, pt, tf, tt, rp = plans(key, _evidence(sh, pred, e_rule, median))
+    # the floor on sections of sources: the deployed rule's reads the chain (set_shape.source_chain on pred, what E is
+    # bounded by); "fits-sourcefloor:<close|quarter|none>" measured every close document (the rule before, as every
+    # other measured rule here reads), the close chain, or none
+    source_floor = "chain" if rule == "fits" else None
+    if rule.startswith("fits-sourcefloor"):
+        rule, source_floor = "fits", rule.partition(":")[2]
     floor, e_page, how, bind = None, None, "", None
     rule_arg = rule.partition(":")[2]
     if rule.startswith("fits-chainE"):  # the deployed rule's reading elsewhere (a third of the page there)
@@ -529,6 +544,14 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             floor = float(np.median(ev[ev > 0])) if (ev > 0).any() else None
         elif how == "here":  # the price from these questions' tokens alone (at most B)
             floor = np.inf
+    floor_chain = None  # the chain the deployed floor reads there (lambda_here's chain)
+    if source_floor and source_floor != "close" and sources_sections(docs):
+        if source_floor == "chain":  # deployed (transfer.read_here)
+            floor_chain = source_chain(sh.q, sh.unit_doc[sh.unit], pred, sh.doc_tokens, sh.n)
+        elif source_floor == "none":  # measured: no floor, the training sets' price and the chain-bounded E alone
+            docs_price = docs_price._replace(covered=np.zeros_like(docs_price.covered))
+        else:  # measured: the close chain (a quarter, no gap; the first scorer's)
+            floor_chain = docs.chain
     sh, rows, rows_v = shapes[target], np.arange(shapes[target].n), np.arange(len(util_v))
     price = {}
     for b in BUDGETS:
@@ -585,7 +608,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             cap = np.where(docs.linked | (docs.doc <= 0), np.inf, docs.doc)[:, None] if target is not None else None
             a = decide(util, pt, lam, cap)
         else:  # as a transfer directory reads (mogg.run.budget.selector.transfer.read_here)
-            lam = lambda_here(rule, util, pt, b, price[b], docs_price)[0]
+            lam = lambda_here(rule, util, pt, b, price[b], docs_price, floor_chain)[0]
             if floor is not None:  # measured: read at least up to the median block or E (at most B), or B
                 lam = min(lam, calibrate_lambda(util, pt, min(b, floor)))
             a = decide(util, pt, lam, fits_cap(docs) if rule == "fits" else None)

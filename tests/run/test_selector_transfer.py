@@ -322,12 +322,12 @@ def test_fits_bounds_e_by_the_chain_on_sections_of_sources_and_reads_the_plans_h
     from mogg.run.budget.selector import transfer
     from mogg.run.budget.selector.deploy import plans_of
     from mogg.run.budget.selector.plans import document_evidence, predicted_evidence
-    from mogg.run.budget.selector.set_shape import SetShape, chain_evidence, sources_sections
+    from mogg.run.budget.selector.set_shape import SetShape, chain_evidence, source_chain, sources_sections
 
     n_q, per, b = 40, 8, 64
     cand_q, unit, texts, tokens, pred = _toy_candidates(7, n_q, per)
     dep = SimpleNamespace(deploy={"settings": {"plans": per}, "evidence_len": 20.0,
-                                  "budgets": {str(b): {"lambda": 0.0, "deploy": "router", "envelope": 0}}})
+                                  "budgets": {str(x): {"lambda": 0.0, "deploy": "router", "envelope": 0} for x in (b, 512)}})
     # each unit its own document, most two apart from the next (no chain), some questions' side by side
     unit_doc = np.cumsum(np.where(np.random.default_rng(7).random(len(unit)) < 0.3, 1, 3))
     doc_tokens = tokens.copy()
@@ -362,6 +362,13 @@ def test_fits_bounds_e_by_the_chain_on_sections_of_sources_and_reads_the_plans_h
     assert calls == []  # read, not recomputed
     np.testing.assert_array_equal(got[0], c_src[0])
     np.testing.assert_array_equal(got[2], c_src[2])
+    # the floor there reads the same chain (set_shape.source_chain on pred), not every close document (doc + 30)
+    monkeypatch.undo()
+    chain = source_chain(cand_q, unit_doc[unit], pred, doc_tokens, n_q)
+    has = doc > 0
+    floor = transfer.read_here(dep, pred, cand_q, unit, tokens, texts, n_q, 512, "predicted", docs=sources, rule="fits",
+                               **kw)[3]["reads_to"]
+    assert floor == pytest.approx(np.median(np.maximum(chain, doc)[has])) != pytest.approx(np.median((doc + 30)[has]))
 
 
 def test_the_page_plans_are_read_once_per_set_and_handed_to_every_row(monkeypatch):

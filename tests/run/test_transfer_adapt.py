@@ -191,6 +191,12 @@ def test_whole_documents_and_the_fits_target_against_a_loop():
     assert target(d, ones, 512, d + 300, d + np.array([0, 100, 100, 100, 0])) == 440.0  # 3 of 5 chained: every close one
     assert target(d, ones, 512, d + 300, d + np.array([0, 0, 100, 100, 0])) == 240.0  # 2 of 5: the chains (MedMCQA)
     assert target(d, ones, 512, d + 300, d) == 140.0  # none chained (a shuffled corpus): the best documents
+    # where the read hands the chain E is bounded by (set_shape.source_chain), the floor is that chain on sections of
+    # sources (every close document counted other sources' sections too) and is ignored elsewhere
+    src = d + np.array([0, 20, 40, 10, 0])
+    sections, apart = SetShape(d, ones, d + 300, d + np.array([0, 100, 100, 100, 0])), SetShape(d, ones, d + 300, d)
+    assert fits_target(sections, 512, src) == 180.0 and fits_target(sections, 160, src) == 160.0
+    assert fits_target(apart, 512, src) == 140.0
     # questions without candidates (document 0) neither count nor lower the median
     d0, c0 = np.array([0.0, 0, 0, 100, 120]), np.array([False, False, False, True, True])
     assert whole_shape(d0, c0) and target(d0, c0, 512) == 110.0

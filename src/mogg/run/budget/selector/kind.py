@@ -60,8 +60,8 @@ class EvidenceSelectorKind(BudgetRouter):
                                 "block of candidates around at least half of its questions' best-scored candidate "
                                 "covers half of that candidate's document, decided once per set as the whole-document "
                                 "scorer is, read at least min(B, the median such document with its close neighbours: "
-                                "every close document where they sit beside each other in the corpus, sections of "
-                                "one source), more where learned reads more; else learned) | learned (at least the "
+                                "on sections of one source, where they sit beside each other in the corpus, the "
+                                "documents chained to the best one), more where learned reads more; else learned) | learned (at least the "
                                 "training sets' validation lambda for B, raised to read <= B mean tokens there) | here "
                                 "(the smallest reading <= B there); each a row of its own, chosen by the worst "
                                 "held-out shape: docs/results.md")

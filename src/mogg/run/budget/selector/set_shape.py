@@ -11,8 +11,8 @@ whole short documents, and how far the ``fits`` price of a token (``transfer_lam
 * :func:`chain_first`: in a set of sections of sources, each question's documents chained to its best one
   read first; :func:`chain_evidence`: there E is at most that chain (:func:`sources_sections`).
 * :func:`fits_target`: where the set is whole short documents, read at least up to min(B, the median reach:
-  the best document, with every close document where the set is sections of sources, else with the close
-  documents chained to it); where it is sections of a page, a share of the page; elsewhere (a sentence of a
+  the best document, with its chain where the set is sections of sources (:func:`source_chain`), else with the
+  close documents chained to it); where it is sections of a page, a share of the page; elsewhere (a sentence of a
   paper) the training sets' price.
 * :func:`stands_alone`, :func:`fits_cap`: where the best documents have no more candidate neighbours in corpus
   order than a shuffled corpus gives them (a whole explanation, a whole abstract), each question reads at most
@@ -326,14 +326,22 @@ def sources_sections(shape: SetShape) -> bool:
     return whole_shape(shape.doc, shape.covered) and sections_share(shape) >= SECTIONS_SHARE
 
 
+def source_chain(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, doc_tokens: np.ndarray,
+                 n_questions: int) -> np.ndarray:
+    """The tokens [Q] of each question's documents chained to its best one (:func:`close_reach`'s chain at
+    :data:`CHAIN_RATIO`, :data:`CHAIN_GAP`, on ``pred``; 0 without candidates): on sections of sources what
+    :func:`chain_first` reads first, the bound of E (:func:`chain_evidence`) and the ``fits`` floor
+    (:func:`fits_target`). ``cand_q``, ``cand_doc``, ``pred``, ``doc_tokens``: per candidate [N]."""
+    return close_reach(cand_q, cand_doc, pred, doc_tokens, n_questions, CHAIN_RATIO, CHAIN_GAP)[1]
+
+
 def chain_evidence(evidence, cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, doc_tokens: np.ndarray,
                    n_questions: int) -> np.ndarray:
     """E [Q] on sections of sources (:func:`sources_sections`): ``evidence`` (a number or [Q]) bounded by the tokens
-    of each question's documents chained to its best one (:func:`close_reach`'s chain at :data:`CHAIN_RATIO`,
-    :data:`CHAIN_GAP`, on ``pred``: what :func:`chain_first` reads first; 0 without candidates). The evidence is
-    the chain; E predicted sums the predictions over every candidate document, and a question whose chain is
-    short then read past it (docs/results.md, "The chain bounds E")."""
-    chain = close_reach(cand_q, cand_doc, pred, doc_tokens, n_questions, CHAIN_RATIO, CHAIN_GAP)[1]
+    of each question's chain (:func:`source_chain` on ``pred``). The evidence is the chain; E predicted sums the
+    predictions over every candidate document, and a question whose chain is short then read past it
+    (docs/results.md, "The chain bounds E")."""
+    chain = source_chain(cand_q, cand_doc, pred, doc_tokens, n_questions)
     return np.minimum(np.broadcast_to(np.asarray(evidence, dtype=np.float64), (n_questions,)), chain)
 
 
@@ -353,13 +361,19 @@ def whole_shape(doc: np.ndarray, covered: np.ndarray) -> bool:
     return bool((np.asarray(doc) > 0).any() and covered_share(doc, covered) >= FITS_SHARE)
 
 
-def fits_target(shape: SetShape, budget: float) -> float | None:
+def fits_target(shape: SetShape, budget: float, chain: np.ndarray | None = None) -> float | None:
     r"""The mean tokens the ``fits`` rule reads at least at budget B (``shape``: :func:`whole_documents`):
-    where the set is whole short documents (:func:`whole_shape`), min(B, the median reach): every close
-    document where the set is sections of sources (:func:`sections_share` >= :data:`SECTIONS_SHARE`),
-    else the close documents chained to the best one (mostly the best document alone); where the set is
-    sections of a page (:func:`page_sections`), min(B, :data:`PAGE_SHARE` of the median best document); None
-    elsewhere (the training sets' price of a token decides).
+    where the set is whole short documents (:func:`whole_shape`), min(B, the median reach): where the set is
+    sections of sources (:func:`sections_share` >= :data:`SECTIONS_SHARE`) the chain ``chain`` [Q] (:func:`source_chain`
+    on the read's predictions, what E is bounded by; without it every close document, the rule before), else the
+    close documents chained to the best one (mostly the best document alone); where the set is sections of a page
+    (:func:`page_sections`), min(B, :data:`PAGE_SHARE` of the median best document); None elsewhere (the training
+    sets' price of a token decides).
+
+    On sections of sources every close document counted other sources' sections as well: trained beside whole
+    abstracts (``transfer_selector_generic``), the scorer finds more of them close and the floor read 256-283 tokens
+    at B = 256 / 512 on the second snippet shape, below its envelope; the chain reads 170 (docs/results.md, "The
+    chain is the floor").
 
     The decision does not depend on B: an earlier version also asked that half the best documents fit
     in B, taken on the refit's predictions, and on PubMedQA\* (abstracts of 213 tokens at the median)
@@ -372,5 +386,8 @@ def fits_target(shape: SetShape, budget: float) -> float | None:
         return float(min(budget, PAGE_SHARE * np.median(np.asarray(shape.doc)[has])))
     if not whole_shape(shape.doc, shape.covered):
         return None
-    reach = shape.close if sections_share(shape) >= SECTIONS_SHARE else shape.chain
+    if sections_share(shape) >= SECTIONS_SHARE:  # sections of sources: the chain (every close document without it)
+        reach = shape.close if chain is None else np.asarray(chain, dtype=np.float64)
+    else:
+        reach = shape.chain
     return float(min(budget, np.median(np.maximum(reach, shape.doc)[has])))

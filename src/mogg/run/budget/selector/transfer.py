@@ -18,9 +18,9 @@ where the block of candidates around at least half of these questions' best-scor
 covers that candidate's document (the evidence looks like whole short documents: an abstract, an
 explanation; decided once for the set, on the directory's first scorer, at no budget:
 :func:`mogg.run.budget.selector.set_shape.whole_shape`), the smaller of ``learned``'s and the one reading
-min(B, the median reach: those documents with every close document where the set's close documents sit
-beside each other in the corpus, sections of one source, else with the close documents chained to them:
-:func:`mogg.run.budget.selector.set_shape.close_reach`) (it reads at least up to them, more where the training
+min(B, the median reach: those documents with their chain where the set's close documents sit beside each
+other in the corpus, sections of one source (:func:`mogg.run.budget.selector.set_shape.source_chain`), else with
+the close documents chained to them: :func:`mogg.run.budget.selector.set_shape.close_reach`) (it reads at least up to them, more where the training
 sets' price reads more), else ``learned`` (``fits``: :func:`mogg.run.budget.selector.set_shape.fits_target`;
 there E is a share of the best document where the set is sections of a page: ``set_shape.page_sections``, and at most
 the chain where it is sections of sources: ``set_shape.chain_evidence``), and where the
@@ -66,6 +66,7 @@ from mogg.run.budget.selector.set_shape import (
     page_evidence,
     page_order,
     page_sections,
+    source_chain,
     sources_sections,
     whole_documents,
     whole_shape,
@@ -317,21 +318,23 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
         if table_tokens is not None and dep.deploy["spec"].get("configs"):
             applied["envelope"] = envelope_here(dep.deploy["spec"]["configs"], table_tokens, budget)
         return np.full(n_questions, -1, dtype=np.int64), ranked, plan_tok, applied
-    applied["lambda"], applied["reads_to"] = lambda_here(rule, util, plan_tok, budget, float(p["lambda"]), docs)
+    chain = source_chain(cand_q, np.asarray(unit_doc)[unit], pred, doc_tokens, n_questions) if sources else None
+    applied["lambda"], applied["reads_to"] = lambda_here(rule, util, plan_tok, budget, float(p["lambda"]), docs, chain)
     cap = fits_cap(docs) if rule == "fits" else None  # documents that stand alone: at most the best one
     return decide(util, plan_tok, applied["lambda"], cap).astype(np.int64), ranked, plan_tok, applied
 
 
 def lambda_here(rule: str, util: np.ndarray, plan_tok: np.ndarray, budget: float, learned: float,
-                docs: SetShape | None = None) -> tuple[float, float | None]:
+                docs: SetShape | None = None, chain: np.ndarray | None = None) -> tuple[float, float | None]:
     """The price of a token on new questions at ``budget`` by ``rule`` (:data:`LAMBDA_RULES`; the
     plans' estimated F1 and tokens [Q, K]; ``learned``: the training sets' lambda for B; ``docs``:
-    :func:`~mogg.run.budget.selector.set_shape.whole_documents` for ``fits``) and, where ``fits`` found whole
+    :func:`~mogg.run.budget.selector.set_shape.whole_documents` for ``fits``, and ``chain`` [Q] on sections of
+    sources, :func:`~mogg.run.budget.selector.set_shape.source_chain`) and, where ``fits`` found whole
     short documents, the mean tokens they hold (it reads at least that, at most B; else None). No labels."""
     lam = calibrate_lambda(util, plan_tok, budget)  # these questions' own tokens: at most B
     if rule != "here":  # never below the training sets' price of a token (it only lowers tokens)
         lam = max(lam, learned)
-    target = fits_target(docs, budget) if rule == "fits" else None
+    target = fits_target(docs, budget, chain) if rule == "fits" else None
     if target is not None:  # whole short documents: read at least up to them (the price may stop earlier)
         lam = min(lam, calibrate_lambda(util, plan_tok, target))
     return lam, target
