@@ -22,10 +22,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT / "src"))
+    from mogg.core.flags import nonnegative_int  # every flag checked before any work
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--questions", required=True, help="a conf/questions group (e.g. pubmedqa_l_snippets)")
     ap.add_argument("--corpus", required=True, help="a conf/corpus group (e.g. pubmedqa_l_snippets)")
     ap.add_argument("--out", type=Path, required=True, help="folder for questions.jsonl and corpus.jsonl")
+    ap.add_argument("--shuffle", type=nonnegative_int, default=None, metavar="SEED",
+                    help="write the documents in a random order (this seed): a corpus that does not keep a source's "
+                         "sections together")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides (key=value)")
     args = ap.parse_args(argv)
     for name, group in (("--questions", "questions"), ("--corpus", "corpus")):  # checked before any work
@@ -50,7 +55,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"export_generic: {e}", file=sys.stderr)
         return 2
     try:
-        n_q, n_d = write_generic(instantiate(cfg.questions).load(), instantiate(cfg.corpus).documents(), args.out)
+        items, docs = instantiate(cfg.questions).load(), instantiate(cfg.corpus).documents()
+        if args.shuffle is not None:
+            import numpy as np
+
+            docs = [docs[i] for i in np.random.default_rng(args.shuffle).permutation(len(docs))]
+        n_q, n_d = write_generic(items, docs, args.out)
     except (DataError, FileNotFoundError, OmegaConfBaseException) as e:  # a file missing, a path left unset
         print(f"export_generic: {e}", file=sys.stderr)
         return 2

@@ -44,10 +44,20 @@ def test_the_script_writes_a_stand_in_the_generic_readers_give_back(tmp_path, mi
     items, docs = instantiate(cfg.questions).load(), instantiate(cfg.corpus).documents()
     assert len(items) == 500 and len(docs) > 1500
     _same(items, docs, out)
+    # --shuffle SEED: the same documents in that seed's order (a corpus that does not keep a source's sections together)
+    import numpy as np
+
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "export_generic.py"), "--questions", "pubmedqa_snippets",
+                        "--corpus", "pubmedqa_snippets", "--shuffle", "1", "--out", str(tmp_path / "shuffled")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    perm = np.random.default_rng(1).permutation(len(docs))
+    _same(items, [docs[i] for i in perm], tmp_path / "shuffled")
     # bad input: one line, exit 2, nothing written (an unknown group, a path left unset, an override of no key)
     for args, says in ((["--questions", "nope", "--corpus", "pubmedqa_snippets"], "conf/questions/nope.yaml"),
                        (["--questions", "generic", "--corpus", "jsonl"], "questions.path"),
-                       (["--questions", "pubmedqa", "--corpus", "pubmedqa_gold", "nokey.x=1"], "nokey.x")):
+                       (["--questions", "pubmedqa", "--corpus", "pubmedqa_gold", "nokey.x=1"], "nokey.x"),
+                       (["--questions", "pubmedqa", "--corpus", "pubmedqa_gold", "--shuffle", "-1"], "--shuffle")):
         bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "export_generic.py"), *args, "--out",
                               str(tmp_path / "x")], capture_output=True, text=True)
         assert bad.returncode == 2 and says in bad.stderr and "Traceback" not in bad.stderr, bad.stderr

@@ -775,6 +775,22 @@ def test_the_page_stand_in_groups_related_sections_into_pages(tmp_path):
     assert cfg.train_sources.pages.questions._target_ == "mogg.data.pages.PagesQA"
 
 
+def test_every_shapes_corpus_keeps_its_order_under_the_source_order(mirage):
+    """set_shape.source_positions moves a source's sections together (a corpus written shuffled); every corpus the
+    shapes read already keeps them together in order, so the order the set-shape decisions read is the corpus's own
+    there and no shape's reading changes (the second snippet shape's corpus, fetched by mogg-prepare, alike: its
+    ids are "<PMID>-<k>" in order, as the stand-in's)."""
+    from conftest import compose as hcompose
+    from hydra.utils import instantiate
+
+    from mogg.run.budget.selector.set_shape import source_positions
+
+    names = ["pubmedqa_gold", "covidqa", "pages", "pages_long", "medmcqa_long", "medmcqa_sentences", "pubmedqa_snippets"]
+    for name in names:
+        ids = [d.id for d in instantiate(hcompose([f"corpus={name}"]).corpus).documents()]
+        assert len(ids) > 50 and np.array_equal(source_positions(ids), np.arange(len(ids))), name
+
+
 def test_the_page_stand_in_read_is_the_script_written(tmp_path, mirage):
     """The stand-in read by the experiments (questions=pages corpus=pages) is the one
     scripts/make_pages_standin.py writes as generic files, read back through the generic readers."""

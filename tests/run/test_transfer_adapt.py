@@ -579,3 +579,48 @@ def test_page_order_ranks_a_run_of_matches_above_a_lone_one_on_sections_of_a_pag
     whole = page._replace(covered=np.array([True]))
     assert np.array_equal(page_order(pred, q, unit, unit_doc, whole), pred)
     assert np.array_equal(page_order(pred, q, unit, unit_doc, page, weight=0.0), pred)
+
+
+def test_source_positions_put_a_sources_sections_together_and_keep_a_grouped_corpus():
+    """A corpus written in another order (shuffled) gets each source's sections ("<id>-<k>", "<id>_<k>") back beside
+    each other, at the source's first place and in corpus order within it; a grouped corpus keeps its order (the
+    identity), ids without a trailing number are their own source. The chain a shuffled corpus then gives is the
+    grouped corpus's (sections of sources: what chain_first reads first, E's bound and the fits floor)."""
+    from mogg.run.budget.selector.set_shape import (
+        sections_share,
+        source_chain,
+        source_positions,
+        source_unit_docs,
+        whole_documents,
+    )
+
+    ids = ["a-0", "b_1", "a-1", "covidqa:7", "b_0", "x-y", "a-2"]
+    np.testing.assert_array_equal(source_positions(ids), [0, 4, 1, 5, 3, 6, 2])  # b_0 before b_1
+    grouped = ["12-0", "12-1", "13-0", "medmcqa:9f1c-2d3e-4a5b-0", "medmcqa:9f1c-2d3e-4a5b-1", "page-surgery-0",
+               "page-surgery-1", "covidqa:630", "covidqa:650"]
+    np.testing.assert_array_equal(source_positions(grouped), np.arange(len(grouped)))
+    assert len(source_positions([])) == 0
+
+    # 12 abstracts of 5 sections; each question's candidates its abstract's first 3 sections and another abstract's
+    # first section (a competitor, two sections or more from any of them in a grouped corpus: never chained)
+    rng = np.random.default_rng(3)
+    ids = [f"{s}-{k}" for s in range(12) for k in range(5)]
+    rows = [(qi, 5 * qi + k) for qi in range(12) for k in range(3)] + [(qi, 5 * ((qi + 5) % 12)) for qi in range(12)]
+    q, doc = (np.array(c) for c in zip(*rows))
+    unit, unit_doc = np.arange(len(q)), doc  # one unit per candidate, in its document
+    tokens = rng.integers(20, 80, len(q)).astype(float)
+    pred = rng.random(len(q))
+    pred[3 * 12:] *= 0.3  # the competitor scores lower than the abstract's best section
+    perm = rng.permutation(len(ids))  # the corpus written shuffled: document i sits at place perm[i]
+    shuffled = [None] * len(ids)
+    for i, p in enumerate(perm):
+        shuffled[p] = ids[i]
+    as_read = {}
+    for name, doc_ids, udoc in (("grouped", ids, unit_doc), ("shuffled", shuffled, perm[unit_doc])):
+        sd = source_unit_docs(udoc, doc_ids)
+        shape = whole_documents(q, unit, sd, tokens, pred, tokens, 12)
+        as_read[name] = (sections_share(shape), source_chain(q, sd[unit], pred, tokens, 12))
+    assert as_read["grouped"][0] == as_read["shuffled"][0] > 0.5
+    np.testing.assert_array_equal(as_read["grouped"][1], as_read["shuffled"][1])
+    raw = whole_documents(q, unit, perm[unit_doc], tokens, pred, tokens, 12)  # read by the shuffled order itself
+    assert sections_share(raw) < 0.5

@@ -25,6 +25,7 @@ from mogg.core.text import count_tokens
 from mogg.run.budget.explain import explained
 from mogg.run.budget.selector.deploy import DeployedSelector, plans_of
 from mogg.run.budget.selector.plans import document_tokens, evidence_estimate
+from mogg.run.budget.selector.set_shape import source_unit_docs
 from mogg.run.budget.selector.stage import candidate_features
 from mogg.run.budget.selector.transfer import read_here, shape_scorer, transfer_view
 from mogg.run.budget.shared import action_contexts
@@ -45,6 +46,7 @@ class SelectorSession:
         self.k_r, self.depth = int(spec["compat"]["k_r"]), int(spec["frontier"]["depth"])
         self.max_context_tokens = spec["frontier"].get("max_context_tokens")
         check_levels(spec, index.ladder)
+        self._unit_docs: np.ndarray | None = None  # unit_docs(), on first use
 
     @classmethod
     def from_checkpoint(cls, directory: str | Path, artifacts: str | Path | None = "auto",
@@ -89,8 +91,16 @@ class SelectorSession:
         def x_of(view: str) -> np.ndarray:
             return x if view == "raw" else transfer_view(x, cand.q, n_questions, view, self.index.ladder.level_names,
                                                          context)
-        return shape_scorer(self.deployed, self.kind, x_of, cand.q, cand.unit, self.index.ladder.units.doc, tokens,
+        return shape_scorer(self.deployed, self.kind, x_of, cand.q, cand.unit, self.unit_docs(), tokens,
                             doc_tokens, n_questions)
+
+    def unit_docs(self) -> np.ndarray:
+        """Every unit's document [U] as the set-shape decisions read it, a source's sections together
+        (:func:`mogg.run.budget.selector.set_shape.source_unit_docs`); computed once per session."""
+        if self._unit_docs is None:
+            lad = self.index.ladder
+            self._unit_docs = source_unit_docs(lad.units.doc, lad.units.doc_ids)
+        return self._unit_docs
 
     def table_tokens(self, deep, questions: Sequence[str]) -> np.ndarray:
         """Every fixed (level, k, cap)'s tokens on these questions [Q, A] (no labels): where the guard
@@ -137,7 +147,7 @@ class SelectorSession:
             choice, ranked, plan_tok, applied = read_here(dep, pred, cand.q, cand.unit, tokens, lad.units.text,
                                                           len(questions), plan["budget"], evidence, table_tokens,
                                                           plan["deploy"], doc_tokens,
-                                                          dep.reads("lambda_rule", self.kind), unit_doc=lad.units.doc,
+                                                          dep.reads("lambda_rule", self.kind), unit_doc=self.unit_docs(),
                                                           docs=docs)
             plan = {**plan, "lambda": applied["lambda"] if applied["lambda"] is not None else plan["lambda"],
                     "envelope": applied["envelope"], "calibrated_here": True}

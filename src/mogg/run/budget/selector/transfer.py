@@ -67,6 +67,7 @@ from mogg.run.budget.selector.set_shape import (
     page_order,
     page_sections,
     source_chain,
+    source_unit_docs,
     sources_sections,
     whole_documents,
     whole_shape,
@@ -367,10 +368,11 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
         raise ValueError(f"{directory}: trained with selector knobs {settings}; this run's differ: retrain it")
     d = reading_data(ctx, prep, kind)
     texts, ev, n = prep.ladder.units.text, [it.evidence_text for it in prep.items], len(prep.items)
+    udoc = source_unit_docs(prep.ladder.units.doc, prep.ladder.units.doc_ids)  # a source's sections together
     named = dep  # the rows' names: the directory's rule
     dep, pred, docs = shape_scorer(dep, kind, lambda v: transfer_view(d.x, d.cand.q, n, v, prep.ladder.level_names,
                                                                       kind.context),
-                                   d.cand.q, d.cand.unit, prep.ladder.units.doc, d.tokens, d.doc_tokens, n)
+                                   d.cand.q, d.cand.unit, udoc, d.tokens, d.doc_tokens, n)
     scorer = "" if dep is named else f" (whole-document scorer, {dep.deploy['features_view']})"
     rows = np.arange(n)
 
@@ -388,7 +390,7 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
         plans[PAGE] = page_plans(dep, pred, d.cand.q, d.cand.unit, d.tokens, texts, n, d.doc_tokens)
     if docs is not None and sources_sections(docs):
         plans.update({(SOURCES, e): sources_plans(dep, pred, d.cand.q, d.cand.unit, d.tokens, texts, n, e, d.doc_tokens,
-                                                  prep.ladder.units.doc) for e in EVIDENCE})
+                                                  udoc) for e in EVIDENCE})
 
     @functools.cache
     def truth() -> tuple[np.ndarray, np.ndarray]:  # on the first row that deploys the selector
@@ -401,7 +403,7 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
         for row, evidence, rule in reads:
             choice, _, _, applied = read_here(dep, pred, d.cand.q, d.cand.unit, d.tokens, texts, n, b, evidence,
                                                    table.tokens, doc_tokens=d.doc_tokens, rule=rule,
-                                                   plans=plans, unit_doc=prep.ladder.units.doc,
+                                                   plans=plans, unit_doc=udoc,
                                                    docs=docs)
             if applied["deploy"] == "envelope":
                 env = applied["envelope"]
