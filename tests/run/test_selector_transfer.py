@@ -369,6 +369,14 @@ def test_fits_bounds_e_by_the_chain_on_sections_of_sources_and_reads_the_plans_h
     floor = transfer.read_here(dep, pred, cand_q, unit, tokens, texts, n_q, 512, "predicted", docs=sources, rule="fits",
                                **kw)[3]["reads_to"]
     assert floor == pytest.approx(np.median(np.maximum(chain, doc)[has])) != pytest.approx(np.median((doc + 30)[has]))
+    # a chain handed in (the report computes it once per set) is read, not recomputed, and gives the same reading
+    monkeypatch.setattr(transfer, "source_chain", lambda *a, **k: calls.append(a))
+    got = transfer.read_here(dep, pred, cand_q, unit, tokens, texts, n_q, 512, "predicted", docs=sources, rule="fits",
+                             chain=chain, **kw)
+    assert calls == [] and got[3]["reads_to"] == floor
+    half = transfer.read_here(dep, pred, cand_q, unit, tokens, texts, n_q, 512, "predicted", docs=sources, rule="fits",
+                              chain=chain / 2, **kw)[3]["reads_to"]
+    assert half < floor  # the chain handed in is the one read
 
 
 def test_the_page_plans_are_read_once_per_set_and_handed_to_every_row(monkeypatch):

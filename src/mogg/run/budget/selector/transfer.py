@@ -276,7 +276,8 @@ def page_plans(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit
 def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray,
               texts, n_questions: int, budget: float, evidence: str, table_tokens: np.ndarray | None = None,
               deploy: str | None = None, doc_tokens: np.ndarray | None = None, rule: str = "here",
-              plans: tuple | None = None, unit_doc: np.ndarray | None = None, docs: tuple | None = None):
+              plans: tuple | None = None, unit_doc: np.ndarray | None = None, docs: tuple | None = None,
+              chain: np.ndarray | None = None):
     """A deployed selector read on new questions at ``budget`` without their labels (module doc): the plan per
     question (-1: the envelope, where the guard kept it), the ranking and plan tokens, the plan as applied
     (``{"lambda", "deploy", "envelope", "reads_to"}``). ``table_tokens`` [Q, A]: the fixed configurations' tokens on
@@ -291,7 +292,8 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
     ``plans``: what :func:`here_plans` gives for these arguments (or a dict of them per E, :func:`page_plans`'s
     under :data:`PAGE` on sections of a page, :func:`sources_plans`' under (:data:`SOURCES`, E) on sections of
     sources), ``docs``: the set's shape
-    as :func:`shape_scorer` gives it (each computed here from ``pred`` when None)."""
+    as :func:`shape_scorer` gives it, ``chain`` [Q]: on sections of sources each question's chain on ``pred``
+    (:func:`~mogg.run.budget.selector.set_shape.source_chain`; each computed here from ``pred`` when None)."""
     if rule not in LAMBDA_RULES:
         raise ValueError(f"lambda rule {rule!r}: one of {LAMBDA_RULES}")
     if rule == "fits" and (doc_tokens is None or unit_doc is None):
@@ -319,7 +321,10 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
         if table_tokens is not None and dep.deploy["spec"].get("configs"):
             applied["envelope"] = envelope_here(dep.deploy["spec"]["configs"], table_tokens, budget)
         return np.full(n_questions, -1, dtype=np.int64), ranked, plan_tok, applied
-    chain = source_chain(cand_q, np.asarray(unit_doc)[unit], pred, doc_tokens, n_questions) if sources else None
+    if not sources:
+        chain = None
+    elif chain is None:
+        chain = source_chain(cand_q, np.asarray(unit_doc)[unit], pred, doc_tokens, n_questions)
     applied["lambda"], applied["reads_to"] = lambda_here(rule, util, plan_tok, budget, float(p["lambda"]), docs, chain)
     cap = fits_cap(docs) if rule == "fits" else None  # documents that stand alone: at most the best one
     return decide(util, plan_tok, applied["lambda"], cap).astype(np.int64), ranked, plan_tok, applied
@@ -388,9 +393,11 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
     plans = {e: here_plans(dep, pred, d.cand.q, d.cand.unit, d.tokens, texts, n, e, d.doc_tokens) for e in EVIDENCE}
     if docs is not None and page_sections(docs):  # the fits rows' plans there (read_here)
         plans[PAGE] = page_plans(dep, pred, d.cand.q, d.cand.unit, d.tokens, texts, n, d.doc_tokens)
+    chain = None  # sections of sources: each question's chain on pred, read by every row at every budget
     if docs is not None and sources_sections(docs):
         plans.update({(SOURCES, e): sources_plans(dep, pred, d.cand.q, d.cand.unit, d.tokens, texts, n, e, d.doc_tokens,
                                                   udoc) for e in EVIDENCE})
+        chain = source_chain(d.cand.q, udoc[d.cand.unit], pred, d.doc_tokens, n)
 
     @functools.cache
     def truth() -> tuple[np.ndarray, np.ndarray]:  # on the first row that deploys the selector
@@ -403,8 +410,7 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
         for row, evidence, rule in reads:
             choice, _, _, applied = read_here(dep, pred, d.cand.q, d.cand.unit, d.tokens, texts, n, b, evidence,
                                                    table.tokens, doc_tokens=d.doc_tokens, rule=rule,
-                                                   plans=plans, unit_doc=udoc,
-                                                   docs=docs)
+                                                   plans=plans, unit_doc=udoc, docs=docs, chain=chain)
             if applied["deploy"] == "envelope":
                 env = applied["envelope"]
                 f1, tok, conf = table.f1[:, env], table.tokens[:, env], "envelope deployed"
