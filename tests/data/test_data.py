@@ -384,6 +384,42 @@ def test_pubmedqa_l_leaves_pubmedqa_star_out_and_its_gold_ids_are_its_documents(
         PubMedQALabelled(str(test), str(test)).load()
 
 
+def test_abstract_pages_end_in_the_conclusion_that_is_the_gold_evidence(tmp_path):
+    """The abstract-page shape (questions=pubmedqa_l_pages corpus=pubmedqa_l_pages): each abstract one page
+    [PMID], its non-empty contexts then its conclusion, each a paragraph; each question's gold evidence the
+    conclusion, its last paragraph, gold id the page; the excluded abstracts left out of both; a missing
+    conclusion, an unknown evidence kind and conclusion with section ids are refused."""
+    from mogg.data.qa import PubMedQALabelled
+
+    def entry(q, ctx, conclusion):
+        return {"QUESTION": q, "CONTEXTS": ctx, "final_decision": "yes", "LONG_ANSWER": conclusion}
+    raw = {"1": entry("Q one?", ["a b", "  ", "c d"], " The end. "), "2": entry("Q two?", ["e f"], "So it is."),
+           "3": entry("Q three?", ["g h"], "No.")}
+    f, test = tmp_path / "ori_pqal.json", tmp_path / "test_set.json"
+    f.write_text(json.dumps(raw))
+    test.write_text(json.dumps({"3": raw["3"]}))
+    pages = {d.id: d.content for d in PubMedQAContexts(str(f), page=True, exclude_path=str(test))}
+    assert pages == {"1": "a b\n\nc d\n\nThe end.", "2": "e f\n\nSo it is."}
+    items = PubMedQALabelled(str(f), str(test), evidence="conclusion").load()
+    assert [(it.id, it.gold_doc_ids, it.gold_evidence) for it in items] == [
+        ("1", ["1"], ["The end."]), ("2", ["2"], ["So it is."])]
+    assert all(pages[it.id].split("\n\n")[-1] == it.gold_evidence[0] for it in items)
+    assert PubMedQALabelled(str(f), evidence="conclusion").params()["evidence"] == "conclusion"
+    assert "evidence" not in PubMedQALabelled(str(f)).params() and "page" not in PubMedQAContexts(str(f)).params()
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"4": entry("Q?", ["x"], "  ")}))
+    with pytest.raises(DataError, match="LONG_ANSWER"):
+        PubMedQALabelled(str(bad), evidence="conclusion").load()
+    with pytest.raises(DataError, match="LONG_ANSWER"):
+        list(PubMedQAContexts(str(bad), page=True))
+    with pytest.raises(ValueError, match="not one of"):
+        PubMedQALabelled(str(f), evidence="abstract")
+    with pytest.raises(ValueError, match="section_ids"):
+        PubMedQALabelled(str(f), section_ids=True, evidence="conclusion")
+    with pytest.raises(ValueError, match="exclude each other"):
+        PubMedQAContexts(str(f), sections=True, page=True)
+
+
 def test_explanation_sentences_join_short_pieces_and_keep_every_word():
     """A sentence under min_chars joins the next (the last the one before); the words stay, in order."""
     from mogg.data.corpus import explanation_sentences
@@ -803,14 +839,14 @@ def test_no_heldout_shape_trains_on_a_set_sharing_its_texts():
 
     shapes = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "conf" / "heldout").glob("*.yaml"))
     assert {"covidqa", "medmcqa", "medmcqa_long", "medmcqa_sentences", "pages", "pubmedqa", "snippets",
-            "snippets_l"} <= set(shapes)
+            "snippets_l", "pages_l"} <= set(shapes)
     for h in shapes:
         cfg = hcompose(["experiment=loso_shapes", f"heldout={h}"])
         own = cfg.questions.get("raw_path") or cfg.questions.get("path")
         assert cfg.heldout_name == h and set(cfg.train_sources) <= set(shapes) - {h}, h
         for name, src in cfg.train_sources.items():
             assert (src.questions.get("raw_path") or src.questions.get("path")) != own, (h, name)
-    family = {"pubmedqa", "snippets", "snippets_l"}  # PubMedQA-L's abstracts: a shape leaves with its family
+    family = {"pubmedqa", "snippets", "snippets_l", "pages_l"}  # PubMedQA(-L) abstracts: a shape leaves with its family
     for h in family:
         assert not family & set(hcompose(["experiment=loso_shapes", f"heldout={h}"]).train_sources), h
 

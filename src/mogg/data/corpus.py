@@ -179,16 +179,21 @@ class PubMedQAContexts(_Source):
     snippet stand-in, whose evidence spans several documents (``PubMedQAStar(section_ids=True)``).
     ``exclude_path``: a file in the same format whose PMIDs are left out (PubMedQA-L's ``ori_pqal.json``
     without the 500 test abstracts PubMedQA* reads: the second snippet shape shares no text with it).
+    ``page=True`` makes each abstract a page (id ``<PMID>``): its contexts, then its conclusion (LONG_ANSWER,
+    which the other forms leave out), each one a paragraph (:func:`abstract_page`): the abstract-page
+    shape, whose evidence is the conclusion, one section of the page (``PubMedQALabelled(evidence="conclusion")``).
     """
 
     def __init__(self, path: str, structured: bool = False, sections: bool = False,
-                 exclude_path: str | None = None) -> None:
+                 exclude_path: str | None = None, page: bool = False) -> None:
         self.path = os.fspath(path)
         self.structured = bool(structured)
         self.sections = bool(sections)
+        self.page = bool(page)
         self.exclude_path = os.fspath(exclude_path) if exclude_path else None
-        if self.structured and self.sections:
-            raise ValueError("PubMedQAContexts: structured and sections exclude each other (a section has one block)")
+        if self.structured + self.sections + self.page > 1:
+            raise ValueError("PubMedQAContexts: structured, sections and page exclude each other "
+                             f"(got structured={self.structured}, sections={self.sections}, page={self.page})")
 
     def files(self) -> list[Path]:
         return [Path(self.path), *([Path(self.exclude_path)] if self.exclude_path else [])]
@@ -196,6 +201,7 @@ class PubMedQAContexts(_Source):
     def params(self) -> dict:
         return {"path": self.path, **({"structured": True} if self.structured else {}),
                 **({"sections": True} if self.sections else {}),
+                **({"page": True} if self.page else {}),
                 **({"exclude_path": self.exclude_path} if self.exclude_path else {})}
 
     def located(self) -> Iterator[Located]:
@@ -212,6 +218,9 @@ class PubMedQAContexts(_Source):
             content = " ".join(contexts)
             if not content.strip():
                 raise DataError(self.path, f"PMID {pmid}: CONTEXTS are empty")
+            if self.page:  # the contexts and the conclusion, each a paragraph of one page
+                yield Document(id=str(pmid), title="", content=abstract_page(pmid, entry, self.path)), self.path, None
+                continue
             if self.sections:  # one short document per context (an empty one is skipped, its number kept)
                 for doc_id, ctx in context_sections(pmid, contexts):
                     yield Document(id=doc_id, title="", content=ctx), self.path, None
@@ -233,6 +242,23 @@ def context_sections(pmid: str, contexts: list[str]) -> list[tuple[str, str]]:
     documents of ``PubMedQAContexts(sections=True)`` and the gold ids of the PubMedQA sets'
     ``section_ids=True`` both come from here, so they always agree."""
     return [(f"{pmid}-{k}", c.strip()) for k, c in enumerate(contexts) if c.strip()]
+
+
+def abstract_page(pmid: str, entry: dict, path: str) -> str:
+    """A PubMedQA abstract as a page: its non-empty contexts, then its conclusion (``LONG_ANSWER``), each a
+    paragraph (blank-line separated, as the page stand-in's sections are). The page of
+    ``PubMedQAContexts(page=True)``, whose last paragraph is ``PubMedQALabelled(evidence="conclusion")``'s gold
+    evidence: both read the conclusion through :func:`abstract_conclusion`, so they always agree."""
+    contexts = [c.strip() for c in entry.get("CONTEXTS") or [] if c.strip()]
+    return "\n\n".join([*contexts, abstract_conclusion(pmid, entry, path)])
+
+
+def abstract_conclusion(pmid: str, entry: dict, path: str) -> str:
+    """The abstract's conclusion (``LONG_ANSWER``, stripped); a clear error where it is missing or empty."""
+    conclusion = entry.get("LONG_ANSWER")
+    if not isinstance(conclusion, str) or not conclusion.strip():
+        raise DataError(path, f"PMID {pmid}: LONG_ANSWER (the conclusion) is missing or empty")
+    return conclusion.strip()
 
 
 def excluded_pmids(path: str | None) -> frozenset[str]:

@@ -15,7 +15,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-from mogg.data.corpus import Fingerprinted, context_sections, excluded_pmids, explanation_sentences
+from mogg.data.corpus import (
+    Fingerprinted,
+    abstract_conclusion,
+    context_sections,
+    excluded_pmids,
+    explanation_sentences,
+)
 from mogg.data.errors import DataError
 from mogg.data.files import check_unicode, iter_jsonl, load_json, str_field
 from mogg.data.records import QAItem
@@ -231,23 +237,33 @@ class PubMedQALabelled(_QASet):
     PubMedQA* or the snippet stand-in. Options yes / no / maybe as MIRAGE writes PubMedQA*; the answer
     from ``final_decision``; gold_evidence = CONTEXTS; gold_doc_ids = [PMID], or with
     ``section_ids=True`` ``<PMID>-<k>`` per non-empty context (``PubMedQAContexts(sections=True)``'s
-    documents: a second snippet shape). label = LONG_ANSWER."""
+    documents: a second snippet shape). label = LONG_ANSWER. ``evidence="conclusion"``: gold_evidence =
+    [LONG_ANSWER], the last section of ``PubMedQAContexts(page=True)``'s page [PMID] (the abstract-page shape)."""
 
     OPTIONS = {"A": "yes", "B": "no", "C": "maybe"}  # benchmark.json's PubMedQA* options
 
+    EVIDENCE = ("contexts", "conclusion")
+
     def __init__(self, raw_path: str, exclude_path: str | None = None, limit: int | None = None,
-                 section_ids: bool = False) -> None:
+                 section_ids: bool = False, evidence: str = "contexts") -> None:
         self.raw_path = os.fspath(raw_path)
         self.exclude_path = os.fspath(exclude_path) if exclude_path else None
         self.limit = _check_limit(limit)
         self.section_ids = bool(section_ids)
+        if evidence not in self.EVIDENCE:
+            raise ValueError(f"PubMedQALabelled: evidence={evidence!r} is not one of {', '.join(self.EVIDENCE)}")
+        if evidence == "conclusion" and self.section_ids:
+            raise ValueError("PubMedQALabelled: evidence='conclusion' is one section of the page [PMID]; "
+                             "section_ids names the contexts' documents")
+        self.evidence = evidence
 
     def files(self) -> list[Path]:
         return [Path(self.raw_path), *([Path(self.exclude_path)] if self.exclude_path else [])]
 
     def params(self) -> dict:
         return {"raw_path": self.raw_path, "exclude_path": self.exclude_path, "limit": self.limit,
-                **({"section_ids": True} if self.section_ids else {})}
+                **({"section_ids": True} if self.section_ids else {}),
+                **({"evidence": self.evidence} if self.evidence != "contexts" else {})}
 
     def load(self) -> list[QAItem]:
         raw = load_json(self.raw_path)
@@ -271,9 +287,12 @@ class PubMedQALabelled(_QASet):
             decision = str_field(entry, "final_decision", self.raw_path, None, what=what)
             if decision not in letter:
                 raise DataError(self.raw_path, f"{what}: final_decision {decision!r} is not one of yes, no, maybe")
+            label = str_field(entry, "LONG_ANSWER", self.raw_path, None, required=False, what=what) or None
+            if self.evidence == "conclusion":  # the page's last section (abstract_page)
+                evidence = [abstract_conclusion(str(pmid), entry, self.raw_path)]
             items.append(QAItem(
                 id=str(pmid), question=question, answer=letter[decision], options=dict(self.OPTIONS),
-                label=str_field(entry, "LONG_ANSWER", self.raw_path, None, required=False, what=what) or None,
+                label=label,
                 gold_doc_ids=([i for i, _ in context_sections(pmid, evidence)] if self.section_ids
                               else [str(pmid)]),
                 gold_evidence=evidence, dataset="pubmedqa_l"))
