@@ -172,6 +172,16 @@ ADAPTATIONS = {
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-page:max"),
     "two scorers, lambda fits, E median on sections of a page, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-page:median"),
+    # measured: a share of the page as E (read at least to it) or 30 tokens under the deployed order inside a page (the
+    # neighbour smoothing, 0.15): the page shapes with the abstract-page shape among them (docs/results.md)
+    "two scorers, lambda fits, E 0.2 of the document on sections of a page read at least to it, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, neighbour-smoothed order on sections of a page (0.15), E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagesmooth:0.15", "predicted", "fits-page:doc*0.2:floorE"),
+    "two scorers, lambda fits, E 0.25 of the document on sections of a page read at least to it, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, neighbour-smoothed order on sections of a page (0.15), E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagesmooth:0.15", "predicted", "fits-page:doc*0.25:floorE"),
+    "two scorers, lambda fits, E 0.33 of the document on sections of a page read at least to it, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, neighbour-smoothed order on sections of a page (0.15), E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagesmooth:0.15", "predicted", "fits-page:doc*0.33:floorE"),
+    "two scorers, lambda fits, E 30 tokens on sections of a page, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, neighbour-smoothed order on sections of a page (0.15), E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagesmooth:0.15", "predicted", "fits-page:30"),
     "two scorers, lambda fits, E 30 tokens on sections of a page, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-page:30"),
     "two scorers, lambda fits, E 60 tokens on sections of a page, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
