@@ -298,7 +298,6 @@ def load_shapes(overrides: list[str], train_also: tuple[str, ...] = ()) -> tuple
     from hydra import compose, initialize_config_dir
 
     from mogg.run.budget.selector.candidates import feature_names
-    from mogg.run.budget.selector.set_shape import source_unit_docs
     from mogg.run.budget.selector.stage import reading_data
     from mogg.run.context import run_context
     from mogg.run.frontier_stage import frontier_settings, ladder_frontier
@@ -313,7 +312,7 @@ def load_shapes(overrides: list[str], train_also: tuple[str, ...] = ()) -> tuple
             prep = next(iter(prepare_all(cfg).values()))
             lf, d = ladder_frontier(prep, fs), reading_data(ctx, prep, kind)
             out[s] = Shape(d.x, feature_names(prep.ladder.level_names, kind.context), d.density, d.cand.q,
-                           d.cand.unit, d.tokens, d.doc_tokens, source_unit_docs(prep.ladder.units.doc, prep.ladder.units.doc_ids), d.evidence_len,
+                           d.cand.unit, d.tokens, d.doc_tokens, prep.ladder.source_unit_docs(), d.evidence_len,
                            prep.ladder.units.text, [it.evidence_text for it in prep.items], lf.table.f1,
                            lf.table.tokens, len(prep.items))
     return out, splits, kind

@@ -7,11 +7,14 @@ routing and evaluation only ever see this structure.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -123,6 +126,32 @@ class Ladder:
             centre[lv.home[has]] = has
             self._texts[key] = self.units.doc[centre]
         return self._texts[key]
+
+    def source_positions(self) -> np.ndarray:
+        """Each document's place [D] with a source's sections together (:func:`mogg.ladders.sources.source_positions`):
+        the array stored at build (:data:`~mogg.ladders.sources.SOURCE_POSITIONS`, written by
+        :func:`mogg.ladders.store.build_ladder`) where it is a permutation of the documents, else computed from the
+        ids once (a ladder built before it was stored, a concatenation of parts or shards); memoised."""
+        from mogg.ladders.sources import SOURCE_POSITIONS, is_permutation, source_positions
+
+        if "source_positions" not in self._texts:
+            stored = self.arrays.get(SOURCE_POSITIONS)
+            n = len(self.units.doc_ids)
+            if stored is not None and is_permutation(stored, n):
+                self._texts["source_positions"] = np.asarray(stored, dtype=np.int64)
+            else:
+                if stored is not None:  # a checksummed artifact cannot differ; an array edited in memory can
+                    log.warning("ladder's stored %s is not a permutation of its %d documents: recomputed",
+                                SOURCE_POSITIONS, n)
+                self._texts["source_positions"] = source_positions(self.units.doc_ids)
+        return self._texts["source_positions"]
+
+    def source_unit_docs(self) -> np.ndarray:
+        """Every unit's document [U] numbered by :meth:`source_positions`: what the set-shape decisions read as a
+        unit's document (a source's sections neighbour in any corpus order); memoised."""
+        if "source_unit_docs" not in self._texts:
+            self._texts["source_unit_docs"] = self.source_positions()[self.units.doc]
+        return self._texts["source_unit_docs"]
 
     def is_document_local(self) -> bool:
         """Whether every chunk of every level lies inside one document (nested MoG levels, a graph's

@@ -7,11 +7,20 @@ from pathlib import Path
 from mogg.core.artifacts import cached
 from mogg.core.text import TEXT_VERSION
 from mogg.ladders.base import Ladder
+from mogg.ladders.sources import SOURCE_POSITIONS, source_positions
 
 
 def ladder_key(corpus, builder) -> dict:
     """What a ladder artifact depends on: the builder's config and the corpus fingerprint."""
     return {"builder": builder.config(), "corpus": corpus.fingerprint(), "text_version": TEXT_VERSION}
+
+
+def with_source_positions(ladder: Ladder) -> Ladder:
+    """``ladder`` with its documents' source positions stored among its arrays (:data:`SOURCE_POSITIONS`): computed
+    once when the ladder is built into the artifact store, so that routing a corpus reads them instead of scanning
+    every document id at each session (linear in the corpus: ~2.6 s per million ids)."""
+    ladder.arrays[SOURCE_POSITIONS] = source_positions(ladder.units.doc_ids)
+    return ladder
 
 
 def build_ladder(corpus, builder, artifacts: Path | None) -> tuple[Ladder, dict]:
@@ -21,7 +30,7 @@ def build_ladder(corpus, builder, artifacts: Path | None) -> tuple[Ladder, dict]
         return builder.build(corpus.documents(), show_progress=True), key
     ladder = cached(
         artifacts, "ladder", key,
-        build=lambda: builder.build(corpus.documents(), show_progress=True),
+        build=lambda: with_source_positions(builder.build(corpus.documents(), show_progress=True)),
         save=lambda lad, d: lad.save(d),
         load=Ladder.load,
     )

@@ -25,7 +25,6 @@ from mogg.core.text import count_tokens
 from mogg.run.budget.explain import explained
 from mogg.run.budget.selector.deploy import DeployedSelector, plans_of
 from mogg.run.budget.selector.plans import document_tokens, evidence_estimate
-from mogg.run.budget.selector.set_shape import source_unit_docs
 from mogg.run.budget.selector.stage import candidate_features
 from mogg.run.budget.selector.transfer import read_here, shape_scorer, transfer_view
 from mogg.run.budget.shared import action_contexts
@@ -46,7 +45,6 @@ class SelectorSession:
         self.k_r, self.depth = int(spec["compat"]["k_r"]), int(spec["frontier"]["depth"])
         self.max_context_tokens = spec["frontier"].get("max_context_tokens")
         check_levels(spec, index.ladder)
-        self._unit_docs: np.ndarray | None = None  # unit_docs(), on first use
 
     @classmethod
     def from_checkpoint(cls, directory: str | Path, artifacts: str | Path | None = "auto",
@@ -96,11 +94,8 @@ class SelectorSession:
 
     def unit_docs(self) -> np.ndarray:
         """Every unit's document [U] as the set-shape decisions read it, a source's sections together
-        (:func:`mogg.run.budget.selector.set_shape.source_unit_docs`); computed once per session."""
-        if self._unit_docs is None:
-            lad = self.index.ladder
-            self._unit_docs = source_unit_docs(lad.units.doc, lad.units.doc_ids)
-        return self._unit_docs
+        (:meth:`mogg.ladders.base.Ladder.source_unit_docs`: the positions stored with the ladder at build)."""
+        return self.index.ladder.source_unit_docs()
 
     def table_tokens(self, deep, questions: Sequence[str]) -> np.ndarray:
         """Every fixed (level, k, cap)'s tokens on these questions [Q, A] (no labels): where the guard

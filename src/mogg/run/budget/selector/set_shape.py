@@ -8,8 +8,9 @@ whole short documents, and how far the ``fits`` price of a token (``transfer_lam
   whole-document scorer (:func:`mogg.run.budget.selector.transfer.shape_scorer`) and the ``fits`` price alike.
 * :func:`sections_share`: whether the set's close documents sit beside each other in the corpus (sections of
   one source: an abstract's contexts, an explanation's sentences) rather than anywhere (competing documents).
-* :func:`source_positions`: the corpus order these decisions read, a source's documents ("<id>-<k>") together
-  (the corpus's own order where it keeps them so; a shuffled corpus's regrouped).
+* :func:`~mogg.ladders.sources.source_positions`: the corpus order these decisions read, a source's documents
+  ("<id>-<k>") together (the corpus's own order where it keeps them so; a shuffled corpus's regrouped); a ladder
+  in the artifact store keeps it (:meth:`mogg.ladders.base.Ladder.source_unit_docs`).
 * :func:`chain_first`: in a set of sections of sources, each question's documents chained to its best one
   read first; :func:`chain_evidence`: there E is at most that chain (:func:`sources_sections`).
 * :func:`fits_target`: where the set is whole short documents, read at least up to min(B, the median reach:
@@ -34,13 +35,13 @@ together so that the report, the script and ``mogg-route`` read one decision eac
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
 
 from mogg.core.segments import group_best_row, group_max, pair_groups
+from mogg.ladders.sources import source_positions
 from mogg.run.budget.selector.adapt import block_evidence, document_best, rank_within, reorder
 from mogg.run.budget.selector.plans import document_evidence
 
@@ -82,30 +83,6 @@ PAGE_SHARE = 0.33
 # and the best next-worst (the page stand-in), as the script's leximin (docs/results.md, "The neighbours' order")
 PAGE_SMOOTH = 0.15
 CHANCE_DRAWS = 4  # shuffled corpora averaged for the chance share (the candidates' documents at random places)
-
-
-# a document's source, label-free: its id without a trailing "-<n>" or "_<n>" (an abstract's contexts "<PMID>-<k>", a
-# chunked document's "<source>_<k>", an explanation's sentences "<id>-<k>"); an id without one is its own source
-_SOURCE_ID = re.compile(r"^(.+)[-_](\d+)$")
-
-
-def source_positions(doc_ids: Sequence[str]) -> np.ndarray:
-    """Each document's position [D] in the corpus with every source's documents (:data:`_SOURCE_ID`) moved together at
-    its first document's place, in the order of their numbers (then corpus order): the corpus order the chain reads
-    (:func:`close_reach`'s "document indices one apart"). The identity where each source's documents already sit
-    together in order, as in every corpus the shapes read; a corpus written in another order (shuffled) gets its
-    sources' sections back beside each other, in order. One regular expression per id, then vectorised."""
-    n = len(doc_ids)
-    if not n:
-        return np.zeros(0, dtype=np.int64)
-    found = [_SOURCE_ID.match(i) for i in doc_ids]
-    keys = np.asarray([m.group(1) if m else i for m, i in zip(found, doc_ids)], dtype=object)
-    number = np.asarray([int(m.group(2)) if m else 0 for m in found], dtype=np.float64)  # float: any length of digits
-    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    order = np.lexsort((np.arange(n), number, first[inverse]))  # the source's first place, its number, corpus order
-    positions = np.empty(n, dtype=np.int64)
-    positions[order] = np.arange(n)
-    return positions
 
 
 def source_unit_docs(unit_doc: np.ndarray, doc_ids: Sequence[str]) -> np.ndarray:

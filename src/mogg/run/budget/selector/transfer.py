@@ -67,7 +67,6 @@ from mogg.run.budget.selector.set_shape import (
     page_order,
     page_sections,
     source_chain,
-    source_unit_docs,
     sources_sections,
     whole_documents,
     whole_shape,
@@ -373,7 +372,7 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
         raise ValueError(f"{directory}: trained with selector knobs {settings}; this run's differ: retrain it")
     d = reading_data(ctx, prep, kind)
     texts, ev, n = prep.ladder.units.text, [it.evidence_text for it in prep.items], len(prep.items)
-    udoc = source_unit_docs(prep.ladder.units.doc, prep.ladder.units.doc_ids)  # a source's sections together
+    udoc = prep.ladder.source_unit_docs()  # a source's sections together (stored with the ladder at build)
     named = dep  # the rows' names: the directory's rule
     dep, pred, docs = shape_scorer(dep, kind, lambda v: transfer_view(d.x, d.cand.q, n, v, prep.ladder.level_names,
                                                                       kind.context),

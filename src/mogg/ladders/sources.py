@@ -1,0 +1,49 @@
+"""A document's source, read off its id without labels: an abstract's contexts ("<PMID>-<k>"), a chunked
+document's parts ("<source>_<k>"), an explanation's sentences ("<id>-<k>") are sections of one source.
+
+:func:`source_positions` is the corpus order the set-shape decisions read (issue 58: a source's sections beside
+each other, in order). It is linear in the corpus (one regular expression per id), so a ladder built into the
+artifact store keeps it beside its units (:data:`SOURCE_POSITIONS` in ``arrays.npz``,
+:meth:`mogg.ladders.base.Ladder.source_positions`): routing a corpus then reads it instead of scanning every id."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+SOURCE_POSITIONS = "source_positions"  # the ladder array (int64 [D]) written at build (mogg.ladders.store)
+
+# a document's source: its id without a trailing "-<n>" or "_<n>"; an id without one is its own source
+_SOURCE_ID = re.compile(r"^(.+)[-_](\d+)$")
+
+
+def source_positions(doc_ids: Sequence[str]) -> np.ndarray:
+    """Each document's position [D] in the corpus with every source's documents (:data:`_SOURCE_ID`) moved together at
+    its first document's place, in the order of their numbers (then corpus order): the corpus order the chain reads
+    (:func:`mogg.run.budget.selector.set_shape.close_reach`'s "document indices one apart"). The identity where each
+    source's documents already sit together in order, as in every corpus the shapes read; a corpus written in another
+    order (shuffled) gets its sources' sections back beside each other, in order. One regular expression per id,
+    then vectorised."""
+    n = len(doc_ids)
+    if not n:
+        return np.zeros(0, dtype=np.int64)
+    found = [_SOURCE_ID.match(i) for i in doc_ids]
+    keys = np.asarray([m.group(1) if m else i for m, i in zip(found, doc_ids)], dtype=object)
+    number = np.asarray([int(m.group(2)) if m else 0 for m in found], dtype=np.float64)  # float: any length of digits
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    order = np.lexsort((np.arange(n), number, first[inverse]))  # the source's first place, its number, corpus order
+    positions = np.empty(n, dtype=np.int64)
+    positions[order] = np.arange(n)
+    return positions
+
+
+def is_permutation(positions: np.ndarray, n: int) -> bool:
+    """Whether ``positions`` is a permutation of 0..n-1 (int [n]): what a stored array must be to be read."""
+    p = np.asarray(positions)
+    if p.shape != (n,) or not np.issubdtype(p.dtype, np.integer):
+        return False
+    if not n:
+        return True
+    return bool(p.min() >= 0 and p.max() < n and np.bincount(p, minlength=n).max() == 1)

@@ -1,0 +1,83 @@
+"""A ladder keeps its documents' source positions (mogg.ladders.sources) from the build: routing a corpus reads them
+instead of scanning every document id at each session (issue 58's rule that cost follows the questions)."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+from mogg.data.corpus import DocumentList
+from mogg.data.records import Document
+from mogg.ladders import MoGLadderBuilder
+from mogg.ladders.base import Ladder
+from mogg.ladders.sources import SOURCE_POSITIONS, is_permutation, source_positions
+from mogg.ladders.store import build_ladder
+
+
+def _shuffled_sources(n_sources=6, per=4, seed=0):
+    """Sections "<s>-<k>" of ``n_sources`` sources written in a shuffled order (positions not the identity)."""
+    rng = np.random.default_rng(seed)
+    ids = [f"{s}-{k}" for s in range(n_sources) for k in range(per)]
+    order = rng.permutation(len(ids))
+    return [Document(ids[i], "", f"Section {k} of source {s} says term{s} and term{k}.")
+            for i in order for s, k in [map(int, ids[i].split("-"))]]
+
+
+def _forbid_scans(monkeypatch):
+    """Make every id scan fail: a reading that still calls source_positions raises."""
+    def refuse(ids):
+        raise AssertionError(f"scanned {len(ids)} document ids")
+    import mogg.ladders.sources as sources
+    import mogg.run.budget.selector.set_shape as set_shape
+    monkeypatch.setattr(sources, "source_positions", refuse)
+    monkeypatch.setattr(set_shape, "source_positions", refuse)
+
+
+def test_a_ladder_built_into_the_store_reads_its_stored_source_positions(tmp_path, monkeypatch):
+    corpus = DocumentList(_shuffled_sources())
+    builder = MoGLadderBuilder(n_levels=2, document_level=True)
+    built, key = build_ladder(corpus, builder, tmp_path)
+    ids = built.units.doc_ids
+    want = source_positions(ids)
+    assert not np.array_equal(want, np.arange(len(ids)))  # shuffled: the regrouping is not the identity
+    np.testing.assert_array_equal(built.arrays[SOURCE_POSITIONS], want)
+
+    loaded, key2 = build_ladder(corpus, builder, tmp_path)  # a new session: loaded from the store
+    assert key2 == key and SOURCE_POSITIONS in loaded.arrays
+    _forbid_scans(monkeypatch)
+    np.testing.assert_array_equal(loaded.source_positions(), want)
+    np.testing.assert_array_equal(loaded.source_unit_docs(), want[loaded.units.doc])
+    assert loaded.source_unit_docs() is loaded.source_unit_docs()  # memoised
+
+
+def test_a_ladder_without_stored_positions_computes_them_once(tmp_path, monkeypatch, caplog):
+    """A ladder saved before the array existed, a concatenation of parts or shards: computed from the ids, memoised;
+    a stored array that is not a permutation of the documents is named in a warning and recomputed."""
+    built = MoGLadderBuilder(n_levels=2, document_level=True).build(_shuffled_sources(seed=1))
+    assert SOURCE_POSITIONS not in built.arrays  # built outside the store
+    built.save(tmp_path)
+    old = Ladder.load(tmp_path)
+    want = source_positions(old.units.doc_ids)
+    calls = []
+    import mogg.ladders.sources as sources
+    real = sources.source_positions
+    monkeypatch.setattr(sources, "source_positions", lambda ids: calls.append(len(ids)) or real(ids))
+    np.testing.assert_array_equal(old.source_unit_docs(), want[old.units.doc])
+    np.testing.assert_array_equal(old.source_positions(), want)
+    assert calls == [len(want)]  # once
+
+    bad = Ladder.load(tmp_path)
+    bad.arrays[SOURCE_POSITIONS] = np.zeros(len(want), dtype=np.int64)  # not a permutation
+    with caplog.at_level(logging.WARNING, logger="mogg.ladders.base"):
+        np.testing.assert_array_equal(bad.source_positions(), want)
+    assert "not a permutation" in caplog.text
+
+
+@pytest.mark.parametrize("positions, n, ok", [
+    ([2, 0, 1], 3, True), (np.zeros(0, dtype=np.int64), 0, True), ([0, 0, 1], 3, False), ([0, 1], 3, False), ([0, 1, 3], 3, False),
+    ([-1, 0, 1], 3, False), ([0.0, 1.0, 2.0], 3, False),
+])
+def test_is_permutation(positions, n, ok):
+    assert is_permutation(np.asarray(positions), n) is ok
