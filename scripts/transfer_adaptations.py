@@ -182,6 +182,11 @@ ADAPTATIONS = {
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagesmooth:0.15", "predicted", "fits-page:doc*0.33:floorE"),
     "two scorers, lambda fits, E 30 tokens on sections of a page, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, neighbour-smoothed order on sections of a page (0.15), E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagesmooth:0.15", "predicted", "fits-page:30"),
+    # measured: E the mean paragraph of each question's best page (its tokens over its blank-line-separated paragraphs:
+    # a section is a paragraph there; the page stand-ins' median 69 / 115 tokens for 61- / 134-token sections, the
+    # abstract pages' 62 for a 39-token conclusion), read at least to the median one
+    "two scorers, lambda fits, E the page's mean paragraph on sections of a page read at least to it, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, neighbour-smoothed order on sections of a page (0.15), E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagesmooth:0.15", "predicted", "fits-page:para:floorE"),
     "two scorers, lambda fits, E 30 tokens on sections of a page, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1", "predicted", "fits-page:30"),
     "two scorers, lambda fits, E 60 tokens on sections of a page, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, E predicted":
@@ -268,6 +273,7 @@ class Shape:
     table_f1: np.ndarray
     table_tokens: np.ndarray
     n: int
+    paragraphs: np.ndarray | None = None  # per candidate [N]: its document's paragraphs (blank-line separated)
 
 
 def splits_of(overrides: list[str], train_also: tuple[str, ...] = ()) -> dict:
@@ -311,10 +317,12 @@ def load_shapes(overrides: list[str], train_also: tuple[str, ...] = ()) -> tuple
             kind = next(k for k in fs.routers if k.slot == "selector")
             prep = next(iter(prepare_all(cfg).values()))
             lf, d = ladder_frontier(prep, fs), reading_data(ctx, prep, kind)
+            paragraphs = prep.ladder.doc_paragraphs()  # each document's, stored with the ladder (E "para")
             out[s] = Shape(d.x, feature_names(prep.ladder.level_names, kind.context), d.density, d.cand.q,
                            d.cand.unit, d.tokens, d.doc_tokens, prep.ladder.source_unit_docs(), d.evidence_len,
                            prep.ladder.units.text, [it.evidence_text for it in prep.items], lf.table.f1,
-                           lf.table.tokens, len(prep.items))
+                           lf.table.tokens, len(prep.items),
+                           None if paragraphs is None else paragraphs[prep.ladder.units.doc[d.cand.unit]].astype(float))
     return out, splits, kind
 
 
@@ -541,6 +549,10 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             e = page_evidence(sh.q, pred, sh.doc_tokens, sh.n, float(e_page[4:]))  # as transfer.page_plans reads
         elif e_page[0].isdigit():  # a number of tokens
             e = float(e_page)
+        elif e_page == "para":  # the best candidate's page's mean paragraph
+            if sh.paragraphs is None:
+                raise ValueError(f"{target}: its ladder holds no paragraph counts (built without the artifact store)")
+            e = page_evidence(sh.q, pred, sh.doc_tokens / sh.paragraphs, sh.n, 1.0)
         else:
             e = {"block": block, "max": np.maximum(block, _evidence(sh, pred, "predicted", median)), "median": median,
                  "document": _evidence(sh, pred, "document", median)}[e_page]

@@ -81,3 +81,60 @@ def test_a_ladder_without_stored_positions_computes_them_once(tmp_path, monkeypa
 ])
 def test_is_permutation(positions, n, ok):
     assert is_permutation(np.asarray(positions), n) is ok
+
+
+@pytest.mark.parametrize("text, n", [
+    ("one paragraph. Two sentences.", 1), ("a\n\nb", 2), ("a\n \t\nb\n\n\nc", 3), ("a\nb", 1), ("", 1),
+    ("\n\n a \n\n\n\n", 1),
+])
+def test_paragraph_counts(text, n):
+    from mogg.ladders.sources import paragraph_counts
+
+    assert paragraph_counts([text]).tolist() == [n]
+
+
+def _pages(n=5, seed=0):
+    rng = np.random.default_rng(seed)
+    return [Document(f"page-{i}", "", "\n\n".join(f"Paragraph {k} of page {i} on term{k}. It goes on."
+                                                 for k in range(int(rng.integers(1, 5))))) for i in range(n)]
+
+
+def test_a_ladder_keeps_its_documents_paragraph_counts(tmp_path, monkeypatch):
+    """Stored at build; a ladder saved before they were gets them once as a derived artifact (then loaded);
+    concatenated parts carry them; a count that is not one >= 1 per document is refused."""
+    import mogg.ladders.store as store
+    from mogg.ladders.concat import concat_ladders
+    from mogg.ladders.sources import PARAGRAPHS
+
+    docs = _pages()
+    want = [d.content.count("\n\n") + 1 for d in docs]
+    builder = MoGLadderBuilder(n_levels=2, document_level=True)
+    built, _ = build_ladder(DocumentList(docs), builder, tmp_path / "new")
+    assert built.doc_paragraphs().tolist() == want
+    assert Ladder.load(next((tmp_path / "new" / "ladder").iterdir())).doc_paragraphs().tolist() == want  # on disk
+
+    calls = []
+    real_of = store.paragraphs_of
+    monkeypatch.setattr(store, "paragraphs_of", lambda d, ids: calls.append(1) or real_of(d, ids))
+    real = store.with_structure
+    monkeypatch.setattr(store, "with_structure", lambda lad, documents: lad)  # the build before the counts
+    build_ladder(DocumentList(docs), builder, tmp_path / "old")
+    monkeypatch.setattr(store, "with_structure", real)
+    ladder_dir = next((tmp_path / "old" / "ladder").iterdir())
+    assert "doc_paragraphs" not in np.load(ladder_dir / "arrays.npz").files  # the saved ladder has none
+    for _ in range(2):  # computed once from the corpus (on that first load), then read from the store
+        again, _ = build_ladder(DocumentList(docs), builder, tmp_path / "old")
+        assert again.doc_paragraphs().tolist() == want
+    assert calls == [1] and (tmp_path / "old" / "doc_paragraphs").is_dir()
+
+    other = MoGLadderBuilder(n_levels=2, document_level=True).build(_pages(3, seed=1))
+    other.arrays[PARAGRAPHS] = np.array([1, 2, 3])
+    both = concat_ladders([built, other], independent=True)
+    assert both.doc_paragraphs().tolist() == want + [1, 2, 3]
+    assert PARAGRAPHS not in concat_ladders([built, builder.build(_pages(2))],
+                                            independent=True).arrays  # a part without them: none
+    assert builder.build(docs).doc_paragraphs() is None  # built outside build_ladder
+    for bad in (np.array([1, 2]), np.zeros(len(docs), dtype=np.int64), np.ones(len(docs))):
+        built.arrays[PARAGRAPHS] = bad
+        with pytest.raises(ValueError, match="one count >= 1 per document"):
+            built.doc_paragraphs()

@@ -146,6 +146,22 @@ class Ladder:
                 self._texts["source_positions"] = source_positions(self.units.doc_ids)
         return self._texts["source_positions"]
 
+    def doc_paragraphs(self) -> np.ndarray | None:
+        """Each document's paragraphs [D] (int64, >= 1: :func:`mogg.ladders.sources.paragraph_counts`) as
+        :func:`mogg.ladders.store.build_ladder` attaches them (stored at build, or a derived artifact for a ladder
+        saved before they were, or a merge of shards); None where the ladder was built without them."""
+        from mogg.ladders.sources import PARAGRAPHS
+
+        counts = self.arrays.get(PARAGRAPHS)
+        if counts is None:
+            return None
+        counts = np.asarray(counts)
+        if counts.shape != (len(self.units.doc_ids),) or not np.issubdtype(counts.dtype, np.integer) or \
+                (len(counts) and counts.min() < 1):
+            raise ValueError(f"ladder's {PARAGRAPHS} is not one count >= 1 per document ({counts.shape} for "
+                             f"{len(self.units.doc_ids)} documents)")
+        return counts.astype(np.int64, copy=False)
+
     def source_unit_docs(self) -> np.ndarray:
         """Every unit's document [U] numbered by :meth:`source_positions`: what the set-shape decisions read as a
         unit's document (a source's sections neighbour in any corpus order); memoised."""

@@ -14,6 +14,7 @@ import numpy.lib.format as npformat
 import scipy.sparse as sp
 
 from mogg.ladders.base import Ladder, Level, Units
+from mogg.ladders.sources import PARAGRAPHS
 
 BLOCK = 1 << 21  # values per write of a streamed array (16 MiB of int64)
 
@@ -45,7 +46,10 @@ def concat_ladders(parts: Sequence[Ladder], independent: bool = False) -> Ladder
         home = np.concatenate([np.where(lv.home >= 0, lv.home + o, -1) for lv, o in zip(lvs, chunk_off)])
         texts = None if lv0.texts is None else [t for lv in lvs for t in lv.texts]
         levels.append(Level(lv0.name, sp.block_diag([lv.coverage for lv in lvs], format="csr", dtype=np.float32), home, texts))
-    return Ladder(method, units, levels, dict(parts[0].meta))
+    arrays = {}
+    if all(PARAGRAPHS in p.arrays for p in parts):  # per document: the parts' counts in their order
+        arrays[PARAGRAPHS] = np.concatenate([np.asarray(p.arrays[PARAGRAPHS], dtype=np.int64) for p in parts])
+    return Ladder(method, units, levels, dict(parts[0].meta), arrays)
 
 
 def concat_saved(dirs: Sequence[Path], out: Path, block: int = BLOCK) -> dict:
@@ -91,7 +95,12 @@ def concat_saved(dirs: Sequence[Path], out: Path, block: int = BLOCK) -> dict:
     levels = [{"name": lv["name"], "stored_texts": lv["stored_texts"]} for lv in specs[0]["levels"]]
     (out / "ladder.json").write_text(json.dumps({"method": specs[0]["method"], "levels": levels,
                                                  "meta": specs[0].get("meta", {})}, indent=2))
-    np.savez(out / "arrays.npz")  # concat_ladders keeps no extra arrays
+    # as concat_ladders: the parts' paragraph counts (one int64 per document) where every part has them
+    counts = []
+    for d in dirs:
+        with np.load(d / "arrays.npz", allow_pickle=False) as z:
+            counts.append(z[PARAGRAPHS].astype(np.int64) if PARAGRAPHS in z.files else None)
+    np.savez(out / "arrays.npz", **({PARAGRAPHS: np.concatenate(counts)} if all(c is not None for c in counts) else {}))
     return {"units": int(sum(n_units)), "documents": int(doc_off[-1]), "chunks": chunks}
 
 

@@ -4,16 +4,24 @@ document's parts ("<source>_<k>"), an explanation's sentences ("<id>-<k>") are s
 :func:`source_positions` is the corpus order the set-shape decisions read (issue 58: a source's sections beside
 each other, in order). It is linear in the corpus (one regular expression per id), so a ladder built into the
 artifact store keeps it beside its units (:data:`SOURCE_POSITIONS` in ``arrays.npz``,
-:meth:`mogg.ladders.base.Ladder.source_positions`): routing a corpus then reads it instead of scanning every id."""
+:meth:`mogg.ladders.base.Ladder.source_positions`): routing a corpus then reads it instead of scanning every id.
+
+:func:`paragraph_counts` is each document's paragraphs (blank-line separated), which the sentence units no longer
+show: on sections of a page a section is a paragraph, so a page's mean paragraph is a label-free estimate of its
+section's length (docs/results.md, "An abstract-page shape"). Stored the same way (:data:`PARAGRAPHS`,
+:meth:`mogg.ladders.base.Ladder.doc_paragraphs`)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 SOURCE_POSITIONS = "source_positions"  # the ladder array (int64 [D]) written at build (mogg.ladders.store)
+
+PARAGRAPHS = "doc_paragraphs"  # the ladder array (int64 [D], each >= 1) written at build (mogg.ladders.store)
+_BLANK_LINE = re.compile(r"\n[ \t]*\n")  # a paragraph break: an empty (or blank) line
 
 # a document's source: its id without a trailing "-<n>" or "_<n>"; an id without one is its own source
 _SOURCE_ID = re.compile(r"^(.+)[-_](\d+)$")
@@ -47,3 +55,9 @@ def is_permutation(positions: np.ndarray, n: int) -> bool:
     if not n:
         return True
     return bool(p.min() >= 0 and p.max() < n and np.bincount(p, minlength=n).max() == 1)
+
+
+def paragraph_counts(texts: Iterable[str]) -> np.ndarray:
+    """Each text's paragraphs [D] (int64, at least 1): its non-blank blocks between blank lines. A text without a
+    blank line (one paragraph, or a format that keeps none) counts 1."""
+    return np.fromiter((max(1, sum(1 for p in _BLANK_LINE.split(t) if p.strip())) for t in texts), dtype=np.int64)

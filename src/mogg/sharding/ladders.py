@@ -25,6 +25,7 @@ from mogg.core.artifacts import MANIFEST, ArtifactError, artifact_dir, read_mani
 from mogg.core.text import TEXT_VERSION
 from mogg.ladders.base import Ladder
 from mogg.ladders.concat import concat_ladders, concat_saved  # noqa: F401 (concat_ladders: re-exported)
+from mogg.ladders.store import with_structure
 from mogg.search import retriever_key
 from mogg.sharding.keys import content_digest, corpus_shard_digests, missing_shards_error
 
@@ -143,7 +144,7 @@ def build_shard(corpus, builder, make_retriever: Callable[[], object], index: in
     docs = shard_documents(corpus, index, count)  # its slice only: the key is its content
 
     def produce():
-        ladder = builder.build(docs, show_progress=True)
+        ladder = with_structure(builder.build(docs, show_progress=True), docs)  # the merge concatenates the counts
 
         def write(tmp: Path) -> None:
             from mogg.ladders.unit_terms import LadderTerms
