@@ -30,7 +30,7 @@ _SOURCE_ID = re.compile(r"^(.+)[-_](\d+)$")
 def source_positions(doc_ids: Sequence[str]) -> np.ndarray:
     """Each document's position [D] in the corpus with every source's documents (:data:`_SOURCE_ID`) moved together at
     its first document's place, in the order of their numbers (then corpus order): the corpus order the chain reads
-    (:func:`mogg.run.budget.selector.set_shape.close_reach`'s "document indices one apart"). The identity where each
+    (the set-shape decisions' "document indices one apart"). The identity where each
     source's documents already sit together in order, as in every corpus the shapes read; a corpus written in another
     order (shuffled) gets its sources' sections back beside each other, in order. One regular expression per id,
     then vectorised."""
