@@ -505,7 +505,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         rule, source_floor = "fits", rule.partition(":")[2]
     floor, e_page, how, bind = None, None, "", None
     rule_arg = rule.partition(":")[2]
-    if rule.startswith("fits-chainE"):  # the deployed rule's reading elsewhere (a third of the page there)
+    if rule.startswith("fits-chainE"):  # the deployed rule's reading elsewhere (PAGE_SHARE of the page there)
         e_page, how = f"doc*{PAGE_SHARE}", "deployed"
     elif rule.startswith("fits-page"):  # measured: another E where the set is sections of a page
         e_page, _, how = rule.partition(":")[2].partition(":")
@@ -514,7 +514,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         e_page, how = f"doc*{PAGE_SHARE}", "deployed"
     elif rule == "fits-nopage":  # measured: the deployed rule before sections of a page (neither E nor floor there)
         rule = "fits"
-    # the price's view of the set: the deployed rule's reads a third of the median page on sections of a page
+    # the price's view of the set: the deployed rule's reads PAGE_SHARE of the median page on sections of a page
     # (set_shape.fits_target); every measured rule reads without that floor (its own, where it has one)
     docs_price = docs if how == "deployed" else docs._replace(block=None)
     if e_page is not None:

@@ -299,7 +299,7 @@ def test_fits_reads_a_section_of_a_page_with_a_share_of_the_page_as_e():
         _, util, want_pt = plans_of(pred, cand_q, unit, tokens, texts, n_q, per, e)
         np.testing.assert_array_equal(pt, want_pt)
         np.testing.assert_array_equal(choice, decide(util, pt, applied["lambda"]))
-    # ... and the price reads at least a third of the median page (at most B): fits_target, as for whole documents
+    # ... and the price reads at least PAGE_SHARE of the median page (at most B): fits_target, as for whole documents
     assert fits_target(page, b) == pytest.approx(min(b, PAGE_SHARE * np.median(doc)))
     assert fits_target(page, 64) == 64.0 and fits_target(sentence, b) is None
     c_page = read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "median", docs=page, **kw)

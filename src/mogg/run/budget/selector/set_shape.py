@@ -74,9 +74,11 @@ ALONE_EXCESS = 0.1
 PAGE_COVER = 0.05
 # there E (the estimated F1's evidence length) is this share of each question's best document, and the fits price
 # reads at least this share of the median one (at most B): under E predicted and the training sets' price the page
-# stand-ins read 44-96 tokens of 61-134-token sections; a third of the page has the best worst shape among the
-# shares 0.2-0.5 (docs/results.md, "Sections of a page")
-PAGE_SHARE = 0.33
+# stand-ins read 44-96 tokens of 61-134-token sections; over the three page shapes (five seeds) 0.2 is the
+# script's leximin among the shares 0.2-0.33, 30 tokens and the page's mean paragraph: 30 tokens has the best worst
+# shape (the abstract pages -0.088), 0.2 is within one standard error of it (-0.095) with the better next-worst
+# (the long sections +0.020 against -0.027); a third had -0.107 (docs/results.md, "The page share by the worst shape")
+PAGE_SHARE = 0.2
 # there each candidate is also ranked by its neighbours (page_order): its prediction plus this weight times those of
 # the candidates beside it in its document (a section is several sentences in a row; a lone match elsewhere is not);
 # among the weights 0.1-0.75, within one standard error of the best worst shape (0.35, the long-section page stand-in)
@@ -393,7 +395,7 @@ def fits_target(shape: SetShape, budget: float, chain: np.ndarray | None = None)
     document alone: the snippet shapes' evidence is several sections of one abstract, where MedMCQA's
     close documents are competing explanations (docs/results.md, "Sections of one source")."""
     has = np.asarray(shape.doc) > 0
-    if page_sections(shape):  # a section of a page: at least min(B, a third of the median page)
+    if page_sections(shape):  # a section of a page: at least min(B, PAGE_SHARE of the median page)
         return float(min(budget, PAGE_SHARE * np.median(np.asarray(shape.doc)[has])))
     if not whole_shape(shape.doc, shape.covered):
         return None
