@@ -1,5 +1,6 @@
-"""A ladder keeps its documents' source positions (mogg.ladders.sources) from the build: routing a corpus reads them
-instead of scanning every document id at each session (issue 58's rule that cost follows the questions)."""
+"""The artifact store keeps a ladder's documents' source positions (mogg.ladders.sources) once computed, and the
+ladder its paragraph counts: routing a corpus reads them instead of scanning every document id at each session
+(issue 58's rule that cost follows the questions)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,10 @@ def test_a_ladder_built_into_the_store_reads_its_stored_source_positions(tmp_pat
     want = source_positions(ids)
     assert not np.array_equal(want, np.arange(len(ids)))  # shuffled: the regrouping is not the identity
     np.testing.assert_array_equal(built.arrays[SOURCE_POSITIONS], want)
+    # kept beside the ladder, not in it: a merge of shards writes a single build's ladder files (tests/cli/test_cluster)
+    ladder_dir = next((tmp_path / "ladder").iterdir())
+    assert SOURCE_POSITIONS not in np.load(ladder_dir / "arrays.npz").files
+    assert (tmp_path / "source_positions").is_dir()
 
     loaded, key2 = build_ladder(corpus, builder, tmp_path)  # a new session: loaded from the store
     assert key2 == key and SOURCE_POSITIONS in loaded.arrays

@@ -129,9 +129,9 @@ class Ladder:
 
     def source_positions(self) -> np.ndarray:
         """Each document's place [D] with a source's sections together (:func:`mogg.ladders.sources.source_positions`):
-        the array stored at build (:data:`~mogg.ladders.sources.SOURCE_POSITIONS`, written by
-        :func:`mogg.ladders.store.build_ladder`) where it is a permutation of the documents, else computed from the
-        ids once (a ladder built before it was stored, a concatenation of parts or shards); memoised."""
+        the array :func:`mogg.ladders.store.build_ladder` attaches (:data:`~mogg.ladders.sources.SOURCE_POSITIONS`,
+        computed once per artifact store) where it is a permutation of the documents, else computed from the ids once
+        (a ladder built outside the store, a concatenation of parts); memoised."""
         from mogg.ladders.sources import SOURCE_POSITIONS, is_permutation, source_positions
 
         if "source_positions" not in self._texts:

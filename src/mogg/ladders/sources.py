@@ -2,14 +2,15 @@
 document's parts ("<source>_<k>"), an explanation's sentences ("<id>-<k>") are sections of one source.
 
 :func:`source_positions` is the corpus order the set-shape decisions read (issue 58: a source's sections beside
-each other, in order). It is linear in the corpus (one regular expression per id), so a ladder built into the
-artifact store keeps it beside its units (:data:`SOURCE_POSITIONS` in ``arrays.npz``,
-:meth:`mogg.ladders.base.Ladder.source_positions`): routing a corpus then reads it instead of scanning every id.
+each other, in order). It is linear in the corpus (one regular expression per id), so the artifact store keeps
+it beside a ladder once computed (a derived artifact that :func:`mogg.ladders.store.build_ladder` attaches as
+:data:`SOURCE_POSITIONS`, :meth:`mogg.ladders.base.Ladder.source_positions`): routing a corpus then reads it
+instead of scanning every id.
 
 :func:`paragraph_counts` is each document's paragraphs (blank-line separated), which the sentence units no longer
 show: on sections of a page a section is a paragraph, so a page's mean paragraph is a label-free estimate of its
-section's length (docs/results.md, "An abstract-page shape"). Stored the same way (:data:`PARAGRAPHS`,
-:meth:`mogg.ladders.base.Ladder.doc_paragraphs`)."""
+section's length (docs/results.md, "The page share by the worst shape"). Stored in the ladder's ``arrays.npz``
+(:data:`PARAGRAPHS`, :meth:`mogg.ladders.base.Ladder.doc_paragraphs`)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-SOURCE_POSITIONS = "source_positions"  # the ladder array (int64 [D]) written at build (mogg.ladders.store)
+SOURCE_POSITIONS = "source_positions"  # the ladder array (int64 [D]) attached at load (mogg.ladders.store)
 
 PARAGRAPHS = "doc_paragraphs"  # the ladder array (int64 [D], each >= 1) written at build (mogg.ladders.store)
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")  # a paragraph break: an empty (or blank) line

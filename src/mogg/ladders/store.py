@@ -18,13 +18,20 @@ def ladder_key(corpus, builder) -> dict:
 
 
 def with_structure(ladder: Ladder, documents) -> Ladder:
-    """``ladder`` with its documents' source positions (:data:`SOURCE_POSITIONS`) and paragraph counts
-    (:data:`PARAGRAPHS`) stored among its arrays: computed once when the ladder is built into the artifact store,
-    so that routing a corpus reads them instead of scanning every document id (linear in the corpus: ~2.4 s per
-    million ids) or its texts again. ``documents``: what the ladder was built from, in its order."""
-    ladder.arrays[SOURCE_POSITIONS] = source_positions(ladder.units.doc_ids)
+    """``ladder`` with its documents' paragraph counts (:data:`PARAGRAPHS`) stored among its arrays: counted once
+    when the ladder is built, so that routing a corpus reads them instead of its texts again; a merge of shards
+    concatenates them, byte for byte a single build's. ``documents``: what the ladder was built from, in its order.
+    (The source positions are not stored in the ladder: a merge could not write them without every id at once;
+    :func:`build_ladder` keeps them beside it.)"""
     ladder.arrays[PARAGRAPHS] = paragraphs_of(documents, ladder.units.doc_ids)
     return ladder
+
+
+def _derived_array(artifacts: Path, kind: str, key: dict, build) -> np.ndarray:
+    """An array computed once per artifact store beside the ladder of ``key`` (a derived artifact: a damaged one
+    is rebuilt), then loaded."""
+    return cached(artifacts, kind, key, build=build, save=lambda a, d: np.save(d / f"{kind}.npy", a),
+                  load=lambda d: np.load(d / f"{kind}.npy", allow_pickle=False), derived=True)
 
 
 def paragraphs_of(documents, doc_ids) -> np.ndarray:
@@ -48,12 +55,11 @@ def build_ladder(corpus, builder, artifacts: Path | None) -> tuple[Ladder, dict]
         save=lambda lad, d: lad.save(d),
         load=Ladder.load,
     )
-    if PARAGRAPHS not in ladder.arrays:  # saved before the counts were, or merged from shards: a derived artifact
-        ladder.arrays[PARAGRAPHS] = cached(
-            artifacts, "doc_paragraphs", key,
-            build=lambda: paragraphs_of(corpus.documents(), ladder.units.doc_ids),
-            save=lambda a, d: np.save(d / "doc_paragraphs.npy", a),
-            load=lambda d: np.load(d / "doc_paragraphs.npy", allow_pickle=False),
-            derived=True,
-        )
+    if PARAGRAPHS not in ladder.arrays:  # saved before the counts were: a derived artifact
+        ladder.arrays[PARAGRAPHS] = _derived_array(artifacts, "doc_paragraphs", key,
+                                                   lambda: paragraphs_of(corpus.documents(), ladder.units.doc_ids))
+    # the source positions (linear in the corpus: ~2.4 s per million ids), once per store: a routing session reads
+    # them instead of scanning every document id
+    ladder.arrays[SOURCE_POSITIONS] = _derived_array(artifacts, "source_positions", key,
+                                                     lambda: source_positions(ladder.units.doc_ids))
     return ladder, key
