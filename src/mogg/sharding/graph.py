@@ -154,7 +154,7 @@ def merge_graph_shards(corpus, builder, stage: str, count: int, root: Path,
         log.info("graph node index: %d nodes from %d shards -> %s", len(nodes.units), count, d)
         return d
 
-    from mogg.ladders.store import ladder_key
+    from mogg.ladders.store import ladder_key, with_structure
 
     units = Ladder.load(idx_dir).units
     sim = np.concatenate([np.load(d / "knn_sim.npy", allow_pickle=False) for d in dirs])
@@ -163,7 +163,7 @@ def merge_graph_shards(corpus, builder, stage: str, count: int, root: Path,
         raise ValueError(f"kNN shards hold {len(sim)} rows for {len(units)} nodes; rebuild the kNN stage")
     builder.timings = {}
     emb = _load_index(builder, idx_dir).embeddings if builder.approximate else None  # for the recall check
-    ladder = builder.ladder_from_knn(units, sim, ids, emb)
+    ladder = with_structure(builder.ladder_from_knn(units, sim, ids, emb), corpus.documents())  # as a single build
     lkey = ladder_key(corpus, builder)
     ldir = write_artifact(artifact_dir(root, "ladder", lkey), ladder.save, lkey,
                           inputs={"shards": [str(x) for x in dirs], "graph_index": str(idx_dir)})
