@@ -784,14 +784,14 @@ def test_the_page_stand_in_groups_related_sections_into_pages(tmp_path):
 
 
 def test_every_shapes_corpus_keeps_its_order_under_the_source_order(mirage):
-    """set_shape.source_positions moves a source's sections together (a corpus written shuffled); every corpus the
+    """mogg.ladders.sources.source_positions moves a source's sections together (a corpus written shuffled); every corpus the
     shapes read already keeps them together in order, so the order the set-shape decisions read is the corpus's own
     there and no shape's reading changes (the second snippet shape's corpus, fetched by mogg-prepare, alike: its
     ids are "<PMID>-<k>" in order, as the stand-in's)."""
     from conftest import compose as hcompose
     from hydra.utils import instantiate
 
-    from mogg.run.budget.selector.set_shape import source_positions
+    from mogg.ladders.sources import source_positions
 
     names = ["pubmedqa_gold", "covidqa", "pages", "pages_long", "medmcqa_long", "medmcqa_sentences", "pubmedqa_snippets"]
     for name in names:

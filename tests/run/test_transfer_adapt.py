@@ -586,13 +586,8 @@ def test_source_positions_put_a_sources_sections_together_and_keep_a_grouped_cor
     each other, at the source's first place and in corpus order within it; a grouped corpus keeps its order (the
     identity), ids without a trailing number are their own source. The chain a shuffled corpus then gives is the
     grouped corpus's (sections of sources: what chain_first reads first, E's bound and the fits floor)."""
-    from mogg.run.budget.selector.set_shape import (
-        sections_share,
-        source_chain,
-        source_positions,
-        source_unit_docs,
-        whole_documents,
-    )
+    from mogg.ladders.sources import source_positions
+    from mogg.run.budget.selector.set_shape import sections_share, source_chain, whole_documents
 
     ids = ["a-0", "b_1", "a-1", "covidqa:7", "b_0", "x-y", "a-2"]
     np.testing.assert_array_equal(source_positions(ids), [0, 4, 1, 5, 3, 6, 2])  # b_0 before b_1
@@ -617,7 +612,7 @@ def test_source_positions_put_a_sources_sections_together_and_keep_a_grouped_cor
         shuffled[p] = ids[i]
     as_read = {}
     for name, doc_ids, udoc in (("grouped", ids, unit_doc), ("shuffled", shuffled, perm[unit_doc])):
-        sd = source_unit_docs(udoc, doc_ids)
+        sd = source_positions(doc_ids)[udoc]  # as Ladder.source_unit_docs reads them
         shape = whole_documents(q, unit, sd, tokens, pred, tokens, 12)
         as_read[name] = (sections_share(shape), source_chain(q, sd[unit], pred, tokens, 12))
     assert as_read["grouped"][0] == as_read["shuffled"][0] > 0.5

@@ -94,7 +94,7 @@ class SelectorSession:
 
     def unit_docs(self) -> np.ndarray:
         """Every unit's document [U] as the set-shape decisions read it, a source's sections together
-        (:meth:`mogg.ladders.base.Ladder.source_unit_docs`: the positions stored with the ladder at build)."""
+        (:meth:`mogg.ladders.base.Ladder.source_unit_docs`: the positions the artifact store keeps beside the ladder)."""
         return self.index.ladder.source_unit_docs()
 
     def table_tokens(self, deep, questions: Sequence[str]) -> np.ndarray:

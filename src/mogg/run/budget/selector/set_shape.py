@@ -35,13 +35,11 @@ together so that the report, the script and ``mogg-route`` read one decision eac
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
 
 from mogg.core.segments import group_best_row, group_max, pair_groups
-from mogg.ladders.sources import source_positions
 from mogg.run.budget.selector.adapt import block_evidence, document_best, rank_within, reorder
 from mogg.run.budget.selector.plans import document_evidence
 
@@ -85,12 +83,6 @@ PAGE_SHARE = 0.2
 # and the best next-worst (the page stand-in), as the script's leximin (docs/results.md, "The neighbours' order")
 PAGE_SMOOTH = 0.15
 CHANCE_DRAWS = 4  # shuffled corpora averaged for the chance share (the candidates' documents at random places)
-
-
-def source_unit_docs(unit_doc: np.ndarray, doc_ids: Sequence[str]) -> np.ndarray:
-    """Every unit's document [U] numbered by :func:`source_positions` (``unit_doc`` [U]: indices into ``doc_ids``):
-    what the set-shape decisions read as a unit's document, so that a source's sections neighbour in any corpus order."""
-    return source_positions(doc_ids)[np.asarray(unit_doc, dtype=np.int64)]
 
 
 class SetShape(NamedTuple):
