@@ -147,6 +147,15 @@ ADAPTATIONS = {
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagesmooth:0.15", "predicted", "fits"),
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, neighbour-smoothed order on sections of a page (0.35), E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagesmooth:0.35", "predicted", "fits"),
+    # the best candidate's paragraph first on sections of a page (set_shape.page_order with the ladder's paragraphs);
+    # E that paragraph, read at least to the median one (deployed: "fits-para"), without that floor, or E the rule
+    # before (0.2 of the page, read at least to it)
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's paragraph first on sections of a page, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagepara", "predicted", "fits-para"),
+    "two scorers, lambda fits, E the best candidate's paragraph on sections of a page, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's paragraph first on sections of a page, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagepara", "predicted", "fits-page:section"),
+    "two scorers, lambda fits, E 0.2 of the page, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's paragraph first on sections of a page, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagepara", "predicted", "fits"),
     # the fits price as a ceiling too: where the set is whole short documents, read the median reach, no further
     # (MedMCQA read 128 tokens at B = 128 where its explanation holds about 70: the training sets' price goes on)
     "two scorers, lambda fits exactly, two self-training rounds on the near scorer, documents by the refit on the whole, E predicted":
@@ -254,6 +263,11 @@ ADAPTATIONS = {
     "raw, price from scores": ("raw", False, False, "document", "relative"),
 }
 
+# the directory's reading (mogg.run.budget.selector.transfer.read_here), as docs/results.md's tables name it
+DEPLOYED = ("two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, "
+            "the neighbouring candidates with one gap first, the best candidate's paragraph first on sections of a page, "
+            "E predicted")
+
 
 @dataclass
 class Shape:
@@ -274,6 +288,7 @@ class Shape:
     table_tokens: np.ndarray
     n: int
     paragraphs: np.ndarray | None = None  # per candidate [N]: its document's paragraphs (blank-line separated)
+    paras: object = None  # set_shape.Paragraphs of the ladder (the page rule's paragraphs), None without them
 
 
 def splits_of(overrides: list[str], train_also: tuple[str, ...] = ()) -> dict:
@@ -304,6 +319,7 @@ def load_shapes(overrides: list[str], train_also: tuple[str, ...] = ()) -> tuple
     from hydra import compose, initialize_config_dir
 
     from mogg.run.budget.selector.candidates import feature_names
+    from mogg.run.budget.selector.set_shape import candidate_paragraphs
     from mogg.run.budget.selector.stage import reading_data
     from mogg.run.context import run_context
     from mogg.run.frontier_stage import frontier_settings, ladder_frontier
@@ -318,11 +334,13 @@ def load_shapes(overrides: list[str], train_also: tuple[str, ...] = ()) -> tuple
             prep = next(iter(prepare_all(cfg).values()))
             lf, d = ladder_frontier(prep, fs), reading_data(ctx, prep, kind)
             paragraphs = prep.ladder.doc_paragraphs()  # each document's, stored with the ladder (E "para")
+            paras = candidate_paragraphs(prep.ladder.unit_paragraphs(), d.unit_tokens, d.cand.unit)
             out[s] = Shape(d.x, feature_names(prep.ladder.level_names, kind.context), d.density, d.cand.q,
                            d.cand.unit, d.tokens, d.doc_tokens, prep.ladder.source_unit_docs(), d.evidence_len,
                            prep.ladder.units.text, [it.evidence_text for it in prep.items], lf.table.f1,
                            lf.table.tokens, len(prep.items),
-                           None if paragraphs is None else paragraphs[prep.ladder.units.doc[d.cand.unit]].astype(float))
+                           None if paragraphs is None else paragraphs[prep.ladder.units.doc[d.cand.unit]].astype(float),
+                           paras)
     return out, splits, kind
 
 
@@ -381,6 +399,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         page_evidence,
         page_order,
         page_sections,
+        section_evidence,
         sections_share,
         source_chain,
         sources_sections,
@@ -482,6 +501,10 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         how_, _, x_ = in_page.partition(":")
         if how_ == "block":  # measured: the best candidate's block (ratio x) first, then the rest, each by pred
             pred = reorder(pred, sh.q, block_rows(sh.q, sh.unit, sh.unit_doc, pred, sh.n, float(x_)).astype(float))
+        elif how_ == "para":  # the best candidate's paragraph first (set_shape.page_order with the ladder's paragraphs)
+            if sh.paras is None:
+                raise ValueError(f"{target}: its ladder holds no paragraphs (built without the artifact store)")
+            pred = page_order(pred, sh.q, sh.unit, sh.unit_doc, docs, paras=sh.paras)
         elif how_ == "smooth":  # each candidate with x times its neighbours' scores (set_shape.page_order; 0.15 deployed)
             pred = page_order(pred, sh.q, sh.unit, sh.unit_doc, docs, float(x_))
         else:  # measured, "smoothblock": ... and the whole run of candidates around the smoothed best first
@@ -500,18 +523,21 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
     # the floor on sections of sources: the deployed rule's reads the chain (set_shape.source_chain on pred, what E is
     # bounded by); "fits-sourcefloor:<close|quarter|none>" measured every close document (the rule before, as every
     # other measured rule here reads), the close chain, or none
+    para = rule == "fits-para"  # the deployed rule: on sections of a page E the best candidate's paragraph, read at
+    if para:  # least to the median one (transfer.read_here with the ladder's paragraphs); "fits" the rule before
+        rule = "fits"
     source_floor = "chain" if rule == "fits" else None
     if rule.startswith("fits-sourcefloor"):
         rule, source_floor = "fits", rule.partition(":")[2]
-    floor, e_page, how, bind = None, None, "", None
+    floor, e_page, how, bind, section = None, None, "", None, None
     rule_arg = rule.partition(":")[2]
     if rule.startswith("fits-chainE"):  # the deployed rule's reading elsewhere (PAGE_SHARE of the page there)
         e_page, how = f"doc*{PAGE_SHARE}", "deployed"
     elif rule.startswith("fits-page"):  # measured: another E where the set is sections of a page
         e_page, _, how = rule.partition(":")[2].partition(":")
         rule = "fits"
-    elif rule in ("fits", "fits-unbounded"):  # the deployed rule: a share of the best document there (transfer.read_here)
-        e_page, how = f"doc*{PAGE_SHARE}", "deployed"
+    elif rule in ("fits", "fits-unbounded"):  # a share of the best document there (a ladder without paragraphs)
+        e_page, how = "section" if para else f"doc*{PAGE_SHARE}", "deployed"
     elif rule == "fits-nopage":  # measured: the deployed rule before sections of a page (neither E nor floor there)
         rule = "fits"
     # the price's view of the set: the deployed rule's reads PAGE_SHARE of the median page on sections of a page
@@ -549,6 +575,11 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             e = page_evidence(sh.q, pred, sh.doc_tokens, sh.n, float(e_page[4:]))  # as transfer.page_plans reads
         elif e_page[0].isdigit():  # a number of tokens
             e = float(e_page)
+        elif e_page == "section":  # the best candidate's paragraph (set_shape.section_evidence)
+            if sh.paras is None:
+                raise ValueError(f"{target}: its ladder holds no paragraphs (built without the artifact store)")
+            e = section_evidence(sh.q, pred, sh.paras, sh.n)
+            section = e if para else None  # the deployed floor reads it (set_shape.fits_target)
         elif e_page == "para":  # the best candidate's page's mean paragraph
             if sh.paragraphs is None:
                 raise ValueError(f"{target}: its ladder holds no paragraph counts (built without the artifact store)")
@@ -586,7 +617,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
     if rule == "fits-best":  # the fits price as it read before the close documents: the best document alone
         docs, rule = docs._replace(close=docs.doc, chain=docs.doc, linked=None), "fits"
         docs_price = docs._replace(block=None)
-    out = {"docs": docs}  # the set's shape (set_shape.SetShape)
+    out = {"docs": docs, "order": pred}  # the set's shape (set_shape.SetShape); the order the reading ranks by [N]
     if rule.startswith(("fits-alone", "fits-floor")) or rule == "fits":
         logging.getLogger("transfer_adaptations").info(
             "%s seed %d: best documents with a candidate neighbour %.2f (a shuffled corpus %.2f), sections share %.2f, "
@@ -630,7 +661,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             cap = np.where(docs.linked | (docs.doc <= 0), np.inf, docs.doc)[:, None] if target is not None else None
             a = decide(util, pt, lam, cap)
         else:  # as a transfer directory reads (mogg.run.budget.selector.transfer.read_here)
-            lam = lambda_here(rule, util, pt, b, price[b], docs_price, floor_chain)[0]
+            lam = lambda_here(rule, util, pt, b, price[b], docs_price, floor_chain, section)[0]
             if floor is not None:  # measured: read at least up to the median block or E (at most B), or B
                 lam = min(lam, calibrate_lambda(util, pt, min(b, floor)))
             a = decide(util, pt, lam, fits_cap(docs) if rule == "fits" else None)

@@ -551,10 +551,10 @@ def test_the_whole_document_scorer_reads_a_source_s_sections_first(transfer, mon
     assert np.array_equal(pred, calls[0][0][::-1])
 
 
-def test_the_directory_s_scorer_reads_a_page_s_sections_with_their_neighbours(transfer, monkeypatch):
+def test_the_directory_s_scorer_reads_a_page_s_sections_with_their_paragraphs(transfer, monkeypatch):
     """Where the directory's own scorer reads (not whole short documents), shape_scorer hands its self-trained
-    predictions, the units, their documents and the set's shape to set_shape.page_order and reads what it
-    returns (page_order's own order and where it acts: test_transfer_adapt)."""
+    predictions, the units, their documents, the set's shape and the ladder's paragraphs to set_shape.page_order and
+    reads what it returns (page_order's own order and where it acts: test_transfer_adapt)."""
     from mogg.run.budget.selector import transfer as tr
     from mogg.run.budget.selector.deploy import DeployedSelector
     from mogg.run.budget.selector.kind import EvidenceSelectorKind
@@ -569,16 +569,18 @@ def test_the_directory_s_scorer_reads_a_page_s_sections_with_their_neighbours(tr
         refit.append(pred + 1.0)
         return refit[-1]
 
-    def spy(pred, cand_q, u, ud, shape):
-        calls.append((pred, u, ud, shape))
+    def spy(pred, cand_q, u, ud, shape, paras=None):
+        calls.append((pred, u, ud, shape, paras))
         return pred[::-1].copy()
     monkeypatch.setattr(tr, "whole_shape", lambda doc, covered: False)  # the directory's scorer reads
     monkeypatch.setattr(tr, "self_trained", self_trained)
     monkeypatch.setattr(tr, "page_order", spy)
+    paras = tr.candidate_paragraphs(np.arange(n_q * per) // 2, tokens, unit)
     used, pred, docs = tr.shape_scorer(dep, EvidenceSelectorKind, lambda v: np.zeros((len(q), dep.deploy["n_features"])),
-                                       q, unit, unit_doc, tokens, np.full(len(q), 240.0), n_q)
+                                       q, unit, unit_doc, tokens, np.full(len(q), 240.0), n_q, paras)
     assert used is dep and len(calls) == 1
     assert calls[0][0] is refit[0] and calls[0][1] is unit and calls[0][2] is unit_doc and calls[0][3] is docs
+    assert calls[0][4] is paras
     assert np.array_equal(pred, refit[0][::-1])
 
 

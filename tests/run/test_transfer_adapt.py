@@ -619,3 +619,49 @@ def test_source_positions_put_a_sources_sections_together_and_keep_a_grouped_cor
     np.testing.assert_array_equal(as_read["grouped"][1], as_read["shuffled"][1])
     raw = whole_documents(q, unit, perm[unit_doc], tokens, pred, tokens, 12)  # read by the shuffled order itself
     assert sections_share(raw) < 0.5
+
+
+def test_paragraph_first_and_section_evidence_against_a_loop():
+    """With the ladder's paragraphs, sections of a page read the best candidate's paragraph first (each question's
+    values handed out again), E is that paragraph's tokens, and the fits floor its median over the questions; where
+    the set is not sections of a page, or the ladder has no paragraphs, nothing of this applies."""
+    from mogg.run.budget.selector.set_shape import (
+        PAGE_SHARE,
+        SetShape,
+        candidate_paragraphs,
+        fits_target,
+        page_order,
+        paragraph_first,
+        section_evidence,
+    )
+
+    rng = np.random.default_rng(11)
+    unit_doc = np.repeat(np.arange(6), 8)  # 6 pages of 8 units
+    unit_par = np.cumsum(np.r_[True, (np.diff(unit_doc) > 0) | (rng.random(47) < 0.3)]) - 1  # paragraphs in pages
+    unit_tokens = rng.integers(5, 40, 48).astype(float)
+    rows = [(qi, int(x)) for qi in range(12) for x in np.sort(rng.choice(48, size=rng.integers(1, 9), replace=False))]
+    q, u = (np.array(c) for c in zip(*rows))
+    pred = rng.random(len(q)).round(3)
+    paras = candidate_paragraphs(unit_par, unit_tokens, u)
+    out = paragraph_first(pred, q, unit_par[u])
+    e = section_evidence(q, pred, paras, 13)  # question 12: no candidates
+    for qi in range(12):
+        r = np.flatnonzero(q == qi)
+        best = r[np.argmax(pred[r])]
+        inside = [x for x in r[np.argsort(-pred[r], kind="stable")] if unit_par[u[x]] == unit_par[u[best]]]
+        rest = [x for x in r[np.argsort(-pred[r], kind="stable")] if unit_par[u[x]] != unit_par[u[best]]]
+        assert out[inside + rest].tolist() == sorted(pred[r], reverse=True)  # that order gets the values, best first
+        assert e[qi] == unit_tokens[unit_par == unit_par[u[best]]].sum()  # the whole paragraph, not its candidates
+    assert e[12] == 0
+    assert candidate_paragraphs(None, unit_tokens, u) is None
+
+    d = np.full(13, 300.0)
+    d[12] = 0
+    page = SetShape(d, np.zeros(13, bool), d, d, block=np.full(13, 60.0))
+    sentence = page._replace(block=np.full(13, 1.0))
+    assert np.array_equal(page_order(pred, q, u, unit_doc, page, paras=paras), out)
+    assert np.array_equal(page_order(pred, q, u, unit_doc, sentence, paras=paras), pred)
+    assert fits_target(page, 512, section=e) == float(np.median(e[e > 0]))
+    assert fits_target(page, 20, section=e) == 20.0
+    assert fits_target(page, 512) == PAGE_SHARE * 300.0  # a ladder without its paragraphs: a share of the page
+    assert fits_target(sentence, 512, section=e) is None  # not sections of a page: the training sets' price

@@ -209,8 +209,10 @@ def test_dense_mog_shards_merge_through_faiss(tmp_path):
     merge_shards(corpus, b, make, 3, root)
     lad, key2 = build_ladder(corpus, b, root)
     np.testing.assert_array_equal(lad.doc_paragraphs(), single.doc_paragraphs())  # the shards' counts, merged
-    from mogg.ladders.sources import PARAGRAPHS
-    assert PARAGRAPHS in np.load(next((root / "ladder").iterdir()) / "arrays.npz").files  # not a derived refill
+    np.testing.assert_array_equal(lad.unit_paragraphs(), single.unit_paragraphs())  # ... and paragraph starts
+    from mogg.ladders.sources import PARAGRAPH_STARTS, PARAGRAPHS
+    stored = np.load(next((root / "ladder").iterdir()) / "arrays.npz").files
+    assert PARAGRAPHS in stored and PARAGRAPH_STARTS in stored  # not a derived refill
     retrs = level_retrievers(lad, make, root, key2)
     assert all(r._index is not None and r._index.ntotal == len(lad.levels[j]) for j, r in enumerate(retrs))  # faiss
     got = search_levels(retrs, queries, 4)

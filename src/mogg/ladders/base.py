@@ -162,6 +162,25 @@ class Ladder:
                              f"{len(self.units.doc_ids)} documents)")
         return counts.astype(np.int64, copy=False)
 
+    def unit_paragraphs(self) -> np.ndarray | None:
+        """Every unit's paragraph as one id over the corpus (int64 [U]: :func:`mogg.ladders.sources.paragraph_ids`)
+        from the units that open one (:data:`~mogg.ladders.sources.PARAGRAPH_STARTS`, attached as
+        :meth:`doc_paragraphs`' counts are); None where the ladder was built without them; memoised."""
+        from mogg.ladders.sources import PARAGRAPH_STARTS, paragraph_ids
+
+        starts = self.arrays.get(PARAGRAPH_STARTS)
+        if starts is None:
+            return None
+        if "unit_paragraphs" not in self._texts:
+            starts = np.asarray(starts)
+            n = len(self.units.doc)
+            if starts.ndim != 1 or not np.issubdtype(starts.dtype, np.integer) or (len(starts) and (
+                    starts.min() < 1 or starts.max() >= n or (np.diff(starts) <= 0).any())):
+                raise ValueError(f"ladder's {PARAGRAPH_STARTS} is not increasing unit indices in [1, {n}) "
+                                 f"({starts.shape}, {starts.dtype})")
+            self._texts["unit_paragraphs"] = paragraph_ids(self.units.doc, starts)
+        return self._texts["unit_paragraphs"]
+
     def source_unit_docs(self) -> np.ndarray:
         """Every unit's document [U] numbered by :meth:`source_positions`: what the set-shape decisions read as a
         unit's document (a source's sections neighbour in any corpus order); memoised."""

@@ -14,7 +14,7 @@ import numpy.lib.format as npformat
 import scipy.sparse as sp
 
 from mogg.ladders.base import Ladder, Level, Units
-from mogg.ladders.sources import PARAGRAPHS
+from mogg.ladders.sources import PARAGRAPH_STARTS, PARAGRAPHS
 
 BLOCK = 1 << 21  # values per write of a streamed array (16 MiB of int64)
 
@@ -49,6 +49,10 @@ def concat_ladders(parts: Sequence[Ladder], independent: bool = False) -> Ladder
     arrays = {}
     if all(PARAGRAPHS in p.arrays for p in parts):  # per document: the parts' counts in their order
         arrays[PARAGRAPHS] = np.concatenate([np.asarray(p.arrays[PARAGRAPHS], dtype=np.int64) for p in parts])
+    if all(PARAGRAPH_STARTS in p.arrays for p in parts):  # unit indices: each part's moved past the units before it
+        unit_off = np.cumsum([0] + [len(p.units.doc) for p in parts])
+        arrays[PARAGRAPH_STARTS] = np.concatenate([np.asarray(p.arrays[PARAGRAPH_STARTS], dtype=np.int64) + o
+                                                   for p, o in zip(parts, unit_off)])
     return Ladder(method, units, levels, dict(parts[0].meta), arrays)
 
 
@@ -95,12 +99,19 @@ def concat_saved(dirs: Sequence[Path], out: Path, block: int = BLOCK) -> dict:
     levels = [{"name": lv["name"], "stored_texts": lv["stored_texts"]} for lv in specs[0]["levels"]]
     (out / "ladder.json").write_text(json.dumps({"method": specs[0]["method"], "levels": levels,
                                                  "meta": specs[0].get("meta", {})}, indent=2))
-    # as concat_ladders: the parts' paragraph counts (one int64 per document) where every part has them
-    counts = []
-    for d in dirs:
+    # as concat_ladders: the parts' paragraph counts (one int64 per document) and the units opening a paragraph
+    # (moved past the units before them), each where every part has them
+    counts, starts = [], []
+    for d, o in zip(dirs, np.cumsum([0] + n_units)):
         with np.load(d / "arrays.npz", allow_pickle=False) as z:
             counts.append(z[PARAGRAPHS].astype(np.int64) if PARAGRAPHS in z.files else None)
-    np.savez(out / "arrays.npz", **({PARAGRAPHS: np.concatenate(counts)} if all(c is not None for c in counts) else {}))
+            starts.append(z[PARAGRAPH_STARTS].astype(np.int64) + o if PARAGRAPH_STARTS in z.files else None)
+    arrays = {}
+    if all(c is not None for c in counts):
+        arrays[PARAGRAPHS] = np.concatenate(counts)
+    if all(s is not None for s in starts):
+        arrays[PARAGRAPH_STARTS] = np.concatenate(starts)
+    np.savez(out / "arrays.npz", **arrays)
     return {"units": int(sum(n_units)), "documents": int(doc_off[-1]), "chunks": chunks}
 
 

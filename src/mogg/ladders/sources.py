@@ -10,7 +10,12 @@ instead of scanning every id.
 :func:`paragraph_counts` is each document's paragraphs (blank-line separated), which the sentence units no longer
 show: on sections of a page a section is a paragraph, so a page's mean paragraph is a label-free estimate of its
 section's length (docs/results.md, "The page share by the worst shape"). Stored in the ladder's ``arrays.npz``
-(:data:`PARAGRAPHS`, :meth:`mogg.ladders.base.Ladder.doc_paragraphs`)."""
+(:data:`PARAGRAPHS`, :meth:`mogg.ladders.base.Ladder.doc_paragraphs`).
+
+:func:`paragraph_starts` finds, inside one document, the units that open a paragraph (each unit's text found in
+order in the whitespace-normalised text): on sections of a page the best candidate's paragraph is the section it
+sits in (docs/results.md, "The best candidate's paragraph"). Stored beside the counts (:data:`PARAGRAPH_STARTS`,
+:meth:`mogg.ladders.base.Ladder.unit_paragraphs`)."""
 
 from __future__ import annotations
 
@@ -22,6 +27,8 @@ import numpy as np
 SOURCE_POSITIONS = "source_positions"  # the ladder array (int64 [D]) attached at load (mogg.ladders.store)
 
 PARAGRAPHS = "doc_paragraphs"  # the ladder array (int64 [D], each >= 1) written at build (mogg.ladders.store)
+# the ladder array (int64 [P], increasing): the units that open a paragraph other than their document's first
+PARAGRAPH_STARTS = "paragraph_starts"
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")  # a paragraph break: an empty (or blank) line
 
 # a document's source: its id without a trailing "-<n>" or "_<n>"; an id without one is its own source
@@ -58,7 +65,51 @@ def is_permutation(positions: np.ndarray, n: int) -> bool:
     return bool(p.min() >= 0 and p.max() < n and np.bincount(p, minlength=n).max() == 1)
 
 
+def paragraph_count(text: str) -> int:
+    """A text's paragraphs (at least 1): its non-blank blocks between blank lines. A text without a blank line (one
+    paragraph, or a format that keeps none) counts 1."""
+    if "\n" not in text:
+        return 1
+    return max(1, sum(1 for p in _BLANK_LINE.split(text) if p.strip()))
+
+
 def paragraph_counts(texts: Iterable[str]) -> np.ndarray:
-    """Each text's paragraphs [D] (int64, at least 1): its non-blank blocks between blank lines. A text without a
-    blank line (one paragraph, or a format that keeps none) counts 1."""
-    return np.fromiter((max(1, sum(1 for p in _BLANK_LINE.split(t) if p.strip())) for t in texts), dtype=np.int64)
+    """Each text's paragraphs [D] (int64, at least 1: :func:`paragraph_count`)."""
+    return np.fromiter((paragraph_count(t) for t in texts), dtype=np.int64)
+
+
+def paragraph_starts(text: str, units: Sequence[str]) -> np.ndarray:
+    """Within one document: the indices into ``units`` (its units, in order) of those that open a paragraph other
+    than the first (int64, increasing). Each unit's text is found in order in the document's paragraphs joined by
+    one space, whitespace normalised (a sentence splitter's units are such substrings), and belongs to the paragraph
+    holding its middle; a unit not found (a builder that rewrites text) stays in the paragraph before it. A text
+    without a blank line opens none."""
+    paras = [" ".join(p.split()) for p in _BLANK_LINE.split(text) if p.strip()]
+    if len(paras) < 2 or len(units) < 2:
+        return np.zeros(0, dtype=np.int64)
+    ends = np.cumsum([len(p) + 1 for p in paras])  # each paragraph's end in the joined text (its space included)
+    whole = " ".join(paras)
+    para = np.zeros(len(units), dtype=np.int64)
+    cur = last = 0
+    for k, u in enumerate(units):  # one document's units: the corpus pass at build, as the sentence split's
+        t = " ".join(u.split())
+        at = whole.find(t, cur) if t else -1
+        if at >= 0:
+            last = min(int(np.searchsorted(ends, at + len(t) // 2, side="right")), len(paras) - 1)
+            cur = at + 1
+        para[k] = last
+    para = np.maximum.accumulate(para)
+    return np.flatnonzero(np.diff(para) > 0).astype(np.int64) + 1
+
+
+def paragraph_ids(unit_doc: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Every unit's paragraph as one id over the corpus (int64 [U], non-decreasing): a new id at each document's first
+    unit and at each of ``starts`` (:data:`PARAGRAPH_STARTS`). ``unit_doc`` [U]: each unit's document, units of one
+    document contiguous."""
+    unit_doc = np.asarray(unit_doc)
+    opens = np.zeros(len(unit_doc), dtype=bool)
+    if len(unit_doc):
+        opens[0] = True
+        opens[1:] = unit_doc[1:] != unit_doc[:-1]
+        opens[np.asarray(starts, dtype=np.int64)] = True
+    return np.cumsum(opens) - 1

@@ -25,6 +25,7 @@ from mogg.core.text import count_tokens
 from mogg.run.budget.explain import explained
 from mogg.run.budget.selector.deploy import DeployedSelector, plans_of
 from mogg.run.budget.selector.plans import document_tokens, evidence_estimate
+from mogg.run.budget.selector.set_shape import Paragraphs, candidate_paragraphs
 from mogg.run.budget.selector.stage import candidate_features
 from mogg.run.budget.selector.transfer import read_here, shape_scorer, transfer_view
 from mogg.run.budget.shared import action_contexts
@@ -64,8 +65,9 @@ class SelectorSession:
         return cls(dep, index, encoder, art, kind=kind)
 
     def inputs(self, questions: Sequence[str], options: Sequence[str] | None = None):
-        """(the deep hits, candidates, their features [N, F], their tokens [N], their documents' tokens [N])
-        for ``questions``."""
+        """(the deep hits, candidates, their features [N, F], their tokens [N], their documents' tokens [N], their
+        paragraphs: :class:`~mogg.run.budget.selector.set_shape.Paragraphs`, None for a ladder without them) for
+        ``questions``."""
         _, deep = self.index.search_deep(list(questions), self.k_r, self.depth)
         opts = list(options) if options is not None else [""] * len(questions)
         st = self.deployed.deploy["settings"]
@@ -76,10 +78,11 @@ class SelectorSession:
                                           bool(st["cosine"]), self.encoder, self.artifacts, self.index.key,
                                           context=context)
         return deep, cand, x, lex.unit_tokens[cand.unit].astype(float), \
-            document_tokens(self.index.ladder.units.doc, lex.unit_tokens, cand.unit)
+            document_tokens(self.index.ladder.units.doc, lex.unit_tokens, cand.unit), \
+            candidate_paragraphs(self.index.ladder.unit_paragraphs(), lex.unit_tokens, cand.unit)
 
-    def scorer(self, x: np.ndarray, cand, tokens: np.ndarray, doc_tokens: np.ndarray, n_questions: int
-               ) -> tuple[DeployedSelector, np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    def scorer(self, x: np.ndarray, cand, tokens: np.ndarray, doc_tokens: np.ndarray, n_questions: int,
+               paras: Paragraphs | None = None) -> tuple[DeployedSelector, np.ndarray, tuple[np.ndarray, np.ndarray]]:
         """The scorer these questions are read with, its predictions [N] (``x``: the raw columns
         :meth:`inputs` gives) and the set's shape the ``fits`` price reads: the directory's scorer, in its
         feature view (in-set: raw), or a transfer directory's whole-document scorer where their evidence
@@ -90,7 +93,7 @@ class SelectorSession:
             return x if view == "raw" else transfer_view(x, cand.q, n_questions, view, self.index.ladder.level_names,
                                                          context)
         return shape_scorer(self.deployed, self.kind, x_of, cand.q, cand.unit, self.unit_docs(), tokens,
-                            doc_tokens, n_questions)
+                            doc_tokens, n_questions, paras)
 
     def unit_docs(self) -> np.ndarray:
         """Every unit's document [U] as the set-shape decisions read it, a source's sections together
@@ -132,9 +135,9 @@ class SelectorSession:
         if dep.deploy.get("with_options", 0) > 0.5 and not any(o.strip() for o in (options or [])):
             log.warning("this selector was trained on questions with answer options (%.0f%%) and these have none: its "
                         "option features read 0 here (give each jsonl line its 'options')", 100 * dep.deploy["with_options"])
-        deep, cand, x, tokens, doc_tokens = self.inputs(questions, options)
+        deep, cand, x, tokens, doc_tokens, paras = self.inputs(questions, options)
         lad, sel = self.index.ladder, dep.deploy["settings"]
-        dep, pred, docs = self.scorer(x, cand, tokens, doc_tokens, len(questions))
+        dep, pred, docs = self.scorer(x, cand, tokens, doc_tokens, len(questions), paras)
         plan = dep.plan(budget, cost_weight, unguarded)  # the whole-document scorer has its own lambdas and guard
         evidence = dep.reads("evidence", self.kind)  # directories from before the knob: its default
         if here:
@@ -143,7 +146,7 @@ class SelectorSession:
                                                           len(questions), plan["budget"], evidence, table_tokens,
                                                           plan["deploy"], doc_tokens,
                                                           dep.reads("lambda_rule", self.kind), unit_doc=self.unit_docs(),
-                                                          docs=docs)
+                                                          docs=docs, paras=paras)
             plan = {**plan, "lambda": applied["lambda"] if applied["lambda"] is not None else plan["lambda"],
                     "envelope": applied["envelope"], "calibrated_here": True}
         else:

@@ -22,9 +22,11 @@ whole short documents, and how far the ``fits`` price of a token (``transfer_lam
   its best document.
 * :func:`page_sections`: where the set is not whole short documents but the block around the best candidate
   covers a part of its document (a section of a page, not a sentence of a long paper), the ``fits`` price reads
-  with E a share of the best candidate's document, and at least that share of the median one.
-* :func:`page_order`: there each candidate is ranked with its neighbours in the page (a section is several
-  sentences in a row).
+  with E the best candidate's paragraph (:func:`section_evidence`), and at least the median one (a ladder without
+  its paragraphs: a share of the best candidate's document, and at least that share of the median one).
+* :func:`page_order`: there the best candidate's paragraph is read first (:func:`paragraph_first`; a section is a
+  paragraph of its page), E is that paragraph (:func:`section_evidence`) and the ``fits`` price reads at least the
+  median one; a ladder without its paragraphs (:class:`Paragraphs`) ranks each candidate with its neighbours.
 
 Vectorised over candidates; no loop over questions.
 
@@ -70,14 +72,15 @@ ALONE_EXCESS = 0.1
 # sentences of long papers 0.01 (docs/results.md, "Sections of a page"); every threshold from 0.013 to 0.14
 # decides alike there
 PAGE_COVER = 0.05
-# there E (the estimated F1's evidence length) is this share of each question's best document, and the fits price
-# reads at least this share of the median one (at most B): under E predicted and the training sets' price the page
-# stand-ins read 44-96 tokens of 61-134-token sections; over the three page shapes (five seeds) 0.2 is the
+# where the ladder holds no paragraphs (Paragraphs; a ladder built outside the store), E (the estimated F1's evidence
+# length) is this share of each question's best document, and the fits price reads at least this share of the median
+# one (at most B); with them E is the best candidate's paragraph (section_evidence). Under E predicted and the training
+# sets' price the page stand-ins read 44-96 tokens of 61-134-token sections; over the three page shapes (five seeds) 0.2 is the
 # script's leximin among the shares 0.2-0.33, 30 tokens and the page's mean paragraph: 30 tokens has the best worst
 # shape (the abstract pages -0.088), 0.2 is within one standard error of it (-0.095) with the better next-worst
 # (the long sections +0.020 against -0.027); a third had -0.107 (docs/results.md, "The page share by the worst shape")
 PAGE_SHARE = 0.2
-# there each candidate is also ranked by its neighbours (page_order): its prediction plus this weight times those of
+# there (no paragraphs) each candidate is also ranked by its neighbours (page_order): its prediction plus this weight times those of
 # the candidates beside it in its document (a section is several sentences in a row; a lone match elsewhere is not);
 # among the weights 0.1-0.75, within one standard error of the best worst shape (0.35, the long-section page stand-in)
 # and the best next-worst (the page stand-in), as the script's leximin (docs/results.md, "The neighbours' order")
@@ -264,6 +267,45 @@ def page_evidence(cand_q: np.ndarray, pred: np.ndarray, doc_tokens: np.ndarray, 
     return share * document_evidence(cand_q, pred, doc_tokens, n_questions)
 
 
+class Paragraphs(NamedTuple):
+    """A ladder's paragraphs as the page rule reads them: ``unit`` int64 [U], every unit's paragraph as one id over
+    the corpus (:meth:`mogg.ladders.base.Ladder.unit_paragraphs`); ``tokens`` float64 [N], each candidate's
+    paragraph's tokens (:func:`candidate_paragraphs`)."""
+
+    unit: np.ndarray
+    tokens: np.ndarray
+
+
+def candidate_paragraphs(unit_paragraph: np.ndarray | None, unit_tokens: np.ndarray, cand_unit: np.ndarray
+                         ) -> Paragraphs | None:
+    """:class:`Paragraphs` of candidates ``cand_unit`` [N] (``unit_paragraph`` [U]: each unit's paragraph id, None for a
+    ladder without them, then None; ``unit_tokens`` [U])."""
+    if unit_paragraph is None:
+        return None
+    unit_paragraph = np.asarray(unit_paragraph, dtype=np.int64)
+    tok = np.bincount(unit_paragraph, weights=np.asarray(unit_tokens, dtype=np.float64))
+    return Paragraphs(unit_paragraph, tok[unit_paragraph[np.asarray(cand_unit, dtype=np.int64)]])
+
+
+def paragraph_first(pred: np.ndarray, cand_q: np.ndarray, cand_paragraph: np.ndarray) -> np.ndarray:
+    """``pred`` [N] reordered (:func:`~mogg.run.budget.selector.adapt.reorder`) so that each question's candidates in
+    the paragraph of its best-scored one (``cand_paragraph`` [N]) come first, then the rest, each in ``pred``'s order."""
+    pred = np.asarray(pred, dtype=np.float64)
+    if not len(pred):
+        return pred
+    first = group_best_row(pred, cand_q)
+    top = np.full(int(np.max(cand_q)) + 1, -1, dtype=np.int64)
+    top[cand_q[first]] = np.asarray(cand_paragraph)[first]
+    inside = np.asarray(cand_paragraph) == top[cand_q]
+    return reorder(pred, cand_q, inside * (1.0 + np.abs(pred).max()) + pred)
+
+
+def section_evidence(cand_q: np.ndarray, pred: np.ndarray, paras: Paragraphs, n_questions: int) -> np.ndarray:
+    """E on sections of a page where the ladder holds its paragraphs, tokens [Q]: the paragraph of each question's
+    best-scored candidate (0 where a question has no candidate)."""
+    return document_evidence(cand_q, pred, paras.tokens, n_questions)
+
+
 def neighbour_sum(pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray) -> np.ndarray:
     """Per candidate [N], the sum of the predictions of the candidates beside it: the same question, the same
     document, the unit just before or just after it (0 where none is a candidate). ``pred``, ``cand_q``,
@@ -284,14 +326,19 @@ def neighbour_sum(pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, unit_d
 
 
 def page_order(pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, shape: SetShape,
-               weight: float = PAGE_SMOOTH) -> np.ndarray:
+               weight: float = PAGE_SMOOTH, paras: Paragraphs | None = None) -> np.ndarray:
     """``pred`` [N] reordered (:func:`~mogg.run.budget.selector.adapt.reorder`: each question keeps its values, so
-    the price of a token keeps its scale) by ``pred`` plus ``weight`` times its neighbours' (:func:`neighbour_sum`)
-    where the set is sections of a page (:func:`page_sections` on ``shape``, decided once on the first scorer);
-    ``pred`` as it is elsewhere. A section is several sentences in a row: a sentence whose neighbours match the
-    question too is more likely inside it than a lone match in another section (a proximity prior, no labels)."""
+    the price of a token keeps its scale) where the set is sections of a page (:func:`page_sections` on ``shape``,
+    decided once on the first scorer); ``pred`` as it is elsewhere. With the ladder's ``paras``, the best candidate's
+    paragraph first (:func:`paragraph_first`): a section is a paragraph of its page, so the best sentence's paragraph
+    is its section when it is right, and one wrong section otherwise (docs/results.md, "The best candidate's
+    paragraph"). Without them, by ``pred`` plus ``weight`` times its neighbours' (:func:`neighbour_sum`): a sentence
+    whose neighbours match the question too is more likely inside the section than a lone match elsewhere."""
     if not len(cand_q) or not page_sections(shape):
         return pred
+    if paras is not None:
+        log.info("sections of a page: the best candidate's paragraph first")
+        return paragraph_first(pred, cand_q, paras.unit[np.asarray(unit, dtype=np.int64)])
     log.info("sections of a page: each candidate ranked with %.2f of its neighbours' scores", weight)
     return reorder(pred, cand_q, np.asarray(pred, dtype=np.float64) + weight * neighbour_sum(pred, cand_q, unit, unit_doc))
 
@@ -366,14 +413,16 @@ def whole_shape(doc: np.ndarray, covered: np.ndarray) -> bool:
     return bool((np.asarray(doc) > 0).any() and covered_share(doc, covered) >= FITS_SHARE)
 
 
-def fits_target(shape: SetShape, budget: float, chain: np.ndarray | None = None) -> float | None:
+def fits_target(shape: SetShape, budget: float, chain: np.ndarray | None = None,
+                section: np.ndarray | None = None) -> float | None:
     r"""The mean tokens the ``fits`` rule reads at least at budget B (``shape``: :func:`whole_documents`):
     where the set is whole short documents (:func:`whole_shape`), min(B, the median reach): where the set is
     sections of sources (:func:`sections_share` >= :data:`SECTIONS_SHARE`) the chain ``chain`` [Q] (:func:`source_chain`
     on the read's predictions, what E is bounded by; without it every close document, the rule before), else the
     close documents chained to the best one (mostly the best document alone); where the set is sections of a page
-    (:func:`page_sections`), min(B, :data:`PAGE_SHARE` of the median best document); None elsewhere (the training
-    sets' price of a token decides).
+    (:func:`page_sections`), min(B, the median of ``section`` [Q], each question's best candidate's paragraph:
+    :func:`section_evidence`), or without it min(B, :data:`PAGE_SHARE` of the median best document); None elsewhere
+    (the training sets' price of a token decides).
 
     On sections of sources every close document counted other sources' sections as well: trained beside whole
     abstracts (``transfer_selector_generic``), the scorer finds more of them close and the floor read 256-283 tokens
@@ -387,7 +436,10 @@ def fits_target(shape: SetShape, budget: float, chain: np.ndarray | None = None)
     document alone: the snippet shapes' evidence is several sections of one abstract, where MedMCQA's
     close documents are competing explanations (docs/results.md, "Sections of one source")."""
     has = np.asarray(shape.doc) > 0
-    if page_sections(shape):  # a section of a page: at least min(B, PAGE_SHARE of the median page)
+    if page_sections(shape) and section is not None:  # a section of a page: at least its median paragraph
+        section = np.asarray(section, dtype=np.float64)
+        return float(min(budget, np.median(section[section > 0]))) if (section > 0).any() else None
+    if page_sections(shape):  # ... a ladder without its paragraphs: at least min(B, PAGE_SHARE of the median page)
         return float(min(budget, PAGE_SHARE * np.median(np.asarray(shape.doc)[has])))
     if not whole_shape(shape.doc, shape.covered):
         return None

