@@ -575,7 +575,7 @@ def test_the_directory_s_scorer_reads_a_page_s_sections_with_their_paragraphs(tr
     monkeypatch.setattr(tr, "whole_shape", lambda doc, covered: False)  # the directory's scorer reads
     monkeypatch.setattr(tr, "self_trained", self_trained)
     monkeypatch.setattr(tr, "page_order", spy)
-    paras = tr.candidate_paragraphs(np.arange(n_q * per) // 2, tokens, unit)
+    paras = tr.candidate_paragraphs(np.arange(n_q * per) // 2, tokens, unit, unit_doc)
     used, pred, docs = tr.shape_scorer(dep, EvidenceSelectorKind, lambda v: np.zeros((len(q), dep.deploy["n_features"])),
                                        q, unit, unit_doc, tokens, np.full(len(q), 240.0), n_q, paras)
     assert used is dep and len(calls) == 1

@@ -642,7 +642,7 @@ def test_paragraph_first_and_section_evidence_against_a_loop():
     rows = [(qi, int(x)) for qi in range(12) for x in np.sort(rng.choice(48, size=rng.integers(1, 9), replace=False))]
     q, u = (np.array(c) for c in zip(*rows))
     pred = rng.random(len(q)).round(3)
-    paras = candidate_paragraphs(unit_par, unit_tokens, u)
+    paras = candidate_paragraphs(unit_par, unit_tokens, u, unit_doc)
     out = paragraph_first(pred, q, unit_par[u])
     e = section_evidence(q, pred, paras, 13)  # question 12: no candidates
     for qi in range(12):
@@ -653,7 +653,13 @@ def test_paragraph_first_and_section_evidence_against_a_loop():
         assert out[inside + rest].tolist() == sorted(pred[r], reverse=True)  # that order gets the values, best first
         assert e[qi] == unit_tokens[unit_par == unit_par[u[best]]].sum()  # the whole paragraph, not its candidates
     assert e[12] == 0
-    assert candidate_paragraphs(None, unit_tokens, u) is None
+    assert candidate_paragraphs(None, unit_tokens, u, unit_doc) is None
+    # pages that keep no blank lines (one paragraph each, or most of them): the rule before reads there
+    one_each = np.arange(6).repeat(8) * 2
+    assert candidate_paragraphs(one_each, unit_tokens, u, unit_doc) is None
+    mostly = one_each.copy()
+    mostly[4:8] += 1  # one page of six with a second paragraph: still most hold one
+    assert candidate_paragraphs(mostly, unit_tokens, u, unit_doc) is None
 
     d = np.full(13, 300.0)
     d[12] = 0

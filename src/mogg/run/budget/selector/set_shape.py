@@ -276,13 +276,22 @@ class Paragraphs(NamedTuple):
     tokens: np.ndarray
 
 
-def candidate_paragraphs(unit_paragraph: np.ndarray | None, unit_tokens: np.ndarray, cand_unit: np.ndarray
-                         ) -> Paragraphs | None:
+def candidate_paragraphs(unit_paragraph: np.ndarray | None, unit_tokens: np.ndarray, cand_unit: np.ndarray,
+                         unit_doc: np.ndarray) -> Paragraphs | None:
     """:class:`Paragraphs` of candidates ``cand_unit`` [N] (``unit_paragraph`` [U]: each unit's paragraph id, None for a
-    ladder without them, then None; ``unit_tokens`` [U])."""
-    if unit_paragraph is None:
+    ladder without them; ``unit_tokens`` [U]; ``unit_doc`` [U]: each unit's document, units of one document
+    contiguous). None also where most of the candidates' documents hold one paragraph (a corpus that keeps no blank
+    lines: its paragraph would be the page, so the rule before reads there)."""
+    if unit_paragraph is None or not len(cand_unit):
         return None
     unit_paragraph = np.asarray(unit_paragraph, dtype=np.int64)
+    unit_doc = np.asarray(unit_doc)
+    docs = np.unique(unit_doc[np.asarray(cand_unit, dtype=np.int64)])
+    first = np.searchsorted(unit_doc, docs, side="left")
+    last = np.searchsorted(unit_doc, docs, side="right") - 1
+    if np.median(unit_paragraph[last] - unit_paragraph[first] + 1) < 2:
+        log.info("sections of a page: most candidate documents hold one paragraph (no blank lines)")
+        return None
     tok = np.bincount(unit_paragraph, weights=np.asarray(unit_tokens, dtype=np.float64))
     return Paragraphs(unit_paragraph, tok[unit_paragraph[np.asarray(cand_unit, dtype=np.int64)]])
 
