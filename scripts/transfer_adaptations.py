@@ -617,7 +617,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
     if rule == "fits-best":  # the fits price as it read before the close documents: the best document alone
         docs, rule = docs._replace(close=docs.doc, chain=docs.doc, linked=None), "fits"
         docs_price = docs._replace(block=None)
-    out = {"docs": docs, "order": pred}  # the set's shape (set_shape.SetShape); the order the reading ranks by [N]
+    out = {"docs": docs}  # the set's shape (set_shape.SetShape)
     if rule.startswith(("fits-alone", "fits-floor")) or rule == "fits":
         logging.getLogger("transfer_adaptations").info(
             "%s seed %d: best documents with a candidate neighbour %.2f (a shuffled corpus %.2f), sections share %.2f, "

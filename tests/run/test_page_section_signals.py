@@ -124,9 +124,9 @@ def test_unknown_shapes_are_refused_by_name(mod, capsys):
     assert "nope" in capsys.readouterr().err
 
 
-def test_the_deployed_reading_it_reads_is_one_of_the_adaptations_script_rules():
-    """--deployed-seeds fits transfer_adaptations.py's DEPLOYED: a name its table holds (a renamed rule
-    would otherwise fail only after minutes of loading)."""
+def test_the_adaptations_script_names_the_library_s_deployed_reading():
+    """transfer_adaptations.py's DEPLOYED is a name its table holds, spelling the library's deployed reading (the
+    docs' tables and the leximin read it by that name)."""
     spec = importlib.util.spec_from_file_location("transfer_adaptations", PATH.parent / "transfer_adaptations.py")
     ta = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = ta

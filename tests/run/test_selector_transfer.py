@@ -309,6 +309,21 @@ def test_fits_reads_a_section_of_a_page_with_a_share_of_the_page_as_e():
     assert c_page[3]["lambda"] <= calibrate_lambda(util_page, c_page[2], fits_target(page, b))  # at least that far
     assert c_page[2][rows, c_page[0]].mean() > c_sent[2][rows, c_sent[0]].mean()  # the sections are read
 
+    # with the ladder's paragraphs: E the best candidate's paragraph, and the price reads at least the median one
+    from mogg.run.budget.selector.set_shape import candidate_paragraphs, section_evidence
+
+    unit_par = np.arange(int(unit.max()) + 1) // 3  # three units a paragraph, pages of six units
+    paras = candidate_paragraphs(unit_par, np.full(len(unit_par), 12.0), unit, np.arange(len(unit_par)) // 6)
+    sec = section_evidence(cand_q, pred, paras, n_q)
+    assert set(np.unique(sec)) <= {0.0, 36.0} and (sec > 0).any()
+    c_par = read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "median", docs=page, paras=paras, **kw)
+    _, util_par, want_pt = plans_of(pred, cand_q, unit, tokens, texts, n_q, per, sec)
+    np.testing.assert_array_equal(c_par[2], want_pt)
+    assert c_par[3]["reads_to"] == fits_target(page, b, section=sec) == 36.0
+    assert c_par[3]["lambda"] <= calibrate_lambda(util_par, c_par[2], 36.0)
+    c_sent_par = read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "median", docs=sentence, paras=paras, **kw)
+    np.testing.assert_array_equal(c_sent_par[0], c_sent[0])  # not sections of a page: the paragraphs change nothing
+
 
 def test_fits_bounds_e_by_the_chain_on_sections_of_sources_and_reads_the_plans_handed_in(monkeypatch):
     """read_here's ``fits`` where the set is sections of sources (set_shape.sources_sections: whole short documents
