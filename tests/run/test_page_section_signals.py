@@ -14,9 +14,9 @@ import scipy.sparse as sp
 PATH = Path(__file__).resolve().parents[2] / "scripts" / "page_section_signals.py"
 
 
-@pytest.fixture(scope="module")
-def mod():
-    spec = importlib.util.spec_from_file_location("page_section_signals", PATH)
+def _script(path: Path):
+    """A script of scripts/ as a module (registered while it runs: a dataclass looks its module up)."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     m = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = m
     try:
@@ -24,6 +24,11 @@ def mod():
     finally:
         del sys.modules[spec.name]
     return m
+
+
+@pytest.fixture(scope="module")
+def mod():
+    return _script(PATH)
 
 
 def _rows(seed: int = 0, n_q: int = 30):
@@ -127,13 +132,7 @@ def test_unknown_shapes_are_refused_by_name(mod, capsys):
 def test_the_adaptations_script_names_the_library_s_deployed_reading():
     """transfer_adaptations.py's DEPLOYED is a name its table holds, spelling the library's deployed reading (the
     docs' tables and the leximin read it by that name)."""
-    spec = importlib.util.spec_from_file_location("transfer_adaptations", PATH.parent / "transfer_adaptations.py")
-    ta = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = ta
-    try:
-        spec.loader.exec_module(ta)
-    finally:
-        del sys.modules[spec.name]
+    ta = _script(PATH.parent / "transfer_adaptations.py")
     assert ta.DEPLOYED in ta.ADAPTATIONS
     view, _, selftrain, e_rule, rule = ta.ADAPTATIONS[ta.DEPLOYED]
     from mogg.run.budget.selector.set_shape import CHAIN_GAP, CHAIN_RATIO
