@@ -35,3 +35,28 @@ def test_group_best_row_against_a_loop():
     assert rows.tolist() == want
     assert group_best_row(np.array([np.nan, np.nan]), np.array([3, 3])).tolist() == [0]
     assert group_best_row(np.zeros(0), np.zeros(0, int)).size == 0
+
+
+def test_range_sums_against_a_loop_and_reads_only_the_ranges():
+    """range_sums equals a slice sum per range (empty and reversed ranges give 0), integer values included, and reads
+    only the ranges' entries: a large int array is never cast whole (tracemalloc's peak stays far below its size)."""
+    import tracemalloc
+
+    from mogg.core.segments import range_sums
+
+    rng = np.random.default_rng(3)
+    values = rng.integers(0, 50, 200)
+    lo = rng.integers(0, 200, 40)
+    hi = lo + rng.integers(-3, 20, 40)
+    want = [float(values[a:b].sum()) for a, b in zip(lo, np.minimum(hi, 200))]
+    assert range_sums(values, lo, np.minimum(hi, 200)).tolist() == want
+    assert range_sums(values, [], []).tolist() == [] and range_sums(values, [5], [5]).tolist() == [0.0]
+
+    big = np.ones(4_000_000, dtype=np.int32)  # 16 MB; a float64 copy would be 32 MB
+    tracemalloc.start()
+    try:
+        got = range_sums(big, [10, 3_000_000], [20, 3_000_005])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert got.tolist() == [10.0, 5.0] and peak < 1_000_000

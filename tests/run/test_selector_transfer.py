@@ -312,8 +312,8 @@ def test_fits_reads_a_section_of_a_page_with_a_share_of_the_page_as_e():
     # with the ladder's paragraphs: E the best candidate's paragraph, and the price reads at least the median one
     from mogg.run.budget.selector.set_shape import candidate_paragraphs, section_evidence
 
-    unit_par = np.arange(int(unit.max()) + 1) // 3  # three units a paragraph, pages of six units
-    paras = candidate_paragraphs(unit_par, np.full(len(unit_par), 12.0), unit, np.arange(len(unit_par)) // 6)
+    n_units = int(unit.max()) + 1  # three units a paragraph, pages of six units
+    paras = candidate_paragraphs(np.arange(3, n_units, 6), np.full(n_units, 12.0), unit, np.arange(n_units) // 6)
     sec = section_evidence(cand_q, pred, paras, n_q)
     assert set(np.unique(sec)) <= {0.0, 36.0} and (sec > 0).any()
     c_par = read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "median", docs=page, paras=paras, **kw)
@@ -590,7 +590,7 @@ def test_the_directory_s_scorer_reads_a_page_s_sections_with_their_paragraphs(tr
     monkeypatch.setattr(tr, "whole_shape", lambda doc, covered: False)  # the directory's scorer reads
     monkeypatch.setattr(tr, "self_trained", self_trained)
     monkeypatch.setattr(tr, "page_order", spy)
-    paras = tr.candidate_paragraphs(np.arange(n_q * per) // 2, tokens, unit, unit_doc)
+    paras = tr.candidate_paragraphs(np.arange(2, n_q * per, 2), tokens, unit, unit_doc)  # two units a paragraph
     used, pred, docs = tr.shape_scorer(dep, EvidenceSelectorKind, lambda v: np.zeros((len(q), dep.deploy["n_features"])),
                                        q, unit, unit_doc, tokens, np.full(len(q), 240.0), n_q, paras)
     assert used is dep and len(calls) == 1

@@ -642,7 +642,9 @@ def test_paragraph_first_and_section_evidence_against_a_loop():
     rows = [(qi, int(x)) for qi in range(12) for x in np.sort(rng.choice(48, size=rng.integers(1, 9), replace=False))]
     q, u = (np.array(c) for c in zip(*rows))
     pred = rng.random(len(q)).round(3)
-    paras = candidate_paragraphs(unit_par, unit_tokens, u, unit_doc)
+    starts = np.flatnonzero((np.diff(unit_par) > 0) & (np.diff(unit_doc) == 0)) + 1  # as the ladder keeps them
+    paras = candidate_paragraphs(starts, unit_tokens, u, unit_doc)
+    assert paras.cand.tolist() == unit_par[u].tolist()
     out = paragraph_first(pred, q, unit_par[u])
     e = section_evidence(q, pred, paras, 13)  # question 12: no candidates
     for qi in range(12):
@@ -655,10 +657,8 @@ def test_paragraph_first_and_section_evidence_against_a_loop():
     assert e[12] == 0
     assert candidate_paragraphs(None, unit_tokens, u, unit_doc) is None
     # pages that keep no blank lines (one paragraph each, or most of them): the rule before reads there
-    one_each = np.arange(6).repeat(8) * 2
-    assert candidate_paragraphs(one_each, unit_tokens, u, unit_doc) is None
-    mostly = one_each.copy()
-    mostly[4:8] += 1  # one page of six with a second paragraph: still most hold one
+    assert candidate_paragraphs(np.zeros(0, dtype=np.int64), unit_tokens, u, unit_doc) is None
+    mostly = np.array([4])  # one page of six with a second paragraph: still most hold one
     assert candidate_paragraphs(mostly, unit_tokens, u, unit_doc) is None
 
     d = np.full(13, 300.0)
@@ -671,3 +671,41 @@ def test_paragraph_first_and_section_evidence_against_a_loop():
     assert fits_target(page, 20, section=e) == 20.0
     assert fits_target(page, 512) == PAGE_SHARE * 300.0  # a ladder without its paragraphs: a share of the page
     assert fits_target(sentence, 512, section=e) is None  # not sections of a page: the training sets' price
+
+
+def test_candidate_paragraphs_against_whole_corpus_ids_and_its_cost_follows_the_candidates():
+    """candidate_paragraphs' ids and tokens equal the whole-corpus ones (sources.paragraph_ids, a bincount), documents
+    numbered with gaps included; and it never builds anything corpus-sized: over four million units, with a few
+    candidates, tracemalloc's peak stays far below one corpus-length array (the per-session bincount it replaced)."""
+    import tracemalloc
+
+    from mogg.ladders.sources import paragraph_ids
+    from mogg.run.budget.selector.plans import document_tokens
+    from mogg.run.budget.selector.set_shape import candidate_paragraphs
+
+    rng = np.random.default_rng(5)
+    unit_doc = np.sort(rng.choice(np.arange(0, 60, 2), 300))  # 300 units in up to 30 documents, ids with gaps
+    same = np.flatnonzero(np.diff(unit_doc) == 0) + 1
+    starts = np.sort(rng.choice(same, len(same) // 3, replace=False))
+    unit_tokens = rng.integers(1, 30, 300)
+    unit = rng.choice(300, 80)
+    got = candidate_paragraphs(starts, unit_tokens, unit, unit_doc)
+    ids = paragraph_ids(unit_doc, starts)
+    assert (got.cand[:, None] == got.cand[None, :]).tolist() == (ids[unit][:, None] == ids[unit][None, :]).tolist()
+    assert got.tokens.tolist() == np.bincount(ids, weights=unit_tokens)[ids[unit]].tolist()
+
+    n = 4_000_000  # pages of 40 units, a paragraph every 8
+    unit_doc = np.arange(n, dtype=np.int64) // 40
+    starts = np.flatnonzero(np.arange(n) % 40 % 8 == 0)[1:]
+    starts = starts[starts % 40 != 0]
+    unit_tokens = np.full(n, 3, dtype=np.int32)
+    unit = np.array([5, 17, 2_000_003, 3_999_999])
+    tracemalloc.start()
+    try:
+        paras = candidate_paragraphs(starts, unit_tokens, unit, unit_doc)
+        doc_tok = document_tokens(unit_doc, unit_tokens, unit)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert paras.tokens.tolist() == [24.0] * 4 and doc_tok.tolist() == [120.0] * 4
+    assert len(set(paras.cand.tolist())) == 4 and peak < n  # one int64 corpus array is 8n bytes

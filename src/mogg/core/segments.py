@@ -51,3 +51,20 @@ def group_best_row(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
     order = np.lexsort((np.arange(len(groups)), -v, groups))
     g = np.asarray(groups)[order]
     return order[np.r_[True, g[1:] != g[:-1]]]
+
+
+def range_sums(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Sum of ``values[lo[i]:hi[i]]`` for each range i, float64 [len(lo)] (0 for an empty range). Only the ranges'
+    entries are read, never the whole of ``values``: the cost follows the ranges' total length, not len(values)."""
+    lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
+    size = np.maximum(hi - lo, 0)
+    out = np.zeros(len(lo))
+    keep = size > 0
+    if not keep.any():
+        return out
+    size, lo = size[keep], lo[keep]
+    starts = np.cumsum(size) - size
+    rows = np.repeat(lo - starts, size) + np.arange(int(size.sum()))  # every entry of the ranges, in order
+    # gather before the cast: casting ``values`` first would copy all of it
+    out[keep] = np.add.reduceat(np.asarray(values)[rows].astype(np.float64), starts)
+    return out

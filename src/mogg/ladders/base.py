@@ -162,24 +162,34 @@ class Ladder:
                              f"{len(self.units.doc_ids)} documents)")
         return counts.astype(np.int64, copy=False)
 
-    def unit_paragraphs(self) -> np.ndarray | None:
-        """Every unit's paragraph as one id over the corpus (int64 [U]: :func:`mogg.ladders.sources.paragraph_ids`)
-        from the units that open one (:data:`~mogg.ladders.sources.PARAGRAPH_STARTS`, attached as
-        :meth:`doc_paragraphs`' counts are); None where the ladder was built without them; memoised."""
-        from mogg.ladders.sources import PARAGRAPH_STARTS, paragraph_ids
+    def paragraph_starts(self) -> np.ndarray | None:
+        """The units that open a paragraph other than their document's first (int64, increasing:
+        :data:`~mogg.ladders.sources.PARAGRAPH_STARTS`, attached as :meth:`doc_paragraphs`' counts are); None where
+        the ladder was built without them. What routing reads (a binary search per candidate, so that its cost
+        follows the questions); validated once, memoised."""
+        from mogg.ladders.sources import PARAGRAPH_STARTS
 
         starts = self.arrays.get(PARAGRAPH_STARTS)
         if starts is None:
             return None
-        if "unit_paragraphs" not in self._texts:
+        if "paragraph_starts" not in self._texts:
             starts = np.asarray(starts)
             n = len(self.units.doc)
             if starts.ndim != 1 or not np.issubdtype(starts.dtype, np.integer) or (len(starts) and (
                     starts.min() < 1 or starts.max() >= n or (np.diff(starts) <= 0).any())):
                 raise ValueError(f"ladder's {PARAGRAPH_STARTS} is not increasing unit indices in [1, {n}) "
                                  f"({starts.shape}, {starts.dtype})")
-            self._texts["unit_paragraphs"] = paragraph_ids(self.units.doc, starts)
-        return self._texts["unit_paragraphs"]
+            self._texts["paragraph_starts"] = starts.astype(np.int64, copy=False)
+        return self._texts["paragraph_starts"]
+
+    def unit_paragraphs(self) -> np.ndarray | None:
+        """Every unit's paragraph as one id over the corpus (int64 [U]: :func:`mogg.ladders.sources.paragraph_ids`
+        of :meth:`paragraph_starts`); None where the ladder was built without them. A whole-corpus view for
+        analysis; routing reads :meth:`paragraph_starts` instead, so that its cost follows the questions."""
+        from mogg.ladders.sources import paragraph_ids
+
+        starts = self.paragraph_starts()
+        return None if starts is None else paragraph_ids(self.units.doc, starts)
 
     def source_unit_docs(self) -> np.ndarray:
         """Every unit's document [U] numbered by :meth:`source_positions`: what the set-shape decisions read as a

@@ -15,7 +15,7 @@ section's length (docs/results.md, "The page share by the worst shape"). Stored 
 :func:`paragraph_starts` finds, inside one document, the units that open a paragraph (each unit's text found in
 order in the whitespace-normalised text): on sections of a page the best candidate's paragraph is the section it
 sits in (docs/results.md, "The best candidate's paragraph"). Stored beside the counts (:data:`PARAGRAPH_STARTS`,
-:meth:`mogg.ladders.base.Ladder.unit_paragraphs`)."""
+:meth:`mogg.ladders.base.Ladder.paragraph_starts`)."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mogg.core.segments import group_best_row, segment_rank
+from mogg.core.segments import group_best_row, range_sums, segment_rank
 from mogg.evaluation.frontier import Family
 from mogg.evaluation.prefix import prefix_table
 from mogg.run.budget.base import Learned
@@ -125,11 +125,7 @@ def document_tokens(unit_doc: np.ndarray, unit_tokens: np.ndarray, cand_unit: np
         return np.zeros(0)
     docs, inv = np.unique(np.asarray(unit_doc)[cand_unit], return_inverse=True)
     lo, hi = np.searchsorted(unit_doc, docs, "left"), np.searchsorted(unit_doc, docs, "right")
-    size = hi - lo
-    starts = np.cumsum(size) - size
-    rows = np.repeat(lo - starts, size) + np.arange(size.sum())  # every unit of those documents
-    sums = np.add.reduceat(np.asarray(unit_tokens, dtype=np.float64)[rows], starts)
-    return sums[inv.ravel()]
+    return range_sums(unit_tokens, lo, hi)[inv.ravel()]
 
 
 def estimated_f1(ranked: Ranked, pred: np.ndarray, tokens: np.ndarray, rows: np.ndarray, evidence_len) -> np.ndarray:

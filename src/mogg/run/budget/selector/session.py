@@ -79,7 +79,7 @@ class SelectorSession:
                                           context=context)
         return deep, cand, x, lex.unit_tokens[cand.unit].astype(float), \
             document_tokens(self.index.ladder.units.doc, lex.unit_tokens, cand.unit), \
-            candidate_paragraphs(self.index.ladder.unit_paragraphs(), lex.unit_tokens, cand.unit,
+            candidate_paragraphs(self.index.ladder.paragraph_starts(), lex.unit_tokens, cand.unit,
                                  self.index.ladder.units.doc)
 
     def scorer(self, x: np.ndarray, cand, tokens: np.ndarray, doc_tokens: np.ndarray, n_questions: int,

@@ -41,7 +41,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from mogg.core.segments import group_best_row, group_max, pair_groups
+from mogg.core.segments import group_best_row, group_max, pair_groups, range_sums
 from mogg.run.budget.selector.adapt import block_evidence, document_best, rank_within, reorder
 from mogg.run.budget.selector.plans import document_evidence
 
@@ -268,32 +268,46 @@ def page_evidence(cand_q: np.ndarray, pred: np.ndarray, doc_tokens: np.ndarray, 
 
 
 class Paragraphs(NamedTuple):
-    """A ladder's paragraphs as the page rule reads them: ``unit`` int64 [U], every unit's paragraph as one id over
-    the corpus (:meth:`mogg.ladders.base.Ladder.unit_paragraphs`); ``tokens`` float64 [N], each candidate's
-    paragraph's tokens (:func:`candidate_paragraphs`)."""
+    """A ladder's paragraphs as the page rule reads them, per candidate: ``cand`` int64 [N], each candidate's
+    paragraph as one id over the corpus (equal ids: one paragraph); ``tokens`` float64 [N], that paragraph's tokens
+    (:func:`candidate_paragraphs`)."""
 
-    unit: np.ndarray
+    cand: np.ndarray
     tokens: np.ndarray
 
 
-def candidate_paragraphs(unit_paragraph: np.ndarray | None, unit_tokens: np.ndarray, cand_unit: np.ndarray,
+def candidate_paragraphs(starts: np.ndarray | None, unit_tokens: np.ndarray, cand_unit: np.ndarray,
                          unit_doc: np.ndarray) -> Paragraphs | None:
-    """:class:`Paragraphs` of candidates ``cand_unit`` [N] (``unit_paragraph`` [U]: each unit's paragraph id, None for a
-    ladder without them; ``unit_tokens`` [U]; ``unit_doc`` [U]: each unit's document, units of one document
-    contiguous). None also where most of the candidates' documents hold one paragraph (a corpus that keeps no blank
-    lines: its paragraph would be the page, so the rule before reads there)."""
-    if unit_paragraph is None or not len(cand_unit):
+    """:class:`Paragraphs` of candidates ``cand_unit`` [N]. ``starts``: the units that open a paragraph other than
+    their document's first (:meth:`mogg.ladders.base.Ladder.paragraph_starts`, increasing; None for a ladder
+    without them); ``unit_tokens`` [U]; ``unit_doc`` [U]: each unit's document, non-decreasing. None also where most
+    of the candidates' documents hold one paragraph (a corpus that keeps no blank lines: its paragraph would be the
+    page, so the rule before reads there).
+
+    The cost follows the questions, not the corpus: binary searches over ``starts`` and ``unit_doc``, and only the
+    candidate paragraphs' units are summed. A unit u of document d lies in paragraph d + (starts <= u), the id
+    :func:`mogg.ladders.sources.paragraph_ids` gives it where every document holds a unit."""
+    if starts is None or not len(cand_unit):
         return None
-    unit_paragraph = np.asarray(unit_paragraph, dtype=np.int64)
-    unit_doc = np.asarray(unit_doc)
-    docs = np.unique(unit_doc[np.asarray(cand_unit, dtype=np.int64)])
-    first = np.searchsorted(unit_doc, docs, side="left")
-    last = np.searchsorted(unit_doc, docs, side="right") - 1
-    if np.median(unit_paragraph[last] - unit_paragraph[first] + 1) < 2:
+    starts = np.asarray(starts, dtype=np.int64)
+    unit = np.asarray(cand_unit, dtype=np.int64)
+    doc = np.asarray(unit_doc[unit], dtype=np.int64)
+    docs, inv = np.unique(doc, return_inverse=True)
+    first = np.searchsorted(unit_doc, docs, side="left")  # [D'] each candidate document's units: [first, end)
+    end = np.searchsorted(unit_doc, docs, side="right")
+    held = np.searchsorted(starts, end - 1, side="right") - np.searchsorted(starts, first, side="right") + 1
+    if np.median(held) < 2:
         log.info("sections of a page: most candidate documents hold one paragraph (no blank lines)")
         return None
-    tok = np.bincount(unit_paragraph, weights=np.asarray(unit_tokens, dtype=np.float64))
-    return Paragraphs(unit_paragraph, tok[unit_paragraph[np.asarray(cand_unit, dtype=np.int64)]])
+    k = np.searchsorted(starts, unit, side="right")  # [N] paragraph starts at or before each candidate
+    inv = inv.ravel()
+    # [N] the paragraph's units [lo, hi): from its start (or its document's first unit) to the next start (or the
+    # document's end); ``starts`` is not empty here, since some document holds two paragraphs
+    lo = np.maximum(first[inv], np.where(k > 0, starts[np.maximum(k - 1, 0)], 0))
+    hi = np.minimum(end[inv], np.append(starts, np.iinfo(np.int64).max)[k])
+    pid = doc + k
+    _, at, back = np.unique(pid, return_index=True, return_inverse=True)
+    return Paragraphs(pid, range_sums(unit_tokens, lo[at], hi[at])[back.ravel()])
 
 
 def paragraph_first(pred: np.ndarray, cand_q: np.ndarray, cand_paragraph: np.ndarray) -> np.ndarray:
@@ -346,8 +360,10 @@ def page_order(pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, unit_doc:
     if not len(cand_q) or not page_sections(shape):
         return pred
     if paras is not None:
+        if len(paras.cand) != len(pred):
+            raise ValueError(f"paragraphs of {len(paras.cand)} candidates for {len(pred)} predictions")
         log.info("sections of a page: the best candidate's paragraph first")
-        return paragraph_first(pred, cand_q, paras.unit[np.asarray(unit, dtype=np.int64)])
+        return paragraph_first(pred, cand_q, paras.cand)
     log.info("sections of a page: each candidate ranked with %.2f of its neighbours' scores", weight)
     return reorder(pred, cand_q, np.asarray(pred, dtype=np.float64) + weight * neighbour_sum(pred, cand_q, unit, unit_doc))
 
