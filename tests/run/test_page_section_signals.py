@@ -141,3 +141,47 @@ def test_the_adaptations_script_names_the_library_s_deployed_reading():
     # paragraph first on sections of a page, E that paragraph read at least to the median one ("fits-para")
     assert (e_rule, rule) == ("predicted", "fits-para")
     assert selftrain == f"near2+docs+chain:{CHAIN_RATIO:g}:{CHAIN_GAP}+pagepara"
+
+
+def test_paragraph_places_and_position_lift_against_loops(mod):
+    """A paragraph's place in its page by a walk over the units, and the cross-fitted lift by a loop over the
+    questions: each parity's rows scaled by the other parity's (top-choice share / on-top-page share) per place."""
+    rng = np.random.default_rng(2)
+    unit_doc = np.sort(rng.integers(0, 25, 300))
+    same = np.flatnonzero(np.diff(unit_doc) == 0) + 1
+    starts = np.sort(rng.choice(same, len(same) // 4, replace=False))
+    n_q = 40
+    q = np.sort(rng.integers(0, n_q, 500))
+    unit = rng.integers(0, 300, len(q))
+    group = np.unique(q * 100 + unit_doc[unit], return_inverse=True)[1]
+    score = rng.random(len(q))
+    place = mod.paragraph_places(unit, unit_doc, starts)
+    para, p = [], 0
+    for i in range(300):  # walk: a new paragraph at a document's first unit or at a start
+        p += i > 0 and (unit_doc[i] != unit_doc[i - 1] or i in set(starts))
+        para.append(p)
+    para = np.array(para)
+    for r in range(len(q)):
+        ps = sorted(set(para[unit_doc == unit_doc[unit[r]]]))
+        k = ps.index(para[unit[r]])
+        assert place[r] == (3 if len(ps) == 1 else 0 if k == 0 else 2 if k == len(ps) - 1 else 1)
+
+    got = mod.position_lift(score, q, group, place)
+    want = score.copy()
+    for half in (0, 1):
+        picked, share, n_est = np.zeros(4), np.zeros(4), 0
+        for qi in np.unique(q):
+            if qi % 2 == half:
+                continue
+            rows = np.flatnonzero(q == qi)
+            t = rows[np.argmax(score[rows])]
+            picked[place[t]] += 1
+            on = rows[group[rows] == group[t]]
+            for r in on:
+                share[place[r]] += 1.0 / len(on)
+            n_est += 1
+        lift = np.where(share > 0, (picked / n_est) / np.maximum(share / n_est, 1e-12), 1.0)
+        rows = np.flatnonzero(q % 2 == half)
+        want[rows] = score[rows] * lift[place[rows]]
+    np.testing.assert_allclose(got, want)
+    assert not np.allclose(got, score)
