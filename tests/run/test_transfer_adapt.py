@@ -709,3 +709,40 @@ def test_candidate_paragraphs_against_whole_corpus_ids_and_its_cost_follows_the_
         tracemalloc.stop()
     assert paras.tokens.tolist() == [24.0] * 4 and doc_tok.tolist() == [120.0] * 4
     assert len(set(paras.cand.tolist())) == 4 and peak < n  # one int64 corpus array is 8n bytes
+
+
+def test_a_block_covering_a_page_of_paragraphs_is_not_a_whole_document():
+    """whole_documents with the ladder's paragraphs: a question whose best block covers a document of two or more
+    paragraphs is not covered (a one-topic page, every sentence a candidate), so a set of such pages reads as
+    sections of a page (page_sections), not whole short documents; documents of one paragraph keep their cover,
+    and without paragraphs (a corpus without blank lines: candidate_paragraphs gives None) nothing changes."""
+    from mogg.run.budget.selector.set_shape import (
+        candidate_paragraphs,
+        page_sections,
+        whole_documents,
+        whole_shape,
+    )
+
+    n_docs, per = 12, 8  # pages of 8 units, each unit a candidate of its page's question (one topic)
+    unit_doc = np.repeat(np.arange(n_docs), per)
+    unit_tokens = np.full(n_docs * per, 20.0)
+    u = np.arange(n_docs * per)
+    q = unit_doc.copy()
+    pred = np.tile(np.linspace(1.0, 0.3, per), n_docs)
+    doc_tokens = np.full(len(u), per * 20.0)
+    tokens = unit_tokens[u]
+    starts = np.flatnonzero(np.arange(n_docs * per) % per % 2 == 0)  # a paragraph every two units
+    starts = starts[starts % per != 0]
+    paras = candidate_paragraphs(starts, unit_tokens, u, unit_doc)
+    assert paras.in_doc.tolist() == [4] * len(u)
+    bare = whole_documents(q, u, unit_doc, tokens, pred, doc_tokens, n_docs)
+    assert bare.covered.all() and whole_shape(bare.doc, bare.covered)  # read as whole short documents before
+    shape = whole_documents(q, u, unit_doc, tokens, pred, doc_tokens, n_docs, paras)
+    assert not shape.covered.any() and not whole_shape(shape.doc, shape.covered) and page_sections(shape)
+    for a, b in zip(shape[2:], bare[2:]):  # the rest of the shape is the same
+        assert (a is None and b is None) or np.array_equal(a, b)
+    # half the pages of one paragraph (no start inside them): those keep their cover, the set's majority decides
+    one = starts[unit_doc[starts] % 2 == 0]
+    half = whole_documents(q, u, unit_doc, tokens, pred, doc_tokens, n_docs,
+                           candidate_paragraphs(one, unit_tokens, u, unit_doc))
+    assert half.covered.tolist() == [d % 2 == 1 for d in range(n_docs)] and whole_shape(half.doc, half.covered)

@@ -5,7 +5,9 @@ whole short documents, and how far the ``fits`` price of a token (``transfer_lam
   candidate covers it, and its close documents (:func:`close_reach`), as one :class:`SetShape`.
 * :func:`whole_shape`: whether the block around most questions' best candidate covers most of that candidate's
   document (an abstract, an explanation); decided once per set, before any refit, at no budget: it picks the
-  whole-document scorer (:func:`mogg.run.budget.selector.transfer.shape_scorer`) and the ``fits`` price alike.
+  whole-document scorer (:func:`mogg.run.budget.selector.transfer.shape_scorer`) and the ``fits`` price alike. A
+  block covering a document of several paragraphs does not count (:func:`whole_documents` with the ladder's
+  :class:`Paragraphs`): that is a one-topic page, read as sections of a page.
 * :func:`sections_share`: whether the set's close documents sit beside each other in the corpus (sections of
   one source: an abstract's contexts, an explanation's sentences) rather than anywhere (competing documents).
 * :func:`~mogg.ladders.sources.source_positions`: the corpus order these decisions read, a source's documents
@@ -222,20 +224,28 @@ def fits_cap(shape: SetShape) -> np.ndarray | None:
 
 
 def whole_documents(cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, tokens: np.ndarray, pred: np.ndarray,
-                    doc_tokens: np.ndarray, n_questions: int) -> SetShape:
+                    doc_tokens: np.ndarray, n_questions: int, paras: Paragraphs | None = None) -> SetShape:
     """A new set's shape (:class:`SetShape`, per question [Q]) on ``pred`` [N]: the tokens of its best-scored
     candidate's document (0 without candidates), whether the block of candidates around that candidate
     (:func:`block_evidence`) covers at least :data:`FITS_COVER` of it (bool), and its close documents
     (:func:`close_reach`). No labels: PubMedQA*'s and MedMCQA's best blocks cover their
-    document (median 0.98 and 1.0), the page stand-in's a section (0.14), COVID-QA's a sentence (0.02)."""
+    document (median 0.98 and 1.0), the page stand-in's a section (0.14), COVID-QA's a sentence (0.02).
+
+    With the ladder's ``paras`` (a corpus whose candidate documents hold several paragraphs), a block covering a
+    document of two or more paragraphs does not count as covering it: a page of several sections whose every
+    sentence is a candidate is one topic, not one piece of evidence. The whole-document shapes' best documents hold
+    one paragraph (PubMedQA*, the snippet shapes: 98-100%), the page shapes' four or five (docs/results.md,
+    "A page of paragraphs is not one document")."""
     from mogg.run.budget.selector.plans import document_evidence
 
     doc = document_evidence(cand_q, pred, doc_tokens, n_questions)
     block = block_evidence(cand_q, unit, unit_doc, tokens, pred, n_questions)
+    covered = (doc > 0) & (block >= FITS_COVER * doc)
+    if paras is not None and len(cand_q):
+        covered &= document_evidence(cand_q, pred, paras.in_doc.astype(np.float64), n_questions) < 2
     unit_doc = np.asarray(unit_doc)
     cand_doc = unit_doc[unit]
-    return SetShape(doc, (doc > 0) & (block >= FITS_COVER * doc), *close_reach(cand_q, cand_doc, pred, doc_tokens,
-                                                                              n_questions),
+    return SetShape(doc, covered, *close_reach(cand_q, cand_doc, pred, doc_tokens, n_questions),
                     linked_rows(cand_q, cand_doc, pred, n_questions),
                     chance_linked(cand_q, cand_doc, pred, n_questions, int(unit_doc.max()) + 1 if len(unit_doc) else 0),
                     block)
@@ -269,11 +279,12 @@ def page_evidence(cand_q: np.ndarray, pred: np.ndarray, doc_tokens: np.ndarray, 
 
 class Paragraphs(NamedTuple):
     """A ladder's paragraphs as the page rule reads them, per candidate: ``cand`` int64 [N], each candidate's
-    paragraph as one id over the corpus (equal ids: one paragraph); ``tokens`` float64 [N], that paragraph's tokens
-    (:func:`candidate_paragraphs`)."""
+    paragraph as one id over the corpus (equal ids: one paragraph); ``tokens`` float64 [N], that paragraph's tokens;
+    ``in_doc`` int64 [N], the paragraphs of the candidate's document (:func:`candidate_paragraphs`)."""
 
     cand: np.ndarray
     tokens: np.ndarray
+    in_doc: np.ndarray
 
 
 def candidate_paragraphs(starts: np.ndarray | None, unit_tokens: np.ndarray, cand_unit: np.ndarray,
@@ -307,7 +318,7 @@ def candidate_paragraphs(starts: np.ndarray | None, unit_tokens: np.ndarray, can
     hi = np.minimum(end[inv], np.append(starts, np.iinfo(np.int64).max)[k])
     pid = doc + k
     _, at, back = np.unique(pid, return_index=True, return_inverse=True)
-    return Paragraphs(pid, range_sums(unit_tokens, lo[at], hi[at])[back.ravel()])
+    return Paragraphs(pid, range_sums(unit_tokens, lo[at], hi[at])[back.ravel()], held[inv])
 
 
 def paragraph_first(pred: np.ndarray, cand_q: np.ndarray, cand_paragraph: np.ndarray) -> np.ndarray:

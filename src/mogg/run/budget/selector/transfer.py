@@ -217,7 +217,7 @@ def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np
     ``x_of(view)``: the candidates' features [N, F] in a view."""
     x = x_of(dep.reads("features_view", kind))  # once: the prediction and the refit read the same view
     pred = dep.booster.predict(x) if len(cand_q) else np.zeros(0)
-    docs = whole_documents(cand_q, unit, unit_doc, tokens, pred, doc_tokens, n_questions)
+    docs = whole_documents(cand_q, unit, unit_doc, tokens, pred, doc_tokens, n_questions, paras)
     whole = dep.whole()
     if not len(cand_q):
         return dep, pred, docs
@@ -308,7 +308,7 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
     if rule != "fits":
         docs = None
     elif docs is None:
-        docs = whole_documents(cand_q, unit, unit_doc, tokens, pred, doc_tokens, n_questions)
+        docs = whole_documents(cand_q, unit, unit_doc, tokens, pred, doc_tokens, n_questions, paras)
     page = docs is not None and page_sections(docs)  # a section of a page: E a share of the page (set_shape.PAGE_SHARE)
     sources = docs is not None and sources_sections(docs)  # sections of sources: E at most the chain
     if isinstance(plans, dict):
