@@ -151,11 +151,15 @@ ADAPTATIONS = {
     # E that paragraph, read at least to the median one (deployed: "fits-para"), without that floor, or E the rule
     # before (0.2 of the page, read at least to it)
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's paragraph first on sections of a page, E predicted":
-        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagepara", "predicted", "fits-para"),
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagepara", "predicted", "fits-para-nocap"),
     "two scorers, lambda fits, E the best candidate's paragraph on sections of a page, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's paragraph first on sections of a page, E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagepara", "predicted", "fits-page:section"),
     "two scorers, lambda fits, E 0.2 of the page, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's paragraph first on sections of a page, E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagepara", "predicted", "fits"),
+    # deployed: the reading above, and on sections of a page at most that paragraph (or the median one, where
+    # longer: set_shape.section_cap): one section is the evidence, so reading past it adds distractors of its topic
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's paragraph first on sections of a page, at most that paragraph, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagepara", "predicted", "fits-para"),
     # the fits price as a ceiling too: where the set is whole short documents, read the median reach, no further
     # (MedMCQA read 128 tokens at B = 128 where its explanation holds about 70: the training sets' price goes on)
     "two scorers, lambda fits exactly, two self-training rounds on the near scorer, documents by the refit on the whole, E predicted":
@@ -266,7 +270,7 @@ ADAPTATIONS = {
 # the directory's reading (mogg.run.budget.selector.transfer.read_here), as docs/results.md's tables name it
 DEPLOYED = ("two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, "
             "the neighbouring candidates with one gap first, the best candidate's paragraph first on sections of a page, "
-            "E predicted")
+            "at most that paragraph, E predicted")
 
 
 @dataclass
@@ -399,6 +403,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         page_evidence,
         page_order,
         page_sections,
+        section_cap,
         section_evidence,
         sections_share,
         source_chain,
@@ -523,8 +528,12 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
     # the floor on sections of sources: the deployed rule's reads the chain (set_shape.source_chain on pred, what E is
     # bounded by); "fits-sourcefloor:<close|quarter|none>" measured every close document (the rule before, as every
     # other measured rule here reads), the close chain, or none
-    para = rule == "fits-para"  # the deployed rule: on sections of a page E the best candidate's paragraph, read at
-    if para:  # least to the median one (transfer.read_here with the ladder's paragraphs); "fits" the rule before
+    # the deployed rule ("fits-para"): on sections of a page E the best candidate's paragraph, read at least to the
+    # median one and at most that paragraph (or the median one: set_shape.section_cap; transfer.read_here with the
+    # ladder's paragraphs); "fits-para-nocap" measured it without the cap; "fits" the rule before
+    para_cap = rule == "fits-para"
+    para = rule in ("fits-para", "fits-para-nocap")
+    if para:
         rule = "fits"
     source_floor = "chain" if rule == "fits" else None
     if rule.startswith("fits-sourcefloor"):
@@ -664,7 +673,10 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             lam = lambda_here(rule, util, pt, b, price[b], docs_price, floor_chain, section)[0]
             if floor is not None:  # measured: read at least up to the median block or E (at most B), or B
                 lam = min(lam, calibrate_lambda(util, pt, min(b, floor)))
-            a = decide(util, pt, lam, fits_cap(docs) if rule == "fits" else None)
+            cap = fits_cap(docs) if rule == "fits" else None
+            if para_cap and section is not None:  # as transfer.read_here reads
+                cap = section_cap(docs, section)
+            a = decide(util, pt, lam, cap)
         own = choose_config(sh.table_f1, sh.table_tokens, rows, b)
         out[b] = (tf[rows, a], tt[rows, a], sh.table_f1[:, own], sh.table_f1[:, envelope_here(stats, sh.table_tokens, b)])
     return out

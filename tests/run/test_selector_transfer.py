@@ -323,6 +323,18 @@ def test_fits_reads_a_section_of_a_page_with_a_share_of_the_page_as_e():
     assert c_par[3]["lambda"] <= calibrate_lambda(util_par, c_par[2], 36.0)
     c_sent_par = read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "median", docs=sentence, paras=paras, **kw)
     np.testing.assert_array_equal(c_sent_par[0], c_sent[0])  # not sections of a page: the paragraphs change nothing
+    # at most the best candidate's paragraph (or the median one): set_shape.section_cap, as the plans' choice with it
+    from mogg.routing.plans import decide
+    from mogg.run.budget.selector.set_shape import section_cap
+
+    cap = section_cap(page, sec)
+    assert cap is not None and section_cap(sentence, sec) is None and section_cap(page, None) is None
+    np.testing.assert_array_equal(cap[:, 0], np.maximum(sec, np.median(sec[sec > 0])))
+    read = c_par[2][np.arange(n_q), c_par[0]]
+    assert ((read <= cap[:, 0] + 1e-9) | (c_par[0] == np.argmin(c_par[2], axis=1))).all()  # within it, or the cheapest
+    np.testing.assert_array_equal(c_par[0], decide(util_par, c_par[2], c_par[3]["lambda"], cap))
+    uncapped = decide(util_par, c_par[2], c_par[3]["lambda"])
+    assert (c_par[2][np.arange(n_q), uncapped] > cap[:, 0]).any()  # the cap binds here: the test tells the two apart
 
 
 def test_fits_bounds_e_by_the_chain_on_sections_of_sources_and_reads_the_plans_handed_in(monkeypatch):

@@ -27,8 +27,9 @@ whole short documents, and how far the ``fits`` price of a token (``transfer_lam
   with E the best candidate's paragraph (:func:`section_evidence`), and at least the median one (a ladder without
   its paragraphs: a share of the best candidate's document, and at least that share of the median one).
 * :func:`page_order`: there the best candidate's paragraph is read first (:func:`paragraph_first`; a section is a
-  paragraph of its page), E is that paragraph (:func:`section_evidence`) and the ``fits`` price reads at least the
-  median one; a ladder without its paragraphs (:class:`Paragraphs`) ranks each candidate with its neighbours.
+  paragraph of its page), E is that paragraph (:func:`section_evidence`), the ``fits`` price reads at least the
+  median one and each question at most its own or the median one (:func:`section_cap`); a ladder without its
+  paragraphs (:class:`Paragraphs`) ranks each candidate with its neighbours.
 
 Vectorised over candidates; no loop over questions.
 
@@ -338,6 +339,21 @@ def section_evidence(cand_q: np.ndarray, pred: np.ndarray, paras: Paragraphs, n_
     """E on sections of a page where the ladder holds its paragraphs, tokens [Q]: the paragraph of each question's
     best-scored candidate (0 where a question has no candidate)."""
     return document_evidence(cand_q, pred, paras.tokens, n_questions)
+
+
+def section_cap(shape: SetShape, section: np.ndarray | None) -> np.ndarray | None:
+    """The most tokens each question [Q, 1] reads on sections of a page (:func:`page_sections`) where the ladder
+    holds its paragraphs: its best candidate's paragraph (``section`` [Q]: :func:`section_evidence`), or the median
+    one where that is longer (the floor :func:`fits_target` reads); None elsewhere (no cap). One section is the
+    evidence, so past it every sentence read is a distractor of the page's topic: the abstract pages read 97-103
+    tokens for F1 0.41 at B >= 128 without the cap, 49 tokens for 0.48 with it (docs/results.md, "At most the
+    paragraph")."""
+    if section is None or not page_sections(shape):
+        return None
+    section = np.asarray(section, dtype=np.float64)
+    if not (section > 0).any():
+        return None
+    return np.maximum(section, float(np.median(section[section > 0])))[:, None]
 
 
 def neighbour_sum(pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray) -> np.ndarray:

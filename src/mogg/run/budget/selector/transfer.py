@@ -69,6 +69,7 @@ from mogg.run.budget.selector.set_shape import (
     page_evidence,
     page_order,
     page_sections,
+    section_cap,
     section_evidence,
     source_chain,
     sources_sections,
@@ -335,7 +336,8 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
     section = section_evidence(cand_q, pred, paras, n_questions) if page and paras is not None else None
     applied["lambda"], applied["reads_to"] = lambda_here(rule, util, plan_tok, budget, float(p["lambda"]), docs, chain,
                                                          section)
-    cap = fits_cap(docs) if rule == "fits" else None  # documents that stand alone: at most the best one
+    # documents that stand alone: at most the best one; sections of a page: at most the best paragraph (or the median)
+    cap = (fits_cap(docs) if section is None else section_cap(docs, section)) if rule == "fits" else None
     return decide(util, plan_tok, applied["lambda"], cap).astype(np.int64), ranked, plan_tok, applied
 
 
