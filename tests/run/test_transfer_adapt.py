@@ -655,6 +655,9 @@ def test_paragraph_first_and_section_evidence_against_a_loop():
         assert out[inside + rest].tolist() == sorted(pred[r], reverse=True)  # that order gets the values, best first
         assert e[qi] == unit_tokens[unit_par == unit_par[u[best]]].sum()  # the whole paragraph, not its candidates
     assert e[12] == 0
+    page = SetShape(np.full(12, 300.0), np.zeros(12, bool), np.full(12, 300.0), np.full(12, 300.0), block=np.full(12, 60.0))
+    with pytest.raises(ValueError, match="paragraphs of"):  # paragraphs of other candidates than the predictions'
+        page_order(pred[:-1], q[:-1], u[:-1], unit_doc, page, paras=paras)
     assert candidate_paragraphs(None, unit_tokens, u, unit_doc) is None
     # pages that keep no blank lines (one paragraph each, or most of them): the rule before reads there
     assert candidate_paragraphs(np.zeros(0, dtype=np.int64), unit_tokens, u, unit_doc) is None
