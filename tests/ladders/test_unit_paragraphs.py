@@ -125,3 +125,18 @@ def test_a_ladder_keeps_which_units_open_a_paragraph(tmp_path, monkeypatch):
         fresh.arrays[PARAGRAPH_STARTS] = bad
         with pytest.raises(ValueError, match="increasing unit indices"):
             fresh.unit_paragraphs()
+
+
+def test_stored_starts_agree_with_stored_counts(tmp_path):
+    """The two paragraph arrays a ladder stores describe one split: per document, the paragraphs its units open
+    (from :data:`PARAGRAPH_STARTS`) never exceed its stored count, and equal it where every paragraph holds a whole
+    unit (sentences split inside paragraphs, as here); the page rule reads the first, E "para" the second."""
+    docs = _pages(12, seed=5) + [Document("flat", "", "No blank line. Two sentences.")]
+    built, _ = build_ladder(DocumentList(docs), MoGLadderBuilder(n_levels=2, document_level=True), tmp_path)
+    for lad in (built, Ladder.load(next((tmp_path / "ladder").iterdir()))):
+        ids = lad.unit_paragraphs()
+        found = np.array([len(np.unique(ids[lad.units.doc == d])) for d in range(len(lad.units.doc_ids))])
+        counts = lad.doc_paragraphs()
+        assert (found <= counts).all()
+        np.testing.assert_array_equal(found, counts)
+        assert counts.max() > 1 and counts[lad.units.doc_ids.index("flat")] == 1

@@ -155,7 +155,9 @@ def test_paragraph_places_and_position_lift_against_loops(mod):
     unit = rng.integers(0, 300, len(q))
     group = np.unique(q * 100 + unit_doc[unit], return_inverse=True)[1]
     score = rng.random(len(q))
-    place = mod.paragraph_places(unit, unit_doc, starts)
+    from mogg.ladders.sources import paragraph_ids
+
+    place = mod.paragraph_places(unit, unit_doc, paragraph_ids(unit_doc, starts))
     para, p = [], 0
     for i in range(300):  # walk: a new paragraph at a document's first unit or at a start
         p += i > 0 and (unit_doc[i] != unit_doc[i - 1] or i in set(starts))
@@ -185,12 +187,3 @@ def test_paragraph_places_and_position_lift_against_loops(mod):
         want[rows] = score[rows] * lift[place[rows]]
     np.testing.assert_allclose(got, want)
     assert not np.allclose(got, score)
-
-
-def test_best_document_paragraphs_is_the_top_candidates_document_against_a_loop(mod):
-    q, doc, group, density, n_q = _rows(4)
-    score = np.random.default_rng(4).random(len(q))
-    paragraphs = doc + 1  # each candidate's document's paragraphs
-    got = mod.best_document_paragraphs(score, q, paragraphs)
-    want = [paragraphs[np.flatnonzero(q == qi)[np.argmax(score[q == qi])]] for qi in np.unique(q)]
-    assert got.tolist() == want
