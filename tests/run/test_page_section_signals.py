@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from mogg.ladders.sources import paragraph_ids
+
 PATH = Path(__file__).resolve().parents[2] / "scripts" / "page_section_signals.py"
 
 
@@ -155,8 +157,6 @@ def test_paragraph_places_and_position_lift_against_loops(mod):
     unit = rng.integers(0, 300, len(q))
     group = np.unique(q * 100 + unit_doc[unit], return_inverse=True)[1]
     score = rng.random(len(q))
-    from mogg.ladders.sources import paragraph_ids
-
     place = mod.paragraph_places(unit, unit_doc, paragraph_ids(unit_doc, starts))
     para, p = [], 0
     for i in range(300):  # walk: a new paragraph at a document's first unit or at a start
