@@ -6,6 +6,9 @@ A stand-in written so takes the path a user's new set takes, the one the unseen 
 
     python scripts/export_generic.py --questions pubmedqa_l_snippets --corpus pubmedqa_l_snippets --out data/snippets_l
 
+``--split-paragraphs`` writes each document's paragraphs as documents of their own (``<id>_<k>``): a page written
+one section per document, as a user might (docs/results.md, "A page written one section per document").
+
 Trailing ``key=value`` arguments are Hydra overrides (``paths.pubmedqa_l=...``). The corpus holds the questions'
 evidence where the corpus config declares ``allow_gold`` (the generic experiments declare it too).
 """
@@ -31,6 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shuffle", type=nonnegative_int, default=None, metavar="SEED",
                     help="write the documents in a random order (this seed): a corpus that does not keep a source's "
                          "sections together")
+    ap.add_argument("--split-paragraphs", action="store_true",
+                    help="write each document's paragraphs (blank-line separated) as documents <id>_<k>: a page "
+                         "written one section per document")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides (key=value)")
     args = ap.parse_args(argv)
     for name, group in (("--questions", "questions"), ("--corpus", "corpus")):  # checked before any work
@@ -45,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     from omegaconf.errors import OmegaConfBaseException
 
     from mogg.data.errors import DataError
-    from mogg.data.export import write_generic
+    from mogg.data.export import split_paragraphs, write_generic
 
     try:  # a bad override (a key that does not exist, a missing value) in one line, not a traceback
         with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
@@ -56,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         items, docs = instantiate(cfg.questions).load(), instantiate(cfg.corpus).documents()
+        if args.split_paragraphs:
+            docs = split_paragraphs(docs)
         if args.shuffle is not None:
             import numpy as np
 

@@ -160,6 +160,12 @@ ADAPTATIONS = {
     # longer: set_shape.section_cap): one section is the evidence, so reading past it adds distractors of its topic
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's paragraph first on sections of a page, at most that paragraph, E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagepara", "predicted", "fits-para"),
+    # measured: the best paragraph by its two / three best candidates' summed predictions (set_shape.paragraph_first's
+    # ``top``; a section is several sentences, and one stray match elsewhere outranks it under the best one alone)
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the paragraph of the best two candidates first on sections of a page, at most that paragraph, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagepara:2", "predicted", "fits-para"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the paragraph of the best three candidates first on sections of a page, at most that paragraph, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagepara:3", "predicted", "fits-para"),
     # the fits price as a ceiling too: where the set is whole short documents, read the median reach, no further
     # (MedMCQA read 128 tokens at B = 128 where its explanation holds about 70: the training sets' price goes on)
     "two scorers, lambda fits exactly, two self-training rounds on the near scorer, documents by the refit on the whole, E predicted":
@@ -391,6 +397,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
     from mogg.run.budget.selector.set_shape import (
         CLOSE_RATIO,
         PAGE_SHARE,
+        PARA_TOP,
         SECTIONS_SHARE,
         SetShape,
         block_cover,
@@ -509,7 +516,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         elif how_ == "para":  # the best candidate's paragraph first (set_shape.page_order with the ladder's paragraphs)
             if sh.paras is None:
                 raise ValueError(f"{target}: its ladder holds no paragraphs (built without the artifact store)")
-            pred = page_order(pred, sh.q, sh.unit, sh.unit_doc, docs, paras=sh.paras)
+            pred = page_order(pred, sh.q, sh.unit, sh.unit_doc, docs, paras=sh.paras, top=int(x_ or PARA_TOP))
         elif how_ == "smooth":  # each candidate with x times its neighbours' scores (set_shape.page_order; 0.15 deployed)
             pred = page_order(pred, sh.q, sh.unit, sh.unit_doc, docs, float(x_))
         else:  # measured, "smoothblock": ... and the whole run of candidates around the smoothed best first

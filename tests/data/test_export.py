@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from mogg.data.corpus import MedRAGJsonl
 from mogg.data.export import write_generic
 from mogg.data.qa import GenericQA
@@ -31,6 +33,28 @@ def test_write_generic_reads_back_as_written(tmp_path):
     _same(items, docs, tmp_path / "out")
 
 
+def test_split_paragraphs_writes_each_paragraph_as_a_document_a_source_groups(tmp_path):
+    """A page's blank-line-separated paragraphs become documents <id>_<k> in order, which source_positions reads as
+    one source's sections; a one-paragraph document stays as it is; the script's --split-paragraphs writes them."""
+    from mogg.data.export import split_paragraphs
+    from mogg.ladders.sources import source_positions
+
+    docs = [Document("p1", "Page", "First section.\n\nSecond one.\n \nThird."), Document("p2", "", "Alone.\nStill one."),
+            Document("p3", "T", "\n\nA.\n\n\n\nB.\n")]
+    out = split_paragraphs(docs)
+    assert [(d.id, d.title, d.content) for d in out] == [
+        ("p1_0", "Page", "First section."), ("p1_1", "Page", "Second one."), ("p1_2", "Page", "Third."),
+        ("p2", "", "Alone.\nStill one."), ("p3_0", "T", "A."), ("p3_1", "T", "B.")]
+    shuffled = [out[i] for i in (3, 0, 4, 2, 1, 5)]
+    pos = source_positions([d.id for d in shuffled])
+    order = [shuffled[i].id for i in np.argsort(pos)]
+    assert order.index("p1_0") + 1 == order.index("p1_1") and order.index("p1_1") + 1 == order.index("p1_2")
+    assert order.index("p3_0") + 1 == order.index("p3_1")
+    items = [QAItem(id="q1", question="Which?", answer="A", options={"A": "x"}, gold_evidence=["Third."])]
+    write_generic(items, out, tmp_path / "split")
+    _same(items, out, tmp_path / "split")
+
+
 def test_the_script_writes_a_stand_in_the_generic_readers_give_back(tmp_path, mirage):
     """The snippet stand-in (an abstract's contexts as documents, side by side in the corpus) through the script."""
     from conftest import compose
@@ -53,6 +77,14 @@ def test_the_script_writes_a_stand_in_the_generic_readers_give_back(tmp_path, mi
     assert r.returncode == 0, r.stderr
     perm = np.random.default_rng(1).permutation(len(docs))
     _same(items, [docs[i] for i in perm], tmp_path / "shuffled")
+    # --split-paragraphs: each document's paragraphs as documents of their own (these contexts hold one each)
+    from mogg.data.export import split_paragraphs
+
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "export_generic.py"), "--questions", "pubmedqa_snippets",
+                        "--corpus", "pubmedqa_snippets", "--split-paragraphs", "--out", str(tmp_path / "split")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    _same(items, split_paragraphs(docs), tmp_path / "split")
     # bad input: one line, exit 2, nothing written (an unknown group, a path left unset, an override of no key)
     for args, says in ((["--questions", "nope", "--corpus", "pubmedqa_snippets"], "conf/questions/nope.yaml"),
                        (["--questions", "generic", "--corpus", "jsonl"], "questions.path"),

@@ -676,6 +676,34 @@ def test_paragraph_first_and_section_evidence_against_a_loop():
     assert fits_target(sentence, 512, section=e) is None  # not sections of a page: the training sets' price
 
 
+def test_paragraph_first_by_its_best_candidates_against_a_loop():
+    """``top`` > 1: the paragraph whose ``top`` best candidates' predictions (negatives as 0) sum highest comes first
+    (ties: the best-scored candidate's), each question keeping its values; ``top`` 1 is the best candidate's."""
+    from mogg.run.budget.selector.set_shape import paragraph_first, paragraph_scores
+
+    rng = np.random.default_rng(5)
+    q = np.repeat(np.arange(40), rng.integers(1, 12, 40))
+    para = rng.integers(0, 4, len(q))
+    pred = rng.normal(0.2, 0.3, len(q)).round(2)  # ties and negatives both occur
+    for top in (1, 2, 3):
+        out = paragraph_first(pred, q, para, top)
+        for qi in range(40):
+            r = np.flatnonzero(q == qi)
+            sums = {p: sum(sorted(np.maximum(pred[r][para[r] == p], 0), reverse=True)[:top]) for p in set(para[r])}
+            if top == 1:
+                sums = {p: pred[r][para[r] == p].max() for p in sums}
+            best_pred = {p: pred[r][para[r] == p].max() for p in sums}
+            chosen = max(sums, key=lambda p: (round(sums[p], 9), best_pred[p], -np.flatnonzero(
+                (para[r] == p) & (pred[r] == best_pred[p]))[0]))
+            by = r[np.argsort(-pred[r], kind="stable")]
+            order = [x for x in by if para[x] == chosen] + [x for x in by if para[x] != chosen]
+            assert out[order].tolist() == sorted(pred[r], reverse=True)
+            if top > 1:
+                got = paragraph_scores(pred, q, para, top)[r]
+                assert np.allclose(got, [sums[p] for p in para[r]])
+    assert np.array_equal(paragraph_first(pred, q, para), paragraph_first(pred, q, para, 1))
+
+
 def test_candidate_paragraphs_against_whole_corpus_ids_and_its_cost_follows_the_candidates():
     """candidate_paragraphs' ids and tokens equal the whole-corpus ones (sources.paragraph_ids, a bincount), documents
     numbered with gaps included; and it never builds anything corpus-sized: over four million units, with a few

@@ -193,3 +193,15 @@ def truncate_tokens(text: str, max_tokens: int) -> str:
         if i == max_tokens:
             return text[: m.end()]
     return text
+
+
+_BLANK_LINE = re.compile(r"\n[ \t]*\n")  # a paragraph break: an empty (or blank) line
+
+
+def paragraphs(text: str) -> list[str]:
+    """A text's paragraphs: its non-blank blocks between blank lines, in order (the whole text where it holds no
+    blank line; none for a blank text). The ladder's paragraph counts and starts read them
+    (:mod:`mogg.ladders.sources`)."""
+    if "\n" not in text:
+        return [text] if text.strip() else []
+    return [p for p in _BLANK_LINE.split(text) if p.strip()]

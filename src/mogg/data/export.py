@@ -4,7 +4,9 @@
 and ``corpus.jsonl`` (MedRAG: ``id``, ``title``, ``content``; :class:`~mogg.data.corpus.MedRAGJsonl`), the
 documents in corpus order. Read back through those two readers they give the same questions, documents and
 order, so a stand-in checks the path a new set takes (``experiment=transfer_selector_generic`` with
-``questions.path`` and ``corpus.sources.0.paths``; ``scripts/export_generic.py``).
+``questions.path`` and ``corpus.sources.0.paths``; ``scripts/export_generic.py``). :func:`split_paragraphs` writes
+each page's paragraphs as documents of their own instead, as a user might (docs/results.md, "A page written one
+section per document").
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from mogg.core.artifacts import write_text_atomic
+from mogg.core.text import paragraphs
 from mogg.data.records import Document, QAItem
 
 
@@ -28,6 +31,20 @@ def question_record(item: QAItem) -> dict:
     rec["gold_evidence"] = list(item.gold_evidence)
     rec["gold_doc_ids"] = list(item.gold_doc_ids)
     return rec
+
+
+def split_paragraphs(documents: Iterable[Document]) -> list[Document]:
+    """Each document's paragraphs (blank-line separated: :func:`mogg.core.text.paragraphs`) as documents of
+    their own, in order, ids ``<id>_<k>`` (k from 0: the ids :func:`mogg.ladders.sources.source_positions` reads as
+    one source's sections) and the document's title; a document of one paragraph keeps its id and text."""
+    out: list[Document] = []
+    for d in documents:
+        parts = paragraphs(d.content)
+        if len(parts) < 2:
+            out.append(d)
+            continue
+        out.extend(Document(id=f"{d.id}_{k}", title=d.title, content=p.strip()) for k, p in enumerate(parts))
+    return out
 
 
 def write_generic(items: Iterable[QAItem], documents: Iterable[Document], out: Path) -> tuple[int, int]:

@@ -24,12 +24,13 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from mogg.core.text import paragraphs
+
 SOURCE_POSITIONS = "source_positions"  # the ladder array (int64 [D]) attached at load (mogg.ladders.store)
 
 PARAGRAPHS = "doc_paragraphs"  # the ladder array (int64 [D], each >= 1) written at build (mogg.ladders.store)
 # the ladder array (int64 [P], increasing): the units that open a paragraph other than their document's first
 PARAGRAPH_STARTS = "paragraph_starts"
-_BLANK_LINE = re.compile(r"\n[ \t]*\n")  # a paragraph break: an empty (or blank) line
 
 # a document's source: its id without a trailing "-<n>" or "_<n>"; an id without one is its own source
 _SOURCE_ID = re.compile(r"^(.+)[-_](\d+)$")
@@ -66,11 +67,9 @@ def is_permutation(positions: np.ndarray, n: int) -> bool:
 
 
 def paragraph_count(text: str) -> int:
-    """A text's paragraphs (at least 1): its non-blank blocks between blank lines. A text without a blank line (one
-    paragraph, or a format that keeps none) counts 1."""
-    if "\n" not in text:
-        return 1
-    return max(1, sum(1 for p in _BLANK_LINE.split(text) if p.strip()))
+    """A text's paragraphs (at least 1): its non-blank blocks between blank lines (:func:`mogg.core.text.paragraphs`). A text
+    without a blank line (one paragraph, or a format that keeps none) counts 1."""
+    return max(1, len(paragraphs(text)))
 
 
 def paragraph_counts(texts: Iterable[str]) -> np.ndarray:
@@ -84,7 +83,7 @@ def paragraph_starts(text: str, units: Sequence[str]) -> np.ndarray:
     one space, whitespace normalised (a sentence splitter's units are such substrings), and belongs to the paragraph
     holding its middle; a unit not found (a builder that rewrites text) stays in the paragraph before it. A text
     without a blank line opens none."""
-    paras = [" ".join(p.split()) for p in _BLANK_LINE.split(text) if p.strip()]
+    paras = [" ".join(p.split()) for p in paragraphs(text)]
     if len(paras) < 2 or len(units) < 2:
         return np.zeros(0, dtype=np.int64)
     ends = np.cumsum([len(p) + 1 for p in paras])  # each paragraph's end in the joined text (its space included)

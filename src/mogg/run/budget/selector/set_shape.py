@@ -88,6 +88,7 @@ PAGE_SHARE = 0.2
 # among the weights 0.1-0.75, within one standard error of the best worst shape (0.35, the long-section page stand-in)
 # and the best next-worst (the page stand-in), as the script's leximin (docs/results.md, "The neighbours' order")
 PAGE_SMOOTH = 0.15
+PARA_TOP = 1  # the best paragraph on sections of a page: the one holding the best candidate (paragraph_first)
 CHANCE_DRAWS = 4  # shuffled corpora averaged for the chance share (the candidates' documents at random places)
 
 
@@ -322,16 +323,35 @@ def candidate_paragraphs(starts: np.ndarray | None, unit_tokens: np.ndarray, can
     return Paragraphs(pid, range_sums(unit_tokens, lo[at], hi[at])[back.ravel()], held[inv])
 
 
-def paragraph_first(pred: np.ndarray, cand_q: np.ndarray, cand_paragraph: np.ndarray) -> np.ndarray:
+def paragraph_scores(pred: np.ndarray, cand_q: np.ndarray, cand_paragraph: np.ndarray, top: int) -> np.ndarray:
+    """Per candidate [N], its (question, paragraph)'s score: the sum of that paragraph's ``top`` best candidates'
+    predictions (``pred`` [N]), negatives counted as 0."""
+    pred = np.asarray(pred, dtype=np.float64)
+    g = pair_groups(cand_q, cand_paragraph)
+    order = np.lexsort((-pred, g))  # each paragraph's candidates, best first
+    gs = g[order]
+    start = np.r_[0, np.flatnonzero(gs[1:] != gs[:-1]) + 1]
+    rank = np.arange(len(gs)) - np.repeat(start, np.diff(np.r_[start, len(gs)]))
+    kept = np.where(rank < top, np.maximum(pred[order], 0.0), 0.0)
+    return np.bincount(gs, weights=kept)[g]
+
+
+def paragraph_first(pred: np.ndarray, cand_q: np.ndarray, cand_paragraph: np.ndarray, top: int = 1) -> np.ndarray:
     """``pred`` [N] reordered (:func:`~mogg.run.budget.selector.adapt.reorder`) so that each question's candidates in
-    the paragraph of its best-scored one (``cand_paragraph`` [N]) come first, then the rest, each in ``pred``'s order."""
+    its best paragraph (``cand_paragraph`` [N]) come first, then the rest, each in ``pred``'s order. The best
+    paragraph: the best-scored candidate's (``top`` 1), or the one whose ``top`` best candidates' predictions sum
+    highest (:func:`paragraph_scores`; ties: the best-scored candidate's)."""
     pred = np.asarray(pred, dtype=np.float64)
     if not len(pred):
         return pred
-    first = group_best_row(pred, cand_q)
-    top = np.full(int(np.max(cand_q)) + 1, -1, dtype=np.int64)
-    top[cand_q[first]] = np.asarray(cand_paragraph)[first]
-    inside = np.asarray(cand_paragraph) == top[cand_q]
+    if top == 1:
+        first = group_best_row(pred, cand_q)
+    else:
+        order = np.lexsort((np.arange(len(pred)), -pred, -paragraph_scores(pred, cand_q, cand_paragraph, top), cand_q))
+        first = order[np.r_[True, cand_q[order][1:] != cand_q[order][:-1]]]
+    chosen = np.full(int(np.max(cand_q)) + 1, -1, dtype=np.int64)
+    chosen[cand_q[first]] = np.asarray(cand_paragraph)[first]
+    inside = np.asarray(cand_paragraph) == chosen[cand_q]
     return reorder(pred, cand_q, inside * (1.0 + np.abs(pred).max()) + pred)
 
 
@@ -376,7 +396,7 @@ def neighbour_sum(pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, unit_d
 
 
 def page_order(pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, shape: SetShape,
-               weight: float = PAGE_SMOOTH, paras: Paragraphs | None = None) -> np.ndarray:
+               weight: float = PAGE_SMOOTH, paras: Paragraphs | None = None, top: int = PARA_TOP) -> np.ndarray:
     """``pred`` [N] reordered (:func:`~mogg.run.budget.selector.adapt.reorder`: each question keeps its values, so
     the price of a token keeps its scale) where the set is sections of a page (:func:`page_sections` on ``shape``,
     decided once on the first scorer); ``pred`` as it is elsewhere. With the ladder's ``paras``, the best candidate's
@@ -389,8 +409,8 @@ def page_order(pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, unit_doc:
     if paras is not None:
         if len(paras.cand) != len(pred):
             raise ValueError(f"paragraphs of {len(paras.cand)} candidates for {len(pred)} predictions")
-        log.info("sections of a page: the best candidate's paragraph first")
-        return paragraph_first(pred, cand_q, paras.cand)
+        log.info("sections of a page: the best paragraph first (by its %d best candidates)", top)
+        return paragraph_first(pred, cand_q, paras.cand, top)
     log.info("sections of a page: each candidate ranked with %.2f of its neighbours' scores", weight)
     return reorder(pred, cand_q, np.asarray(pred, dtype=np.float64) + weight * neighbour_sum(pred, cand_q, unit, unit_doc))
 
