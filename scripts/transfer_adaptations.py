@@ -27,7 +27,7 @@ import argparse
 import logging
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -160,6 +160,10 @@ ADAPTATIONS = {
     # longer: set_shape.section_cap): one section is the evidence, so reading past it adds distractors of its topic
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's paragraph first on sections of a page, at most that paragraph, E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagepara", "predicted", "fits-para"),
+    # deployed: each question's best candidate's whole source read first where the ids name short sources
+    # (best_source.read_best_source, through source_read_whole): the sibling units no retrieval found are read too
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's paragraph first on sections of a page, at most that paragraph, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagepara+source", "predicted", "fits-para"),
     # measured: the best paragraph by its two / three best candidates' summed predictions (set_shape.paragraph_first's
     # ``top``; a section is several sentences, and one stray match elsewhere outranks it under the best one alone)
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the paragraph of the best two candidates first on sections of a page, at most that paragraph, E predicted":
@@ -275,8 +279,8 @@ ADAPTATIONS = {
 
 # the directory's reading (mogg.run.budget.selector.transfer.read_here), as docs/results.md's tables name it
 DEPLOYED = ("two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, "
-            "the neighbouring candidates with one gap first, the best candidate's paragraph first on sections of a page, "
-            "at most that paragraph, E predicted")
+            "the neighbouring candidates with one gap first, the best candidate's whole source first, the best "
+            "candidate's paragraph first on sections of a page, at most that paragraph, E predicted")
 
 
 @dataclass
@@ -299,6 +303,9 @@ class Shape:
     n: int
     paragraphs: np.ndarray | None = None  # per candidate [N]: its document's paragraphs (blank-line separated)
     paras: object = None  # set_shape.Paragraphs of the ladder (the page rule's paragraphs), None without them
+    corpus_unit_doc: np.ndarray | None = None  # [U] every unit's document in the corpus's numbering (non-decreasing)
+    unit_tokens: np.ndarray | None = None  # [U] every unit's tokens
+    sources: object = None  # the ladder's sources (mogg.ladders.sources.Sources: ids that name one)
 
 
 def splits_of(overrides: list[str], train_also: tuple[str, ...] = ()) -> dict:
@@ -350,7 +357,7 @@ def load_shapes(overrides: list[str], train_also: tuple[str, ...] = ()) -> tuple
                            prep.ladder.units.text, [it.evidence_text for it in prep.items], lf.table.f1,
                            lf.table.tokens, len(prep.items),
                            None if paragraphs is None else paragraphs[prep.ladder.units.doc[d.cand.unit]].astype(float),
-                           paras)
+                           paras, prep.ladder.units.doc, d.unit_tokens, prep.ladder.sources())
     return out, splits, kind
 
 
@@ -361,6 +368,23 @@ def _evidence(sh: Shape, pred: np.ndarray, e_rule: str, median: float):
     if e_rule == "block":
         return block_evidence(sh.q, sh.unit, sh.unit_doc, sh.tokens, pred, sh.n)
     return evidence_estimate(e_rule, median, sh.q, pred, sh.tokens, sh.doc_tokens, sh.n)
+
+
+def source_read_whole(sh: Shape, pred: np.ndarray, docs) -> tuple[Shape, np.ndarray]:
+    """The best candidate's whole source first (:func:`mogg.run.budget.selector.best_source.read_best_source`, as
+    the report and ``mogg-route --calibrate-here`` read it): the shape with the rows it adds, and their ``pred``."""
+    from functools import partial
+
+    from mogg.run.budget.selector.best_source import Candidates, read_best_source
+    from mogg.run.budget.selector.plans import document_tokens
+
+    c = read_best_source(Candidates(sh.q, sh.unit, sh.tokens, sh.doc_tokens, pred), sh.corpus_unit_doc,
+                         sh.unit_tokens, partial(document_tokens, sh.corpus_unit_doc, sh.unit_tokens), sh.sources, docs)
+    if len(c.q) == len(sh.q):
+        return sh, pred
+    added = len(c.q) - len(sh.q)
+    return replace(sh, q=c.q, unit=c.unit, tokens=c.tokens, doc_tokens=c.doc_tokens,
+                   density=np.r_[sh.density, np.full(added, np.nan)], x=None, paragraphs=None, paras=None), c.pred
 
 
 _READ: dict = {}  # run_one's fit and reading per (shape, seed, scorer, self-training, E): the rules share them
@@ -422,6 +446,9 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
     from mogg.run.budget.shared import config_stats, envelope_here
 
     view, shift, selftrain, e_rule, rule = adaptation
+    whole_source = isinstance(selftrain, str) and selftrain.endswith("+source")  # measured: the best source read whole
+    if whole_source:
+        selftrain = selftrain[:-len("+source")]
     in_page = None  # "...+page<block|smooth|smoothblock>:<x>": the order inside the page on sections of a page
     if isinstance(selftrain, str) and "+page" in selftrain:
         selftrain, _, in_page = selftrain.partition("+page")
@@ -437,6 +464,8 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             selftrain, False), e_rule, rule)
         if chain is not None and whole[2]:  # the whole-document scorer reads the chain first
             whole = (*whole[:2], f"{whole[2]}+chain{chain}", *whole[3:])
+        if whole_source and whole[2]:
+            whole = (*whole[:2], f"{whole[2]}+source", *whole[3:])
         return run_one(shapes, target, seed, whole, kind, splits, near["docs"])
     key = (target, seed, view, shift, selftrain, e_rule, docs is None)  # what the rule does not change
     if key not in _READ:  # several rules over one fit (one process: a few MB per shape and seed)
@@ -524,6 +553,10 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             smooth = block_rows(sh.q, sh.unit, sh.unit_doc, smooth, sh.n, 0.0) + smooth / (1.0 + np.abs(smooth).max())
             pred = reorder(pred, sh.q, smooth)
         key = (*key, "page" + in_page)
+
+    if whole_source:
+        sh, pred = source_read_whole(sh, pred, docs)
+        key = (*key, "source")
 
     def plans(memo: tuple, e):  # the plans on pred with E e, their true F1 and tokens: once per memo key
         if memo not in _PLANS:
@@ -621,7 +654,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             docs_price = docs_price._replace(covered=np.zeros_like(docs_price.covered))
         else:  # measured: the close chain (a quarter, no gap; the first scorer's)
             floor_chain = docs.chain
-    sh, rows, rows_v = shapes[target], np.arange(shapes[target].n), np.arange(len(util_v))
+    rows, rows_v = np.arange(sh.n), np.arange(len(util_v))
     price = {}
     for b in BUDGETS:
         if rule == "relative":  # the ratio with the best validation F1 among those reading <= B there

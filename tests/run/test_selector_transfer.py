@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -661,7 +662,31 @@ def test_calibrate_here_on_a_transfer_directory_spends_the_budget_from_another_f
 
 
 
-@pytest.mark.parametrize("fixture", ["transfer", "transfer_near"])
+def _sentence_sources(out: Path) -> Path:
+    """The generic example's corpus with each document's sentences as documents ``<id>-<k>`` (ids that name a
+    source: an explanation's sentences, an abstract's contexts), in order."""
+    import re
+
+    lines = []
+    for line in (GENERIC / "corpus.jsonl").read_text().splitlines():
+        d = json.loads(line)
+        parts = [p for p in re.split(r"(?<=\.) ", d["content"]) if p.strip()]
+        lines += [json.dumps({"id": f"{d['id']}-{k}", "title": d["title"], "content": p}) for k, p in enumerate(parts)]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "corpus.jsonl").write_text("\n".join(lines) + "\n")
+    return out / "corpus.jsonl"
+
+
+@pytest.fixture(scope="module")
+def transfer_sources(tmp_path_factory, mirage):
+    """The same directory read on the example written one sentence per document, ids naming their source:
+    each question's best candidate's whole source is read first (best_source)."""
+    tmp = tmp_path_factory.mktemp("tsel_src")
+    corpus = _sentence_sources(tmp / "corpus")
+    return _train_transfer(tmp, mirage, f"corpus.sources.0.paths={corpus}")
+
+
+@pytest.mark.parametrize("fixture", ["transfer", "transfer_near", "transfer_sources"])
 def test_a_transfer_directory_routes_the_users_corpus_from_another_folder_as_the_report_reads_it(
         fixture, request, tmp_path, monkeypatch, caplog):
     """Issue 58: a transfer directory holds no corpus. mogg-route --corpus builds the user's ladder from
@@ -683,7 +708,7 @@ def test_a_transfer_directory_routes_the_users_corpus_from_another_folder_as_the
     monkeypatch.delenv("MOGG_ARTIFACTS", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     out = tmp_path / "routed.jsonl"
-    corpus = GENERIC / "corpus.jsonl"
+    corpus = GENERIC / "corpus.jsonl" if fixture != "transfer_sources" else transfer / "corpus" / "corpus.jsonl"
     assert main(["--checkpoint", str(d), "--budget", "128", "--calibrate-here", "--corpus", str(corpus),
                  "--out", str(out), str(GENERIC / "questions.jsonl")]) == 0
     records = [json.loads(x) for x in out.read_text().splitlines()]
@@ -705,7 +730,9 @@ def test_a_transfer_directory_routes_the_users_corpus_from_another_folder_as_the
     assert f"| {DEPLOYED} |" in md
     # the path the routing read: the refit's ranking (first scorer) or its documents' order (whole-document scorer)
     assert ("the ranking refitted" in caplog.text) == (fixture == "transfer_near")
-    assert ("the documents' order refitted" in caplog.text) == (fixture == "transfer")
+    assert ("the documents' order refitted" in caplog.text) == (fixture != "transfer_near")
+    # ids that name sources: the best candidate's whole source read first, the units retrieval missed among them
+    assert ("the best candidate's whole source first" in caplog.text) == (fixture == "transfer_sources")
 
 
 @pytest.mark.parametrize("path", ["ABS", "~/.ssh/id_rsa", "../secret.txt", "*.txt", "sub/../../secret.txt"])

@@ -191,6 +191,15 @@ class Ladder:
         starts = self.paragraph_starts()
         return None if starts is None else paragraph_ids(self.units.doc, starts)
 
+    def sources(self):
+        """The corpus's sources (:class:`mogg.ladders.sources.Sources`: documents whose ids name one source, one run
+        in :meth:`source_positions`' order); memoised (one pass over the ids)."""
+        from mogg.ladders.sources import corpus_sources
+
+        if "sources" not in self._texts:
+            self._texts["sources"] = corpus_sources(self.units.doc_ids, self.source_positions())
+        return self._texts["sources"]
+
     def source_unit_docs(self) -> np.ndarray:
         """Every unit's document [U] numbered by :meth:`source_positions`: what the set-shape decisions read as a
         unit's document (a source's sections neighbour in any corpus order); memoised."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -34,6 +35,46 @@ PARAGRAPH_STARTS = "paragraph_starts"
 
 # a document's source: its id without a trailing "-<n>" or "_<n>"; an id without one is its own source
 _SOURCE_ID = re.compile(r"^(.+)[-_](\d+)$")
+
+
+def source_keys(doc_ids: Sequence[str]) -> np.ndarray:
+    """Each document's source [D] (int64, numbered in order of first appearance): the documents whose ids name one
+    source (:data:`_SOURCE_ID`, ``<source>-<k>`` or ``<source>_<k>``) share it; any other id is a source alone."""
+    keys = np.asarray([m.group(1) if (m := _SOURCE_ID.match(i)) else i for i in doc_ids], dtype=object)
+    if not len(keys):
+        return np.zeros(0, dtype=np.int64)
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+    return rank[inverse.ravel()]
+
+
+class Sources(NamedTuple):
+    """A corpus's sources in the order :func:`source_positions` gives (a source's documents one run): ``lo``, ``hi``
+    int64 [D] each document's source's first position and one past its last; ``pos_doc`` int64 [D] the document at
+    each position; ``spread`` the sources per document over the corpus (near 0 where one id prefix names every
+    document, ``doc-1`` ... ``doc-N``: no source then)."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    pos_doc: np.ndarray
+    spread: float
+
+
+def corpus_sources(doc_ids: Sequence[str], positions: np.ndarray) -> Sources:
+    """:class:`Sources` of documents ``doc_ids`` [D] at ``positions`` [D] (:func:`source_positions`, stored with the
+    ladder); one pass over the ids (:func:`source_keys`), then vectorised."""
+    n = len(doc_ids)
+    keys = source_keys(doc_ids)
+    pos_doc = np.empty(n, dtype=np.int64)
+    pos_doc[np.asarray(positions, dtype=np.int64)] = np.arange(n)
+    at = keys[pos_doc]  # each position's source: one run per source
+    start = np.flatnonzero(np.r_[True, at[1:] != at[:-1]]) if n else np.zeros(0, dtype=np.int64)
+    end = np.r_[start[1:], n]
+    run = np.repeat(np.arange(len(start)), end - start)  # each position's run
+    lo, hi = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    lo[pos_doc], hi[pos_doc] = start[run], end[run]
+    return Sources(lo, hi, pos_doc, float(len(start)) / max(n, 1))
 
 
 def source_positions(doc_ids: Sequence[str]) -> np.ndarray:

@@ -23,11 +23,12 @@ import numpy as np
 
 from mogg.core.text import count_tokens
 from mogg.run.budget.explain import explained
+from mogg.run.budget.selector.best_source import Candidates
 from mogg.run.budget.selector.deploy import DeployedSelector, plans_of
 from mogg.run.budget.selector.plans import document_tokens, evidence_estimate
 from mogg.run.budget.selector.set_shape import Paragraphs, candidate_paragraphs
 from mogg.run.budget.selector.stage import candidate_features
-from mogg.run.budget.selector.transfer import read_here, shape_scorer, transfer_view
+from mogg.run.budget.selector.transfer import read_here, read_source_here, shape_scorer, transfer_view
 from mogg.run.budget.shared import action_contexts
 from mogg.run.route_paths import build_encoder, check_levels, rebuild_index, route_with_empty
 from mogg.search import LadderIndex
@@ -66,8 +67,8 @@ class SelectorSession:
 
     def inputs(self, questions: Sequence[str], options: Sequence[str] | None = None):
         """(the deep hits, candidates, their features [N, F], their tokens [N], their documents' tokens [N], their
-        paragraphs: :class:`~mogg.run.budget.selector.set_shape.Paragraphs`, None for a ladder without them) for
-        ``questions``."""
+        paragraphs: :class:`~mogg.run.budget.selector.set_shape.Paragraphs`, None for a ladder without them, every
+        unit's tokens [U]) for ``questions``."""
         _, deep = self.index.search_deep(list(questions), self.k_r, self.depth)
         opts = list(options) if options is not None else [""] * len(questions)
         st = self.deployed.deploy["settings"]
@@ -80,7 +81,7 @@ class SelectorSession:
         return deep, cand, x, lex.unit_tokens[cand.unit].astype(float), \
             document_tokens(self.index.ladder.units.doc, lex.unit_tokens, cand.unit), \
             candidate_paragraphs(self.index.ladder.paragraph_starts(), lex.unit_tokens, cand.unit,
-                                 self.index.ladder.units.doc)
+                                 self.index.ladder.units.doc), lex.unit_tokens
 
     def scorer(self, x: np.ndarray, cand, tokens: np.ndarray, doc_tokens: np.ndarray, n_questions: int,
                paras: Paragraphs | None = None) -> tuple[DeployedSelector, np.ndarray, tuple[np.ndarray, np.ndarray]]:
@@ -136,14 +137,19 @@ class SelectorSession:
         if dep.deploy.get("with_options", 0) > 0.5 and not any(o.strip() for o in (options or [])):
             log.warning("this selector was trained on questions with answer options (%.0f%%) and these have none: its "
                         "option features read 0 here (give each jsonl line its 'options')", 100 * dep.deploy["with_options"])
-        deep, cand, x, tokens, doc_tokens, paras = self.inputs(questions, options)
+        deep, cand, x, tokens, doc_tokens, paras, unit_tokens = self.inputs(questions, options)
         lad, sel = self.index.ladder, dep.deploy["settings"]
         dep, pred, docs = self.scorer(x, cand, tokens, doc_tokens, len(questions), paras)
         plan = dep.plan(budget, cost_weight, unguarded)  # the whole-document scorer has its own lambdas and guard
         evidence = dep.reads("evidence", self.kind)  # directories from before the knob: its default
+        units = cand.unit  # the rows read: the candidates, and with --calibrate-here the best sources' other units
         if here:
             table_tokens = self.table_tokens(deep, questions) if plan["deploy"] == "envelope" else None
-            choice, ranked, plan_tok, applied = read_here(dep, pred, cand.q, cand.unit, tokens, lad.units.text,
+            cq, units, tokens, doc_tokens, pred = read_source_here(Candidates(cand.q, cand.unit, tokens, doc_tokens, pred),
+                                                                   lad, unit_tokens, docs)
+            if len(units) != len(cand.unit):
+                paras = None  # never sections of a page there (best_source.reads_sources)
+            choice, ranked, plan_tok, applied = read_here(dep, pred, cq, units, tokens, lad.units.text,
                                                           len(questions), plan["budget"], evidence, table_tokens,
                                                           plan["deploy"], doc_tokens,
                                                           dep.reads("lambda_rule", self.kind), unit_doc=self.unit_docs(),
@@ -167,8 +173,8 @@ class SelectorSession:
                                 "context": f["context"]})
                 continue
             rows = [int(r) for r in ranked.rows[i, : choice[i] + 1] if r >= 0]
-            ctx = [{"rank": n, "unit": int(cand.unit[r]), "doc_id": lad.units.doc_ids[int(lad.units.doc[cand.unit[r]])],
-                    "text": lad.units.text[int(cand.unit[r])]} for n, r in enumerate(rows)]
+            ctx = [{"rank": n, "unit": int(units[r]), "doc_id": lad.units.doc_ids[int(lad.units.doc[units[r]])],
+                    "text": lad.units.text[int(units[r])]} for n, r in enumerate(rows)]
             records.append({"id": ids[i], "question": q, "plan": int(choice[i]),
                             "tokens": int(sum(count_tokens(c["text"]) for c in ctx)), "decided_by": "selector",
                             "reads": f"the {len(ctx)} best-ranked sentence{'s' if len(ctx) != 1 else ''} of the candidates",

@@ -51,9 +51,10 @@ from mogg.routing.fitting.folds import split_train_val
 from mogg.routing.plans import calibrate_lambda, decide
 from mogg.run.budget.base import TRANSFER_DIR, LadderFrontier
 from mogg.run.budget.selector.adapt import feature_view
+from mogg.run.budget.selector.best_source import Candidates, read_best_source
 from mogg.run.budget.selector.candidates import feature_names
 from mogg.run.budget.selector.deploy import FORMAT, DeployedSelector, plans_of
-from mogg.run.budget.selector.plans import EVIDENCE, LAMBDA_RULES, evidence_estimate, plan_table
+from mogg.run.budget.selector.plans import EVIDENCE, LAMBDA_RULES, document_tokens, evidence_estimate, plan_table
 from mogg.run.budget.selector.scorer import candidate_weights, fit_scorer
 from mogg.run.budget.selector.self_training import self_trained
 from mogg.run.budget.selector.set_shape import (
@@ -280,6 +281,15 @@ def page_plans(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit
     return _plans_with(dep, pred, cand_q, unit, tokens, texts, n_questions, e)
 
 
+def read_source_here(c: Candidates, ladder, unit_tokens: np.ndarray, docs: SetShape | None) -> Candidates:
+    """:func:`~mogg.run.budget.selector.best_source.read_best_source` on a ladder's candidates (``ladder``: its
+    units' documents and :meth:`~mogg.ladders.base.Ladder.sources`; ``unit_tokens`` [U]): what the report's
+    transferred rows and ``mogg-route --calibrate-here`` read."""
+    udoc = ladder.units.doc
+    return read_best_source(c, udoc, unit_tokens, lambda u: document_tokens(udoc, unit_tokens, u), ladder.sources(),
+                            docs)
+
+
 def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray,
               texts, n_questions: int, budget: float, evidence: str, table_tokens: np.ndarray | None = None,
               deploy: str | None = None, doc_tokens: np.ndarray | None = None, rule: str = "here",
@@ -392,6 +402,11 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
     dep, pred, docs = shape_scorer(dep, kind, lambda v: transfer_view(d.x, d.cand.q, n, v, prep.ladder.level_names,
                                                                       kind.context),
                                    d.cand.q, d.cand.unit, udoc, d.tokens, d.doc_tokens, n, paras)
+    # where the ids name short sources, each question's best candidate's whole source first (best_source)
+    cq, cu, ctok, cdoc, pred = read_source_here(Candidates(d.cand.q, d.cand.unit, d.tokens, d.doc_tokens, pred),
+                                                prep.ladder, d.unit_tokens, docs)
+    if len(cu) != len(d.cand.unit):
+        paras = None  # never sections of a page there (best_source.reads_sources)
     scorer = "" if dep is named else f" (whole-document scorer, {dep.deploy['features_view']})"
     rows = np.arange(n)
 
@@ -404,26 +419,26 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
 
     # the plans of each E (the same at every budget), and their true F1 once: the ranking is by the
     # scorer alone, so every E shares it
-    plans = {e: here_plans(dep, pred, d.cand.q, d.cand.unit, d.tokens, texts, n, e, d.doc_tokens) for e in EVIDENCE}
+    plans = {e: here_plans(dep, pred, cq, cu, ctok, texts, n, e, cdoc) for e in EVIDENCE}
     if docs is not None and page_sections(docs):  # the fits rows' plans there (read_here)
-        plans[PAGE] = page_plans(dep, pred, d.cand.q, d.cand.unit, d.tokens, texts, n, d.doc_tokens, paras)
+        plans[PAGE] = page_plans(dep, pred, cq, cu, ctok, texts, n, cdoc, paras)
     chain = None  # sections of sources: each question's chain on pred, read by every row at every budget
     if docs is not None and sources_sections(docs):
-        plans.update({(SOURCES, e): sources_plans(dep, pred, d.cand.q, d.cand.unit, d.tokens, texts, n, e, d.doc_tokens,
+        plans.update({(SOURCES, e): sources_plans(dep, pred, cq, cu, ctok, texts, n, e, cdoc,
                                                   udoc) for e in EVIDENCE})
-        chain = source_chain(d.cand.q, udoc[d.cand.unit], pred, d.doc_tokens, n)
+        chain = source_chain(cq, udoc[cu], pred, cdoc, n)
 
     @functools.cache
     def truth() -> tuple[np.ndarray, np.ndarray]:  # on the first row that deploys the selector
-        return plan_table(plans[EVIDENCE[0]][0], texts, d.cand.unit, ev, rows)
+        return plan_table(plans[EVIDENCE[0]][0], texts, cu, ev, rows)
 
     def at(b: float) -> dict:
         if str(int(b)) not in dep.deploy["budgets"]:
             return {}
         out = {}
         for row, evidence, rule in reads:
-            choice, _, _, applied = read_here(dep, pred, d.cand.q, d.cand.unit, d.tokens, texts, n, b, evidence,
-                                                   table.tokens, doc_tokens=d.doc_tokens, rule=rule,
+            choice, _, _, applied = read_here(dep, pred, cq, cu, ctok, texts, n, b, evidence,
+                                                   table.tokens, doc_tokens=cdoc, rule=rule,
                                                    plans=plans, unit_doc=udoc, docs=docs, chain=chain, paras=paras)
             if applied["deploy"] == "envelope":
                 env = applied["envelope"]

@@ -1,0 +1,111 @@
+"""Each question's best candidate's source read whole (issue 58; docs/results.md, "The best candidate's whole
+source").
+
+Where a corpus's ids name sources (``<source>-<k>``: an explanation's sentences, an abstract's contexts, each its
+own short document) the question's evidence is often the whole source, but retrieval finds only the parts that
+match the question: on the long explanations 40% of the gold sentences are candidates, on the snippet shapes
+75-80%. So where most questions' best candidate sits in a source of two or more documents (:func:`reads_sources`),
+each question reads its best candidate's source first: that source's candidates in the scorer's order, then its
+documents' other units in source order, each valued at the least of that source's candidates' predictions, then
+the rest. The values are handed out again in that order (:func:`~mogg.run.budget.selector.adapt.reorder`), so the
+price of a token keeps its scale. Sections of a page read their own rule (:func:`~mogg.run.budget.selector.set_shape.page_sections`);
+a corpus whose ids share one prefix (``doc-1`` ... ``doc-N``) has no sources (:data:`SOURCE_SPREAD`).
+
+Vectorised over the questions' best sources; the cost follows the questions, not the corpus.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import NamedTuple
+
+import numpy as np
+
+from mogg.core.segments import group_best_row
+from mogg.ladders.sources import Sources
+from mogg.run.budget.selector.adapt import reorder
+from mogg.run.budget.selector.set_shape import SetShape, page_sections
+
+log = logging.getLogger(__name__)
+
+# a source is read whole where at least this share of the questions' best candidates sit in a source of 2 or more
+# (and at most SOURCE_MAX_DOCS) documents: the long explanations 1.0, the snippet shapes 0.9-1.0, every whole-document
+# shape 0 (each id its own source)
+SOURCE_SHARE = 0.5
+SOURCE_SPREAD = 0.1  # ... and the corpus holds at least this many sources per document (one shared prefix: none)
+SOURCE_MAX_DOCS = 64  # a source of more documents is not read whole (it bounds the rows a question adds)
+
+
+class Candidates(NamedTuple):
+    """A set's candidates as the reading reads them, each [N]: question, unit, tokens, document's tokens, and the
+    scorer's prediction."""
+
+    q: np.ndarray
+    unit: np.ndarray
+    tokens: np.ndarray
+    doc_tokens: np.ndarray
+    pred: np.ndarray
+
+
+def _best_docs(pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Each question with candidates [Q']: its best candidate's row and that candidate's document."""
+    best = group_best_row(pred, cand_q)
+    return best, np.asarray(unit_doc)[np.asarray(unit)[best]]
+
+
+def reads_sources(pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, sources: Sources,
+                  shape: SetShape | None) -> bool:
+    """Whether the set reads its questions' best sources whole (module doc): not sections of a page, a corpus of
+    many sources (:data:`SOURCE_SPREAD`), and :data:`SOURCE_SHARE` of the questions' best candidates in a source
+    of 2 to :data:`SOURCE_MAX_DOCS` documents. ``unit_doc`` [U]: every unit's document (the corpus's numbering)."""
+    if not len(cand_q) or sources.spread < SOURCE_SPREAD or (shape is not None and page_sections(shape)):
+        return False
+    _, doc = _best_docs(pred, cand_q, unit, unit_doc)
+    size = sources.hi[doc] - sources.lo[doc]
+    return bool(((size >= 2) & (size <= SOURCE_MAX_DOCS)).mean() >= SOURCE_SHARE)
+
+
+def read_best_source(c: Candidates, unit_doc: np.ndarray, unit_tokens: np.ndarray, doc_tokens_of, sources: Sources,
+                     shape: SetShape | None) -> Candidates:
+    """``c`` with each question's best candidate's source read first (module doc), where :func:`reads_sources`;
+    ``c`` as it is elsewhere. ``unit_doc`` [U] every unit's document, non-decreasing (units are stored by document);
+    ``unit_tokens`` [U]; ``doc_tokens_of(units)``: the tokens of each given unit's document [M]."""
+    if not reads_sources(c.pred, c.q, c.unit, unit_doc, sources, shape):
+        return c
+    pred = np.asarray(c.pred, dtype=np.float64)
+    best, doc = _best_docs(pred, c.q, c.unit, unit_doc)
+    lo, hi = sources.lo[doc], sources.hi[doc]
+    keep = (hi - lo >= 2) & (hi - lo <= SOURCE_MAX_DOCS)
+    qs, lo, hi = c.q[best][keep], lo[keep], hi[keep]
+    # every document of those sources, in source order: [M] (question, document)
+    n_docs = hi - lo
+    at = np.repeat(lo - np.r_[0, np.cumsum(n_docs)[:-1]], n_docs) + np.arange(n_docs.sum())
+    dq, dd = np.repeat(qs, n_docs), sources.pos_doc[at]
+    # their units (a document's units are one run of unit indices)
+    u_lo, u_hi = np.searchsorted(unit_doc, dd, "left"), np.searchsorted(unit_doc, dd, "right")
+    n_units = u_hi - u_lo
+    uq = np.repeat(dq, n_units)
+    uu = np.repeat(u_lo - np.r_[0, np.cumsum(n_units)[:-1]], n_units) + np.arange(n_units.sum())
+    n_all = len(unit_tokens)
+    new = ~np.isin(uq.astype(np.int64) * n_all + uu, np.asarray(c.q, dtype=np.int64) * n_all + c.unit)
+    uq, uu = uq[new], uu[new]
+    # the best source's candidates [N]: their document's source is the question's best one
+    best_lo = np.full(int(c.q.max()) + 1, -1, dtype=np.int64)
+    best_lo[qs] = lo
+    in_src = sources.lo[np.asarray(unit_doc)[c.unit]] == best_lo[c.q]
+    least = np.full(len(best_lo), np.inf)
+    np.minimum.at(least, c.q[in_src], pred[in_src])
+    # each added unit valued just under the least (1e-9 apart, in source order), so that the values handed out
+    # below stay as distinct as the candidates' own and the ranking by value keeps the order made here
+    rank_in = np.arange(len(uq)) - np.searchsorted(uq, uq, "left")  # uq is grouped by question, in source order
+    value = least[uq] - 1e-9 * (1.0 + rank_in)
+    q = np.r_[c.q, uq]
+    p = np.r_[pred, value]
+    # first the best source (its candidates by pred, then the other units in source order), then the rest by pred
+    top = 1.0 + (np.abs(p).max() if len(p) else 0.0)
+    score = np.where(np.r_[in_src, np.ones(len(uq), dtype=bool)], top, 0.0) + p
+    log.info("the best candidate's whole source first: %d units read beside %d candidates (%.0f%% of the questions)",
+             len(uu), len(c.q), 100 * keep.mean())
+    return Candidates(q, np.r_[c.unit, uu], np.r_[c.tokens, np.asarray(unit_tokens, dtype=np.float64)[uu]],
+                      np.r_[c.doc_tokens, doc_tokens_of(uu)], reorder(p, q, score))
