@@ -87,3 +87,37 @@ def test_no_source_is_read_where_the_ids_name_none_or_the_set_is_a_page():
     # every document alone (whole abstracts, whole explanations)
     alone = [f"pmid{i}" for i in range(len(ids))]
     assert not reads_sources(c.pred, c.q, c.unit, unit_doc, corpus_sources(alone, source_positions(alone)), None)
+
+
+def test_source_runs_against_the_whole_corpus_and_they_read_only_the_ids_around_the_documents():
+    """source_runs' [lo, hi) equal the runs of equal source keys over the whole corpus in source order, where a run
+    fits in the reach; a longer one reads as longer than the reach; only the ids within the reach are read."""
+    from mogg.ladders.sources import source_runs
+
+    class Counted(list):  # doc ids that count which of them are read
+        def __init__(self, xs):
+            super().__init__(xs)
+            self.read = set()
+
+        def __getitem__(self, i):
+            self.read.add(i)
+            return super().__getitem__(i)
+
+    rng = np.random.default_rng(9)
+    ids, _, _ = _corpus(rng, True)
+    ids += [f"big-{k}" for k in range(40)]  # a source longer than the reach below
+    ids = Counted(ids)
+    pos = source_positions(list(ids))
+    src = corpus_sources(ids, pos)
+    keys = source_keys(list(ids))[src.pos_doc]  # each position's source
+    docs = rng.choice(len(ids), 12, replace=False)
+    ids.read.clear()
+    lo, hi, _ = source_runs(src, docs, 8)
+    for d, a, b in zip(docs, lo, hi):
+        p = pos[d]
+        run = np.flatnonzero(keys == keys[p])
+        if len(run) <= 8:
+            assert (a, b) == (run[0], run[-1] + 1)
+        else:
+            assert b - a > 8
+    assert ids.read <= {int(src.pos_doc[p]) for d in docs for p in range(max(pos[d] - 8, 0), min(pos[d] + 9, len(ids)))}

@@ -192,8 +192,8 @@ class Ladder:
         return None if starts is None else paragraph_ids(self.units.doc, starts)
 
     def sources(self):
-        """The corpus's sources (:class:`mogg.ladders.sources.Sources`: documents whose ids name one source, one run
-        in :meth:`source_positions`' order); memoised (one pass over the ids)."""
+        """The corpus in :meth:`source_positions`' order (:class:`mogg.ladders.sources.Sources`: a source's documents
+        one run, read by :func:`mogg.ladders.sources.source_runs` around given documents); memoised, no id read."""
         from mogg.ladders.sources import corpus_sources
 
         if "sources" not in self._texts:

@@ -50,31 +50,47 @@ def source_keys(doc_ids: Sequence[str]) -> np.ndarray:
 
 
 class Sources(NamedTuple):
-    """A corpus's sources in the order :func:`source_positions` gives (a source's documents one run): ``lo``, ``hi``
-    int64 [D] each document's source's first position and one past its last; ``pos_doc`` int64 [D] the document at
-    each position; ``spread`` the sources per document over the corpus (near 0 where one id prefix names every
-    document, ``doc-1`` ... ``doc-N``: no source then)."""
+    """A corpus in the order :func:`source_positions` gives (a source's documents one run): ``positions`` int64 [D]
+    each document's position, ``pos_doc`` int64 [D] the document at each position, ``doc_ids`` [D]. No id is read
+    until :func:`source_runs` asks for the runs around some documents."""
 
-    lo: np.ndarray
-    hi: np.ndarray
+    positions: np.ndarray
     pos_doc: np.ndarray
-    spread: float
+    doc_ids: Sequence[str]
 
 
 def corpus_sources(doc_ids: Sequence[str], positions: np.ndarray) -> Sources:
     """:class:`Sources` of documents ``doc_ids`` [D] at ``positions`` [D] (:func:`source_positions`, stored with the
-    ladder); one pass over the ids (:func:`source_keys`), then vectorised."""
-    n = len(doc_ids)
-    keys = source_keys(doc_ids)
-    pos_doc = np.empty(n, dtype=np.int64)
-    pos_doc[np.asarray(positions, dtype=np.int64)] = np.arange(n)
-    at = keys[pos_doc]  # each position's source: one run per source
-    start = np.flatnonzero(np.r_[True, at[1:] != at[:-1]]) if n else np.zeros(0, dtype=np.int64)
-    end = np.r_[start[1:], n]
-    run = np.repeat(np.arange(len(start)), end - start)  # each position's run
-    lo, hi = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-    lo[pos_doc], hi[pos_doc] = start[run], end[run]
-    return Sources(lo, hi, pos_doc, float(len(start)) / max(n, 1))
+    ladder): the inverse permutation only, no id read."""
+    positions = np.asarray(positions, dtype=np.int64)
+    pos_doc = np.empty(len(positions), dtype=np.int64)
+    pos_doc[positions] = np.arange(len(positions))
+    return Sources(positions, pos_doc, doc_ids)
+
+
+def source_runs(sources: Sources, docs: np.ndarray, reach: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """The source run of each of ``docs`` [M]: positions [lo, hi) (int64 [M] each), read within ``reach`` positions
+    on either side (a run that fills a side is longer than ``2 * reach``: hi - lo > ``reach`` then), and the sources
+    per document among the positions read (near 0 where one id prefix names every document, ``doc-1`` ...
+    ``doc-N``). Only the ids of those positions are read (:func:`source_keys`): the cost follows ``docs``, not the
+    corpus."""
+    at = sources.positions[np.asarray(docs, dtype=np.int64)]
+    n = len(sources.positions)
+    if not len(at):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), 0.0
+    window = at[:, None] + np.arange(-reach, reach + 1)[None, :]  # [M, 2 reach + 1]
+    inside = (window >= 0) & (window < n)
+    seen, inv = np.unique(np.where(inside, window, 0), return_inverse=True)
+    key = source_keys([sources.doc_ids[int(d)] for d in sources.pos_doc[seen]])[inv.reshape(window.shape)]
+    same = inside & (key == key[:, reach][:, None])
+    # consecutive same-source positions from the centre outwards (argmin finds the first break; none: the whole side)
+    right = same[:, reach + 1:]
+    left = same[:, :reach][:, ::-1]
+    n_right = np.where(right.all(axis=1), reach, np.argmin(right, axis=1))
+    n_left = np.where(left.all(axis=1), reach, np.argmin(left, axis=1))
+    looked = inside.ravel()
+    spread = float(len(np.unique(key.ravel()[looked]))) / max(len(seen), 1)
+    return at - n_left, at + n_right + 1, spread
 
 
 def source_positions(doc_ids: Sequence[str]) -> np.ndarray:

@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 
 from mogg.core.segments import group_best_row
-from mogg.ladders.sources import Sources
+from mogg.ladders.sources import Sources, source_runs
 from mogg.run.budget.selector.adapt import reorder
 from mogg.run.budget.selector.set_shape import SetShape, page_sections
 
@@ -47,23 +47,29 @@ class Candidates(NamedTuple):
     pred: np.ndarray
 
 
-def _best_docs(pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray]:
-    """Each question with candidates [Q']: its best candidate's row and that candidate's document."""
+def _best_runs(pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, sources: Sources,
+               shape: SetShape | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """Where the set reads its questions' best sources whole (:func:`reads_sources`): each question's best row
+    [Q'], its source's position range (lo, hi) [Q'] and whether that source is short (2 to
+    :data:`SOURCE_MAX_DOCS` documents) [Q']; None elsewhere."""
+    if not len(cand_q) or (shape is not None and page_sections(shape)):
+        return None
     best = group_best_row(pred, cand_q)
-    return best, np.asarray(unit_doc)[np.asarray(unit)[best]]
+    lo, hi, spread = source_runs(sources, np.asarray(unit_doc)[np.asarray(unit)[best]], SOURCE_MAX_DOCS)
+    short = (hi - lo >= 2) & (hi - lo <= SOURCE_MAX_DOCS)
+    if spread < SOURCE_SPREAD or short.mean() < SOURCE_SHARE:
+        return None
+    return best, lo, hi, short
 
 
 def reads_sources(pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, sources: Sources,
                   shape: SetShape | None) -> bool:
-    """Whether the set reads its questions' best sources whole (module doc): not sections of a page, a corpus of
-    many sources (:data:`SOURCE_SPREAD`), and :data:`SOURCE_SHARE` of the questions' best candidates in a source
-    of 2 to :data:`SOURCE_MAX_DOCS` documents. ``unit_doc`` [U]: every unit's document (the corpus's numbering)."""
-    if not len(cand_q) or sources.spread < SOURCE_SPREAD or (shape is not None and page_sections(shape)):
-        return False
-    _, doc = _best_docs(pred, cand_q, unit, unit_doc)
-    size = sources.hi[doc] - sources.lo[doc]
-    return bool(((size >= 2) & (size <= SOURCE_MAX_DOCS)).mean() >= SOURCE_SHARE)
+    """Whether the set reads its questions' best sources whole (module doc): not sections of a page, many sources
+    among the documents around the best candidates (:data:`SOURCE_SPREAD`), and :data:`SOURCE_SHARE` of the
+    questions' best candidates in a source of 2 to :data:`SOURCE_MAX_DOCS` documents. ``unit_doc`` [U]: every
+    unit's document (the corpus's numbering). Only the ids around the best candidates are read
+    (:func:`~mogg.ladders.sources.source_runs`)."""
+    return _best_runs(pred, cand_q, unit, unit_doc, sources, shape) is not None
 
 
 def read_best_source(c: Candidates, unit_doc: np.ndarray, unit_tokens: np.ndarray, doc_tokens_of, sources: Sources,
@@ -71,12 +77,11 @@ def read_best_source(c: Candidates, unit_doc: np.ndarray, unit_tokens: np.ndarra
     """``c`` with each question's best candidate's source read first (module doc), where :func:`reads_sources`;
     ``c`` as it is elsewhere. ``unit_doc`` [U] every unit's document, non-decreasing (units are stored by document);
     ``unit_tokens`` [U]; ``doc_tokens_of(units)``: the tokens of each given unit's document [M]."""
-    if not reads_sources(c.pred, c.q, c.unit, unit_doc, sources, shape):
-        return c
     pred = np.asarray(c.pred, dtype=np.float64)
-    best, doc = _best_docs(pred, c.q, c.unit, unit_doc)
-    lo, hi = sources.lo[doc], sources.hi[doc]
-    keep = (hi - lo >= 2) & (hi - lo <= SOURCE_MAX_DOCS)
+    runs = _best_runs(pred, c.q, c.unit, unit_doc, sources, shape)
+    if runs is None:
+        return c
+    best, lo, hi, keep = runs
     qs, lo, hi = c.q[best][keep], lo[keep], hi[keep]
     # every document of those sources, in source order: [M] (question, document)
     n_docs = hi - lo
@@ -93,7 +98,10 @@ def read_best_source(c: Candidates, unit_doc: np.ndarray, unit_tokens: np.ndarra
     # the best source's candidates [N]: their document's source is the question's best one
     best_lo = np.full(int(c.q.max()) + 1, -1, dtype=np.int64)
     best_lo[qs] = lo
-    in_src = sources.lo[np.asarray(unit_doc)[c.unit]] == best_lo[c.q]
+    best_hi = np.full(len(best_lo), -1, dtype=np.int64)
+    best_hi[qs] = hi
+    at = sources.positions[np.asarray(unit_doc)[c.unit]]  # each candidate's document's position
+    in_src = (at >= best_lo[c.q]) & (at < best_hi[c.q])
     least = np.full(len(best_lo), np.inf)
     np.minimum.at(least, c.q[in_src], pred[in_src])
     # each added unit valued just under the least (1e-9 apart, in source order), so that the values handed out
