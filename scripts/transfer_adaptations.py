@@ -375,10 +375,10 @@ def source_read_whole(sh: Shape, pred: np.ndarray, docs) -> tuple[Shape, np.ndar
     the report and ``mogg-route --calibrate-here`` read it): the shape with the rows it adds, and their ``pred``."""
     from functools import partial
 
-    from mogg.run.budget.selector.best_source import Candidates, read_best_source
+    from mogg.run.budget.selector.best_source import ReadRows, read_best_source
     from mogg.run.budget.selector.plans import document_tokens
 
-    c = read_best_source(Candidates(sh.q, sh.unit, sh.tokens, sh.doc_tokens, pred), sh.corpus_unit_doc,
+    c = read_best_source(ReadRows(sh.q, sh.unit, sh.tokens, sh.doc_tokens, pred), sh.corpus_unit_doc,
                          sh.unit_tokens, partial(document_tokens, sh.corpus_unit_doc, sh.unit_tokens), sh.sources, docs)
     if len(c.q) == len(sh.q):
         return sh, pred

@@ -8,7 +8,7 @@ from functools import partial
 import numpy as np
 
 from mogg.ladders.sources import corpus_sources, source_keys, source_positions
-from mogg.run.budget.selector.best_source import SOURCE_MAX_DOCS, Candidates, read_best_source, reads_sources
+from mogg.run.budget.selector.best_source import SOURCE_MAX_DOCS, ReadRows, read_best_source, reads_sources
 from mogg.run.budget.selector.plans import document_tokens
 from mogg.run.budget.selector.set_shape import SetShape
 
@@ -30,7 +30,7 @@ def _candidates(rng, unit_doc, unit_tokens, n_q=25):
     rows = [(q, int(u)) for q in range(n_q) for u in np.sort(rng.choice(len(unit_doc), rng.integers(1, 8), replace=False))]
     q, u = (np.array(x) for x in zip(*rows))
     pred = rng.random(len(q))  # distinct: the ranking by value is the order
-    return Candidates(q, u, unit_tokens[u], document_tokens(unit_doc, unit_tokens, u), pred)
+    return ReadRows(q, u, unit_tokens[u], document_tokens(unit_doc, unit_tokens, u), pred)
 
 
 def test_the_best_source_is_read_first_whole_against_a_loop():

@@ -32,13 +32,14 @@ log = logging.getLogger(__name__)
 # (and at most SOURCE_MAX_DOCS) documents: the long explanations 1.0, the snippet shapes 0.9-1.0, every whole-document
 # shape 0 (each id its own source)
 SOURCE_SHARE = 0.5
-SOURCE_SPREAD = 0.1  # ... and the corpus holds at least this many sources per document (one shared prefix: none)
+SOURCE_SPREAD = 0.1  # ... and the documents around them hold this many sources per document (one prefix: none)
 SOURCE_MAX_DOCS = 64  # a source of more documents is not read whole (it bounds the rows a question adds)
 
 
-class Candidates(NamedTuple):
-    """A set's candidates as the reading reads them, each [N]: question, unit, tokens, document's tokens, and the
-    scorer's prediction."""
+class ReadRows(NamedTuple):
+    """The rows a reading reads, each [N]: question, unit, tokens, document's tokens, and the scorer's prediction (a
+    set's candidates, and the units :func:`read_best_source` adds; not the retrieval's
+    :class:`~mogg.run.budget.selector.candidates.Candidates`)."""
 
     q: np.ndarray
     unit: np.ndarray
@@ -72,8 +73,8 @@ def reads_sources(pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, unit_d
     return _best_runs(pred, cand_q, unit, unit_doc, sources, shape) is not None
 
 
-def read_best_source(c: Candidates, unit_doc: np.ndarray, unit_tokens: np.ndarray, doc_tokens_of, sources: Sources,
-                     shape: SetShape | None) -> Candidates:
+def read_best_source(c: ReadRows, unit_doc: np.ndarray, unit_tokens: np.ndarray, doc_tokens_of, sources: Sources,
+                     shape: SetShape | None) -> ReadRows:
     """``c`` with each question's best candidate's source read first (module doc), where :func:`reads_sources`;
     ``c`` as it is elsewhere. ``unit_doc`` [U] every unit's document, non-decreasing (units are stored by document);
     ``unit_tokens`` [U]; ``doc_tokens_of(units)``: the tokens of each given unit's document [M]."""
@@ -115,5 +116,5 @@ def read_best_source(c: Candidates, unit_doc: np.ndarray, unit_tokens: np.ndarra
     score = np.where(np.r_[in_src, np.ones(len(uq), dtype=bool)], top, 0.0) + p
     log.info("the best candidate's whole source first: %d units read beside %d candidates (%.0f%% of the questions)",
              len(uu), len(c.q), 100 * keep.mean())
-    return Candidates(q, np.r_[c.unit, uu], np.r_[c.tokens, np.asarray(unit_tokens, dtype=np.float64)[uu]],
+    return ReadRows(q, np.r_[c.unit, uu], np.r_[c.tokens, np.asarray(unit_tokens, dtype=np.float64)[uu]],
                       np.r_[c.doc_tokens, doc_tokens_of(uu)], reorder(p, q, score))

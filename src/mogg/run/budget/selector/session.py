@@ -23,7 +23,7 @@ import numpy as np
 
 from mogg.core.text import count_tokens
 from mogg.run.budget.explain import explained
-from mogg.run.budget.selector.best_source import Candidates
+from mogg.run.budget.selector.best_source import ReadRows
 from mogg.run.budget.selector.deploy import DeployedSelector, plans_of
 from mogg.run.budget.selector.plans import document_tokens, evidence_estimate
 from mogg.run.budget.selector.set_shape import Paragraphs, candidate_paragraphs
@@ -145,7 +145,7 @@ class SelectorSession:
         units = cand.unit  # the rows read: the candidates, and with --calibrate-here the best sources' other units
         if here:
             table_tokens = self.table_tokens(deep, questions) if plan["deploy"] == "envelope" else None
-            cq, units, tokens, doc_tokens, pred = read_source_here(Candidates(cand.q, cand.unit, tokens, doc_tokens, pred),
+            cq, units, tokens, doc_tokens, pred = read_source_here(ReadRows(cand.q, cand.unit, tokens, doc_tokens, pred),
                                                                    lad, unit_tokens, docs)
             if len(units) != len(cand.unit):
                 paras = None  # never sections of a page there (best_source.reads_sources)

@@ -51,7 +51,7 @@ from mogg.routing.fitting.folds import split_train_val
 from mogg.routing.plans import calibrate_lambda, decide
 from mogg.run.budget.base import TRANSFER_DIR, LadderFrontier
 from mogg.run.budget.selector.adapt import feature_view
-from mogg.run.budget.selector.best_source import Candidates, read_best_source
+from mogg.run.budget.selector.best_source import ReadRows, read_best_source
 from mogg.run.budget.selector.candidates import feature_names
 from mogg.run.budget.selector.deploy import FORMAT, DeployedSelector, plans_of
 from mogg.run.budget.selector.plans import EVIDENCE, LAMBDA_RULES, document_tokens, evidence_estimate, plan_table
@@ -281,7 +281,7 @@ def page_plans(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit
     return _plans_with(dep, pred, cand_q, unit, tokens, texts, n_questions, e)
 
 
-def read_source_here(c: Candidates, ladder, unit_tokens: np.ndarray, docs: SetShape | None) -> Candidates:
+def read_source_here(c: ReadRows, ladder, unit_tokens: np.ndarray, docs: SetShape | None) -> ReadRows:
     """:func:`~mogg.run.budget.selector.best_source.read_best_source` on a ladder's candidates (``ladder``: its
     units' documents and :meth:`~mogg.ladders.base.Ladder.sources`; ``unit_tokens`` [U]): what the report's
     transferred rows and ``mogg-route --calibrate-here`` read."""
@@ -403,7 +403,7 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
                                                                       kind.context),
                                    d.cand.q, d.cand.unit, udoc, d.tokens, d.doc_tokens, n, paras)
     # where the ids name short sources, each question's best candidate's whole source first (best_source)
-    cq, cu, ctok, cdoc, pred = read_source_here(Candidates(d.cand.q, d.cand.unit, d.tokens, d.doc_tokens, pred),
+    cq, cu, ctok, cdoc, pred = read_source_here(ReadRows(d.cand.q, d.cand.unit, d.tokens, d.doc_tokens, pred),
                                                 prep.ladder, d.unit_tokens, docs)
     if len(cu) != len(d.cand.unit):
         paras = None  # never sections of a page there (best_source.reads_sources)
