@@ -8,6 +8,8 @@ A stand-in written so takes the path a user's new set takes, the one the unseen 
 
 ``--split-paragraphs`` writes each document's paragraphs as documents of their own (``<id>_<k>``): a page written
 one section per document, as a user might (docs/results.md, "A page written one section per document").
+``--paragraph-break line`` writes each document's paragraphs joined by single line breaks, no blank line: a page
+written one section per line (docs/results.md, "A page's sections however it writes them").
 
 Trailing ``key=value`` arguments are Hydra overrides (``paths.pubmedqa_l=...``). The corpus holds the questions'
 evidence where the corpus config declares ``allow_gold`` (the generic experiments declare it too).
@@ -35,8 +37,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="write the documents in a random order (this seed): a corpus that does not keep a source's "
                          "sections together")
     ap.add_argument("--split-paragraphs", action="store_true",
-                    help="write each document's paragraphs (blank-line separated) as documents <id>_<k>: a page "
+                    help="write each document's paragraphs as documents <id>_<k>: a page "
                          "written one section per document")
+    ap.add_argument("--paragraph-break", choices=("as-read", "line", "blank"), default="as-read",
+                    help="how a document's paragraphs are separated in the file: as read, one line break each (a "
+                         "page written one section per line), or a blank line")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides (key=value)")
     args = ap.parse_args(argv)
     for name, group in (("--questions", "questions"), ("--corpus", "corpus")):  # checked before any work
@@ -51,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     from omegaconf.errors import OmegaConfBaseException
 
     from mogg.data.errors import DataError
-    from mogg.data.export import split_paragraphs, write_generic
+    from mogg.data.export import join_paragraphs, split_paragraphs, write_generic
 
     try:  # a bad override (a key that does not exist, a missing value) in one line, not a traceback
         with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
@@ -64,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         items, docs = instantiate(cfg.questions).load(), instantiate(cfg.corpus).documents()
         if args.split_paragraphs:
             docs = split_paragraphs(docs)
+        if args.paragraph_break != "as-read":
+            docs = join_paragraphs(docs, "\n" if args.paragraph_break == "line" else "\n\n")
         if args.shuffle is not None:
             import numpy as np
 

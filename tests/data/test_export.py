@@ -55,6 +55,21 @@ def test_split_paragraphs_writes_each_paragraph_as_a_document_a_source_groups(tm
     _same(items, out, tmp_path / "split")
 
 
+def test_join_paragraphs_writes_a_page_one_section_per_line_that_reads_the_same():
+    """A page's paragraphs joined by single line breaks read as the same paragraphs (mogg.core.text.paragraphs);
+    a document of one paragraph and its id and title are kept."""
+    from mogg.core.text import paragraphs
+    from mogg.data.export import join_paragraphs
+
+    secs = ["The first section says what the disease is and who it affects in the population at large.",
+            "Symptoms", "The second section lists the symptoms that most patients have at the time of diagnosis."]
+    docs = [Document("p1", "Page", "\n\n".join(secs)), Document("p2", "", "One paragraph alone.")]
+    lines = join_paragraphs(docs, "\n")
+    assert [(d.id, d.title) for d in lines] == [("p1", "Page"), ("p2", "")] and lines[1].content == "One paragraph alone."
+    assert "\n\n" not in lines[0].content and paragraphs(lines[0].content) == paragraphs(docs[0].content)
+    assert paragraphs(join_paragraphs(lines, "\n\n")[0].content) == paragraphs(docs[0].content)
+
+
 def test_the_script_writes_a_stand_in_the_generic_readers_give_back(tmp_path, mirage):
     """The snippet stand-in (an abstract's contexts as documents, side by side in the corpus) through the script."""
     from conftest import compose
@@ -85,11 +100,21 @@ def test_the_script_writes_a_stand_in_the_generic_readers_give_back(tmp_path, mi
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     _same(items, split_paragraphs(docs), tmp_path / "split")
+    # --paragraph-break line: each document's paragraphs joined by one line break (these contexts: one paragraph each)
+    from mogg.data.export import join_paragraphs
+
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "export_generic.py"), "--questions", "pubmedqa_snippets",
+                        "--corpus", "pubmedqa_snippets", "--paragraph-break", "line", "--out", str(tmp_path / "lines")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    _same(items, join_paragraphs(docs, "\n"), tmp_path / "lines")
     # bad input: one line, exit 2, nothing written (an unknown group, a path left unset, an override of no key)
     for args, says in ((["--questions", "nope", "--corpus", "pubmedqa_snippets"], "conf/questions/nope.yaml"),
                        (["--questions", "generic", "--corpus", "jsonl"], "questions.path"),
                        (["--questions", "pubmedqa", "--corpus", "pubmedqa_gold", "nokey.x=1"], "nokey.x"),
-                       (["--questions", "pubmedqa", "--corpus", "pubmedqa_gold", "--shuffle", "-1"], "--shuffle")):
+                       (["--questions", "pubmedqa", "--corpus", "pubmedqa_gold", "--shuffle", "-1"], "--shuffle"),
+                       (["--questions", "pubmedqa", "--corpus", "pubmedqa_gold", "--paragraph-break", "tab"],
+                        "--paragraph-break")):
         bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "export_generic.py"), *args, "--out",
                               str(tmp_path / "x")], capture_output=True, text=True)
         assert bad.returncode == 2 and says in bad.stderr and "Traceback" not in bad.stderr, bad.stderr

@@ -87,8 +87,8 @@ def test_is_permutation(positions, n, ok):
 
 
 @pytest.mark.parametrize("text, n", [
-    ("one paragraph. Two sentences.", 1), ("a\n\nb", 2), ("a\n \t\nb\n\n\nc", 3), ("a\nb", 1), ("", 1),
-    ("\n\n a \n\n\n\n", 1),
+    ("one paragraph. Two sentences.", 1), ("A.\n\nB.", 2), ("A.\n \t\nB.\n\n\nC.", 3), ("a\nb", 1), ("", 1),
+    ("\n\n a \n\n\n\n", 1), ("A.\r\n\r\nB.", 2), ("Heading\n\nIts text.", 1),
 ])
 def test_paragraph_counts(text, n):
     from mogg.ladders.sources import paragraph_counts
@@ -124,11 +124,11 @@ def test_a_ladder_keeps_its_documents_paragraph_counts(tmp_path, monkeypatch):
     build_ladder(DocumentList(docs), builder, tmp_path / "old")
     monkeypatch.setattr(store, "with_structure", real)
     ladder_dir = next((tmp_path / "old" / "ladder").iterdir())
-    assert "doc_paragraphs" not in np.load(ladder_dir / "arrays.npz").files  # the saved ladder has none
+    assert PARAGRAPHS not in np.load(ladder_dir / "arrays.npz").files  # the saved ladder has none
     for _ in range(2):  # computed once from the corpus (on that first load), then read from the store
         again, _ = build_ladder(DocumentList(docs), builder, tmp_path / "old")
         assert again.doc_paragraphs().tolist() == want
-    assert calls == [1] and (tmp_path / "old" / "doc_paragraphs").is_dir()
+    assert calls == [1] and (tmp_path / "old" / PARAGRAPHS).is_dir()
 
     other = MoGLadderBuilder(n_levels=2, document_level=True).build(_pages(3, seed=1))
     other.arrays[PARAGRAPHS] = np.array([1, 2, 3])

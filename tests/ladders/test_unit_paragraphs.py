@@ -4,12 +4,10 @@ saved before; the page rule reads each unit's paragraph from it (issue 58)."""
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pytest
 
-from mogg.core.text import split_sentences
+from mogg.core.text import paragraphs, split_sentences
 from mogg.data.corpus import DocumentList
 from mogg.data.records import Document
 from mogg.ladders import MoGLadderBuilder
@@ -20,7 +18,7 @@ from mogg.ladders.store import build_ladder
 
 def _brute(text: str, units: list[str]) -> list[int]:
     """Each unit's paragraph by the paragraph its middle character falls in, by scanning characters."""
-    paras = [" ".join(p.split()) for p in re.split(r"\n[ \t]*\n", text) if p.strip()]
+    paras = [" ".join(p.split()) for p in paragraphs(text)]  # the rule's paragraphs; the scan is what is checked
     owner = [k for k, p in enumerate(paras) for _ in range(len(p) + 1)]  # each joined character's paragraph
     whole = " ".join(paras)
     out, cur, last = [], 0, 0
@@ -36,7 +34,8 @@ def _brute(text: str, units: list[str]) -> list[int]:
 @pytest.mark.parametrize("text", [
     "One sentence. Two sentences.\n\nA second paragraph here. And more.\n\n\nThird one.",
     "Background: a   lot of\nwhitespace.\n \t\nMethods were used. Results came.\n\nConclusion holds.",
-    "Heading without a stop\n\nText starts here. It goes on.",  # a unit spans two paragraphs: its middle decides
+    "Heading without a stop\n\nText starts here. It goes on.",  # a heading: one paragraph with the text after it
+    "A stop ends this one.\n\nwhile this line goes on\nText starts here. It goes on.",  # a unit spans two: its middle decides
     "No blank line at all. Just sentences. Three of them.",
     "Single.\n\nTwo.",
 ])
@@ -103,7 +102,7 @@ def test_a_ladder_keeps_which_units_open_a_paragraph(tmp_path, monkeypatch):
     for _ in range(2):  # found once from the corpus (on that first load), then read from the store
         again, _ = build_ladder(DocumentList(docs), builder, tmp_path / "old")
         assert again.unit_paragraphs().tolist() == want
-    assert calls == [1] and (tmp_path / "old" / "paragraph_starts").is_dir()
+    assert calls == [1] and (tmp_path / "old" / PARAGRAPH_STARTS).is_dir()
 
     more = [Document("x" + d.id, d.title, d.content) for d in _pages(4, seed=3)]
     other, _ = build_ladder(DocumentList(more), builder, tmp_path / "other")

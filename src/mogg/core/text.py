@@ -195,13 +195,68 @@ def truncate_tokens(text: str, max_tokens: int) -> str:
     return text
 
 
-_BLANK_LINE = re.compile(r"\n[ \t]*\n")  # a paragraph break: an empty (or blank) line
+_BLANK_LINE = re.compile(r"\n[ \t\r]*\n")  # a paragraph break: an empty (or blank) line, "\r\n" endings too
+# Where a text holds no blank line, its line breaks are paragraph breaks when at least this share of its prose lines
+# (all but the last, longer than HEADING_WORDS words) end a sentence: hard-wrapped prose ends a line mid-sentence
+# (a page written one section per line ends each on a full stop; a MedMCQA explanation's list lines are 13% of its
+# documents), so a wrapped abstract stays one paragraph.
+LINE_BREAK_SHARE = 0.5
+# The paragraph rule's version: the ladder arrays read off it are named by it (mogg.ladders.sources.PARAGRAPHS), so a
+# ladder stored under an earlier rule (2: line breaks and headings; 1: blank lines alone) gets them again, once
+PARAGRAPH_RULE = 2
+# A heading: one line of at most this many words that does not end a sentence ("Symptoms", "Superficial relations:",
+# "What causes it?"), or any line opening with "#". It belongs to the paragraph after it (a section is its heading
+# and its text), so the best candidate's paragraph is never a heading alone.
+HEADING_WORDS = 12
+_SENTENCE_END = re.compile(r"""[.!?:;]["'\u2019\u201d)\]]*\s*$""")  # a line that ends a sentence (or a clause)
+_PROSE_END = re.compile(r"""[.!]["'\u2019\u201d)\]]*\s*$""")  # ... a statement: a heading never ends so
+
+
+def _lines(block: str) -> list[str]:
+    return [line for line in block.split("\n") if line.strip()]
+
+
+def _line_paragraphs(block: str) -> bool:
+    """Whether the line breaks of ``block`` (a text without a blank line) separate paragraphs: see
+    :data:`LINE_BREAK_SHARE`."""
+    prose = [line for line in _lines(block)[:-1] if len(line.split()) > HEADING_WORDS]
+    return bool(prose) and sum(bool(_SENTENCE_END.search(line)) for line in prose) >= LINE_BREAK_SHARE * len(prose)
+
+
+def text_blocks(text: str) -> list[str]:
+    """A text's blocks, in order: its non-blank blocks between blank lines; where it holds no blank line, its lines
+    when they end sentences (:data:`LINE_BREAK_SHARE`: a page written one section per line), else the whole text
+    (hard-wrapped prose). None for a blank text. A block is a paragraph or a heading (:func:`is_heading`)."""
+    if "\n" not in text:
+        return [text] if text.strip() else []
+    blocks = [p for p in _BLANK_LINE.split(text) if p.strip()]
+    if len(blocks) == 1 and _line_paragraphs(blocks[0]):
+        return _lines(blocks[0])
+    return blocks
+
+
+def is_heading(block: str, max_words: int = HEADING_WORDS) -> bool:
+    """Whether ``block`` (of :func:`text_blocks`) is a heading: one line opening with "#", or of at most
+    ``max_words`` words that does not end a statement (:data:`HEADING_WORDS`)."""
+    s = block.strip()
+    if not s or "\n" in s:
+        return False
+    return s.startswith("#") or (len(s.split()) <= max_words and not _PROSE_END.search(s))
 
 
 def paragraphs(text: str) -> list[str]:
-    """A text's paragraphs: its non-blank blocks between blank lines, in order (the whole text where it holds no
-    blank line; none for a blank text). The ladder's paragraph counts and starts read them
-    (:mod:`mogg.ladders.sources`)."""
-    if "\n" not in text:
-        return [text] if text.strip() else []
-    return [p for p in _BLANK_LINE.split(text) if p.strip()]
+    """A text's paragraphs, in order: its blocks (:func:`text_blocks`), each heading joined to the paragraph after
+    it (:func:`is_heading`; a last one to the paragraph before). None for a blank text. The ladder's paragraph counts
+    and starts read them (:mod:`mogg.ladders.sources`), as does the export of a page's sections
+    (:mod:`mogg.data.export`)."""
+    out: list[str] = []
+    held: list[str] = []  # headings waiting for their paragraph
+    for b in text_blocks(text):
+        if is_heading(b):
+            held.append(b)
+            continue
+        out.append("\n".join([*held, b]))
+        held = []
+    if held:
+        out = [*out[:-1], "\n".join([*out[-1:], *held])]
+    return out

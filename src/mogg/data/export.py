@@ -34,7 +34,7 @@ def question_record(item: QAItem) -> dict:
 
 
 def split_paragraphs(documents: Iterable[Document]) -> list[Document]:
-    """Each document's paragraphs (blank-line separated: :func:`mogg.core.text.paragraphs`) as documents of
+    """Each document's paragraphs (:func:`mogg.core.text.paragraphs`) as documents of
     their own, in order, ids ``<id>_<k>`` (k from 0: the ids :func:`mogg.ladders.sources.source_positions` reads as
     one source's sections) and the document's title; a document of one paragraph keeps its id and text."""
     out: list[Document] = []
@@ -45,6 +45,13 @@ def split_paragraphs(documents: Iterable[Document]) -> list[Document]:
             continue
         out.extend(Document(id=f"{d.id}_{k}", title=d.title, content=p.strip()) for k, p in enumerate(parts))
     return out
+
+
+def join_paragraphs(documents: Iterable[Document], sep: str) -> list[Document]:
+    """Each document with its paragraphs (:func:`mogg.core.text.paragraphs`) joined by ``sep`` ("\\n": a page
+    written one section per line, as a user's export might; "\\n\\n": blank lines); ids and titles kept."""
+    return [Document(id=d.id, title=d.title, content=sep.join(p.strip() for p in paragraphs(d.content)) or d.content)
+            for d in documents]
 
 
 def write_generic(items: Iterable[QAItem], documents: Iterable[Document], out: Path) -> tuple[int, int]:

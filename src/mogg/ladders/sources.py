@@ -7,7 +7,7 @@ it beside a ladder once computed (a derived artifact that :func:`mogg.ladders.st
 :data:`SOURCE_POSITIONS`, :meth:`mogg.ladders.base.Ladder.source_positions`): routing a corpus then reads it
 instead of scanning every id.
 
-:func:`paragraph_counts` is each document's paragraphs (blank-line separated), which the sentence units no longer
+:func:`paragraph_counts` is each document's paragraphs (:func:`mogg.core.text.paragraphs`), which the sentence units no longer
 show: on sections of a page a section is a paragraph, so a page's mean paragraph is a label-free estimate of its
 section's length (docs/results.md, "The page share by the worst shape"). Stored in the ladder's ``arrays.npz``
 (:data:`PARAGRAPHS`, :meth:`mogg.ladders.base.Ladder.doc_paragraphs`).
@@ -25,13 +25,15 @@ from typing import NamedTuple
 
 import numpy as np
 
-from mogg.core.text import paragraphs
+from mogg.core.text import PARAGRAPH_RULE, paragraphs
 
 SOURCE_POSITIONS = "source_positions"  # the ladder array (int64 [D]) attached at load (mogg.ladders.store)
 
-PARAGRAPHS = "doc_paragraphs"  # the ladder array (int64 [D], each >= 1) written at build (mogg.ladders.store)
-# the ladder array (int64 [P], increasing): the units that open a paragraph other than their document's first
-PARAGRAPH_STARTS = "paragraph_starts"
+# the ladder arrays read off the paragraph rule, named by its version (a ladder stored under another rule lacks them,
+# so mogg.ladders.store.build_ladder derives them once): each document's paragraphs (int64 [D], each >= 1), and the
+# units that open a paragraph other than their document's first (int64 [P], increasing), both written at build
+PARAGRAPHS = f"doc_paragraphs_r{PARAGRAPH_RULE}"
+PARAGRAPH_STARTS = f"paragraph_starts_r{PARAGRAPH_RULE}"
 
 # a document's source: its id without a trailing "-<n>" or "_<n>"; an id without one is its own source
 _SOURCE_ID = re.compile(r"^(.+)[-_](\d+)$")
@@ -124,8 +126,8 @@ def is_permutation(positions: np.ndarray, n: int) -> bool:
 
 
 def paragraph_count(text: str) -> int:
-    """A text's paragraphs (at least 1): its non-blank blocks between blank lines (:func:`mogg.core.text.paragraphs`). A text
-    without a blank line (one paragraph, or a format that keeps none) counts 1."""
+    """A text's paragraphs (at least 1: :func:`mogg.core.text.paragraphs`); a text of one paragraph, or a format
+    that keeps none, counts 1."""
     return max(1, len(paragraphs(text)))
 
 
@@ -139,7 +141,7 @@ def paragraph_starts(text: str, units: Sequence[str]) -> np.ndarray:
     than the first (int64, increasing). Each unit's text is found in order in the document's paragraphs joined by
     one space, whitespace normalised (a sentence splitter's units are such substrings), and belongs to the paragraph
     holding its middle; a unit not found (a builder that rewrites text) stays in the paragraph before it. A text
-    without a blank line opens none."""
+    of one paragraph (:func:`mogg.core.text.paragraphs`) opens none."""
     paras = [" ".join(p.split()) for p in paragraphs(text)]
     if len(paras) < 2 or len(units) < 2:
         return np.zeros(0, dtype=np.int64)

@@ -58,7 +58,7 @@ def structure_of(documents, ladder: Ladder) -> tuple[np.ndarray, np.ndarray]:
     (:func:`paragraphs_of`) and the ladder's units that open a paragraph other than their document's first
     (int64 [P], increasing; :func:`mogg.ladders.sources.paragraph_starts`; none where a ladder's units of one
     document are not contiguous, in order)."""
-    texts = {}  # only the documents with a blank line: the rest open no paragraph (an abstract, a snippet)
+    texts = {}  # only the documents of several paragraphs: the rest open none (an abstract, a snippet)
     counts = {}
     for d in documents:
         counts[d.id] = paragraph_count(d.text)
@@ -91,10 +91,10 @@ def build_ladder(corpus, builder, artifacts: Path | None) -> tuple[Ladder, dict]
         load=Ladder.load,
     )
     if PARAGRAPHS not in ladder.arrays:  # saved before the counts were: a derived artifact
-        ladder.arrays[PARAGRAPHS] = _derived_array(artifacts, "doc_paragraphs", key,
+        ladder.arrays[PARAGRAPHS] = _derived_array(artifacts, PARAGRAPHS, key,
                                                    lambda: paragraphs_of(corpus.documents(), ladder.units.doc_ids))
     if PARAGRAPH_STARTS not in ladder.arrays:  # ... and before the paragraphs' first units were
-        ladder.arrays[PARAGRAPH_STARTS] = _derived_array(artifacts, "paragraph_starts", key,
+        ladder.arrays[PARAGRAPH_STARTS] = _derived_array(artifacts, PARAGRAPH_STARTS, key,
                                                          lambda: structure_of(corpus.documents(), ladder)[1])
     # the source positions (linear in the corpus: ~2.4 s per million ids), once per store: a routing session reads
     # them instead of scanning every document id

@@ -1,7 +1,8 @@
 """MAL-RAG (Zheng et al.): levels from the documents' own structure.
 
-A document's content is read as blocks separated by blank lines: a short single-line block
-without closing punctuation is a section heading, every other block a paragraph (PubMedQA's
+A document's content is read as blocks (:func:`mogg.core.text.text_blocks`: separated by blank lines, or lines that
+end sentences): a short single-line block that ends no statement is a section heading
+(:func:`mogg.core.text.is_heading`), every other block a paragraph (PubMedQA's
 labelled contexts with ``structured=True``, regrouped StatPearls articles and plain text with
 headings all read this way). Units are sentences; the levels, finest first:
 
@@ -18,32 +19,25 @@ two sections, say) is dropped with a logged note (``ladder.meta["notes"]``), nev
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Sequence
 
 import numpy as np
 from tqdm.auto import tqdm
 
-from mogg.core.text import log_cuts, split_sentences
+from mogg.core.text import PARAGRAPH_RULE, is_heading, log_cuts, split_sentences, text_blocks
 from mogg.data.records import Document
 from mogg.ladders.base import Ladder, Level, Units, partition_level
 from mogg.ladders.builder import LadderBuilder
 
 log = logging.getLogger(__name__)
 
-_BLOCKS = re.compile(r"\n\s*\n")
-
-
 def parse_structure(content: str, heading_max_words: int = 12) -> list[tuple[str | None, list[str]]]:
     """``[(heading or None, [paragraph, ...]), ...]`` of one document's content (empty blocks dropped)."""
     sections: list[tuple[str | None, list[str]]] = [(None, [])]
-    for block in _BLOCKS.split(content):
+    for block in text_blocks(content):
         text = " ".join(block.split())
-        if not text:
-            continue
-        one_line = "\n" not in block.strip()
-        if one_line and len(text.split()) <= heading_max_words and not re.search(r"[.!?:;,]$", text):
-            sections.append((text, []))
+        if is_heading(block, heading_max_words):
+            sections.append((text.lstrip("#").strip() or text, []))
         else:
             sections[-1][1].append(text)
     return [(h, ps) for h, ps in sections if ps]
@@ -77,7 +71,7 @@ class StructuralLadderBuilder(LadderBuilder):
                 "summarizer": self.summarizer.config() if self.summarizer is not None else None,
                 "chunker": self.chunker.config() if self.chunker is not None else None,
                 "heading_max_words": self.heading_max_words, "max_sentence_tokens": self.max_sentence_tokens,
-                "summary_tokens": self.summary_tokens}
+                "summary_tokens": self.summary_tokens, "paragraph_rule": PARAGRAPH_RULE}
 
     def build(self, documents: Sequence[Document], show_progress: bool = False) -> Ladder:
         structure = [parse_structure(d.content, self.heading_max_words) or [(None, [d.content])] for d in documents]

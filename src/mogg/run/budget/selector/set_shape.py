@@ -294,7 +294,7 @@ def candidate_paragraphs(starts: np.ndarray | None, unit_tokens: np.ndarray, can
     """:class:`Paragraphs` of candidates ``cand_unit`` [N]. ``starts``: the units that open a paragraph other than
     their document's first (:meth:`mogg.ladders.base.Ladder.paragraph_starts`, increasing; None for a ladder
     without them); ``unit_tokens`` [U]; ``unit_doc`` [U]: each unit's document, non-decreasing. None also where most
-    of the candidates' documents hold one paragraph (a corpus that keeps no blank lines: its paragraph would be the
+    of the candidates' documents hold one paragraph (a corpus that keeps no breaks: its paragraph would be the
     page, so the rule before reads there).
 
     The cost follows the questions, not the corpus: binary searches over ``starts`` and ``unit_doc``, and only the
@@ -310,7 +310,7 @@ def candidate_paragraphs(starts: np.ndarray | None, unit_tokens: np.ndarray, can
     end = np.searchsorted(unit_doc, docs, side="right")
     held = np.searchsorted(starts, end - 1, side="right") - np.searchsorted(starts, first, side="right") + 1
     if np.median(held) < 2:
-        log.info("sections of a page: most candidate documents hold one paragraph (no blank lines)")
+        log.info("sections of a page: most candidate documents hold one paragraph (no breaks)")
         return None
     k = np.searchsorted(starts, unit, side="right")  # [N] paragraph starts at or before each candidate
     inv = inv.ravel()

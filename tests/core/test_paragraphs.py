@@ -1,0 +1,109 @@
+"""A text's paragraphs (mogg.core.text.paragraphs): blank lines, line breaks that end sentences, headings joined to
+their text; and a ladder stored under the rule before gets the current rule's arrays, never the stale ones."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mogg.core.text import HEADING_WORDS, is_heading, paragraphs, text_blocks
+from mogg.data.corpus import DocumentList
+from mogg.data.records import Document
+from mogg.ladders import MoGLadderBuilder
+from mogg.ladders.sources import PARAGRAPH_STARTS, PARAGRAPHS, paragraph_starts
+from mogg.ladders.store import build_ladder
+from mogg.ladders.structural import parse_structure
+
+SECTION = ["The symptoms of the disease include fever, a cough that lasts for weeks and a loss of weight.",
+           "It is caused by a bacterium that spreads through the air when an infected person coughs or sneezes.",
+           "Treatment is a course of several antibiotics taken every day for at least six months in all."]
+
+
+def test_blank_lines_separate_paragraphs_crlf_included():
+    assert paragraphs("\n\n".join(SECTION)) == SECTION
+    # "\r\n" line endings: the blank line between "\r\n\r\n" is a break too (the rule before read one paragraph)
+    assert [p.strip() for p in paragraphs("\r\n\r\n".join(SECTION))] == SECTION
+
+
+def test_lines_that_end_sentences_are_paragraphs_hard_wrapped_prose_is_not():
+    assert paragraphs("\n".join(SECTION)) == SECTION  # a page written one section per line
+    words = " ".join(SECTION).split()
+    wrapped = "\n".join(" ".join(words[i:i + 14]) for i in range(0, len(words), 14))  # 14 words a line, mid-sentence
+    assert paragraphs(wrapped) == [wrapped]
+    assert paragraphs("Short line\nanother short line") == ["Short line\nanother short line"]  # no prose line: one
+    assert paragraphs("one line. no break") == ["one line. no break"] and paragraphs(" \n \n") == []
+
+
+@pytest.mark.parametrize("heading", ["Symptoms", "Superficial relations:", "What are the symptoms of it?",
+                                     "## Causes and risk factors of the disease, in more words than a heading has"])
+def test_a_heading_belongs_to_the_paragraph_after_it(heading):
+    assert is_heading(heading)
+    for sep in ("\n\n", "\n"):
+        text = sep.join([SECTION[0], heading, SECTION[1], SECTION[2]])
+        assert paragraphs(text) == [SECTION[0], f"{heading}\n{SECTION[1]}", SECTION[2]], sep
+
+
+def test_what_is_not_a_heading():
+    assert not is_heading(SECTION[0]) and not is_heading("It is short.") and not is_heading("Two\nlines")
+    assert not is_heading(" ".join(["word"] * (HEADING_WORDS + 1)))
+    assert is_heading(" ".join(["word"] * HEADING_WORDS))
+    # a last heading joins the paragraph before it; a text of headings alone is one paragraph
+    assert paragraphs(f"{SECTION[0]}\n\nSee also") == [f"{SECTION[0]}\nSee also"]
+    assert paragraphs("Symptoms\n\nCauses") == ["Symptoms\nCauses"]
+
+
+def test_the_structural_ladder_reads_the_same_blocks():
+    """MAL's sections: a heading (one that ends with "?" or ":" too) opens a section, on blank lines or lines."""
+    for sep in ("\n\n", "\n"):
+        text = sep.join(["What are the symptoms?", SECTION[0], "Causes:", SECTION[1], SECTION[2]])
+        assert text_blocks(text) == ["What are the symptoms?", SECTION[0], "Causes:", SECTION[1], SECTION[2]]
+        assert parse_structure(text) == [("What are the symptoms?", [SECTION[0]]), ("Causes:", SECTION[1:])]
+
+
+def test_a_headings_units_open_its_section():
+    """The unit of a heading opens the paragraph of its section (paragraph_starts), so reading the best candidate's
+    paragraph reads the heading with its text, never the heading alone."""
+    text = "\n".join(["Symptoms", SECTION[0], "Causes", SECTION[1]])
+    units = ["Symptoms", SECTION[0], "Causes", SECTION[1]]
+    assert paragraph_starts(text, units).tolist() == [2]
+
+
+def test_a_ladder_stored_under_the_rule_before_gets_this_rules_arrays(tmp_path, monkeypatch):
+    """The arrays are named by the rule's version: a ladder saved with the rule before's arrays (blank lines alone,
+    under their old names) reads this rule's, derived once, not the stale ones."""
+    import mogg.ladders.store as store
+
+    docs = [Document(f"page-{i}", "", "\n".join(["Symptoms", SECTION[0], "Causes", SECTION[1], SECTION[2]]))
+            for i in range(3)]
+    builder = MoGLadderBuilder(n_levels=2, document_level=True)
+    built, _ = build_ladder(DocumentList(docs), builder, tmp_path / "new")
+    assert built.doc_paragraphs().tolist() == [3, 3, 3]
+    want = built.paragraph_starts().tolist()
+    assert len(want) == 6
+
+    def before(ladder, documents):  # the rule before: no blank line, one paragraph each, under the old names
+        ladder.arrays["doc_paragraphs"] = np.ones(len(docs), dtype=np.int64)
+        ladder.arrays["paragraph_starts"] = np.zeros(0, dtype=np.int64)
+        return ladder
+    monkeypatch.setattr(store, "with_structure", before)
+    build_ladder(DocumentList(docs), builder, tmp_path / "old")
+    monkeypatch.undo()
+    saved = np.load(next((tmp_path / "old" / "ladder").iterdir()) / "arrays.npz")
+    assert "doc_paragraphs" in saved.files and PARAGRAPHS not in saved.files
+    again, _ = build_ladder(DocumentList(docs), builder, tmp_path / "old")
+    assert again.doc_paragraphs().tolist() == [3, 3, 3] and again.paragraph_starts().tolist() == want
+    assert (tmp_path / "old" / PARAGRAPH_STARTS).is_dir()
+
+
+def test_a_page_reads_the_same_sections_however_it_breaks_them(tmp_path):
+    """One section per line, per blank-line block, or per "\\r\\n" block: the ladder's paragraph starts and counts are
+    the same, so the page rule reads the same section (the rule before read the first as one paragraph: a page
+    whose sections are lines fell back to a fifth of the page)."""
+    def pages(sep):
+        return [Document(f"page-{i}", "", sep.join(SECTION[i % 3:] + SECTION[:i % 3])) for i in range(4)]
+    builder = MoGLadderBuilder(n_levels=2, document_level=True)
+    got = []
+    for k, sep in enumerate(("\n\n", "\n", "\r\n\r\n")):
+        ladder, _ = build_ladder(DocumentList(pages(sep)), builder, tmp_path / str(k))
+        got.append((ladder.doc_paragraphs().tolist(), ladder.paragraph_starts().tolist()))
+    assert got[0][0] == [3, 3, 3, 3] and len(got[0][1]) == 8 and got[1] == got[0] and got[2] == got[0]
