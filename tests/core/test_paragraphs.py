@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mogg.core.text import HEADING_WORDS, is_heading, paragraphs, text_blocks
+from mogg.core.text import HEADING_WORDS, WRAP_CHARS, is_heading, paragraphs, text_blocks
 from mogg.data.corpus import DocumentList
 from mogg.data.records import Document
 from mogg.ladders import MoGLadderBuilder
@@ -31,6 +31,10 @@ def test_lines_that_end_sentences_are_paragraphs_hard_wrapped_prose_is_not():
     wrapped = "\n".join(" ".join(words[i:i + 14]) for i in range(0, len(words), 14))  # 14 words a line, mid-sentence
     assert paragraphs(wrapped) == [wrapped]
     assert paragraphs("Short line\nanother short line") == ["Short line\nanother short line"]  # no prose line: one
+    # sections that end on a reference, not a full stop, one per line: wider than prose is wrapped, so lines
+    refs = [s.rstrip(".") + " (Ref: Harrison 19/e p 234, Robbins 9/e p 112, Park 23/e p 45 and more)" for s in SECTION]
+    assert all(len(r) > WRAP_CHARS for r in refs) and paragraphs("\n".join(refs)) == refs
+    assert all(len(line) < WRAP_CHARS for line in wrapped.split("\n"))  # the wrapped text above: narrower
     assert paragraphs("one line. no break") == ["one line. no break"] and paragraphs(" \n \n") == []
 
 

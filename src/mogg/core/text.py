@@ -198,12 +198,18 @@ def truncate_tokens(text: str, max_tokens: int) -> str:
 _BLANK_LINE = re.compile(r"\n[ \t\r]*\n")  # a paragraph break: an empty (or blank) line, "\r\n" endings too
 # Where a text holds no blank line, its line breaks are paragraph breaks when at least this share of its prose lines
 # (all but the last, longer than HEADING_WORDS words) end a sentence: hard-wrapped prose ends a line mid-sentence
-# (a page written one section per line ends each on a full stop; a MedMCQA explanation's list lines are 13% of its
-# documents), so a wrapped abstract stays one paragraph.
+# (a page written one section per line ends most on a full stop; a MedMCQA explanation's list lines are 13% of its
+# documents), so a wrapped abstract stays one paragraph ...
 LINE_BREAK_SHARE = 0.5
+# ... or when its lines (all but the last) are longer than this many characters at the median: nobody wraps prose
+# that wide (mail and terminals at 72-80 columns, editors at 100-120), and a section that ends on a reference, not
+# a full stop, still ends its line (the page stand-in written one section per line: 11 of 443 pages read as one
+# paragraph with it, 81 without)
+WRAP_CHARS = 160
 # The paragraph rule's version: the ladder arrays read off it are named by it (mogg.ladders.sources.PARAGRAPHS), so a
-# ladder stored under an earlier rule (2: line breaks and headings; 1: blank lines alone) gets them again, once
-PARAGRAPH_RULE = 2
+# ladder stored under an earlier rule (3: lines wider than WRAP_CHARS; 2: line breaks and headings; 1: blank lines
+# alone) gets them again, once
+PARAGRAPH_RULE = 3
 # A heading: one line of at most this many words that does not end a sentence ("Symptoms", "Superficial relations:",
 # "What causes it?"), or any line opening with "#". It belongs to the paragraph after it (a section is its heading
 # and its text), so the best candidate's paragraph is never a heading alone.
@@ -218,15 +224,20 @@ def _lines(block: str) -> list[str]:
 
 def _line_paragraphs(block: str) -> bool:
     """Whether the line breaks of ``block`` (a text without a blank line) separate paragraphs: see
-    :data:`LINE_BREAK_SHARE`."""
-    prose = [line for line in _lines(block)[:-1] if len(line.split()) > HEADING_WORDS]
+    :data:`LINE_BREAK_SHARE` and :data:`WRAP_CHARS`."""
+    lines = _lines(block)[:-1]
+    if not lines:
+        return False
+    if float(np.median([len(line.strip()) for line in lines])) > WRAP_CHARS:
+        return True
+    prose = [line for line in lines if len(line.split()) > HEADING_WORDS]
     return bool(prose) and sum(bool(_SENTENCE_END.search(line)) for line in prose) >= LINE_BREAK_SHARE * len(prose)
 
 
 def text_blocks(text: str) -> list[str]:
     """A text's blocks, in order: its non-blank blocks between blank lines; where it holds no blank line, its lines
-    when they end sentences (:data:`LINE_BREAK_SHARE`: a page written one section per line), else the whole text
-    (hard-wrapped prose). None for a blank text. A block is a paragraph or a heading (:func:`is_heading`)."""
+    when they end sentences or are wider than prose is wrapped (:data:`LINE_BREAK_SHARE`, :data:`WRAP_CHARS`: a page
+    written one section per line), else the whole text (hard-wrapped prose). None for a blank text. A block is a paragraph or a heading (:func:`is_heading`)."""
     if "\n" not in text:
         return [text] if text.strip() else []
     blocks = [p for p in _BLANK_LINE.split(text) if p.strip()]
