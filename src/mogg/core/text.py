@@ -214,8 +214,9 @@ PARAGRAPH_RULE = 3
 # "What causes it?"), or any line opening with "#". It belongs to the paragraph after it (a section is its heading
 # and its text), so the best candidate's paragraph is never a heading alone.
 HEADING_WORDS = 12
-_SENTENCE_END = re.compile(r"""[.!?:;]["'\u2019\u201d)\]]*\s*$""")  # a line that ends a sentence (or a clause)
-_PROSE_END = re.compile(r"""[.!]["'\u2019\u201d)\]]*\s*$""")  # ... a statement: a heading never ends so
+_CLOSED = r"""["'\u2019\u201d)\]]*\s*$"""  # what may follow the last stop: closing quotes and brackets, spaces
+_SENTENCE_END = re.compile(r"[.!?:;]" + _CLOSED)  # a line that ends a sentence (or a clause)
+_PROSE_END = re.compile(r"[.!]" + _CLOSED)  # ... a statement: a heading never ends so
 
 
 def _lines(block: str) -> list[str]:
@@ -237,7 +238,8 @@ def _line_paragraphs(block: str) -> bool:
 def text_blocks(text: str) -> list[str]:
     """A text's blocks, in order: its non-blank blocks between blank lines; where it holds no blank line, its lines
     when they end sentences or are wider than prose is wrapped (:data:`LINE_BREAK_SHARE`, :data:`WRAP_CHARS`: a page
-    written one section per line), else the whole text (hard-wrapped prose). None for a blank text. A block is a paragraph or a heading (:func:`is_heading`)."""
+    written one section per line), else the whole text (hard-wrapped prose). None for a blank text. A block is a
+    paragraph or a heading (:func:`is_heading`)."""
     if "\n" not in text:
         return [text] if text.strip() else []
     blocks = [p for p in _BLANK_LINE.split(text) if p.strip()]

@@ -7,9 +7,9 @@ it beside a ladder once computed (a derived artifact that :func:`mogg.ladders.st
 :data:`SOURCE_POSITIONS`, :meth:`mogg.ladders.base.Ladder.source_positions`): routing a corpus then reads it
 instead of scanning every id.
 
-:func:`paragraph_counts` is each document's paragraphs (:func:`mogg.core.text.paragraphs`), which the sentence units no longer
-show: on sections of a page a section is a paragraph, so a page's mean paragraph is a label-free estimate of its
-section's length (docs/results.md, "The page share by the worst shape"). Stored in the ladder's ``arrays.npz``
+:func:`paragraph_counts` is each document's paragraphs (:func:`mogg.core.text.paragraphs`), which the sentence
+units no longer show: on sections of a page a section is a paragraph, so a page's mean paragraph is a label-free
+estimate of its section's length (docs/results.md, "The page share by the worst shape"). Stored in the ladder's ``arrays.npz``
 (:data:`PARAGRAPHS`, :meth:`mogg.ladders.base.Ladder.doc_paragraphs`).
 
 :func:`paragraph_starts` finds, inside one document, the units that open a paragraph (each unit's text found in
