@@ -9,7 +9,8 @@ A stand-in written so takes the path a user's new set takes, the one the unseen 
 ``--split-paragraphs`` writes each document's paragraphs as documents of their own (``<id>_<k>``): a page written
 one section per document, as a user might (docs/results.md, "A page written one section per document").
 ``--paragraph-break line`` writes each document's paragraphs joined by single line breaks, no blank line: a page
-written one section per line (docs/results.md, "A page's sections however it writes them").
+written one section per line (docs/results.md, "A page's sections however it writes them"). ``--bare-ids`` renames
+the documents ``d0``, ``d1``, ... in written order: ids that name no source (docs/results.md, "Ids that name nothing").
 
 Trailing ``key=value`` arguments are Hydra overrides (``paths.pubmedqa_l=...``). The corpus holds the questions'
 evidence where the corpus config declares ``allow_gold`` (the generic experiments declare it too).
@@ -42,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--paragraph-break", choices=("as-read", "line", "blank"), default="as-read",
                     help="how a document's paragraphs are separated in the file: as read, one line break each (a "
                          "page written one section per line), or a blank line")
+    ap.add_argument("--bare-ids", action="store_true",
+                    help="rename the documents d0, d1, ... in written order (after --shuffle): ids that name no "
+                         "source; the questions' gold_doc_ids renamed alike")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides (key=value)")
     args = ap.parse_args(argv)
     for name, group in (("--questions", "questions"), ("--corpus", "corpus")):  # checked before any work
@@ -56,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     from omegaconf.errors import OmegaConfBaseException
 
     from mogg.data.errors import DataError
-    from mogg.data.export import join_paragraphs, split_paragraphs, write_generic
+    from mogg.data.export import bare_ids, join_paragraphs, split_paragraphs, write_generic
 
     try:  # a bad override (a key that does not exist, a missing value) in one line, not a traceback
         with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
@@ -75,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
             import numpy as np
 
             docs = [docs[i] for i in np.random.default_rng(args.shuffle).permutation(len(docs))]
+        if args.bare_ids:
+            items, docs = bare_ids(items, docs)
         n_q, n_d = write_generic(items, docs, args.out)
     except (DataError, FileNotFoundError, OmegaConfBaseException) as e:  # a file missing, a path left unset
         print(f"export_generic: {e}", file=sys.stderr)

@@ -431,6 +431,8 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         fits_cap,
         linked_share,
         neighbour_sum,
+        owned_first,
+        owned_sections,
         page_evidence,
         page_order,
         page_sections,
@@ -538,6 +540,9 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         r, _, g = chain.partition(":")[2].partition(":")  # +chain[:<ratio>[:<gap>]]
         pred = chain_first(pred, sh.q, sh.unit_doc[sh.unit], sh.n, docs, float(r or CLOSE_RATIO), int(g or 0))
         key = (*key, chain)
+    elif chain is not None and selftrain.startswith("docs") and owned_sections(docs):  # as transfer.shape_scorer reads
+        pred = owned_first(pred, sh.q, sh.unit_doc[sh.unit], sh.n, docs)
+        key = (*key, chain, "owned")
     if in_page is not None and page_sections(docs):  # the order inside the page around the best candidate
         how_, _, x_ = in_page.partition(":")
         if how_ == "block":  # measured: the best candidate's block (ratio x) first, then the rest, each by pred

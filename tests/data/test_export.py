@@ -92,6 +92,21 @@ def test_the_script_writes_a_stand_in_the_generic_readers_give_back(tmp_path, mi
     assert r.returncode == 0, r.stderr
     perm = np.random.default_rng(1).permutation(len(docs))
     _same(items, [docs[i] for i in perm], tmp_path / "shuffled")
+    # --shuffle with --bare-ids: the same order, the documents renamed d0, d1, ... and the gold ids alike
+    from mogg.data.export import bare_ids
+
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "export_generic.py"), "--questions", "pubmedqa_snippets",
+                        "--corpus", "pubmedqa_snippets", "--shuffle", "1", "--bare-ids", "--out", str(tmp_path / "bare")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    _same(*bare_ids(items, [docs[i] for i in perm]), tmp_path / "bare")
+    back = list(MedRAGJsonl(str(tmp_path / "bare" / "corpus.jsonl")))
+    assert [d.id for d in back] == [f"d{k}" for k in range(len(docs))]
+    assert [d.content for d in back] == [docs[i].content for i in perm]
+    # ... each question's gold documents are the same texts under their new names
+    text_of, new_text = {d.id: d.content for d in docs}, {d.id: d.content for d in back}
+    for it, new in zip(items, GenericQA(str(tmp_path / "bare" / "questions.jsonl")).load()):
+        assert [new_text[g] for g in new.gold_doc_ids] == [text_of[g] for g in it.gold_doc_ids if g in text_of]
     # --split-paragraphs: each document's paragraphs as documents of their own (these contexts hold one each)
     from mogg.data.export import split_paragraphs
 

@@ -147,6 +147,7 @@ def test_whole_documents_and_the_fits_target_against_a_loop():
         close_reach,
         fits_target,
         linked_rows,
+        owned_reach,
         whole_documents,
         whole_shape,
     )
@@ -160,7 +161,8 @@ def test_whole_documents_and_the_fits_target_against_a_loop():
     doc_tokens = np.bincount(unit_doc, weights=unit_tokens)[unit_doc[u]]
     pred = rng.random(len(q)).round(2)
     shape = whole_documents(q, u, unit_doc, tokens, pred, doc_tokens, 31)  # question 30: no candidates
-    doc, covered, close, chain, linked, _, block_of = shape
+    doc, covered, close, chain, linked, _, block_of, owned, owns = shape
+    assert all(np.array_equal(a, b) for a, b in zip((owned, owns), owned_reach(q, unit_doc[u], pred, doc_tokens, 31)))
     block = block_evidence(q, u, unit_doc, tokens, pred, 31)
     np.testing.assert_array_equal(block_of, block)  # the block around the best candidate (set_shape.block_cover)
     assert all(np.array_equal(a, b) for a, b in zip((close, chain), close_reach(q, unit_doc[u], pred, doc_tokens, 31)))
@@ -203,6 +205,16 @@ def test_whole_documents_and_the_fits_target_against_a_loop():
     assert target(np.zeros(0), np.zeros(0, bool), 128) is None and not whole_shape(np.zeros(3), np.zeros(3, bool))
 
 
+def _random_candidates(seed: int, n_docs: int, n_q: int, most: int):
+    """Random candidates: per question 1 to ``most`` - 1 documents drawn with repeats (a repeat: two units of one
+    document); returns (question [N], document [N], prediction [N] rounded to 0.01, every document's tokens)."""
+    rng = np.random.default_rng(seed)
+    dtok = rng.integers(10, 90, n_docs).astype(float)
+    rows = [(qi, int(dd)) for qi in range(n_q) for dd in rng.choice(n_docs, size=rng.integers(1, most))]
+    q, cdoc = (np.array(c) for c in zip(*rows))
+    return q, cdoc, rng.random(len(q)).round(2), dtok
+
+
 def test_close_reach_against_a_loop():
     """The close documents (the best one and those whose best candidate is predicted >= ratio x the question's
     best) and the run of them chained to the best in corpus order, against a loop on random candidates; a
@@ -219,12 +231,8 @@ def test_close_reach_against_a_loop():
         sections_share,
     )
 
-    rng = np.random.default_rng(11)
-    n_docs, n_q = 40, 60
-    dtok = rng.integers(10, 90, n_docs).astype(float)
-    rows = [(qi, int(dd)) for qi in range(n_q) for dd in rng.choice(n_docs, size=rng.integers(1, 12))]  # repeats: 2 units
-    q, cdoc = (np.array(c) for c in zip(*rows))
-    pred = rng.random(len(q)).round(2)
+    n_q = 60
+    q, cdoc, pred, dtok = _random_candidates(11, 40, n_q, 12)
     for gap in (0, 1):
         every, chain = close_reach(q, cdoc, pred, dtok[cdoc], n_q + 1, gap=gap)  # the last question: no candidates
         member = chain_rows(q, cdoc, pred, n_q + 1, gap=gap)  # each candidate: is its document in the chain
@@ -263,11 +271,63 @@ def test_close_reach_against_a_loop():
     assert sections_share(SetShape(d, d > 0, d, d)) == 0.0  # no question with several close documents
 
 
+def test_owned_reach_against_a_loop():
+    """set_shape.owned_reach: the documents a question owns (predicted >= OWN_RATIO x its best, and no other
+    question predicts them higher), against a loop on random candidates; owned_share counts the questions that own
+    two or more; fits_target reads each question's owned documents where the corpus order shows nothing and the
+    questions own several (owned_sections), and the best documents where they do not (stands_alone)."""
+    from mogg.run.budget.selector.set_shape import (
+        ALONE_EXCESS,
+        OWN_RATIO,
+        SetShape,
+        fits_target,
+        owned_reach,
+        owned_sections,
+        owned_share,
+        stands_alone,
+    )
+
+    n_q = 40
+    q, cdoc, pred, dtok = _random_candidates(3, 50, n_q, 10)
+    tok, n = owned_reach(q, cdoc, pred, dtok[cdoc], n_q + 1)  # the last question: no candidates
+    best_of = {}  # (question, document) -> its best prediction
+    for qi, dd, p in zip(q, cdoc, pred):
+        best_of[(int(qi), int(dd))] = max(p, best_of.get((int(qi), int(dd)), -1.0))
+    for qi in range(n_q):
+        mine = {dd: v for (qq, dd), v in best_of.items() if qq == qi}
+        top = max(mine.values())
+        own = [dd for dd, v in mine.items() if v >= OWN_RATIO * top
+               and all(v >= w for (qq, d2), w in best_of.items() if d2 == dd)]
+        assert n[qi] == len(own) and tok[qi] == pytest.approx(sum(dtok[x] for x in own)), qi
+    assert tok[n_q] == n[n_q] == 0
+    # two questions: q0 owns documents 1 and 2 (3 is q1's: it predicts it higher); q1 owns 3 alone
+    q2, d2, p2 = np.array([0, 0, 0, 1, 1]), np.array([1, 2, 3, 3, 4]), np.array([0.9, 0.6, 0.7, 0.8, 0.1])
+    assert [x.tolist() for x in owned_reach(q2, d2, p2, np.array([10.0, 20, 30, 30, 40]), 2)] == [[30.0, 30.0], [2, 1]]
+    # the decision and the floor: five questions, best documents of 100 tokens, owned 100-300
+    d, ones = np.full(5, 100.0), np.ones(5, bool)
+    owned, owns = np.array([100.0, 300, 300, 200, 100]), np.array([1, 3, 3, 2, 1])
+    apart = SetShape(d, ones, d + 300, d, np.zeros(5, bool), 0.0, None, owned, owns)  # no neighbours: unordered
+    assert owned_share(apart) == pytest.approx(0.6) and owned_sections(apart) and not stands_alone(apart)
+    assert fits_target(apart, 512) == 200.0 and fits_target(apart, 128) == 128.0  # the owned documents' median
+    one = apart._replace(owns=np.array([1, 2, 1, 1, 1]))  # 1 of 5 owns several (MedMCQA 0.17-0.19)
+    assert not owned_sections(one) and stands_alone(one) and fits_target(one, 512) == 100.0
+    # ordered (neighbours far above chance): the corpus order decides, not the owned documents
+    linked = apart._replace(linked=np.ones(5, bool))
+    assert 1.0 - 0.0 >= ALONE_EXCESS and not owned_sections(linked) and fits_target(linked, 512) == 100.0
+    assert owned_share(SetShape(d, ones, d, d)) == 0.0  # not computed
+
+
 def test_the_chance_of_a_neighbour_is_a_shuffled_corpus_s():
     """set_shape.chance_linked: the linked share (linked_rows) of the same candidates in permuted corpora; a set
     of sections beside each other links far above it, one of documents scattered in the corpus at it, and
     stands_alone tells the two apart (the whole_documents shape carries both)."""
-    from mogg.run.budget.selector.set_shape import chance_linked, linked_rows, stands_alone, whole_documents
+    from mogg.run.budget.selector.set_shape import (
+        chance_linked,
+        linked_rows,
+        owned_sections,
+        stands_alone,
+        whole_documents,
+    )
 
     rng = np.random.default_rng(5)
     n_q, n_docs, per = 300, 4000, 6
@@ -281,11 +341,15 @@ def test_the_chance_of_a_neighbour_is_a_shuffled_corpus_s():
     assert chance == chance_linked(q, sections, pred, n_q, n_docs, seed=0) < 0.05  # seeded; 4 x 5 / 4000 a question
     assert abs(chance_linked(q, scattered, pred, n_q, n_docs) - linked_rows(q, scattered, pred, n_q).mean()) < 0.03
     assert chance_linked(q[:0], sections[:0], pred[:0], n_q, n_docs) == 0.0
-    # whole_documents: one unit a document of 40 tokens (blocks cover them: whole short documents)
+    # whole_documents: one unit a document of 40 tokens (blocks cover them: whole short documents); scattered
+    # documents stand alone where each question has one clear best (the others under OWN_RATIO of it), and not
+    # where each owns several close ones (owned_sections: a source's sections written in another order)
     tok = np.full(n_docs, 40.0)
-    for cand_doc, alone in ((sections, False), (scattered, True)):
-        shape = whole_documents(q, cand_doc, np.arange(n_docs), tok[cand_doc], pred, tok[cand_doc], n_q)
-        assert shape.chance is not None and stands_alone(shape) is alone
+    one_best = np.where(np.arange(len(q)) % per == 0, 1.0, 0.4 * pred)
+    for cand_doc, p, alone, owned in ((sections, pred, False, False), (scattered, one_best, True, False),
+                                      (scattered, 0.5 + 0.5 * pred, False, True)):
+        shape = whole_documents(q, cand_doc, np.arange(n_docs), tok[cand_doc], p, tok[cand_doc], n_q)
+        assert shape.chance is not None and stands_alone(shape) is alone and owned_sections(shape) is owned
 
 
 def _adaptations_script():
@@ -490,6 +554,27 @@ def test_chain_first_reads_the_best_source_sections_before_another_source():
     assert np.array_equal(chain_first(pred, q, doc, 2, sections, ratio=0.25), pred)
     assert chain_first(pred, q, np.array([3, 5, 5, 6, 20, 7]), 2, sections, gap=0).tolist() == pred.tolist()
     assert chain_first(pred, q, np.array([3, 5, 5, 6, 20, 7]), 2, sections, gap=1).tolist() == out.tolist()
+
+
+def test_owned_first_reads_the_documents_a_question_owns_before_another_question_s():
+    """Where the corpus order shows nothing and the questions own several documents (owned_sections), each question
+    reads first the close documents it owns (no other question predicts them higher), each part by its documents'
+    best candidate, the values handed out again; elsewhere the order is pred's."""
+    from mogg.run.budget.selector.set_shape import SetShape, owned_first, owned_rows
+
+    # question 0: its documents 3 (0.9), 9 (0.3) and 14 (0.35), and 20 (0.8), which question 1 predicts higher (0.95)
+    q = np.array([0, 0, 0, 0, 0, 1])
+    doc = np.array([3, 9, 9, 14, 20, 20])
+    pred = np.array([0.9, 0.3, 0.1, 0.35, 0.8, 0.95])
+    assert owned_rows(q, doc, pred, 2).tolist() == [True, True, True, True, False, True]
+    assert owned_rows(q, doc, pred, 2, ratio=0.5).tolist() == [True, False, False, False, False, True]
+    d, linked = np.array([10.0, 10.0]), np.zeros(2, bool)
+    owned = SetShape(d, d > 0, d + 5, d, linked, 0.0, None, d + 5, np.array([2, 2]))  # unordered, both own two
+    out = owned_first(pred, q, doc, 2, owned)
+    assert out.tolist() == [0.9, 0.35, 0.3, 0.8, 0.1, 0.95]  # 3, 14, 9's two units, then 20 (question 1's)
+    assert sorted(out[q == 0]) == sorted(pred[q == 0])
+    assert np.array_equal(owned_first(pred, q, doc, 2, owned._replace(owns=np.array([1, 1]))), pred)  # one each
+    assert np.array_equal(owned_first(pred, q, doc, 2, owned._replace(linked=np.ones(2, bool))), pred)  # ordered
 
 
 def test_chain_evidence_is_e_bounded_by_the_chain_against_a_loop():

@@ -11,6 +11,7 @@ section per document").
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -52,6 +53,17 @@ def join_paragraphs(documents: Iterable[Document], sep: str) -> list[Document]:
     written one section per line, as a user's export might; "\\n\\n": blank lines); ids and titles kept."""
     return [Document(id=d.id, title=d.title, content=sep.join(p.strip() for p in paragraphs(d.content)) or d.content)
             for d in documents]
+
+
+def bare_ids(items: Iterable[QAItem], documents: Iterable[Document]) -> tuple[list[QAItem], list[Document]]:
+    """The documents renamed ``d<k>`` in the order given (k from 0), ids that name no source, and each question's
+    ``gold_doc_ids`` renamed alike (ids not in the corpus dropped): a corpus whose ids say nothing of which documents
+    are one source's sections, as a user's export might number them (docs/results.md, "Ids that name nothing")."""
+    docs = list(documents)
+    new = {d.id: f"d{k}" for k, d in enumerate(docs)}
+    out = [Document(id=new[d.id], title=d.title, content=d.content) for d in docs]
+    qs = [dataclasses.replace(it, gold_doc_ids=[new[g] for g in it.gold_doc_ids if g in new]) for it in items]
+    return qs, out
 
 
 def write_generic(items: Iterable[QAItem], documents: Iterable[Document], out: Path) -> tuple[int, int]:

@@ -20,8 +20,12 @@ whole short documents, and how far the ``fits`` price of a token (``transfer_lam
   close documents chained to it); where it is sections of a page, a share of the page; elsewhere (a sentence of a
   paper) the training sets' price.
 * :func:`stands_alone`, :func:`fits_cap`: where the best documents have no more candidate neighbours in corpus
-  order than a shuffled corpus gives them (a whole explanation, a whole abstract), each question reads at most
-  its best document.
+  order than a shuffled corpus gives them (a whole explanation, a whole abstract) and few questions own several
+  documents, each question reads at most its best document.
+* :func:`owned_sections`, :func:`owned_first`: where the corpus order shows nothing but the questions own several
+  close documents (:func:`owned_reach`: no other question predicts them higher; a source's sections written in
+  another order, with ids that name no source), each question reads the documents it owns first, and at least
+  them (:func:`fits_target`).
 * :func:`page_sections`: where the set is not whole short documents but the block around the best candidate
   covers a part of its document (a section of a page, not a sentence of a long paper), the ``fits`` price reads
   with E the best candidate's paragraph (:func:`section_evidence`), and at least the median one (a ladder without
@@ -89,6 +93,13 @@ PAGE_SHARE = 0.2
 # and the best next-worst (the page stand-in), as the script's leximin (docs/results.md, "The neighbours' order")
 PAGE_SMOOTH = 0.15
 PARA_TOP = 1  # the best paragraph on sections of a page: the one holding the best candidate (paragraph_first)
+# a set's evidence spans several documents whatever the corpus order where at least this share of its questions
+# own two or more close documents (owned_reach): documents predicted at least OWN_RATIO of the question's best whose
+# best question, of all the set's, is this one. Seed 0, the first scorer: MedMCQA 0.18, PubMedQA* 0.11 (one document
+# each) against the explanation sentences 0.38, the long explanations 0.58, the snippet shapes 0.61-0.69; a
+# quarter, between them, fixed before the shuffled files were read (docs/results.md, "Ids that name nothing")
+OWN_RATIO = 0.5
+OWN_SHARE = 0.25
 CHANCE_DRAWS = 4  # shuffled corpora averaged for the chance share (the candidates' documents at random places)
 
 
@@ -99,8 +110,10 @@ class SetShape(NamedTuple):
     document, ``chain`` those of the close documents chained to the best one in corpus order (both >= ``doc``),
     ``linked`` whether any other candidate document sits beside the best one in corpus order
     (:func:`linked_rows`), ``chance`` the share of such questions in a shuffled corpus (:func:`chance_linked`),
-    and ``block`` the tokens of the block around the best candidate (:func:`~mogg.run.budget.selector.adapt.block_evidence`;
-    the three None where not computed)."""
+    ``block`` the tokens of the block around the best candidate (:func:`~mogg.run.budget.selector.adapt.block_evidence`),
+    ``owned`` the tokens of the close documents the question owns (:func:`owned_reach` at :data:`CLOSE_RATIO`, what
+    :func:`fits_target` reads there) and ``owns`` the number it owns at :data:`OWN_RATIO` (what
+    :func:`owned_sections` decides by; the five None where not computed)."""
 
     doc: np.ndarray
     covered: np.ndarray
@@ -109,6 +122,8 @@ class SetShape(NamedTuple):
     linked: np.ndarray | None = None
     chance: float | None = None
     block: np.ndarray | None = None
+    owned: np.ndarray | None = None
+    owns: np.ndarray | None = None
 
 
 def _close_pairs(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, n_questions: int, ratio: float,
@@ -153,6 +168,79 @@ def close_reach(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, doc_
     np.add.at(close, qq, tok)
     np.add.at(chain, qq[inrun], tok[inrun])
     return close, chain
+
+
+def _owned_pairs(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, n_questions: int, ratio: float
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The candidates' (question, document) pairs and which of them the question owns (:func:`owned_reach`):
+    ``pair`` [N] each candidate's dense pair id, ``first`` [P] one row per pair, ``own`` [P] bool."""
+    p = np.nan_to_num(np.asarray(pred, dtype=np.float64), nan=-np.inf)
+    cand_q, cand_doc = np.asarray(cand_q, dtype=np.int64), np.asarray(cand_doc, dtype=np.int64)
+    pair = pair_groups(cand_q, cand_doc)
+    pbest = group_max(p, pair)  # [P] each (question, document)'s best candidate
+    first = np.unique(pair, return_index=True)[1]
+    qq = cand_q[first]
+    best_q = np.full(n_questions, -np.inf)
+    np.maximum.at(best_q, qq, pbest)
+    _, d_inv = np.unique(cand_doc[first], return_inverse=True)
+    d_top = np.full(int(d_inv.max()) + 1, -np.inf)
+    np.maximum.at(d_top, d_inv, pbest)  # each document's best prediction over the set's questions
+    return pair, first, (pbest >= d_top[d_inv]) & (pbest >= ratio * best_q[qq])
+
+
+def owned_reach(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, doc_tokens: np.ndarray,
+                n_questions: int, ratio: float = OWN_RATIO) -> tuple[np.ndarray, np.ndarray]:
+    """Per question [Q]: the tokens and the number of the documents it owns, whatever the corpus order: every
+    candidate document predicted at least ``ratio`` times the question's best whose best prediction over all the
+    set's questions is this question's (ties: each owns it; its best document too only where no other question
+    predicts it higher, so a question owns none where its best document is another's). ``cand_q``,
+    ``cand_doc``, ``pred``, ``doc_tokens``: per candidate [N]. Where a question's evidence is several short
+    documents (a source's sections, the snippets of several papers) it owns several of them; where it is one
+    document (an explanation, an abstract), the other close documents are the evidence of other questions,
+    which own them."""
+    tok, n = np.zeros(n_questions), np.zeros(n_questions, dtype=np.int64)
+    if not len(cand_q):
+        return tok, n
+    _, first, own = _owned_pairs(cand_q, cand_doc, pred, n_questions, ratio)
+    qq = np.asarray(cand_q, dtype=np.int64)[first][own]
+    np.add.at(tok, qq, np.asarray(doc_tokens, dtype=np.float64)[first][own])
+    np.add.at(n, qq, 1)
+    return tok, n
+
+
+def owned_rows(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, n_questions: int,
+               ratio: float = CLOSE_RATIO) -> np.ndarray:
+    """Whether each candidate [N] (bool) sits in a document its question owns (:func:`owned_reach` at ``ratio``)."""
+    if not len(cand_q):
+        return np.zeros(0, dtype=bool)
+    pair, first, own = _owned_pairs(cand_q, cand_doc, pred, n_questions, ratio)
+    member = np.zeros(len(first), dtype=bool)
+    member[own] = True
+    return member[pair]
+
+
+def owned_share(shape: SetShape) -> float:
+    """The share of the questions with candidates that own two or more documents (:func:`owned_reach`; 0 where
+    none has candidates or it was not computed)."""
+    has = np.asarray(shape.doc) > 0
+    return float((np.asarray(shape.owns)[has] >= 2).mean()) if shape.owns is not None and has.any() else 0.0
+
+
+def unordered(shape: SetShape) -> bool:
+    """Whether the corpus order says nothing of the set's whole short documents (:func:`whole_shape`): the share of
+    the best documents with a candidate neighbour (:func:`linked_share`) above a shuffled corpus's by less than
+    :data:`ALONE_EXCESS`."""
+    if shape.linked is None or shape.chance is None or not whole_shape(shape.doc, shape.covered):
+        return False
+    return linked_share(shape) - shape.chance < ALONE_EXCESS
+
+
+def owned_sections(shape: SetShape) -> bool:
+    """Whether a set's evidence is several short documents the corpus order does not show (:func:`unordered`, and
+    at least :data:`OWN_SHARE` of the questions own two or more documents: :func:`owned_share`): the snippets of a
+    corpus written in another order, with ids that name no source. There each question reads at least its owned
+    documents (:func:`fits_target`) and no cap (:func:`stands_alone`)."""
+    return unordered(shape) and owned_share(shape) >= OWN_SHARE
 
 
 def chain_rows(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, n_questions: int,
@@ -207,11 +295,11 @@ def chance_linked(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, n_
 def stands_alone(shape: SetShape) -> bool:
     """Whether a set of whole short documents (:func:`whole_shape`) has best documents that stand alone in its
     corpus: the share of them with a candidate neighbour (:func:`linked_share`) above a shuffled corpus's
-    (``shape.chance``) by less than :data:`ALONE_EXCESS`. Then a question's evidence is one document (a whole
-    explanation, a whole abstract), not a source's sections or an explanation's sentences beside each other."""
-    if shape.linked is None or shape.chance is None or not whole_shape(shape.doc, shape.covered):
-        return False
-    return linked_share(shape) - shape.chance < ALONE_EXCESS
+    (``shape.chance``) by less than :data:`ALONE_EXCESS` (:func:`unordered`), and fewer than :data:`OWN_SHARE` of
+    the questions own several documents (not :func:`owned_sections`). Then a question's evidence is one document (a
+    whole explanation, a whole abstract), not a source's sections or an explanation's sentences beside each other,
+    nor the snippets of a corpus written in another order."""
+    return unordered(shape) and not owned_sections(shape)
 
 
 def fits_cap(shape: SetShape) -> np.ndarray | None:
@@ -250,7 +338,8 @@ def whole_documents(cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, 
     return SetShape(doc, covered, *close_reach(cand_q, cand_doc, pred, doc_tokens, n_questions),
                     linked_rows(cand_q, cand_doc, pred, n_questions),
                     chance_linked(cand_q, cand_doc, pred, n_questions, int(unit_doc.max()) + 1 if len(unit_doc) else 0),
-                    block)
+                    block, owned_reach(cand_q, cand_doc, pred, doc_tokens, n_questions, CLOSE_RATIO)[0],
+                    owned_reach(cand_q, cand_doc, pred, doc_tokens, n_questions)[1])
 
 
 def block_cover(shape: SetShape) -> float:
@@ -442,6 +531,22 @@ def chain_first(pred: np.ndarray, cand_q: np.ndarray, cand_doc: np.ndarray, n_qu
     return reorder(pred, cand_q, first + 1.0 / (2.0 + rank_within(document_best(pred, cand_q, cand_doc), cand_q)))
 
 
+def owned_first(pred: np.ndarray, cand_q: np.ndarray, cand_doc: np.ndarray, n_questions: int,
+                shape: SetShape) -> np.ndarray:
+    """``pred`` [N] reordered (:func:`~mogg.run.budget.selector.adapt.reorder`: each question keeps its values) so
+    that, where the set's evidence is several documents the corpus order does not show (:func:`owned_sections` on
+    ``shape``, decided once on the first scorer), each question reads first the close documents it owns
+    (:func:`owned_rows`), then the rest, each part by its documents' best candidate: :func:`chain_first` where the
+    order is lost (a source's sections written shuffled, with ids that name no source). ``pred`` as it is
+    elsewhere."""
+    if not len(cand_q) or not owned_sections(shape):
+        return pred
+    log.info("%.0f%% of the questions own several close documents and the corpus order shows none (several "
+             "documents in another order): the documents each question owns first", 100 * owned_share(shape))
+    first = owned_rows(cand_q, cand_doc, pred, n_questions)
+    return reorder(pred, cand_q, first + 1.0 / (2.0 + rank_within(document_best(pred, cand_q, cand_doc), cand_q)))
+
+
 def sources_sections(shape: SetShape) -> bool:
     """Whether a set's evidence looks like sections of sources: whole short documents (:func:`whole_shape`) whose
     close documents neighbour the best one in corpus order (:func:`sections_share` >= :data:`SECTIONS_SHARE`; an
@@ -491,7 +596,8 @@ def fits_target(shape: SetShape, budget: float, chain: np.ndarray | None = None,
     where the set is whole short documents (:func:`whole_shape`), min(B, the median reach): where the set is
     sections of sources (:func:`sections_share` >= :data:`SECTIONS_SHARE`) the chain ``chain`` [Q] (:func:`source_chain`
     on the read's predictions, what E is bounded by; without it every close document, the rule before), else the
-    close documents chained to the best one (mostly the best document alone); where the set is sections of a page
+    close documents chained to the best one (mostly the best document alone), or where the corpus order shows nothing
+    and the questions own several documents (:func:`owned_sections`) those they own; where the set is sections of a page
     (:func:`page_sections`), min(B, the median of ``section`` [Q], each question's best candidate's paragraph:
     :func:`section_evidence`), or without it min(B, :data:`PAGE_SHARE` of the median best document); None elsewhere
     (the training sets' price of a token decides).
@@ -517,6 +623,8 @@ def fits_target(shape: SetShape, budget: float, chain: np.ndarray | None = None,
         return None
     if sections_share(shape) >= SECTIONS_SHARE:  # sections of sources: the chain (every close document without it)
         reach = shape.close if chain is None else np.asarray(chain, dtype=np.float64)
+    elif owned_sections(shape):  # several documents the corpus order does not show: those each question owns
+        reach = shape.owned
     else:
         reach = shape.chain
     return float(min(budget, np.median(np.maximum(reach, shape.doc)[has])))

@@ -67,6 +67,7 @@ from mogg.run.budget.selector.set_shape import (
     fits_cap,
     fits_target,
     linked_share,
+    owned_first,
     page_evidence,
     page_order,
     page_sections,
@@ -232,7 +233,8 @@ def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np
         xw = x_of(whole.deploy["features_view"])
         cand_doc = np.asarray(unit_doc)[unit]
         pred = self_trained(whole, kind, xw, whole.booster.predict(xw), cand_q, n_questions, cand_doc)
-        return whole, chain_first(pred, cand_q, cand_doc, n_questions, docs), docs
+        pred = chain_first(pred, cand_q, cand_doc, n_questions, docs)
+        return whole, owned_first(pred, cand_q, cand_doc, n_questions, docs), docs
     log.info("%.0f%% of the questions' best blocks cover their document: the directory's scorer", 100 * share)
     pred = self_trained(dep, kind, x, pred, cand_q, n_questions)
     return dep, page_order(pred, cand_q, unit, unit_doc, docs, paras=paras), docs
