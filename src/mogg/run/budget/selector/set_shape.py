@@ -170,10 +170,12 @@ def close_reach(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, doc_
     return close, chain
 
 
-def _owned_pairs(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, n_questions: int, ratio: float
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The candidates' (question, document) pairs and which of them the question owns (:func:`owned_reach`):
-    ``pair`` [N] each candidate's dense pair id, ``first`` [P] one row per pair, ``own`` [P] bool."""
+def _owned_pairs(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, n_questions: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The candidates' (question, document) pairs and what ownership reads of them (:func:`owned_reach`): ``pair``
+    [N] each candidate's dense pair id, ``first`` [P] one row per pair, ``mine`` [P] bool, no other question
+    predicts the document higher, and ``best`` [2, P] the pair's best prediction and its question's best: owned
+    at a ratio r where ``mine`` and the first is at least r times the second (:func:`_owned_at`)."""
     p = np.nan_to_num(np.asarray(pred, dtype=np.float64), nan=-np.inf)
     cand_q, cand_doc = np.asarray(cand_q, dtype=np.int64), np.asarray(cand_doc, dtype=np.int64)
     pair = pair_groups(cand_q, cand_doc)
@@ -185,7 +187,22 @@ def _owned_pairs(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, n_q
     _, d_inv = np.unique(cand_doc[first], return_inverse=True)
     d_top = np.full(int(d_inv.max()) + 1, -np.inf)
     np.maximum.at(d_top, d_inv, pbest)  # each document's best prediction over the set's questions
-    return pair, first, (pbest >= d_top[d_inv]) & (pbest >= ratio * best_q[qq])
+    return pair, first, pbest >= d_top[d_inv], np.stack([pbest, best_q[qq]])
+
+
+def _owned_at(mine: np.ndarray, best: np.ndarray, ratio: float) -> np.ndarray:
+    """Which pairs [P] (bool) the question owns at ``ratio`` (:func:`_owned_pairs`' ``mine`` and ``best``)."""
+    return mine & (best[0] >= ratio * best[1])
+
+
+def _owned_sums(cand_q: np.ndarray, first: np.ndarray, own: np.ndarray, doc_tokens: np.ndarray, n_questions: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Per question [Q]: the tokens and the number of its owned pairs ``own`` [P] (``first``: one row per pair)."""
+    qq = np.asarray(cand_q, dtype=np.int64)[first][own]
+    tok, n = np.zeros(n_questions), np.zeros(n_questions, dtype=np.int64)
+    np.add.at(tok, qq, np.asarray(doc_tokens, dtype=np.float64)[first][own])
+    np.add.at(n, qq, 1)
+    return tok, n
 
 
 def owned_reach(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, doc_tokens: np.ndarray,
@@ -198,14 +215,10 @@ def owned_reach(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, doc_
     documents (a source's sections, the snippets of several papers) it owns several of them; where it is one
     document (an explanation, an abstract), the other close documents are the evidence of other questions,
     which own them."""
-    tok, n = np.zeros(n_questions), np.zeros(n_questions, dtype=np.int64)
     if not len(cand_q):
-        return tok, n
-    _, first, own = _owned_pairs(cand_q, cand_doc, pred, n_questions, ratio)
-    qq = np.asarray(cand_q, dtype=np.int64)[first][own]
-    np.add.at(tok, qq, np.asarray(doc_tokens, dtype=np.float64)[first][own])
-    np.add.at(n, qq, 1)
-    return tok, n
+        return np.zeros(n_questions), np.zeros(n_questions, dtype=np.int64)
+    _, first, mine, best = _owned_pairs(cand_q, cand_doc, pred, n_questions)
+    return _owned_sums(cand_q, first, _owned_at(mine, best, ratio), doc_tokens, n_questions)
 
 
 def owned_rows(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, n_questions: int,
@@ -213,10 +226,8 @@ def owned_rows(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, n_que
     """Whether each candidate [N] (bool) sits in a document its question owns (:func:`owned_reach` at ``ratio``)."""
     if not len(cand_q):
         return np.zeros(0, dtype=bool)
-    pair, first, own = _owned_pairs(cand_q, cand_doc, pred, n_questions, ratio)
-    member = np.zeros(len(first), dtype=bool)
-    member[own] = True
-    return member[pair]
+    pair, _, mine, best = _owned_pairs(cand_q, cand_doc, pred, n_questions)
+    return _owned_at(mine, best, ratio)[pair]  # pair ids are dense, in the order of their first rows
 
 
 def owned_share(shape: SetShape) -> float:
@@ -338,8 +349,18 @@ def whole_documents(cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, 
     return SetShape(doc, covered, *close_reach(cand_q, cand_doc, pred, doc_tokens, n_questions),
                     linked_rows(cand_q, cand_doc, pred, n_questions),
                     chance_linked(cand_q, cand_doc, pred, n_questions, int(unit_doc.max()) + 1 if len(unit_doc) else 0),
-                    block, owned_reach(cand_q, cand_doc, pred, doc_tokens, n_questions, CLOSE_RATIO)[0],
-                    owned_reach(cand_q, cand_doc, pred, doc_tokens, n_questions)[1])
+                    block, *_owned_shape(cand_q, cand_doc, pred, doc_tokens, n_questions))
+
+
+def _owned_shape(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, doc_tokens: np.ndarray,
+                 n_questions: int) -> tuple[np.ndarray, np.ndarray]:
+    """:class:`SetShape`'s ``owned`` (tokens owned at :data:`CLOSE_RATIO`) and ``owns`` (documents owned at
+    :data:`OWN_RATIO`), [Q] each, from one pass over the pairs (:func:`owned_reach` at each ratio)."""
+    if not len(cand_q):
+        return np.zeros(n_questions), np.zeros(n_questions, dtype=np.int64)
+    _, first, mine, best = _owned_pairs(cand_q, cand_doc, pred, n_questions)
+    return (_owned_sums(cand_q, first, _owned_at(mine, best, CLOSE_RATIO), doc_tokens, n_questions)[0],
+            _owned_sums(cand_q, first, _owned_at(mine, best, OWN_RATIO), doc_tokens, n_questions)[1])
 
 
 def block_cover(shape: SetShape) -> float:
@@ -512,6 +533,13 @@ def sections_share(shape: SetShape) -> float:
     return float((np.asarray(shape.chain)[several] > np.asarray(shape.doc)[several]).mean()) if several.any() else 0.0
 
 
+def members_first(pred: np.ndarray, cand_q: np.ndarray, cand_doc: np.ndarray, member: np.ndarray) -> np.ndarray:
+    """``pred`` [N] reordered (:func:`~mogg.run.budget.selector.adapt.reorder`: each question keeps its values) so
+    that each question's ``member`` rows [N] (bool) come first, then the rest, each part by its documents' best
+    candidate (a document's units together): what :func:`chain_first` and :func:`owned_first` read first."""
+    return reorder(pred, cand_q, member + 1.0 / (2.0 + rank_within(document_best(pred, cand_q, cand_doc), cand_q)))
+
+
 def chain_first(pred: np.ndarray, cand_q: np.ndarray, cand_doc: np.ndarray, n_questions: int, shape: SetShape,
                 ratio: float = CHAIN_RATIO, gap: int = CHAIN_GAP) -> np.ndarray:
     """``pred`` [N] reordered (:func:`~mogg.run.budget.selector.adapt.reorder`: each question keeps its values)
@@ -528,7 +556,7 @@ def chain_first(pred: np.ndarray, cand_q: np.ndarray, cand_doc: np.ndarray, n_qu
              "(sections of sources): the documents chained to the best one first", 100 * share)
     first = chain_rows(cand_q, cand_doc, pred, n_questions, ratio, gap)
     # the chain's documents first (1 + a term below 1), then the rest, each part by its documents' best candidate
-    return reorder(pred, cand_q, first + 1.0 / (2.0 + rank_within(document_best(pred, cand_q, cand_doc), cand_q)))
+    return members_first(pred, cand_q, cand_doc, first)
 
 
 def owned_first(pred: np.ndarray, cand_q: np.ndarray, cand_doc: np.ndarray, n_questions: int,
@@ -544,7 +572,7 @@ def owned_first(pred: np.ndarray, cand_q: np.ndarray, cand_doc: np.ndarray, n_qu
     log.info("%.0f%% of the questions own several close documents and the corpus order shows none (several "
              "documents in another order): the documents each question owns first", 100 * owned_share(shape))
     first = owned_rows(cand_q, cand_doc, pred, n_questions)
-    return reorder(pred, cand_q, first + 1.0 / (2.0 + rank_within(document_best(pred, cand_q, cand_doc), cand_q)))
+    return members_first(pred, cand_q, cand_doc, first)
 
 
 def sources_sections(shape: SetShape) -> bool:
