@@ -142,7 +142,9 @@ def test_whole_documents_and_the_fits_target_against_a_loop():
     at least half the questions' best documents are covered, at every budget, else None (learned)."""
     from mogg.run.budget.selector.adapt import block_evidence
     from mogg.run.budget.selector.set_shape import (
+        CLOSE_RATIO,
         FITS_COVER,
+        OWN_RATIO,
         SetShape,
         close_reach,
         fits_target,
@@ -162,7 +164,9 @@ def test_whole_documents_and_the_fits_target_against_a_loop():
     pred = rng.random(len(q)).round(2)
     shape = whole_documents(q, u, unit_doc, tokens, pred, doc_tokens, 31)  # question 30: no candidates
     doc, covered, close, chain, linked, _, block_of, owned, owns = shape
-    assert all(np.array_equal(a, b) for a, b in zip((owned, owns), owned_reach(q, unit_doc[u], pred, doc_tokens, 31)))
+    # owned: the tokens owned at CLOSE_RATIO (the floor's reach); owns: the documents owned at OWN_RATIO (the decision)
+    np.testing.assert_array_equal(owned, owned_reach(q, unit_doc[u], pred, doc_tokens, 31, CLOSE_RATIO)[0])
+    np.testing.assert_array_equal(owns, owned_reach(q, unit_doc[u], pred, doc_tokens, 31, OWN_RATIO)[1])
     block = block_evidence(q, u, unit_doc, tokens, pred, 31)
     np.testing.assert_array_equal(block_of, block)  # the block around the best candidate (set_shape.block_cover)
     assert all(np.array_equal(a, b) for a, b in zip((close, chain), close_reach(q, unit_doc[u], pred, doc_tokens, 31)))
