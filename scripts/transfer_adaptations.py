@@ -164,6 +164,23 @@ ADAPTATIONS = {
     # (best_source.read_best_source, through source_read_whole): the sibling units no retrieval found are read too
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's paragraph first on sections of a page, at most that paragraph, E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagepara+source", "predicted", "fits-para"),
+    # on sections of a page, the best candidate's section: its paragraph and the paragraphs beside it whose best
+    # candidate predicts at least x of the question's best, chained (set_shape.section_rows), read first, E and at
+    # most that run (a web page's section runs over several paragraphs: the long sections written in halves).
+    # Measured: any such paragraph ("pagerun"); deployed ("pageownrun", x = SECTION_RATIO, any share): only those the
+    # question owns, on a page holding another question's best paragraph
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it at a quarter of the best), at most that section, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagerun:0.25+source", "predicted", "fits-para"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it at half of the best), at most that section, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagerun:0.5+source", "predicted", "fits-para"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it at three quarters of the best), at most that section, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagerun:0.75+source", "predicted", "fits-para"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of the best), at most that section, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0+source", "predicted", "fits-para"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at a quarter of the best), at most that section, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0.25+source", "predicted", "fits-para"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at half of the best), at most that section, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0.5+source", "predicted", "fits-para"),
     # measured: the best paragraph by its two / three best candidates' summed predictions (set_shape.paragraph_first's
     # ``top``; a section is several sentences, and one stray match elsewhere outranks it under the best one alone)
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the paragraph of the best two candidates first on sections of a page, at most that paragraph, E predicted":
@@ -280,7 +297,8 @@ ADAPTATIONS = {
 # the directory's reading (mogg.run.budget.selector.transfer.read_here), as docs/results.md's tables name it
 DEPLOYED = ("two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, "
             "the neighbouring candidates with one gap first, the best candidate's whole source first, the best "
-            "candidate's paragraph first on sections of a page, at most that paragraph, E predicted")
+            "candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of "
+            "the best), at most that section, E predicted")
 
 
 @dataclass
@@ -452,6 +470,8 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
     if whole_source:
         selftrain = selftrain[:-len("+source")]
     in_page = None  # "...+page<block|smooth|smoothblock>:<x>": the order inside the page on sections of a page
+    run_ratio, run_owned = None, False  # "...+page<run|ownrun>:<x>": the section, the best paragraph and the close
+    # ones beside it (set_shape.section_rows)
     if isinstance(selftrain, str) and "+page" in selftrain:
         selftrain, _, in_page = selftrain.partition("+page")
     chain = None  # "<self-training>+chain[:<ratio>[:<gap>]]": the chain first, on the self-training's fit (one memo)
@@ -550,7 +570,12 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         elif how_ == "para":  # the best candidate's paragraph first (set_shape.page_order with the ladder's paragraphs)
             if sh.paras is None:
                 raise ValueError(f"{target}: its ladder holds no paragraphs (built without the artifact store)")
-            pred = page_order(pred, sh.q, sh.unit, sh.unit_doc, docs, paras=sh.paras, top=int(x_ or PARA_TOP))
+            pred = page_order(pred, sh.q, sh.unit, sh.unit_doc, docs, paras=sh.paras, top=int(x_ or PARA_TOP), ratio=None)
+        elif how_ in ("run", "ownrun"):  # the best candidate's section: its paragraph and the close ones beside it
+            if sh.paras is None:  # (ratio x; "ownrun": those the question owns, on a page shared: set_shape.section_rows)
+                raise ValueError(f"{target}: its ladder holds no paragraphs (built without the artifact store)")
+            run_ratio, run_owned = float(x_), how_ == "ownrun"
+            pred = page_order(pred, sh.q, sh.unit, sh.unit_doc, docs, paras=sh.paras, ratio=run_ratio, owned=run_owned)
         elif how_ == "smooth":  # each candidate with x times its neighbours' scores (set_shape.page_order; 0.15 deployed)
             pred = page_order(pred, sh.q, sh.unit, sh.unit_doc, docs, float(x_))
         else:  # measured, "smoothblock": ... and the whole run of candidates around the smoothed best first
@@ -632,7 +657,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         elif e_page == "section":  # the best candidate's paragraph (set_shape.section_evidence)
             if sh.paras is None:
                 raise ValueError(f"{target}: its ladder holds no paragraphs (built without the artifact store)")
-            e = section_evidence(sh.q, pred, sh.paras, sh.n)
+            e = section_evidence(sh.q, pred, sh.paras, sh.n, run_ratio, run_owned)
             section = e if para else None  # the deployed floor reads it (set_shape.fits_target)
         elif e_page == "para":  # the best candidate's page's mean paragraph
             if sh.paragraphs is None:

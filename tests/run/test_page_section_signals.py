@@ -137,14 +137,15 @@ def test_the_adaptations_script_names_the_library_s_deployed_reading():
     ta = _script(PATH.parent / "transfer_adaptations.py")
     assert ta.DEPLOYED in ta.ADAPTATIONS
     view, _, selftrain, e_rule, rule = ta.ADAPTATIONS[ta.DEPLOYED]
-    from mogg.run.budget.selector.set_shape import CHAIN_GAP, CHAIN_RATIO, PARA_TOP
+    from mogg.run.budget.selector.set_shape import CHAIN_GAP, CHAIN_RATIO, PARA_TOP, SECTION_RATIO
 
     # the library's deployed reading, as the script spells it: the chain's constants, the best candidate's
-    # paragraph first on sections of a page (PARA_TOP: the best candidate's), E that paragraph read at least to the
-    # median one ("fits-para"), and the best candidate's whole source first where the ids name short sources
+    # section first on sections of a page (PARA_TOP: the best candidate's paragraph, and the paragraphs beside it
+    # that it owns at SECTION_RATIO), E that section read at least to the median one ("fits-para"), and the best
+    # candidate's whole source first where the ids name short sources
     assert (e_rule, rule) == ("predicted", "fits-para")
     assert PARA_TOP == 1
-    assert selftrain == f"near2+docs+chain:{CHAIN_RATIO:g}:{CHAIN_GAP}+pagepara+source"
+    assert selftrain == f"near2+docs+chain:{CHAIN_RATIO:g}:{CHAIN_GAP}+pageownrun:{SECTION_RATIO:g}+source"
 
 
 def test_paragraph_places_and_position_lift_against_loops(mod):

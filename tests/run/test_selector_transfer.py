@@ -310,18 +310,20 @@ def test_fits_reads_a_section_of_a_page_with_a_share_of_the_page_as_e():
     assert c_page[3]["lambda"] <= calibrate_lambda(util_page, c_page[2], fits_target(page, b))  # at least that far
     assert c_page[2][rows, c_page[0]].mean() > c_sent[2][rows, c_sent[0]].mean()  # the sections are read
 
-    # with the ladder's paragraphs: E the best candidate's paragraph, and the price reads at least the median one
+    # with the ladder's paragraphs: E the best candidate's section (its paragraph, and the one beside it where the
+    # question owns it on a shared page: set_shape.section_rows), and the price reads at least the median one
     from mogg.run.budget.selector.set_shape import candidate_paragraphs, section_evidence
 
     n_units = int(unit.max()) + 1  # three units a paragraph, pages of six units
     paras = candidate_paragraphs(np.arange(3, n_units, 6), np.full(n_units, 12.0), unit, np.arange(n_units) // 6)
     sec = section_evidence(cand_q, pred, paras, n_q)
-    assert set(np.unique(sec)) <= {0.0, 36.0} and (sec > 0).any()
+    assert set(np.unique(sec)) <= {0.0, 36.0, 72.0} and (sec == 36.0).any() and (sec == 72.0).any()
+    assert set(np.unique(section_evidence(cand_q, pred, paras, n_q, ratio=None))) <= {0.0, 36.0}  # the paragraph alone
     c_par = read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "median", docs=page, paras=paras, **kw)
     _, util_par, want_pt = plans_of(pred, cand_q, unit, tokens, texts, n_q, per, sec)
     np.testing.assert_array_equal(c_par[2], want_pt)
-    assert c_par[3]["reads_to"] == fits_target(page, b, section=sec) == 36.0
-    assert c_par[3]["lambda"] <= calibrate_lambda(util_par, c_par[2], 36.0)
+    assert c_par[3]["reads_to"] == fits_target(page, b, section=sec) == float(np.median(sec[sec > 0]))
+    assert c_par[3]["lambda"] <= calibrate_lambda(util_par, c_par[2], c_par[3]["reads_to"])
     c_sent_par = read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "median", docs=sentence, paras=paras, **kw)
     np.testing.assert_array_equal(c_sent_par[0], c_sent[0])  # not sections of a page: the paragraphs change nothing
     # at most the best candidate's paragraph (or the median one): set_shape.section_cap, as the plans' choice with it
@@ -837,6 +839,29 @@ def test_the_page_stand_in_groups_related_sections_into_pages(tmp_path):
         assert cfg.corpus.sources[0]._target_ == "mogg.data.pages.PagesCorpus"
     cfg = hcompose(["experiment=loso_shapes", "heldout=covidqa"])
     assert cfg.train_sources.pages.questions._target_ == "mogg.data.pages.PagesQA"
+
+
+def test_pages_written_in_halves_split_every_section_at_a_sentence_break(mirage):
+    """``halves`` (corpus=pages_halves, heldout=pages_halves): each section of two sentences or more is written as two
+    paragraphs, a blank line at the sentence break nearest its middle, and nothing else changes: the same pages, the
+    same words in the same order; a one-sentence section stays whole. The pages written as before keep their
+    fingerprint (their cached ladders)."""
+    from conftest import compose as hcompose
+    from hydra.utils import instantiate
+
+    from mogg.data.pages import halved
+
+    assert halved("One sentence. Two sentence here. Three.") == "One sentence.\n\nTwo sentence here. Three."
+    assert halved("Only one sentence, e.g. this.") == "Only one sentence, e.g. this."
+    assert halved("A first one here. And a second.") == "A first one here.\n\nAnd a second."
+    whole = instantiate(hcompose(["corpus=pages_long"]).corpus)
+    halves = instantiate(hcompose(["experiment=loso_shapes", "heldout=pages_halves"]).corpus)
+    assert "halves" not in whole.sources[0].params() and halves.sources[0].params()["halves"] is True
+    a, b = whole.documents(), halves.documents()
+    assert [d.id for d in a] == [d.id for d in b]
+    assert all(x.content.split() == y.content.split() for x, y in zip(a, b))
+    paras = sum(d.content.count("\n\n") + 1 for d in a), sum(d.content.count("\n\n") + 1 for d in b)
+    assert paras[1] > 1.3 * paras[0], paras  # most sections now two paragraphs
 
 
 def test_every_shapes_corpus_keeps_its_order_under_the_source_order(mirage):

@@ -735,7 +735,7 @@ def test_paragraph_first_and_section_evidence_against_a_loop():
     paras = candidate_paragraphs(starts, unit_tokens, u, unit_doc)
     assert paras.cand.tolist() == unit_par[u].tolist()
     out = paragraph_first(pred, q, unit_par[u])
-    e = section_evidence(q, pred, paras, 13)  # question 12: no candidates
+    e = section_evidence(q, pred, paras, 13, ratio=None)  # question 12: no candidates; the paragraph alone
     for qi in range(12):
         r = np.flatnonzero(q == qi)
         best = r[np.argmax(pred[r])]
@@ -757,7 +757,7 @@ def test_paragraph_first_and_section_evidence_against_a_loop():
     d[12] = 0
     page = SetShape(d, np.zeros(13, bool), d, d, block=np.full(13, 60.0))
     sentence = page._replace(block=np.full(13, 1.0))
-    assert np.array_equal(page_order(pred, q, u, unit_doc, page, paras=paras), out)
+    assert np.array_equal(page_order(pred, q, u, unit_doc, page, paras=paras, ratio=None), out)
     assert np.array_equal(page_order(pred, q, u, unit_doc, sentence, paras=paras), pred)
     assert fits_target(page, 512, section=e) == float(np.median(e[e > 0]))
     assert fits_target(page, 20, section=e) == 20.0
@@ -791,6 +791,74 @@ def test_paragraph_first_by_its_best_candidates_against_a_loop():
                 got = paragraph_scores(pred, q, para, top)[r]
                 assert np.allclose(got, [sums[p] for p in para[r]])
     assert np.array_equal(paragraph_first(pred, q, para), paragraph_first(pred, q, para, 1))
+
+
+def test_section_rows_against_a_loop():
+    """A section over several paragraphs (``ratio``): the best candidate's paragraph and the paragraphs beside it in
+    its page (the next id, the same document) whose best candidate predicts at least ``ratio`` of the question's best,
+    chained while they do; a paragraph without candidates, or another page, ends the run. E is the run's paragraphs'
+    tokens; the run's candidates are read first; and E read on the reordered predictions is the same run (the run's
+    rows only gain values, the others only lose them). ``ratio`` None: the best paragraph alone, as before."""
+    from mogg.run.budget.selector.set_shape import (
+        candidate_paragraphs,
+        paragraph_first,
+        section_evidence,
+        section_rows,
+    )
+
+    rng = np.random.default_rng(17)
+    unit_doc = np.repeat(np.arange(8), 10)  # 8 pages of 10 units
+    unit_par = np.cumsum(np.r_[True, (np.diff(unit_doc) > 0) | (rng.random(79) < 0.35)]) - 1
+    unit_tokens = rng.integers(5, 40, 80).astype(float)
+    starts = np.flatnonzero((np.diff(unit_par) > 0) & (np.diff(unit_doc) == 0)) + 1
+    rows = [(qi, int(x)) for qi in range(30) for x in np.sort(rng.choice(80, size=rng.integers(1, 14), replace=False))]
+    q, u = (np.array(c) for c in zip(*rows))
+    pred = rng.normal(0.4, 0.3, len(q)).round(2)  # ties and negatives both occur
+    paras = candidate_paragraphs(starts, unit_tokens, u, unit_doc)
+    assert paras.doc.tolist() == unit_doc[u].tolist()
+    assert np.array_equal(section_rows(pred, q, paras, 1, None), unit_par[u] == unit_par[u][[
+        np.flatnonzero(q == qi)[np.argmax(pred[q == qi])] for qi in q]])
+    best_of = {qi: np.flatnonzero(q == qi)[np.argmax(pred[q == qi])] for qi in range(30)}
+    for ratio, owned in ((0.25, False), (0.5, False), (0.75, False), (0.25, True), (0.5, True)):
+        inside = section_rows(pred, q, paras, 1, ratio, owned)
+        e = section_evidence(q, pred, paras, 31, ratio, owned)  # question 30: no candidates
+        out = paragraph_first(pred, q, unit_par[u], 1, paras, ratio, owned)
+        for qi in range(30):
+            r = np.flatnonzero(q == qi)
+            best = best_of[qi]
+            top = pred[best]
+            par_best = {int(p): pred[r][unit_par[u[r]] == p].max() for p in set(unit_par[u[r]].tolist())}
+            shared = sum(unit_doc[u[b]] == unit_doc[u[best]] for b in best_of.values()) >= 2
+            run = {int(unit_par[u[best]])}
+            for step in (-1, 1):  # walk out of the best paragraph both ways while the next one joins the run
+                p = int(unit_par[u[best]]) + step
+                while (p in par_best and unit_doc[unit_par == p][0] == unit_doc[u[best]] and top > 0
+                       and par_best[p] >= ratio * top
+                       and (not owned or (shared and par_best[p] >= pred[unit_par[u] == p].max()))):
+                    run.add(p)
+                    p += step
+            assert inside[r].tolist() == [int(unit_par[u[x]]) in run for x in r], (qi, ratio, owned)
+            assert e[qi] == sum(unit_tokens[unit_par == p].sum() for p in run)
+            by = r[np.argsort(-pred[r], kind="stable")]
+            order = [x for x in by if inside[x]] + [x for x in by if not inside[x]]
+            assert out[order].tolist() == sorted(pred[r], reverse=True)
+        assert e[30] == 0
+        assert np.array_equal(section_evidence(q, out, paras, 31, ratio, owned), e)  # read on page_order's output
+
+    # by hand: page 0 (paragraphs 0-3) holds two questions' best paragraphs, page 1 (paragraphs 4-5) one's. Question 0
+    # owns paragraph 1 beside its best (question 1 predicts it lower): its section is 0-1; question 1's is 2-3 (it
+    # owns 2, its best is 3); question 2, alone on page 1, reads its best paragraph only, unless ownership is not asked
+    pid = np.array([0, 1, 3, 2, 1, 4, 5])
+    doc = np.array([0, 0, 0, 0, 0, 1, 1])
+    hq = np.array([0, 0, 1, 1, 1, 2, 2])
+    hp = np.array([0.9, 0.5, 0.8, 0.6, 0.4, 0.7, 0.6])
+    tok = np.array([10.0, 20, 40, 30, 20, 50, 60])
+    hand = type(paras)(pid, tok, np.array([4, 4, 4, 4, 4, 2, 2]), doc)
+    assert section_rows(hp, hq, hand, 1, 0.0).tolist() == [True, True, True, True, False, True, False]
+    assert section_evidence(hq, hp, hand, 3, 0.0).tolist() == [30.0, 70.0, 50.0]
+    assert section_evidence(hq, hp, hand, 3, 0.0, owned=False).tolist() == [30.0, 90.0, 110.0]  # q1: 1-3 (not owned)
+    assert section_evidence(hq, hp, hand, 3, 0.8).tolist() == [10.0, 40.0, 50.0]  # 0.5 < 0.8 * 0.9; 0.6 < 0.8 * 0.8
+    assert section_evidence(hq, hp, hand, 3).tolist() == [30.0, 70.0, 50.0]  # the deployed ratio (SECTION_RATIO)
 
 
 def test_candidate_paragraphs_against_whole_corpus_ids_and_its_cost_follows_the_candidates():

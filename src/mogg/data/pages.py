@@ -13,12 +13,17 @@ pages' questions are open questions.
 build the same book (:func:`page_book`, deterministic: ``seed`` is the SVD's); the corpus holds the
 questions' evidence, a gold-context setting the experiment declares (``corpus.allow_gold``).
 ``scripts/make_pages_standin.py`` writes the same book as generic-format files.
+
+:class:`PagesCorpus` with ``halves`` writes each section of two sentences or more as two paragraphs (a blank line
+at the sentence break nearest its middle): a page whose sections run over several paragraphs, as a web page's
+often do, where a paragraph is not a section (the long-section shape so written: ``conf/heldout/pages_halves``).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -119,10 +124,34 @@ class PagesQA(_PagesInput, _QASet):
         return out if self.limit is None else out[: self.limit]
 
 
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9])")  # a sentence's end, then a capital or a digit
+
+
+def halved(section: str) -> str:
+    """``section`` written as two paragraphs: a blank line at the sentence break nearest its middle (in
+    characters); unchanged where it holds no break between two sentences."""
+    cuts = [m for m in _SENTENCE_BREAK.finditer(section) if 0 < m.start() and m.end() < len(section)]
+    if not cuts:
+        return section
+    m = min(cuts, key=lambda c: abs(c.start() - len(section) / 2))
+    return section[:m.start()] + "\n\n" + section[m.end():]
+
+
 class PagesCorpus(_PagesInput, _Source):
-    """The stand-in's pages as documents (id ``page-<subject>-<n>``, its sections joined by blank lines)."""
+    """The stand-in's pages as documents (id ``page-<subject>-<n>``, its sections joined by blank lines; with
+    ``halves`` each section two paragraphs: :func:`halved`)."""
+
+    def __init__(self, benchmark_path: str, raw_path: str, sections: int = 5, seed: int = 0, options: bool = False,
+                 min_chars: int = 40, min_evidence_tokens: int = 5, halves: bool = False) -> None:
+        super().__init__(benchmark_path, raw_path, sections, seed, options, min_chars, min_evidence_tokens)
+        self.halves = bool(halves)
+
+    def params(self) -> dict:
+        # named only where set: the pages written as before keep their fingerprint (and their cached ladders)
+        return {**super().params(), **({"halves": True} if self.halves else {})}
 
     def located(self) -> Iterator[Located]:
         where = os.fspath(self.explained.raw_path)
+        write = halved if self.halves else str
         for pid, members in self.book():
-            yield Document(id=pid, title="", content="\n\n".join(it.evidence_text for it in members)), where, None
+            yield Document(id=pid, title="", content="\n\n".join(write(it.evidence_text) for it in members)), where, None

@@ -93,6 +93,12 @@ PAGE_SHARE = 0.2
 # and the best next-worst (the page stand-in), as the script's leximin (docs/results.md, "The neighbours' order")
 PAGE_SMOOTH = 0.15
 PARA_TOP = 1  # the best paragraph on sections of a page: the one holding the best candidate (paragraph_first)
+# A section over several paragraphs (section_rows): the best paragraph and the paragraphs beside it in its page that
+# the question owns, on a page holding another question's best paragraph, whose best candidate predicts at least this
+# share of the question's best, chained; None: the best paragraph alone. 0 (any share) and CLOSE_RATIO tie on the
+# worst page shape (the abstract pages, +0.003 / +0.009 over seeds 0 / 1-2) and 0 reads the paragraph halves 0.002
+# more (docs/results.md, "A section over several paragraphs"); half of the best loses the halves again (-0.011)
+SECTION_RATIO: float | None = 0.0
 # a set's evidence spans several documents whatever the corpus order where at least this share of its questions
 # own two or more close documents (owned_reach): documents predicted at least OWN_RATIO of the question's best whose
 # best question, of all the set's, is this one. Seed 0, the first scorer: MedMCQA 0.18, PubMedQA* 0.11 (one document
@@ -391,12 +397,14 @@ def page_evidence(cand_q: np.ndarray, pred: np.ndarray, doc_tokens: np.ndarray, 
 
 class Paragraphs(NamedTuple):
     """A ladder's paragraphs as the page rule reads them, per candidate: ``cand`` int64 [N], each candidate's
-    paragraph as one id over the corpus (equal ids: one paragraph); ``tokens`` float64 [N], that paragraph's tokens;
-    ``in_doc`` int64 [N], the paragraphs of the candidate's document (:func:`candidate_paragraphs`)."""
+    paragraph as one id over the corpus (equal ids: one paragraph; a document's paragraphs numbered on in page
+    order); ``tokens`` float64 [N], that paragraph's tokens; ``in_doc`` int64 [N], the paragraphs of the candidate's
+    document; ``doc`` int64 [N], the candidate's document (:func:`candidate_paragraphs`)."""
 
     cand: np.ndarray
     tokens: np.ndarray
     in_doc: np.ndarray
+    doc: np.ndarray
 
 
 def candidate_paragraphs(starts: np.ndarray | None, unit_tokens: np.ndarray, cand_unit: np.ndarray,
@@ -430,7 +438,7 @@ def candidate_paragraphs(starts: np.ndarray | None, unit_tokens: np.ndarray, can
     hi = np.minimum(end[inv], np.append(starts, np.iinfo(np.int64).max)[k])
     pid = doc + k
     _, at, back = np.unique(pid, return_index=True, return_inverse=True)
-    return Paragraphs(pid, range_sums(unit_tokens, lo[at], hi[at])[back.ravel()], held[inv])
+    return Paragraphs(pid, range_sums(unit_tokens, lo[at], hi[at])[back.ravel()], held[inv], doc)
 
 
 def paragraph_scores(pred: np.ndarray, cand_q: np.ndarray, cand_paragraph: np.ndarray, top: int) -> np.ndarray:
@@ -446,29 +454,90 @@ def paragraph_scores(pred: np.ndarray, cand_q: np.ndarray, cand_paragraph: np.nd
     return np.bincount(gs, weights=kept)[g]
 
 
-def paragraph_first(pred: np.ndarray, cand_q: np.ndarray, cand_paragraph: np.ndarray, top: int = 1) -> np.ndarray:
-    """``pred`` [N] reordered (:func:`~mogg.run.budget.selector.adapt.reorder`) so that each question's candidates in
-    its best paragraph (``cand_paragraph`` [N]) come first, then the rest, each in ``pred``'s order. The best
-    paragraph: the best-scored candidate's (``top`` 1), or the one whose ``top`` best candidates' predictions sum
-    highest (:func:`paragraph_scores`; ties: the best-scored candidate's)."""
-    pred = np.asarray(pred, dtype=np.float64)
-    if not len(pred):
-        return pred
+def section_rows(pred: np.ndarray, cand_q: np.ndarray, paras: Paragraphs, top: int = 1,
+                 ratio: float | None = SECTION_RATIO, owned: bool = True) -> np.ndarray:
+    """Per candidate [N] (bool), whether it lies in its question's section: its best paragraph (the best-scored
+    candidate's with ``top`` 1, else the one whose ``top`` best candidates' predictions sum highest:
+    :func:`paragraph_scores`), and with ``ratio`` the paragraphs beside it in its document (``paras.cand`` one apart,
+    the same ``paras.doc``) whose best candidate predicts at least ``ratio`` times the question's best, chained while
+    they do (a paragraph without candidates ends the run); with ``owned``, only paragraphs the question owns (no
+    other question of the set predicts them higher) on a page that holds another question's best paragraph. A web
+    page's section often runs over several paragraphs; the page stand-ins' sections are mostly one
+    (docs/results.md, "A section over several paragraphs")."""
+    pred, cand_q, pid = np.asarray(pred, dtype=np.float64), np.asarray(cand_q), np.asarray(paras.cand)
     if top == 1:
         first = group_best_row(pred, cand_q)
     else:
-        order = np.lexsort((np.arange(len(pred)), -pred, -paragraph_scores(pred, cand_q, cand_paragraph, top), cand_q))
+        order = np.lexsort((np.arange(len(pred)), -pred, -paragraph_scores(pred, cand_q, pid, top), cand_q))
         first = order[np.r_[True, cand_q[order][1:] != cand_q[order][:-1]]]
     chosen = np.full(int(np.max(cand_q)) + 1, -1, dtype=np.int64)
-    chosen[cand_q[first]] = np.asarray(cand_paragraph)[first]
-    inside = np.asarray(cand_paragraph) == chosen[cand_q]
+    chosen[cand_q[first]] = pid[first]
+    if ratio is None:
+        return pid == chosen[cand_q]
+    g = pair_groups(cand_q, pid)  # [N] one id per (question, paragraph)
+    best_g = group_max(pred, g)  # [G]
+    n_g = len(best_g)
+    gq, gp, gd = (np.zeros(n_g, dtype=np.int64) for _ in range(3))
+    gq[g], gp[g], gd[g] = cand_q, pid, np.asarray(paras.doc)
+    best_q = np.full(len(chosen), -np.inf)
+    best_q[:int(cand_q.max()) + 1] = group_max(pred, np.asarray(cand_q, dtype=np.int64))
+    close = (best_q[gq] > 0) & (best_g >= ratio * best_q[gq])
+    if owned:
+        # the paragraph is the question's own (no other question predicts it higher) and the question's page holds
+        # another question's best paragraph: there the questions' own paragraphs mark the sections; on a page no
+        # other question reads as its own (an abstract and its one question) every paragraph is "owned"
+        para = np.unique(gp, return_inverse=True)[1].ravel()  # [G] each pair's paragraph, dense
+        close &= best_g >= group_max(best_g, para)[para]  # the best any question of the set gives it
+        best_doc = gd[g[first]]  # [Q'] each question's best paragraph's page
+        docs_, n_best = np.unique(best_doc, return_counts=True)
+        shared = np.zeros(len(chosen), dtype=bool)
+        shared[cand_q[first]] = n_best[np.searchsorted(docs_, best_doc)] >= 2
+        close &= shared[gq]
+    chosen_g = np.zeros(n_g, dtype=bool)
+    chosen_g[g[first]] = True
+    o = np.lexsort((gp, gq))  # each question's paragraphs in page order
+    # a run continues where the next paragraph of the same question and document is the next one and both are close
+    # (the chosen paragraph counts as close: the run is built around it)
+    near = close[o] | chosen_g[o]
+    link = (gq[o][1:] == gq[o][:-1]) & (gd[o][1:] == gd[o][:-1]) & (gp[o][1:] == gp[o][:-1] + 1) & near[1:] & near[:-1]
+    run = np.empty(n_g, dtype=np.int64)
+    run[o] = np.cumsum(np.r_[True, ~link])
+    want = np.zeros(len(chosen), dtype=np.int64)
+    want[gq[chosen_g]] = run[chosen_g]
+    return run[g] == want[cand_q]
+
+
+def paragraph_first(pred: np.ndarray, cand_q: np.ndarray, cand_paragraph: np.ndarray, top: int = 1,
+                    paras: Paragraphs | None = None, ratio: float | None = None, owned: bool = True) -> np.ndarray:
+    """``pred`` [N] reordered (:func:`~mogg.run.budget.selector.adapt.reorder`) so that each question's candidates in
+    its best paragraph (``cand_paragraph`` [N]) come first, then the rest, each in ``pred``'s order. The best
+    paragraph: the best-scored candidate's (``top`` 1), or the one whose ``top`` best candidates' predictions sum
+    highest (:func:`paragraph_scores`; ties: the best-scored candidate's). With ``paras`` and a ``ratio``, its
+    section first (:func:`section_rows`)."""
+    pred = np.asarray(pred, dtype=np.float64)
+    if not len(pred):
+        return pred
+    if paras is None:
+        paras = Paragraphs(np.asarray(cand_paragraph), np.zeros(len(pred)), np.ones(len(pred), dtype=np.int64),
+                           np.zeros(len(pred), dtype=np.int64))
+        ratio = None
+    inside = section_rows(pred, cand_q, paras, top, ratio, owned)
     return reorder(pred, cand_q, inside * (1.0 + np.abs(pred).max()) + pred)
 
 
-def section_evidence(cand_q: np.ndarray, pred: np.ndarray, paras: Paragraphs, n_questions: int) -> np.ndarray:
-    """E on sections of a page where the ladder holds its paragraphs, tokens [Q]: the paragraph of each question's
-    best-scored candidate (0 where a question has no candidate)."""
-    return document_evidence(cand_q, pred, paras.tokens, n_questions)
+def section_evidence(cand_q: np.ndarray, pred: np.ndarray, paras: Paragraphs, n_questions: int,
+                     ratio: float | None = SECTION_RATIO, owned: bool = True) -> np.ndarray:
+    """E on sections of a page where the ladder holds its paragraphs, tokens [Q]: each question's section
+    (:func:`section_rows`: the paragraph of its best-scored candidate, and with ``ratio`` the close paragraphs
+    chained to it), 0 where a question has no candidate."""
+    if ratio is None or not len(cand_q):
+        return document_evidence(cand_q, pred, paras.tokens, n_questions)
+    inside = section_rows(pred, cand_q, paras, 1, ratio, owned)
+    g = pair_groups(cand_q, paras.cand)
+    _, one = np.unique(g, return_index=True)  # one row per (question, paragraph)
+    one = one[inside[one]]
+    return np.bincount(np.asarray(cand_q)[one], weights=np.asarray(paras.tokens, dtype=np.float64)[one],
+                       minlength=n_questions)
 
 
 def section_cap(shape: SetShape, section: np.ndarray | None) -> np.ndarray | None:
@@ -506,7 +575,8 @@ def neighbour_sum(pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, unit_d
 
 
 def page_order(pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, shape: SetShape,
-               weight: float = PAGE_SMOOTH, paras: Paragraphs | None = None, top: int = PARA_TOP) -> np.ndarray:
+               weight: float = PAGE_SMOOTH, paras: Paragraphs | None = None, top: int = PARA_TOP,
+               ratio: float | None = SECTION_RATIO, owned: bool = True) -> np.ndarray:
     """``pred`` [N] reordered (:func:`~mogg.run.budget.selector.adapt.reorder`: each question keeps its values, so
     the price of a token keeps its scale) where the set is sections of a page (:func:`page_sections` on ``shape``,
     decided once on the first scorer); ``pred`` as it is elsewhere. With the ladder's ``paras``, the best candidate's
@@ -519,8 +589,9 @@ def page_order(pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, unit_doc:
     if paras is not None:
         if len(paras.cand) != len(pred):
             raise ValueError(f"paragraphs of {len(paras.cand)} candidates for {len(pred)} predictions")
-        log.info("sections of a page: the best paragraph first (by its %d best candidates)", top)
-        return paragraph_first(pred, cand_q, paras.cand, top)
+        log.info("sections of a page: the best paragraph first (by its %d best candidates)%s", top,
+                 "" if ratio is None else f", and the paragraphs beside it that the question owns (at {ratio:g} of its best)")
+        return paragraph_first(pred, cand_q, paras.cand, top, paras, ratio, owned)
     log.info("sections of a page: each candidate ranked with %.2f of its neighbours' scores", weight)
     return reorder(pred, cand_q, np.asarray(pred, dtype=np.float64) + weight * neighbour_sum(pred, cand_q, unit, unit_doc))
 
