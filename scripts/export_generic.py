@@ -11,6 +11,7 @@ one section per document, as a user might (docs/results.md, "A page written one 
 ``--paragraph-break line`` writes each document's paragraphs joined by single line breaks, no blank line: a page
 written one section per line (docs/results.md, "A page's sections however it writes them"). ``--bare-ids`` renames
 the documents ``d0``, ``d1``, ... in written order: ids that name no source (docs/results.md, "Ids that name nothing").
+``--one-per-document`` keeps one question per gold document (docs/results.md, "A section over several paragraphs").
 
 Trailing ``key=value`` arguments are Hydra overrides (``paths.pubmedqa_l=...``). The corpus holds the questions'
 evidence where the corpus config declares ``allow_gold`` (the generic experiments declare it too).
@@ -46,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bare-ids", action="store_true",
                     help="rename the documents d0, d1, ... in written order (after --shuffle): ids that name no "
                          "source; the questions' gold_doc_ids renamed alike")
+    ap.add_argument("--one-per-document", type=nonnegative_int, default=None, metavar="SEED",
+                    help="keep one question per gold document, drawn at random (this seed): a page that holds one "
+                         "routed question")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides (key=value)")
     args = ap.parse_args(argv)
     for name, group in (("--questions", "questions"), ("--corpus", "corpus")):  # checked before any work
@@ -60,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     from omegaconf.errors import OmegaConfBaseException
 
     from mogg.data.errors import DataError
-    from mogg.data.export import bare_ids, join_paragraphs, split_paragraphs, write_generic
+    from mogg.data.export import bare_ids, join_paragraphs, one_per_document, split_paragraphs, write_generic
 
     try:  # a bad override (a key that does not exist, a missing value) in one line, not a traceback
         with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
@@ -79,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
             import numpy as np
 
             docs = [docs[i] for i in np.random.default_rng(args.shuffle).permutation(len(docs))]
+        if args.one_per_document is not None:
+            items = one_per_document(items, args.one_per_document)
         if args.bare_ids:
             items, docs = bare_ids(items, docs)
         n_q, n_d = write_generic(items, docs, args.out)

@@ -70,6 +70,25 @@ def test_join_paragraphs_writes_a_page_one_section_per_line_that_reads_the_same(
     assert paragraphs(join_paragraphs(lines, "\n\n")[0].content) == paragraphs(docs[0].content)
 
 
+def test_one_per_document_keeps_one_question_per_gold_document_set():
+    """--one-per-document SEED: one question of each gold document set, drawn by that seed (another seed may draw
+    another), in the order given; questions without gold documents all kept."""
+    from mogg.data.export import one_per_document
+
+    def q(i, docs):
+        return QAItem(id=f"q{i}", question="?", answer="a", gold_evidence=["e"], gold_doc_ids=docs)
+
+    items = [q(0, ["p1"]), q(1, ["p2"]), q(2, ["p1"]), q(3, []), q(4, ["p1"]), q(5, []), q(6, ["p2", "p3"]),
+             q(7, ["p3", "p2"])]
+    drawn = {s: [it.id for it in one_per_document(items, s)] for s in range(12)}
+    for ids in drawn.values():
+        assert "q3" in ids and "q5" in ids  # no-gold questions kept
+        assert sum(i in ids for i in ("q0", "q2", "q4")) == 1 and "q1" in ids  # one of p1's three; p2's only one
+        assert sum(i in ids for i in ("q6", "q7")) == 1  # the same set of pages, whatever its order
+        assert ids == sorted(ids, key=lambda i: int(i[1:]))  # the order given
+    assert len({tuple(v) for v in drawn.values()}) > 1 and drawn[3] == [it.id for it in one_per_document(items, 3)]
+
+
 def test_the_script_writes_a_stand_in_the_generic_readers_give_back(tmp_path, mirage):
     """The snippet stand-in (an abstract's contexts as documents, side by side in the corpus) through the script."""
     from conftest import compose
@@ -107,6 +126,14 @@ def test_the_script_writes_a_stand_in_the_generic_readers_give_back(tmp_path, mi
     text_of, new_text = {d.id: d.content for d in docs}, {d.id: d.content for d in back}
     for it, new in zip(items, GenericQA(str(tmp_path / "bare" / "questions.jsonl")).load()):
         assert [new_text[g] for g in new.gold_doc_ids] == [text_of[g] for g in it.gold_doc_ids if g in text_of]
+    # --one-per-document SEED: one question per gold document set, as one_per_document draws it; the corpus whole
+    from mogg.data.export import one_per_document
+
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "export_generic.py"), "--questions", "pubmedqa_snippets",
+                        "--corpus", "pubmedqa_snippets", "--one-per-document", "0", "--out", str(tmp_path / "one")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    _same(one_per_document(items, 0), docs, tmp_path / "one")
     # --split-paragraphs: each document's paragraphs as documents of their own (these contexts hold one each)
     from mogg.data.export import split_paragraphs
 

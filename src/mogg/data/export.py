@@ -66,6 +66,21 @@ def bare_ids(items: Iterable[QAItem], documents: Iterable[Document]) -> tuple[li
     return qs, out
 
 
+def one_per_document(items: Iterable[QAItem], seed: int) -> list[QAItem]:
+    """One question per gold document set (``gold_doc_ids``), drawn with ``numpy.random.default_rng(seed)``, in the
+    order given: a page that holds one routed question, as a set sampled from a larger one might (docs/results.md,
+    "A section over several paragraphs"). Questions without gold documents are kept."""
+    import numpy as np
+
+    items = list(items)
+    groups: dict[tuple, list[int]] = {}
+    for i, it in enumerate(items):
+        groups.setdefault(tuple(sorted(it.gold_doc_ids)) or ("", i), []).append(i)
+    rng = np.random.default_rng(seed)
+    keep = {int(rows[rng.integers(len(rows))]) for rows in groups.values()}
+    return [it for i, it in enumerate(items) if i in keep]
+
+
 def write_generic(items: Iterable[QAItem], documents: Iterable[Document], out: Path) -> tuple[int, int]:
     """Write ``out``/questions.jsonl and ``out``/corpus.jsonl (each atomically; the documents in the order given,
     which the set-shape decisions read: a source's sections beside each other). Returns (questions, documents)."""

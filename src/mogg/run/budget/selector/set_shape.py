@@ -30,10 +30,11 @@ whole short documents, and how far the ``fits`` price of a token (``transfer_lam
   covers a part of its document (a section of a page, not a sentence of a long paper), the ``fits`` price reads
   with E the best candidate's paragraph (:func:`section_evidence`), and at least the median one (a ladder without
   its paragraphs: a share of the best candidate's document, and at least that share of the median one).
-* :func:`page_order`: there the best candidate's paragraph is read first (:func:`paragraph_first`; a section is a
-  paragraph of its page), E is that paragraph (:func:`section_evidence`), the ``fits`` price reads at least the
-  median one and each question at most its own or the median one (:func:`section_cap`); a ladder without its
-  paragraphs (:class:`Paragraphs`) ranks each candidate with its neighbours.
+* :func:`page_order`: there the best candidate's section is read first (:func:`paragraph_first`,
+  :func:`section_rows`: its paragraph, and the paragraphs beside it that the question owns on a page holding
+  another question's best paragraph), E is that section (:func:`section_evidence`), the ``fits`` price reads at
+  least the median one and each question at most its own or the median one (:func:`section_cap`); a ladder without
+  its paragraphs (:class:`Paragraphs`) ranks each candidate with its neighbours.
 
 Vectorised over candidates; no loop over questions.
 
@@ -465,6 +466,8 @@ def section_rows(pred: np.ndarray, cand_q: np.ndarray, paras: Paragraphs, top: i
     page's section often runs over several paragraphs; the page stand-ins' sections are mostly one
     (docs/results.md, "A section over several paragraphs")."""
     pred, cand_q, pid = np.asarray(pred, dtype=np.float64), np.asarray(cand_q), np.asarray(paras.cand)
+    if not len(pred):
+        return np.zeros(0, dtype=bool)
     if top == 1:
         first = group_best_row(pred, cand_q)
     else:
@@ -479,8 +482,7 @@ def section_rows(pred: np.ndarray, cand_q: np.ndarray, paras: Paragraphs, top: i
     n_g = len(best_g)
     gq, gp, gd = (np.zeros(n_g, dtype=np.int64) for _ in range(3))
     gq[g], gp[g], gd[g] = cand_q, pid, np.asarray(paras.doc)
-    best_q = np.full(len(chosen), -np.inf)
-    best_q[:int(cand_q.max()) + 1] = group_max(pred, np.asarray(cand_q, dtype=np.int64))
+    best_q = group_max(pred, np.asarray(cand_q, dtype=np.int64))  # [Q'] each question's best
     close = (best_q[gq] > 0) & (best_g >= ratio * best_q[gq])
     if owned:
         # the paragraph is the question's own (no other question predicts it higher) and the question's page holds

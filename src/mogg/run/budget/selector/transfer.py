@@ -22,8 +22,9 @@ min(B, the median reach: those documents with their chain where the set's close 
 other in the corpus, sections of one source (:func:`mogg.run.budget.selector.set_shape.source_chain`), else with
 the close documents chained to them: :func:`mogg.run.budget.selector.set_shape.close_reach`) (it reads at least up to them, more where the training
 sets' price reads more), else ``learned`` (``fits``: :func:`mogg.run.budget.selector.set_shape.fits_target`;
-there E is the best candidate's paragraph, read first and at least to the median one, where the set is sections of
-a page: ``set_shape.page_sections``, ``set_shape.section_evidence``, and at most the chain where it is sections of
+there E is the best candidate's section (its paragraph, and those beside it the question owns), read first and at
+least to the median one, where the set is sections of a page: ``set_shape.page_sections``,
+``set_shape.section_evidence``, and at most the chain where it is sections of
 sources: ``set_shape.chain_evidence``), and where the
 guard kept the envelope, the training sets' best configuration among those reading <= B here. The estimated F1's
 evidence length E is label-free too: ``median`` (the training sets' median evidence tokens), ``predicted`` (per
