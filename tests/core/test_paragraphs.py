@@ -8,6 +8,7 @@ import pytest
 
 from mogg.core.text import HEADING_WORDS, WRAP_CHARS, is_heading, paragraphs, text_blocks
 from mogg.data.corpus import DocumentList
+from mogg.data.export import join_paragraphs
 from mogg.data.records import Document
 from mogg.ladders import MoGLadderBuilder
 from mogg.ladders.sources import PARAGRAPH_STARTS, PARAGRAPHS, paragraph_starts
@@ -56,6 +57,33 @@ def test_what_is_not_a_heading():
     assert paragraphs("Symptoms\n\nCauses") == ["Symptoms\nCauses"]
 
 
+@pytest.mark.parametrize("sep", ["\n\n", "\n"])
+def test_a_page_written_in_headed_sections_reads_as_its_sections(sep):
+    """A page that opens with a heading and holds two or more reads as its headed sections (rule 4): each heading's
+    paragraphs together, joined by a blank line; a title alone, or a heading-like line inside prose, keeps the
+    paragraphs (the rule before read every paragraph alone, so a section over two paragraphs was read half)."""
+    headed = sep.join(["Symptoms", SECTION[0], SECTION[1], "Causes", SECTION[2], SECTION[0]])
+    assert paragraphs(headed) == [f"Symptoms\n{SECTION[0]}\n\n{SECTION[1]}", f"Causes\n{SECTION[2]}\n\n{SECTION[0]}"]
+    title = sep.join(["Tuberculosis", SECTION[0], SECTION[1], SECTION[2]])  # one heading: a title, not sections
+    assert paragraphs(title) == [f"Tuberculosis\n{SECTION[0]}", SECTION[1], SECTION[2]]
+    prose = sep.join([SECTION[0], "Symptoms include:", SECTION[1], "Causes", SECTION[2]])  # opens with prose
+    assert paragraphs(prose) == [SECTION[0], f"Symptoms include:\n{SECTION[1]}", f"Causes\n{SECTION[2]}"]
+    every = sep.join(["Symptoms", SECTION[0], "Causes", SECTION[1]])  # every paragraph headed: unchanged
+    assert paragraphs(every) == [f"Symptoms\n{SECTION[0]}", f"Causes\n{SECTION[1]}"]
+    units = ["Symptoms", SECTION[0], SECTION[1], "Causes", SECTION[2], SECTION[0]]
+    assert paragraph_starts(headed, units).tolist() == [3]  # the units of "Causes" open the second section
+    for d in join_paragraphs([Document("p", "", headed)], "\n") + join_paragraphs([Document("p", "", headed)], "\n\n"):
+        assert [p.split() for p in paragraphs(d.content)] == [p.split() for p in paragraphs(headed)]  # an export's
+    # a heading line written above its text in one block ("Symptoms\nFever ...") is not read so: explanations write
+    # their own labels that way inside a section, and reading them as sections split more sections than it joined
+    above = "\n\n".join([f"Symptoms\n{SECTION[0]}", SECTION[1], f"Causes\n{SECTION[2]}", SECTION[0]])
+    assert len(paragraphs(above)) == 4
+    # ... but a Markdown heading is, so a page exported as Markdown reads as its sections
+    markdown = "\n\n".join(["# Tuberculosis", f"## Symptoms\n{SECTION[0]}", SECTION[1], f"## Causes\n{SECTION[2]}"])
+    assert [p.split() for p in paragraphs(markdown)] == [["#", "Tuberculosis", "##", "Symptoms", *SECTION[0].split(),
+                                                          *SECTION[1].split()], ["##", "Causes", *SECTION[2].split()]]
+
+
 def test_the_structural_ladder_reads_the_same_blocks():
     """MAL's sections: a heading (one that ends with "?" or ":" too) opens a section, on blank lines or lines."""
     for sep in ("\n\n", "\n"):
@@ -81,9 +109,9 @@ def test_a_ladder_stored_under_the_rule_before_gets_this_rules_arrays(tmp_path, 
             for i in range(3)]
     builder = MoGLadderBuilder(n_levels=2, document_level=True)
     built, _ = build_ladder(DocumentList(docs), builder, tmp_path / "new")
-    assert built.doc_paragraphs().tolist() == [3, 3, 3]
+    assert built.doc_paragraphs().tolist() == [2, 2, 2]  # headed sections: "Causes" holds the last two paragraphs
     want = built.paragraph_starts().tolist()
-    assert len(want) == 6
+    assert len(want) == 3
 
     def before(ladder, documents):  # the rule before: no blank line, one paragraph each, under the old names
         ladder.arrays["doc_paragraphs"] = np.ones(len(docs), dtype=np.int64)
@@ -95,7 +123,7 @@ def test_a_ladder_stored_under_the_rule_before_gets_this_rules_arrays(tmp_path, 
     saved = np.load(next((tmp_path / "old" / "ladder").iterdir()) / "arrays.npz")
     assert "doc_paragraphs" in saved.files and PARAGRAPHS not in saved.files
     again, _ = build_ladder(DocumentList(docs), builder, tmp_path / "old")
-    assert again.doc_paragraphs().tolist() == [3, 3, 3] and again.paragraph_starts().tolist() == want
+    assert again.doc_paragraphs().tolist() == [2, 2, 2] and again.paragraph_starts().tolist() == want
     assert (tmp_path / "old" / PARAGRAPH_STARTS).is_dir()
 
 

@@ -864,6 +864,36 @@ def test_pages_written_in_halves_split_every_section_at_a_sentence_break(mirage)
     assert paras[1] > 1.3 * paras[0], paras  # most sections now two paragraphs
 
 
+def test_pages_written_under_headings_read_as_their_sections(mirage):
+    """``headings`` (corpus=pages_headed, heldout=pages_headed): the halves, each section under a heading line (its
+    topic) that mogg.core.text reads as a heading; the page's paragraphs (mogg.core.text.paragraphs) are then its
+    sections, each holding its whole explanation, where the halves alone read two paragraphs a section."""
+    from conftest import compose as hcompose
+    from hydra.utils import instantiate
+
+    from mogg.core.text import is_heading, paragraphs
+    from mogg.data.pages import heading_of
+
+    assert heading_of("Anatomy", "", 2) == "Anatomy" and heading_of("", "", 3) == "Section 3"
+    assert heading_of("Medicine", "Heart. ", 1) == "Heart" and is_heading(heading_of("x", "a " * 40, 1))
+    halves = instantiate(hcompose(["experiment=loso_shapes", "heldout=pages_halves"]).corpus).documents()
+    headed = instantiate(hcompose(["experiment=loso_shapes", "heldout=pages_headed"]).corpus)
+    assert headed.sources[0].params()["headings"] is True
+    docs = headed.documents()
+    questions = instantiate(hcompose(["experiment=loso_shapes", "heldout=pages_headed"]).questions).load()
+    assert [d.id for d in docs] == [d.id for d in halves]
+    read = whole = 0
+    by_page = {d.id: paragraphs(d.content) for d in docs}
+    for q in questions:
+        ev = " ".join(q.gold_evidence[0].split())
+        paras = by_page[q.gold_doc_ids[0]]
+        whole += any(ev in " ".join(p.split()) for p in paras)  # its section is one paragraph, heading and halves
+        read += 1
+    # 84%: the rest are explanations with headings of their own inside ("Deep relations:"), read as sub-sections
+    assert whole >= 0.8 * read, (whole, read)
+    assert sum(len(p) for p in by_page.values()) < sum(len(paragraphs(d.content)) for d in halves)
+
+
 def test_every_shapes_corpus_keeps_its_order_under_the_source_order(mirage):
     """mogg.ladders.sources.source_positions moves a source's sections together (a corpus written shuffled); every corpus the
     shapes read already keeps them together in order, so the order the set-shape decisions read is the corpus's own

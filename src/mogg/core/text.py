@@ -209,7 +209,8 @@ WRAP_CHARS = 160
 # The paragraph rule's version: the ladder arrays read off it are named by it (mogg.ladders.sources.PARAGRAPHS), so a
 # ladder stored under an earlier rule (3: lines wider than WRAP_CHARS; 2: line breaks and headings; 1: blank lines
 # alone) gets them again, once
-PARAGRAPH_RULE = 3
+# (4: a page that opens with a heading and holds two or more is read as its headed sections)
+PARAGRAPH_RULE = 4
 # A heading: one line of at most this many words that does not end a sentence ("Symptoms", "Superficial relations:",
 # "What causes it?"), or any line opening with "#". It belongs to the paragraph after it (a section is its heading
 # and its text), so the best candidate's paragraph is never a heading alone.
@@ -259,17 +260,41 @@ def is_heading(block: str, max_words: int = HEADING_WORDS) -> bool:
 
 def paragraphs(text: str) -> list[str]:
     """A text's paragraphs, in order: its blocks (:func:`text_blocks`), each heading joined to the paragraph after
-    it (:func:`is_heading`; a last one to the paragraph before). None for a blank text. The ladder's paragraph counts
-    and starts read them (:mod:`mogg.ladders.sources`), as does the export of a page's sections
+    it (:func:`is_heading`; a last one to the paragraph before). None for a blank text. A page written in headed
+    sections (it opens with a heading and two or more of its paragraphs do: :func:`headed_sections`) reads as its
+    sections instead: each headed paragraph with the unheaded ones after it, joined by a blank line. The ladder's
+    paragraph counts and starts read them (:mod:`mogg.ladders.sources`), as does the export of a page's sections
     (:mod:`mogg.data.export`)."""
     out: list[str] = []
+    headed: list[bool] = []  # whether each paragraph opens with a heading
     held: list[str] = []  # headings waiting for their paragraph
     for b in text_blocks(text):
         if is_heading(b):
             held.append(b)
             continue
         out.append("\n".join([*held, b]))
+        # a Markdown heading written above its text in one block ("## Causes\nFever ...") opens it too; a plain short
+        # line so written does not: explanations label their own parts that way inside a section
+        headed.append(bool(held) or (b.lstrip().startswith("#") and "\n" in b.strip()))
         held = []
     if held:
         out = [*out[:-1], "\n".join([*out[-1:], *held])]
+        headed = headed or [True]
+    return headed_sections(out, headed)
+
+
+def headed_sections(paras: list[str], headed: list[bool]) -> list[str]:
+    """``paras`` (a page's paragraphs, :func:`paragraphs`) as its headed sections where the page is written so: it
+    opens with a heading and two or more of its paragraphs do (``headed`` [P]); each headed paragraph then takes the
+    unheaded ones after it, joined by a blank line. A web page's section often runs over several paragraphs under
+    one heading; a page with a title alone, or a heading-like line or two inside prose (an opening "Symptoms
+    include:"), keeps its paragraphs (docs/results.md, "Sections under headings")."""
+    if len(paras) < 2 or not headed[0] or sum(headed) < 2:
+        return paras
+    out: list[str] = []
+    for p, h in zip(paras, headed):
+        if h or not out:
+            out.append(p)
+        else:
+            out[-1] = f"{out[-1]}\n\n{p}"
     return out

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from mogg.core.artifacts import write_text_atomic
-from mogg.core.text import paragraphs
+from mogg.core.text import paragraphs, text_blocks
 from mogg.data.records import Document, QAItem
 
 
@@ -49,9 +49,11 @@ def split_paragraphs(documents: Iterable[Document]) -> list[Document]:
 
 
 def join_paragraphs(documents: Iterable[Document], sep: str) -> list[Document]:
-    """Each document with its paragraphs (:func:`mogg.core.text.paragraphs`) joined by ``sep`` ("\\n": a page
-    written one section per line, as a user's export might; "\\n\\n": blank lines); ids and titles kept."""
-    return [Document(id=d.id, title=d.title, content=sep.join(p.strip() for p in paragraphs(d.content)) or d.content)
+    """Each document with its blocks (:func:`mogg.core.text.text_blocks`: its paragraphs and headings) joined by
+    ``sep`` ("\\n": a page written one section per line, as a user's export might; "\\n\\n": blank lines), so that
+    it reads back as the same paragraphs (:func:`mogg.core.text.paragraphs`), headed sections included; ids and
+    titles kept."""
+    return [Document(id=d.id, title=d.title, content=sep.join(b.strip() for b in text_blocks(d.content)) or d.content)
             for d in documents]
 
 

@@ -16,7 +16,9 @@ questions' evidence, a gold-context setting the experiment declares (``corpus.al
 
 :class:`PagesCorpus` with ``halves`` writes each section of two sentences or more as two paragraphs (a blank line
 at the sentence break nearest its middle): a page whose sections run over several paragraphs, as a web page's
-often do, where a paragraph is not a section (the long-section shape so written: ``conf/heldout/pages_halves``).
+often do, where a paragraph is not a section (the long-section shape so written: ``conf/heldout/pages_halves``); with
+``headings`` each section opens with a heading line (its topic), as a web page's sections do
+(``conf/heldout/pages_headed``: the halves under headings).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
+from mogg.core.text import HEADING_WORDS
 from mogg.data.corpus import Located, _Source
 from mogg.data.errors import DataError
 from mogg.data.files import iter_jsonl, str_field
@@ -90,15 +93,19 @@ class _PagesInput:
 
     def book(self) -> list[tuple[str, list[QAItem]]]:
         items = [it for it in self.explained.load() if it.evidence_text.strip()]
+        book = page_book(items, self.subjects(), self.sections, self.seed)
+        if not book:
+            raise DataError(self.explained.raw_path, "no explained MedMCQA question to build pages from")
+        return book
+
+    def subjects(self) -> dict[str, tuple[str, str]]:
+        """Each raw MedMCQA row's (subject, topic) by its id (empty strings where the row names none)."""
         raw = self.explained.raw_path
         subjects = {}
         for lineno, obj in iter_jsonl(raw):
             row_id = str_field(obj, "id", raw, lineno)
             subjects[row_id] = (obj.get("subject_name") or "", obj.get("topic_name") or "")
-        book = page_book(items, subjects, self.sections, self.seed)
-        if not book:
-            raise DataError(raw, "no explained MedMCQA question to build pages from")
-        return book
+        return subjects
 
 
 class PagesQA(_PagesInput, _QASet):
@@ -137,21 +144,35 @@ def halved(section: str) -> str:
     return section[:m.start()] + "\n\n" + section[m.end():]
 
 
+def heading_of(subject: str, topic: str, k: int) -> str:
+    """A section's heading line: its topic (else its subject, else "Section <k>"), at most ``HEADING_WORDS`` words,
+    without a closing stop, so that :func:`mogg.core.text.is_heading` reads it as one."""
+    words = " ".join((topic or subject).split()).rstrip(".! ").split()[:HEADING_WORDS]
+    return " ".join(words).rstrip(".! ") or f"Section {k}"
+
+
 class PagesCorpus(_PagesInput, _Source):
     """The stand-in's pages as documents (id ``page-<subject>-<n>``, its sections joined by blank lines; with
-    ``halves`` each section two paragraphs: :func:`halved`)."""
+    ``halves`` each section two paragraphs: :func:`halved`; with ``headings`` each section under a heading line, its
+    topic: :func:`heading_of`)."""
 
     def __init__(self, benchmark_path: str, raw_path: str, sections: int = 5, seed: int = 0, options: bool = False,
-                 min_chars: int = 40, min_evidence_tokens: int = 5, halves: bool = False) -> None:
+                 min_chars: int = 40, min_evidence_tokens: int = 5, halves: bool = False, headings: bool = False) -> None:
         super().__init__(benchmark_path, raw_path, sections, seed, options, min_chars, min_evidence_tokens)
-        self.halves = bool(halves)
+        self.halves, self.headings = bool(halves), bool(headings)
 
     def params(self) -> dict:
         # named only where set: the pages written as before keep their fingerprint (and their cached ladders)
-        return {**super().params(), **({"halves": True} if self.halves else {})}
+        return {**super().params(), **({"halves": True} if self.halves else {}),
+                **({"headings": True} if self.headings else {})}
 
     def located(self) -> Iterator[Located]:
         where = os.fspath(self.explained.raw_path)
         write = halved if self.halves else str
+        subjects = self.subjects() if self.headings else {}
         for pid, members in self.book():
-            yield Document(id=pid, title="", content="\n\n".join(write(it.evidence_text) for it in members)), where, None
+            sections = [write(it.evidence_text) for it in members]
+            if self.headings:
+                sections = [f"{heading_of(*subjects.get(it.id, ('', '')), k)}\n\n{s}"
+                            for k, (it, s) in enumerate(zip(members, sections), 1)]
+            yield Document(id=pid, title="", content="\n\n".join(sections)), where, None
