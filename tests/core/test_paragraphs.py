@@ -78,7 +78,11 @@ def test_a_page_written_in_headed_sections_reads_as_its_sections(sep):
     # their own labels that way inside a section, and reading them as sections split more sections than it joined
     above = "\n\n".join([f"Symptoms\n{SECTION[0]}", SECTION[1], f"Causes\n{SECTION[2]}", SECTION[0]])
     assert len(paragraphs(above)) == 4
-    # ... but a Markdown heading is, so a page exported as Markdown reads as its sections
+    # ... but a question is (a page of questions, each above its answer) ...
+    asked = "\n\n".join([f"What is it?\n{SECTION[0]}", SECTION[1], f"What causes it?\n{SECTION[2]}"])
+    assert [p.split() for p in paragraphs(asked)] == [f"What is it? {SECTION[0]} {SECTION[1]}".split(),
+                                                      f"What causes it? {SECTION[2]}".split()]
+    # ... and a Markdown heading is, so a page exported as Markdown reads as its sections
     markdown = "\n\n".join(["# Tuberculosis", f"## Symptoms\n{SECTION[0]}", SECTION[1], f"## Causes\n{SECTION[2]}"])
     assert [p.split() for p in paragraphs(markdown)] == [["#", "Tuberculosis", "##", "Symptoms", *SECTION[0].split(),
                                                           *SECTION[1].split()], ["##", "Causes", *SECTION[2].split()]]

@@ -273,14 +273,24 @@ def paragraphs(text: str) -> list[str]:
             held.append(b)
             continue
         out.append("\n".join([*held, b]))
-        # a Markdown heading written above its text in one block ("## Causes\nFever ...") opens it too; a plain short
-        # line so written does not: explanations label their own parts that way inside a section
-        headed.append(bool(held) or (b.lstrip().startswith("#") and "\n" in b.strip()))
+        headed.append(bool(held) or _heading_above(b))
         held = []
     if held:
         out = [*out[:-1], "\n".join([*out[-1:], *held])]
         headed = headed or [True]
     return headed_sections(out, headed)
+
+
+def _heading_above(block: str) -> bool:
+    """Whether a block of several lines opens with a heading written above its text: a Markdown heading ("## Causes")
+    or a question ("What causes it?", a page of questions and their answers). A plain short line so written ("Deep
+    relations:") is not one: explanations label their own parts that way inside a section (docs/results.md,
+    "Sections under headings")."""
+    lines = _lines(block)
+    if len(lines) < 2:
+        return False
+    first = lines[0].strip()
+    return first.startswith("#") or (is_heading(first) and first.rstrip("\"'\u2019\u201d)] ").endswith("?"))
 
 
 def headed_sections(paras: list[str], headed: list[bool]) -> list[str]:
