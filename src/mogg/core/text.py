@@ -208,8 +208,8 @@ LINE_BREAK_SHARE = 0.5
 WRAP_CHARS = 160
 # The paragraph rule's version: the ladder arrays read off it are named by it (mogg.ladders.sources.PARAGRAPHS), so a
 # ladder stored under an earlier rule (3: lines wider than WRAP_CHARS; 2: line breaks and headings; 1: blank lines
-# alone) gets them again, once
-# (4: a page that opens with a heading and holds two or more is read as its headed sections)
+# alone) gets them again, once. 4: a page that opens with a heading and holds two or more reads as its headed
+# sections (headed_sections)
 PARAGRAPH_RULE = 4
 # A heading: one line of at most this many words that does not end a sentence ("Symptoms", "Superficial relations:",
 # "What causes it?"), or any line opening with "#". It belongs to the paragraph after it (a section is its heading
