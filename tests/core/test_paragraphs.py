@@ -6,14 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mogg.core.text import HEADING_WORDS, WRAP_CHARS, is_heading, paragraphs, text_blocks
+from mogg.core.text import BLOCK_RULE, HEADING_WORDS, PARAGRAPH_RULE, WRAP_CHARS, is_heading, paragraphs, text_blocks
 from mogg.data.corpus import DocumentList
 from mogg.data.export import join_paragraphs
 from mogg.data.records import Document
 from mogg.ladders import MoGLadderBuilder
 from mogg.ladders.sources import PARAGRAPH_STARTS, PARAGRAPHS, paragraph_starts
 from mogg.ladders.store import build_ladder
-from mogg.ladders.structural import parse_structure
+from mogg.ladders.structural import StructuralLadderBuilder, parse_structure
 
 SECTION = ["The symptoms of the disease include fever, a cough that lasts for weeks and a loss of weight.",
            "It is caused by a bacterium that spreads through the air when an infected person coughs or sneezes.",
@@ -94,6 +94,8 @@ def test_the_structural_ladder_reads_the_same_blocks():
         text = sep.join(["What are the symptoms?", SECTION[0], "Causes:", SECTION[1], SECTION[2]])
         assert text_blocks(text) == ["What are the symptoms?", SECTION[0], "Causes:", SECTION[1], SECTION[2]]
         assert parse_structure(text) == [("What are the symptoms?", [SECTION[0]]), ("Causes:", SECTION[1:])]
+    # its key names the blocks' rule, not the paragraphs': rule 4 joins paragraphs, so stored MAL ladders stay valid
+    assert StructuralLadderBuilder().config()["paragraph_rule"] == BLOCK_RULE != PARAGRAPH_RULE
 
 
 def test_a_headings_units_open_its_section():

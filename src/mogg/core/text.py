@@ -211,6 +211,9 @@ WRAP_CHARS = 160
 # alone) gets them again, once. 4: a page that opens with a heading and holds two or more reads as its headed
 # sections (headed_sections)
 PARAGRAPH_RULE = 4
+# The version of the blocks and headings alone (text_blocks, is_heading), which the structural ladder parses its own
+# sections from: rule 4 changed how paragraphs join, not the blocks, so a stored structural ladder stays valid
+BLOCK_RULE = 3
 # A heading: one line of at most this many words that does not end a sentence ("Symptoms", "Superficial relations:",
 # "What causes it?"), or any line opening with "#". It belongs to the paragraph after it (a section is its heading
 # and its text), so the best candidate's paragraph is never a heading alone.

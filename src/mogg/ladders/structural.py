@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from mogg.core.text import PARAGRAPH_RULE, is_heading, log_cuts, split_sentences, text_blocks
+from mogg.core.text import BLOCK_RULE, is_heading, log_cuts, split_sentences, text_blocks
 from mogg.data.records import Document
 from mogg.ladders.base import Ladder, Level, Units, partition_level
 from mogg.ladders.builder import LadderBuilder
@@ -71,7 +71,7 @@ class StructuralLadderBuilder(LadderBuilder):
                 "summarizer": self.summarizer.config() if self.summarizer is not None else None,
                 "chunker": self.chunker.config() if self.chunker is not None else None,
                 "heading_max_words": self.heading_max_words, "max_sentence_tokens": self.max_sentence_tokens,
-                "summary_tokens": self.summary_tokens, "paragraph_rule": PARAGRAPH_RULE}
+                "summary_tokens": self.summary_tokens, "paragraph_rule": BLOCK_RULE}
 
     def build(self, documents: Sequence[Document], show_progress: bool = False) -> Ladder:
         structure = [parse_structure(d.content, self.heading_max_words) or [(None, [d.content])] for d in documents]
