@@ -16,6 +16,15 @@ def _toy(seed=0, n_q=7, f=3):
     return x, q, n_q
 
 
+
+def _candidate_units(rng: np.random.Generator, n_q: int, n_units: int, most: int) -> tuple[np.ndarray, np.ndarray]:
+    """Candidate rows (question [N], unit [N]): each of ``n_q`` questions draws 1 to ``most`` - 1 distinct units of
+    ``n_units``, in unit order, questions in order (``_random_candidates`` draws documents instead)."""
+    rows = [(qi, int(x)) for qi in range(n_q)
+            for x in np.sort(rng.choice(n_units, size=rng.integers(1, most), replace=False))]
+    q, u = (np.array(c) for c in zip(*rows))
+    return q, u
+
 def test_within_question_matches_a_loop_over_questions():
     x, q, n_q = _toy()
     got = within_question(x, q, n_q)
@@ -157,8 +166,7 @@ def test_whole_documents_and_the_fits_target_against_a_loop():
     rng = np.random.default_rng(5)
     unit_doc = np.repeat(np.arange(8), 4)  # 8 documents of 4 units
     unit_tokens = rng.integers(5, 60, 32).astype(float)
-    rows = [(qi, int(x)) for qi in range(30) for x in np.sort(rng.choice(32, size=rng.integers(1, 10), replace=False))]
-    q, u = (np.array(c) for c in zip(*rows))
+    q, u = _candidate_units(rng, 30, 32, 10)
     tokens = unit_tokens[u]
     doc_tokens = np.bincount(unit_doc, weights=unit_tokens)[unit_doc[u]]
     pred = rng.random(len(q)).round(2)
@@ -728,8 +736,7 @@ def test_paragraph_first_and_section_evidence_against_a_loop():
     unit_doc = np.repeat(np.arange(6), 8)  # 6 pages of 8 units
     unit_par = np.cumsum(np.r_[True, (np.diff(unit_doc) > 0) | (rng.random(47) < 0.3)]) - 1  # paragraphs in pages
     unit_tokens = rng.integers(5, 40, 48).astype(float)
-    rows = [(qi, int(x)) for qi in range(12) for x in np.sort(rng.choice(48, size=rng.integers(1, 9), replace=False))]
-    q, u = (np.array(c) for c in zip(*rows))
+    q, u = _candidate_units(rng, 12, 48, 9)
     pred = rng.random(len(q)).round(3)
     starts = np.flatnonzero((np.diff(unit_par) > 0) & (np.diff(unit_doc) == 0)) + 1  # as the ladder keeps them
     paras = candidate_paragraphs(starts, unit_tokens, u, unit_doc)
@@ -811,8 +818,7 @@ def test_section_rows_against_a_loop():
     unit_par = np.cumsum(np.r_[True, (np.diff(unit_doc) > 0) | (rng.random(79) < 0.35)]) - 1
     unit_tokens = rng.integers(5, 40, 80).astype(float)
     starts = np.flatnonzero((np.diff(unit_par) > 0) & (np.diff(unit_doc) == 0)) + 1
-    rows = [(qi, int(x)) for qi in range(30) for x in np.sort(rng.choice(80, size=rng.integers(1, 14), replace=False))]
-    q, u = (np.array(c) for c in zip(*rows))
+    q, u = _candidate_units(rng, 30, 80, 14)
     pred = rng.normal(0.4, 0.3, len(q)).round(2)  # ties and negatives both occur
     paras = candidate_paragraphs(starts, unit_tokens, u, unit_doc)
     assert paras.doc.tolist() == unit_doc[u].tolist()
