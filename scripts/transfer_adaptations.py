@@ -177,6 +177,20 @@ ADAPTATIONS = {
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagerun:0.75+source", "predicted", "fits-para"),
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of the best), at most that section, E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0+source", "predicted", "fits-para"),
+    # deployed: the same, the plans' estimated F1 reading each candidate of that section as likely as its best
+    # (set_shape.section_density: the section is the evidence, so its sentences are evidence together)
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of the best), at most that section, its sentences as likely as its best, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0+source", "predicted", "fits-para-flat"),
+    # measured: the section's candidates at their mean prediction, at the set's median best (every question alike), at
+    # half their own best and half that median, or at their best and read shortest first
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of the best), at most that section, its sentences at their mean, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0+source", "predicted", "fits-para-flat:mean"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of the best), at most that section, its sentences at the set's median best, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0+source", "predicted", "fits-para-flat:pool"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of the best), at most that section, its sentences halfway to the set's median best, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0+source", "predicted", "fits-para-flat:pool0.5"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of the best), at most that section, its sentences as likely as its best, shortest first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0+source", "predicted", "fits-para-flat:short"),
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at a quarter of the best), at most that section, E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0.25+source", "predicted", "fits-para"),
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at half of the best), at most that section, E predicted":
@@ -298,7 +312,7 @@ ADAPTATIONS = {
 DEPLOYED = ("two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, "
             "the neighbouring candidates with one gap first, the best candidate's whole source first, the best "
             "candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of "
-            "the best), at most that section, E predicted")
+            "the best), at most that section, its sentences as likely as its best, E predicted")
 
 
 @dataclass
@@ -418,6 +432,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
     training sets' envelope's F1 [Q]), and under ``docs`` the set's shape (set_shape.whole_documents on this
     scorer's predictions before any refit; ``docs`` given: the first scorer's, which picks the second scorer
     and which the fits price then reads, as transfer.shape_scorer hands it on)."""
+    from mogg.core.segments import group_max
     from mogg.evaluation.frontier import choose_config
     from mogg.evaluation.frontier_guard import best_lambda
     from mogg.routing.fitting.folds import split_train_val
@@ -455,7 +470,9 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         page_order,
         page_sections,
         section_cap,
+        section_density,
         section_evidence,
+        section_rows,
         sections_share,
         source_chain,
         sources_sections,
@@ -588,9 +605,9 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         sh, pred = source_read_whole(sh, pred, docs)
         key = (*key, "source")
 
-    def plans(memo: tuple, e):  # the plans on pred with E e, their true F1 and tokens: once per memo key
+    def plans(memo: tuple, e, density=None):  # the plans on pred with E e, their true F1 and tokens: once per memo key
         if memo not in _PLANS:
-            r2, u2, p2 = plans_of(pred, sh.q, sh.unit, sh.tokens, sh.texts, sh.n, kind.plans, e)
+            r2, u2, p2 = plans_of(pred, sh.q, sh.unit, sh.tokens, sh.texts, sh.n, kind.plans, e, density)
             f2, t2 = plan_table(r2, sh.texts, sh.unit, sh.evidence, np.arange(sh.n))
             _PLANS[memo] = r2, u2, p2, f2, t2, _ranked_pred(r2, pred)
         return _PLANS[memo]
@@ -601,8 +618,16 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
     # the deployed rule ("fits-para"): on sections of a page E the best candidate's paragraph, read at least to the
     # median one and at most that paragraph (or the median one: set_shape.section_cap; transfer.read_here with the
     # ladder's paragraphs); "fits-para-nocap" measured it without the cap; "fits" the rule before
+    # deployed ("fits-para-flat"): F1_hat reads the section's candidates as likely as its best; measured
+    # ("fits-para-flat:<how>"): their mean, the set's median best (pool) or a mix a * own best + (1 - a) * that
+    # (pool<a>), or the best with the section's candidates read shortest first (short)
+    flat, _, flat_how = rule.partition(":") if rule.startswith("fits-para-flat") else (False, "", "")
+    flat = bool(flat)
+    if flat:
+        rule = "fits-para"
     para_cap = rule == "fits-para"
     para = rule in ("fits-para", "fits-para-nocap")
+    dens = None
     if para:
         rule = "fits"
     source_floor = "chain" if rule == "fits" else None
@@ -659,6 +684,21 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
                 raise ValueError(f"{target}: its ladder holds no paragraphs (built without the artifact store)")
             e = section_evidence(sh.q, pred, sh.paras, sh.n, run_ratio, run_owned)
             section = e if para else None  # the deployed floor reads it (set_shape.fits_target)
+            if flat:  # deployed: the section's candidates as likely as its best (set_shape.section_density)
+                inside = section_rows(pred, sh.q, sh.paras, 1, run_ratio, run_owned)
+                if flat_how == "short":  # measured: the section's candidates shortest first (any of them is evidence)
+                    pred = reorder(pred, sh.q, np.where(inside, 1e6 - sh.tokens, pred))
+                    key = (*key, "short")
+                dens = section_density(pred, sh.q, sh.paras, run_ratio, run_owned)
+                if flat_how == "mean" or flat_how.startswith("pool"):
+                    best = group_max(pred, np.asarray(sh.q, dtype=np.int64))  # [Q'] each question's best
+                    if flat_how == "mean":
+                        n_in = np.bincount(sh.q, weights=inside.astype(float), minlength=len(best))
+                        best = np.bincount(sh.q, weights=np.where(inside, pred, 0.0), minlength=len(best)) / np.maximum(n_in, 1)
+                    else:
+                        a = float(flat_how[4:] or 0)
+                        best = a * best + (1 - a) * np.median(best)
+                    dens = np.where(inside, best[sh.q], pred)
         elif e_page == "para":  # the best candidate's page's mean paragraph
             if sh.paragraphs is None:
                 raise ValueError(f"{target}: its ladder holds no paragraph counts (built without the artifact store)")
@@ -668,7 +708,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
                  "document": _evidence(sh, pred, "document", median)}[e_page]
         logging.getLogger("transfer_adaptations").info("%s seed %d: E %s on the page's sections (the training sets' "
                                                         "median %.0f)", target, seed, e_page, median)
-        ranked, util, pt, tf, tt, rp = plans((*key, e_page), e)
+        ranked, util, pt, tf, tt, rp = plans((*key, e_page, flat, flat_how), e, dens)
         if how == "floor":
             floor = float(np.median(block[block > 0])) if (block > 0).any() else None
         elif how == "floorE":  # read at least up to the median E

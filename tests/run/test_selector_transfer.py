@@ -320,8 +320,16 @@ def test_fits_reads_a_section_of_a_page_with_a_share_of_the_page_as_e():
     assert set(np.unique(sec)) <= {0.0, 36.0, 72.0} and (sec == 36.0).any() and (sec == 72.0).any()
     assert set(np.unique(section_evidence(cand_q, pred, paras, n_q, ratio=None))) <= {0.0, 36.0}  # the paragraph alone
     c_par = read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "median", docs=page, paras=paras, **kw)
-    _, util_par, want_pt = plans_of(pred, cand_q, unit, tokens, texts, n_q, per, sec)
+    # ... each of the section's candidates as likely as its best (set_shape.section_density): the F1 estimate the
+    # price and the choice read; the ranking and the plans' tokens are pred's
+    from mogg.run.budget.selector.set_shape import section_density
+
+    dens = section_density(pred, cand_q, paras)
+    _, util_par, want_pt = plans_of(pred, cand_q, unit, tokens, texts, n_q, per, sec, dens)
+    _, util_own, own_pt = plans_of(pred, cand_q, unit, tokens, texts, n_q, per, sec)
     np.testing.assert_array_equal(c_par[2], want_pt)
+    np.testing.assert_array_equal(own_pt, want_pt)
+    assert (dens > pred).any() and (util_par > util_own + 1e-9).any()  # the two estimates differ here
     assert c_par[3]["reads_to"] == fits_target(page, b, section=sec) == float(np.median(sec[sec > 0]))
     assert c_par[3]["lambda"] <= calibrate_lambda(util_par, c_par[2], c_par[3]["reads_to"])
     c_sent_par = read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "median", docs=sentence, paras=paras, **kw)

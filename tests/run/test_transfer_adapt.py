@@ -867,6 +867,33 @@ def test_section_rows_against_a_loop():
     assert section_evidence(hq, hp, hand, 3).tolist() == [30.0, 70.0, 50.0]  # the deployed ratio (SECTION_RATIO)
 
 
+def test_section_density_against_a_loop():
+    """On sections of a page the plans' estimated F1 reads each candidate of its question's section (section_rows) as
+    likely as the question's best, and every other candidate at its own prediction; the ranking is not touched. Read
+    on page_order's output (the section first), the section holds the question's best, so the section's rows take it."""
+    from mogg.run.budget.selector.set_shape import candidate_paragraphs, paragraph_first, section_density, section_rows
+
+    rng = np.random.default_rng(23)
+    unit_doc = np.repeat(np.arange(6), 12)  # 6 pages of 12 units
+    unit_par = np.cumsum(np.r_[True, (np.diff(unit_doc) > 0) | (rng.random(71) < 0.3)]) - 1
+    unit_tokens = rng.integers(5, 40, 72).astype(float)
+    starts = np.flatnonzero((np.diff(unit_par) > 0) & (np.diff(unit_doc) == 0)) + 1
+    q, u = _candidate_units(rng, 25, 72, 12)
+    pred = rng.normal(0.4, 0.3, len(q)).round(2)
+    paras = candidate_paragraphs(starts, unit_tokens, u, unit_doc)
+    for ratio, owned in ((None, True), (0.0, True), (0.5, False)):
+        for p in (pred, paragraph_first(pred, q, unit_par[u], 1, paras, ratio, owned)):
+            dens = section_density(p, q, paras, ratio, owned)
+            inside = section_rows(p, q, paras, 1, ratio, owned)
+            for qi in range(25):
+                r = np.flatnonzero(q == qi)
+                want = np.where(inside[r], p[r].max(), p[r])
+                assert dens[r].tolist() == want.tolist(), (qi, ratio, owned)
+                assert dens[r][p[r].argmax()] == p[r].max()  # the best keeps its own
+            assert (dens >= p).all() and (dens[~inside] == p[~inside]).all()
+    assert section_density(np.zeros(0), np.zeros(0, dtype=np.int64), paras).shape == (0,)
+
+
 def test_candidate_paragraphs_against_whole_corpus_ids_and_its_cost_follows_the_candidates():
     """candidate_paragraphs' ids and tokens equal the whole-corpus ones (sources.paragraph_ids, a bincount), documents
     numbered with gaps included; and it never builds anything corpus-sized: over four million units, with a few

@@ -57,13 +57,16 @@ WHOLE_KEYS = ("features_view", "n_features", "budgets", "trees")  # what deploy.
 
 
 def plans_of(pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray, texts, n_questions: int,
-             depth: int, evidence_len) -> tuple[Ranked, np.ndarray, np.ndarray]:
+             depth: int, evidence_len, density: np.ndarray | None = None) -> tuple[Ranked, np.ndarray, np.ndarray]:
     """Every question's ranking by ``pred`` [N] and its plans' F1_hat and tokens [Q, depth] (the
-    one computation training and routing share: the same inputs give the same decisions)."""
+    one computation training and routing share: the same inputs give the same decisions); F1_hat reads
+    ``density`` [N] where given (on sections of a page: :func:`~mogg.run.budget.selector.set_shape.section_density`),
+    else ``pred``."""
     ranked = rank_candidates(cand_q, pred, tokens, unit, n_questions, depth)
     rows = np.arange(n_questions)
     _, plan_tokens = plan_table(ranked, texts, unit, [""] * n_questions, rows)
-    return ranked, estimated_f1(ranked, pred, tokens, rows, evidence_len), plan_tokens
+    dens = pred if density is None else density
+    return ranked, estimated_f1(ranked, dens, tokens, rows, evidence_len), plan_tokens
 
 
 @dataclass

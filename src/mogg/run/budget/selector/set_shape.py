@@ -542,6 +542,23 @@ def section_evidence(cand_q: np.ndarray, pred: np.ndarray, paras: Paragraphs, n_
                        minlength=n_questions)
 
 
+def section_density(pred: np.ndarray, cand_q: np.ndarray, paras: Paragraphs, ratio: float | None = SECTION_RATIO,
+                    owned: bool = True) -> np.ndarray:
+    """The densities [N] the plans' estimated F1 reads on sections of a page: ``pred``, except that each candidate
+    in its question's section (:func:`section_rows`, the section :func:`section_evidence` measures) takes the
+    question's best prediction. There the section is the evidence, so its sentences are evidence together or not at
+    all: each is as likely as the best one. Under their own predictions the section's other sentences (which need not
+    repeat the question's words) looked like distractors, and a question whose best sentence is short stopped after it
+    (the long sections under headings: 407 of 487 questions read one sentence at B = 64, a sixth of them 4-19 tokens;
+    docs/results.md, "A section's sentences as likely as its best"). The ranking stays ``pred``'s."""
+    pred = np.asarray(pred, dtype=np.float64)
+    if not len(pred):
+        return pred
+    inside = section_rows(pred, cand_q, paras, 1, ratio, owned)
+    best = group_max(pred, np.asarray(cand_q, dtype=np.int64))
+    return np.where(inside, best[np.asarray(cand_q, dtype=np.int64)], pred)
+
+
 def section_cap(shape: SetShape, section: np.ndarray | None) -> np.ndarray | None:
     """The most tokens each question [Q, 1] reads on sections of a page (:func:`page_sections`) where the ladder
     holds its paragraphs: its best candidate's paragraph (``section`` [Q]: :func:`section_evidence`), or the median

@@ -73,6 +73,7 @@ from mogg.run.budget.selector.set_shape import (
     page_order,
     page_sections,
     section_cap,
+    section_density,
     section_evidence,
     source_chain,
     sources_sections,
@@ -276,12 +277,15 @@ def sources_plans(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, u
 
 def page_plans(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray,
                texts, n_questions: int, doc_tokens: np.ndarray, paras: Paragraphs | None = None):
-    """:func:`here_plans` on sections of a page: E the best candidate's paragraph
-    (:func:`~mogg.run.budget.selector.set_shape.section_evidence`), or without the ladder's ``paras`` a share of its
+    """:func:`here_plans` on sections of a page: E the best candidate's section
+    (:func:`~mogg.run.budget.selector.set_shape.section_evidence`), each of its candidates as likely as the best
+    (:func:`~mogg.run.budget.selector.set_shape.section_density`), or without the ladder's ``paras`` E a share of its
     page (:func:`~mogg.run.budget.selector.set_shape.page_evidence`)."""
-    e = page_evidence(cand_q, pred, doc_tokens, n_questions) if paras is None else \
-        section_evidence(cand_q, pred, paras, n_questions)
-    return _plans_with(dep, pred, cand_q, unit, tokens, texts, n_questions, e)
+    if paras is None:
+        return _plans_with(dep, pred, cand_q, unit, tokens, texts, n_questions,
+                           page_evidence(cand_q, pred, doc_tokens, n_questions))
+    return plans_of(pred, cand_q, unit, tokens, texts, n_questions, int(dep.deploy["settings"]["plans"]),
+                    section_evidence(cand_q, pred, paras, n_questions), section_density(pred, cand_q, paras))
 
 
 def read_source_here(c: ReadRows, ladder, unit_tokens: np.ndarray, docs: SetShape | None) -> ReadRows:
