@@ -25,6 +25,20 @@ def _candidate_units(rng: np.random.Generator, n_q: int, n_units: int, most: int
     q, u = (np.array(c) for c in zip(*rows))
     return q, u
 
+
+def _paged_units(rng: np.random.Generator, n_pages: int, per_page: int, p_break: float
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A corpus of ``n_pages`` pages of ``per_page`` units: each unit's page [U], its paragraph [U] (a new one at each
+    page and, inside a page, after a unit with probability ``p_break``), its tokens [U] (5-39), and the paragraph
+    starts inside the pages (:meth:`mogg.ladders.base.Ladder.paragraph_starts`)."""
+    n = n_pages * per_page
+    unit_doc = np.repeat(np.arange(n_pages), per_page)
+    unit_par = np.cumsum(np.r_[True, (np.diff(unit_doc) > 0) | (rng.random(n - 1) < p_break)]) - 1
+    unit_tokens = rng.integers(5, 40, n).astype(float)
+    starts = np.flatnonzero((np.diff(unit_par) > 0) & (np.diff(unit_doc) == 0)) + 1
+    return unit_doc, unit_par, unit_tokens, starts
+
+
 def test_within_question_matches_a_loop_over_questions():
     x, q, n_q = _toy()
     got = within_question(x, q, n_q)
@@ -814,10 +828,7 @@ def test_section_rows_against_a_loop():
     )
 
     rng = np.random.default_rng(17)
-    unit_doc = np.repeat(np.arange(8), 10)  # 8 pages of 10 units
-    unit_par = np.cumsum(np.r_[True, (np.diff(unit_doc) > 0) | (rng.random(79) < 0.35)]) - 1
-    unit_tokens = rng.integers(5, 40, 80).astype(float)
-    starts = np.flatnonzero((np.diff(unit_par) > 0) & (np.diff(unit_doc) == 0)) + 1
+    unit_doc, unit_par, unit_tokens, starts = _paged_units(rng, 8, 10, 0.35)  # 8 pages of 10 units
     q, u = _candidate_units(rng, 30, 80, 14)
     pred = rng.normal(0.4, 0.3, len(q)).round(2)  # ties and negatives both occur
     paras = candidate_paragraphs(starts, unit_tokens, u, unit_doc)
@@ -874,10 +885,7 @@ def test_section_density_against_a_loop():
     from mogg.run.budget.selector.set_shape import candidate_paragraphs, paragraph_first, section_density, section_rows
 
     rng = np.random.default_rng(23)
-    unit_doc = np.repeat(np.arange(6), 12)  # 6 pages of 12 units
-    unit_par = np.cumsum(np.r_[True, (np.diff(unit_doc) > 0) | (rng.random(71) < 0.3)]) - 1
-    unit_tokens = rng.integers(5, 40, 72).astype(float)
-    starts = np.flatnonzero((np.diff(unit_par) > 0) & (np.diff(unit_doc) == 0)) + 1
+    unit_doc, unit_par, unit_tokens, starts = _paged_units(rng, 6, 12, 0.3)  # 6 pages of 12 units
     q, u = _candidate_units(rng, 25, 72, 12)
     pred = rng.normal(0.4, 0.3, len(q)).round(2)
     paras = candidate_paragraphs(starts, unit_tokens, u, unit_doc)
