@@ -189,6 +189,10 @@ ADAPTATIONS = {
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0+source", "predicted", "fits-para-flat:pool"),
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of the best), at most that section, its sentences halfway to the set's median best, E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0+source", "predicted", "fits-para-flat:pool0.5"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of the best), at most that section, its sentences as likely as its best, the best paragraph's shortest first, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0+source", "predicted", "fits-para-flat:shortpara"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of the best), at most that section, its sentences as likely as its best, the best paragraph's shortest first where the section is longer than B, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0+source", "predicted", "fits-para-flat:shortparaB"),
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of the best), at most that section, its sentences as likely as its best, shortest first, E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0+source", "predicted", "fits-para-flat:short"),
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at a quarter of the best), at most that section, E predicted":
@@ -623,6 +627,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
     # (pool<a>), or the best with the section's candidates read shortest first (short)
     flat, _, flat_how = rule.partition(":") if rule.startswith("fits-para-flat") else (False, "", "")
     flat = bool(flat)
+    short_b = None  # measured ("shortparaB"): (the short order, the deployed order, the section's rows)
     if flat:
         rule = "fits-para"
     para_cap = rule == "fits-para"
@@ -689,6 +694,15 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
                 if flat_how == "short":  # measured: the section's candidates shortest first (any of them is evidence)
                     pred = reorder(pred, sh.q, np.where(inside, 1e6 - sh.tokens, pred))
                     key = (*key, "short")
+                elif flat_how.startswith("shortpara"):  # measured: the best paragraph's shortest first, then the rest
+                    # of the section (shortparaB: only where the question's section is longer than B, per budget)
+                    para = section_rows(pred, sh.q, sh.paras, 1, None)
+                    p_short = reorder(pred, sh.q, np.where(para, 2e6 - sh.tokens, np.where(inside, 1e6 + pred, pred)))
+                    if flat_how == "shortpara":
+                        pred = p_short
+                        key = (*key, "shortpara")
+                    else:
+                        short_b = (p_short, pred, inside)
                 dens = section_density(pred, sh.q, sh.paras, run_ratio, run_owned)
                 if flat_how == "mean" or flat_how.startswith("pool"):
                     best = group_max(pred, np.asarray(sh.q, dtype=np.int64))  # [Q'] each question's best
@@ -752,6 +766,11 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             best = document_evidence(sh.q, pred, sh.doc_tokens, sh.n)
             close = every if sections_share(SetShape(best, docs.covered, every, chain)) >= SECTIONS_SHARE else chain
     for b in BUDGETS:
+        if short_b is not None:  # measured: the short order where the question's section is longer than B
+            p_s, p_o, ins = short_b
+            pred = np.where((section > b)[sh.q], p_s, p_o)
+            best_q = group_max(pred, np.asarray(sh.q, dtype=np.int64))
+            ranked, util, pt, tf, tt, rp = plans((*key, "shortparaB", b), section, np.where(ins, best_q[sh.q], pred))
         if bind is not None:
             e_b = np.where((bind[0] > b) == (bind[2] == "bind"), bind[0], bind[1])
             ranked, util, pt, tf, tt, rp = plans((*key, "chainE" + rule_arg, b), e_b)
