@@ -177,8 +177,9 @@ ADAPTATIONS = {
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pagerun:0.75+source", "predicted", "fits-para"),
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of the best), at most that section, E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0+source", "predicted", "fits-para"),
-    # deployed: the same, the plans' estimated F1 reading each candidate of that section as likely as its best
-    # (set_shape.section_density: the section is the evidence, so its sentences are evidence together)
+    # the same, the plans' estimated F1 reading each candidate of that section as likely as its best
+    # (set_shape.section_density: the section is the evidence, so its sentences are evidence together); deployed
+    # with the order below where the section is longer than B
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of the best), at most that section, its sentences as likely as its best, E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0+source", "predicted", "fits-para-flat"),
     # measured: the section's candidates at their mean prediction, at the set's median best (every question alike), at
@@ -191,6 +192,8 @@ ADAPTATIONS = {
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0+source", "predicted", "fits-para-flat:pool0.5"),
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of the best), at most that section, its sentences as likely as its best, the best paragraph's shortest first, E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0+source", "predicted", "fits-para-flat:shortpara"),
+    # deployed: where the question's section is longer than B, its best paragraph's candidates shortest first
+    # (set_shape.short_first: any of them is evidence, and the cheapest costs a question the scorer is unsure of least)
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of the best), at most that section, its sentences as likely as its best, the best paragraph's shortest first where the section is longer than B, E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0+source", "predicted", "fits-para-flat:shortparaB"),
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of the best), at most that section, its sentences as likely as its best, shortest first, E predicted":
@@ -316,7 +319,8 @@ ADAPTATIONS = {
 DEPLOYED = ("two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, "
             "the neighbouring candidates with one gap first, the best candidate's whole source first, the best "
             "candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of "
-            "the best), at most that section, its sentences as likely as its best, E predicted")
+            "the best), at most that section, its sentences as likely as its best, the best paragraph's shortest first "
+            "where the section is longer than B, E predicted")
 
 
 @dataclass
@@ -478,6 +482,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         section_evidence,
         section_rows,
         sections_share,
+        short_first,
         source_chain,
         sources_sections,
         whole_documents,
@@ -694,15 +699,12 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
                 if flat_how == "short":  # measured: the section's candidates shortest first (any of them is evidence)
                     pred = reorder(pred, sh.q, np.where(inside, 1e6 - sh.tokens, pred))
                     key = (*key, "short")
-                elif flat_how.startswith("shortpara"):  # measured: the best paragraph's shortest first, then the rest
-                    # of the section (shortparaB: only where the question's section is longer than B, per budget)
-                    para = section_rows(pred, sh.q, sh.paras, 1, None)
-                    p_short = reorder(pred, sh.q, np.where(para, 2e6 - sh.tokens, np.where(inside, 1e6 + pred, pred)))
-                    if flat_how == "shortpara":
-                        pred = p_short
-                        key = (*key, "shortpara")
-                    else:
-                        short_b = (p_short, pred, inside)
+                elif flat_how == "shortpara":  # measured: the best paragraph's shortest first, then the rest of the
+                    # section, at every budget (set_shape.short_first with its section read as longer than any B)
+                    pred = short_first(pred, sh.q, sh.tokens, sh.paras, np.full(sh.n, np.inf), 0.0, run_ratio, run_owned)
+                    key = (*key, "shortpara")
+                elif flat_how == "shortparaB":  # deployed: that order where the section is longer than B (per budget)
+                    short_b = pred
                 dens = section_density(pred, sh.q, sh.paras, run_ratio, run_owned)
                 if flat_how == "mean" or flat_how.startswith("pool"):
                     best = group_max(pred, np.asarray(sh.q, dtype=np.int64))  # [Q'] each question's best
@@ -766,11 +768,9 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             best = document_evidence(sh.q, pred, sh.doc_tokens, sh.n)
             close = every if sections_share(SetShape(best, docs.covered, every, chain)) >= SECTIONS_SHARE else chain
     for b in BUDGETS:
-        if short_b is not None:  # measured: the short order where the question's section is longer than B
-            p_s, p_o, ins = short_b
-            pred = np.where((section > b)[sh.q], p_s, p_o)
-            best_q = group_max(pred, np.asarray(sh.q, dtype=np.int64))
-            ranked, util, pt, tf, tt, rp = plans((*key, "shortparaB", b), section, np.where(ins, best_q[sh.q], pred))
+        if short_b is not None:  # deployed: the short order where the question's section is longer than B
+            pred = short_first(short_b, sh.q, sh.tokens, sh.paras, section, b, run_ratio, run_owned)
+            ranked, util, pt, tf, tt, rp = plans((*key, "shortparaB", b), section, dens)
         if bind is not None:
             e_b = np.where((bind[0] > b) == (bind[2] == "bind"), bind[0], bind[1])
             ranked, util, pt, tf, tt, rp = plans((*key, "chainE" + rule_arg, b), e_b)

@@ -142,9 +142,10 @@ def test_the_adaptations_script_names_the_library_s_deployed_reading():
     # the library's deployed reading, as the script spells it: the chain's constants, the best candidate's
     # section first on sections of a page (PARA_TOP: the best candidate's paragraph, and the paragraphs beside it
     # that it owns at SECTION_RATIO), E that section read at least to the median one and at most it, its candidates as
-    # likely as the best in the F1 estimate (set_shape.section_density: "fits-para-flat"), and the best candidate's
-    # whole source first where the ids name short sources
-    assert (e_rule, rule) == ("predicted", "fits-para-flat")
+    # likely as the best in the F1 estimate (set_shape.section_density: "fits-para-flat"), read from the best
+    # paragraph's shortest candidate where the section is longer than B (set_shape.short_first: ":shortparaB"), and
+    # the best candidate's whole source first where the ids name short sources
+    assert (e_rule, rule) == ("predicted", "fits-para-flat:shortparaB")
     assert PARA_TOP == 1
     assert selftrain == f"near2+docs+chain:{CHAIN_RATIO:g}:{CHAIN_GAP}+pageownrun:{SECTION_RATIO:g}+source"
 

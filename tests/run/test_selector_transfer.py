@@ -419,8 +419,9 @@ def test_fits_bounds_e_by_the_chain_on_sections_of_sources_and_reads_the_plans_h
 
 def test_the_page_plans_are_read_once_per_set_and_handed_to_every_row(monkeypatch):
     """The report reads 3 E x 4 budgets per set: on sections of a page read_here recomputed the page plans at each
-    (and dropped the plans per E handed in). Handed in under transfer.PAGE, they are read, never recomputed,
-    and decide as the computed ones; a dict without them, or one tuple for another E, still reads the page's."""
+    (and dropped the plans per E handed in). Handed in under (transfer.PAGE, B), B None without the ladder's
+    paragraphs, they are read, never recomputed, and decide as the computed ones; a dict without them, or one tuple
+    for another E, still reads the page's."""
     from types import SimpleNamespace
 
     from mogg.run.budget.selector import transfer
@@ -446,10 +447,28 @@ def test_the_page_plans_are_read_once_per_set_and_handed_to_every_row(monkeypatc
     calls = []
     monkeypatch.setattr(transfer, "plans_of", lambda *a, **k: calls.append(a))
     got = transfer.read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "median",
-                             plans={"median": other, transfer.PAGE: page_plans}, **kw)
+                             plans={"median": other, (transfer.PAGE, None): page_plans}, **kw)
     assert calls == []  # read, not recomputed
     np.testing.assert_array_equal(got[0], computed[0])
     np.testing.assert_array_equal(got[2], computed[2])
+    monkeypatch.undo()
+    # with the ladder's paragraphs the page's plans follow the budget (set_shape.short_first): handed in under
+    # (transfer.PAGE, B), read as computed; those of another budget are not read at B
+    from mogg.run.budget.selector.set_shape import candidate_paragraphs
+
+    n_units = int(unit.max()) + 1  # three units a paragraph, pages of six units
+    paras = candidate_paragraphs(np.arange(3, n_units, 6), np.full(n_units, 12.0), unit, np.arange(n_units) // 6)
+    at_b = transfer.page_plans(dep, pred, cand_q, unit, tokens, texts, n_q, doc_tokens, paras, b)
+    at_8 = transfer.page_plans(dep, pred, cand_q, unit, tokens, texts, n_q, doc_tokens, paras, 8.0)
+    computed = transfer.read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "median", paras=paras, **kw)
+    np.testing.assert_array_equal(computed[1].rows, at_b[0].rows)
+    assert not np.array_equal(at_8[0].rows, at_b[0].rows)  # the sections are longer than 8 tokens: read shortest first
+    monkeypatch.setattr(transfer, "plans_of", lambda *a, **k: calls.append(a))
+    got = transfer.read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "median", paras=paras,
+                             plans={(transfer.PAGE, 8.0): at_8, (transfer.PAGE, float(b)): at_b}, **kw)
+    assert calls == []
+    np.testing.assert_array_equal(got[0], computed[0])
+    np.testing.assert_array_equal(got[1].rows, at_b[0].rows)
 
 
 def _train_transfer(tmp, mirage, *extra: str):

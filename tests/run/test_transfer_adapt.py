@@ -902,6 +902,47 @@ def test_section_density_against_a_loop():
     assert section_density(np.zeros(0), np.zeros(0, dtype=np.int64), paras).shape == (0,)
 
 
+def test_short_first_against_a_loop():
+    """Where a question's section is longer than the budget, its best paragraph's candidates come first, shortest first
+    (ties: the prediction's order), then the rest of its section, then the rest, each in the prediction's order; every
+    other question keeps the prediction's order, and every question its values. The F1 estimate's densities
+    (section_density) are the same on either order, so only the ranking moves."""
+    from mogg.run.budget.selector.set_shape import (
+        candidate_paragraphs,
+        paragraph_first,
+        section_density,
+        section_evidence,
+        section_rows,
+        short_first,
+    )
+
+    rng = np.random.default_rng(29)
+    unit_doc, unit_par, unit_tokens, starts = _paged_units(rng, 6, 12, 0.3)
+    q, u = _candidate_units(rng, 25, 72, 12)
+    paras = candidate_paragraphs(starts, unit_tokens, u, unit_doc)
+    tok = unit_tokens[u]
+    pred = paragraph_first(rng.normal(0.4, 0.3, len(q)).round(2), q, unit_par[u], 1, paras, 0.0)  # as page_order reads
+    sec = section_evidence(q, pred, paras, 25)
+    for budget in (0.0, 40.0, float(np.median(sec)), 1e9):
+        out = short_first(pred, q, tok, paras, sec, budget)
+        inside = section_rows(pred, q, paras, 1, 0.0)
+        best_par = section_rows(pred, q, paras, 1, None)
+        for qi in range(25):
+            r = np.flatnonzero(q == qi)
+            by = list(r[np.lexsort((r, -pred[r]))])  # the prediction's order (ties: row order, as reorder's)
+            if sec[qi] > budget:
+                want = (sorted([x for x in by if best_par[x]], key=lambda x: (tok[x], by.index(x)))
+                        + [x for x in by if inside[x] and not best_par[x]] + [x for x in by if not inside[x]])
+            else:
+                want = by
+            assert out[want].tolist() == sorted(pred[r], reverse=True), (qi, budget)
+        np.testing.assert_array_equal(section_density(out, q, paras), section_density(pred, q, paras))
+        if budget > 1e8:
+            assert np.array_equal(out, pred)  # no section longer than the budget: the order as it was
+        elif budget == 0.0:
+            assert not np.array_equal(out, pred)  # every section is longer: the order moved (the test tells them apart)
+
+
 def test_candidate_paragraphs_against_whole_corpus_ids_and_its_cost_follows_the_candidates():
     """candidate_paragraphs' ids and tokens equal the whole-corpus ones (sources.paragraph_ids, a bincount), documents
     numbered with gaps included; and it never builds anything corpus-sized: over four million units, with a few

@@ -40,7 +40,6 @@ directory keys and plans); the shape decisions they read live in ``set_shape``.
 
 from __future__ import annotations
 
-import functools
 import logging
 from pathlib import Path
 
@@ -75,6 +74,7 @@ from mogg.run.budget.selector.set_shape import (
     section_cap,
     section_density,
     section_evidence,
+    short_first,
     source_chain,
     sources_sections,
     whole_documents,
@@ -276,16 +276,20 @@ def sources_plans(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, u
 
 
 def page_plans(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray,
-               texts, n_questions: int, doc_tokens: np.ndarray, paras: Paragraphs | None = None):
+               texts, n_questions: int, doc_tokens: np.ndarray, paras: Paragraphs | None = None,
+               budget: float | None = None):
     """:func:`here_plans` on sections of a page: E the best candidate's section
     (:func:`~mogg.run.budget.selector.set_shape.section_evidence`), each of its candidates as likely as the best
-    (:func:`~mogg.run.budget.selector.set_shape.section_density`), or without the ladder's ``paras`` E a share of its
-    page (:func:`~mogg.run.budget.selector.set_shape.page_evidence`)."""
+    (:func:`~mogg.run.budget.selector.set_shape.section_density`), and at ``budget`` a section longer than it read
+    from its best paragraph's shortest candidate (:func:`~mogg.run.budget.selector.set_shape.short_first`); or without
+    the ladder's ``paras`` E a share of its page (:func:`~mogg.run.budget.selector.set_shape.page_evidence`)."""
     if paras is None:
         return _plans_with(dep, pred, cand_q, unit, tokens, texts, n_questions,
                            page_evidence(cand_q, pred, doc_tokens, n_questions))
-    return plans_of(pred, cand_q, unit, tokens, texts, n_questions, int(dep.deploy["settings"]["plans"]),
-                    section_evidence(cand_q, pred, paras, n_questions), section_density(pred, cand_q, paras))
+    e = section_evidence(cand_q, pred, paras, n_questions)
+    order = pred if budget is None else short_first(pred, cand_q, tokens, paras, e, budget)
+    return plans_of(order, cand_q, unit, tokens, texts, n_questions, int(dep.deploy["settings"]["plans"]), e,
+                    section_density(pred, cand_q, paras))
 
 
 def read_source_here(c: ReadRows, ladder, unit_tokens: np.ndarray, docs: SetShape | None) -> ReadRows:
@@ -315,8 +319,8 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
     sections of a page (``page_sections``), read at least to the median one there, E at most the chain where it is
     sections of sources (``sources_sections``); needs ``unit_doc`` [U], every unit's document);
     ``plans``: what :func:`here_plans` gives for these arguments (or a dict of them per E, :func:`page_plans`'s
-    under :data:`PAGE` on sections of a page, :func:`sources_plans`' under (:data:`SOURCES`, E) on sections of
-    sources), ``docs``: the set's shape
+    under (:data:`PAGE`, B) on sections of a page (B None without ``paras``), :func:`sources_plans`' under
+    (:data:`SOURCES`, E) on sections of sources), ``docs``: the set's shape
     as :func:`shape_scorer` gives it, ``chain`` [Q]: on sections of sources each question's chain on ``pred``
     (:func:`~mogg.run.budget.selector.set_shape.source_chain`; each computed here from ``pred`` when None)."""
     if rule not in LAMBDA_RULES:
@@ -329,12 +333,13 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
         docs = whole_documents(cand_q, unit, unit_doc, tokens, pred, doc_tokens, n_questions, paras)
     page = docs is not None and page_sections(docs)  # a section of a page: E a share of the page (set_shape.PAGE_SHARE)
     sources = docs is not None and sources_sections(docs)  # sections of sources: E at most the chain
+    page_b = None if paras is None else budget  # with the ladder's paragraphs the page's plans follow the budget
     if isinstance(plans, dict):
-        plans = plans.get(PAGE if page else (SOURCES, evidence) if sources else evidence)
+        plans = plans.get((PAGE, page_b) if page else (SOURCES, evidence) if sources else evidence)
     elif page or sources:  # one tuple is one E's plans as here_plans gives them, never the page's or the chain's
         plans = None
     if plans is None and page:
-        plans = page_plans(dep, pred, cand_q, unit, tokens, texts, n_questions, doc_tokens, paras)
+        plans = page_plans(dep, pred, cand_q, unit, tokens, texts, n_questions, doc_tokens, paras, page_b)
     elif plans is None and sources:
         plans = sources_plans(dep, pred, cand_q, unit, tokens, texts, n_questions, evidence, doc_tokens, unit_doc)
     elif plans is None:
@@ -427,31 +432,36 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
     # the plans of each E (the same at every budget), and their true F1 once: the ranking is by the
     # scorer alone, so every E shares it
     plans = {e: here_plans(dep, pred, cq, cu, ctok, texts, n, e, cdoc) for e in EVIDENCE}
-    if docs is not None and page_sections(docs):  # the fits rows' plans there (read_here)
-        plans[PAGE] = page_plans(dep, pred, cq, cu, ctok, texts, n, cdoc, paras)
+    if docs is not None and page_sections(docs):  # the fits rows' plans there (read_here), per budget with paragraphs
+        for b in [None] if paras is None else [float(b) for b in dep.deploy["budgets"]]:
+            plans[(PAGE, b)] = page_plans(dep, pred, cq, cu, ctok, texts, n, cdoc, paras, b)
     chain = None  # sections of sources: each question's chain on pred, read by every row at every budget
     if docs is not None and sources_sections(docs):
         plans.update({(SOURCES, e): sources_plans(dep, pred, cq, cu, ctok, texts, n, e, cdoc,
                                                   udoc) for e in EVIDENCE})
         chain = source_chain(cq, udoc[cu], pred, cdoc, n)
 
-    @functools.cache
-    def truth() -> tuple[np.ndarray, np.ndarray]:  # on the first row that deploys the selector
-        return plan_table(plans[EVIDENCE[0]][0], texts, cu, ev, rows)
+    truths = {}  # the plans' true F1 and tokens, once per ranking (every E shares one; the page's follows B)
+
+    def truth(ranked) -> tuple[np.ndarray, np.ndarray]:  # on the first row that deploys the selector
+        key = ranked.rows.tobytes()
+        if key not in truths:
+            truths[key] = plan_table(ranked, texts, cu, ev, rows)
+        return truths[key]
 
     def at(b: float) -> dict:
         if str(int(b)) not in dep.deploy["budgets"]:
             return {}
         out = {}
         for row, evidence, rule in reads:
-            choice, _, _, applied = read_here(dep, pred, cq, cu, ctok, texts, n, b, evidence,
+            choice, ranked, _, applied = read_here(dep, pred, cq, cu, ctok, texts, n, b, evidence,
                                                    table.tokens, doc_tokens=cdoc, rule=rule,
                                                    plans=plans, unit_doc=udoc, docs=docs, chain=chain, paras=paras)
             if applied["deploy"] == "envelope":
                 env = applied["envelope"]
                 f1, tok, conf = table.f1[:, env], table.tokens[:, env], "envelope deployed"
             else:
-                pf, pt = truth()
+                pf, pt = truth(ranked)
                 f1, tok, conf = pf[rows, choice], pt[rows, choice], "selector deployed" + scorer
             out[row] = (f1, tok, conf)
         env = envelope_here(dep.deploy["spec"]["configs"], table.tokens, b)
