@@ -12,6 +12,8 @@ one section per document, as a user might (docs/results.md, "A page written one 
 written one section per line (docs/results.md, "A page's sections however it writes them"). ``--bare-ids`` renames
 the documents ``d0``, ``d1``, ... in written order: ids that name no source (docs/results.md, "Ids that name nothing").
 ``--one-per-document`` keeps one question per gold document (docs/results.md, "A section over several paragraphs").
+``--question-headings`` writes each question's text as a line above its gold evidence: a page of questions and their
+answers (docs/results.md, "Question lines of any length").
 
 Trailing ``key=value`` arguments are Hydra overrides (``paths.pubmedqa_l=...``). The corpus holds the questions'
 evidence where the corpus config declares ``allow_gold`` (the generic experiments declare it too).
@@ -50,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--one-per-document", type=nonnegative_int, default=None, metavar="SEED",
                     help="keep one question per gold document, drawn at random (this seed): a page that holds one "
                          "routed question")
+    ap.add_argument("--question-headings", action="store_true",
+                    help="write each question's text as a line above its gold evidence (where its gold document holds "
+                         "it verbatim): a page of questions and their answers")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides (key=value)")
     args = ap.parse_args(argv)
     for name, group in (("--questions", "questions"), ("--corpus", "corpus")):  # checked before any work
@@ -64,7 +69,14 @@ def main(argv: list[str] | None = None) -> int:
     from omegaconf.errors import OmegaConfBaseException
 
     from mogg.data.errors import DataError
-    from mogg.data.export import bare_ids, join_paragraphs, one_per_document, split_paragraphs, write_generic
+    from mogg.data.export import (
+        bare_ids,
+        join_paragraphs,
+        one_per_document,
+        question_headings,
+        split_paragraphs,
+        write_generic,
+    )
 
     try:  # a bad override (a key that does not exist, a missing value) in one line, not a traceback
         with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
@@ -75,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         items, docs = instantiate(cfg.questions).load(), instantiate(cfg.corpus).documents()
+        if args.question_headings:  # before any split or join: the headings are part of the page as written
+            docs = question_headings(items, docs)
         if args.split_paragraphs:
             docs = split_paragraphs(docs)
         if args.paragraph_break != "as-read":

@@ -6,7 +6,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mogg.core.text import BLOCK_RULE, HEADING_WORDS, PARAGRAPH_RULE, WRAP_CHARS, is_heading, paragraphs, text_blocks
+from mogg.core.text import (
+    BLOCK_RULE,
+    HEADING_WORDS,
+    PARAGRAPH_RULE,
+    QUESTION_WORDS,
+    WRAP_CHARS,
+    is_heading,
+    paragraphs,
+    text_blocks,
+)
 from mogg.data.corpus import DocumentList
 from mogg.data.export import join_paragraphs
 from mogg.data.records import Document
@@ -88,14 +97,51 @@ def test_a_page_written_in_headed_sections_reads_as_its_sections(sep):
                                                           *SECTION[1].split()], ["##", "Causes", *SECTION[2].split()]]
 
 
+LONG_QUESTION = ("What are the genetic changes related to familial hypophosphatemic rickets with hypercalciuria in early "
+                 "childhood ?")  # 13 words, as a consumer-health page of questions and answers writes its headings
+
+
+@pytest.mark.parametrize("sep", ["\n\n", "\n"])
+def test_a_question_line_heads_its_answer_at_any_length(sep):
+    """A page of questions and their answers: a question line longer than HEADING_WORDS heads its answer too. Under
+    the rule before (rule 4) it read as a paragraph of the section above, which then took its answer as well: two
+    questions' answers read as one section (docs/results.md, "Question lines of any length")."""
+    assert len(LONG_QUESTION.split()) > HEADING_WORDS and is_heading(LONG_QUESTION)
+    assert all(is_heading(f"{label} {LONG_QUESTION}") for label in ("Q:", "Question:", "Question 3.", "Q2)"))
+    page = sep.join(["What is tuberculosis ?", SECTION[0], SECTION[1], LONG_QUESTION, SECTION[2],
+                     "How do people catch it ?", SECTION[0]])
+    assert [p.split() for p in paragraphs(page)] == [
+        f"What is tuberculosis ? {SECTION[0]} {SECTION[1]}".split(), f"{LONG_QUESTION} {SECTION[2]}".split(),
+        f"How do people catch it ? {SECTION[0]}".split()]
+    # written above its answer in one block, it opens a section as a short question does
+    above = "\n\n".join([f"What is tuberculosis ?\n{SECTION[0]}", f"{LONG_QUESTION}\n{SECTION[2]}", SECTION[1]])
+    assert [p.split() for p in paragraphs(above)] == [f"What is tuberculosis ? {SECTION[0]}".split(),
+                                                      f"{LONG_QUESTION} {SECTION[2]} {SECTION[1]}".split()]
+
+
+def test_prose_that_ends_on_a_question_is_not_a_heading():
+    """Only one interrogative sentence of at most QUESTION_WORDS words is a question line: prose of several sentences
+    that ends on a question (as in a paper's aims), a long question, or a statement stays a paragraph, as under the
+    rule before (every document of the protocol's corpora reads the same paragraphs and headings under both rules)."""
+    for prose in ["We asked: (1) Is a fast-resorbable hydrogel able to deliver antibacterial compounds in vitro?",
+                  "The patient was restarted on therapy. This led us to consider whether the drug can be stopped before "
+                  "his growth has finished?",
+                  "Is " + " ".join(["word"] * QUESTION_WORDS) + "?",
+                  "Mutations in the SLC34A3 gene cause familial hypophosphatemic rickets with hypercalciuria in early "
+                  "childhood."]:
+        assert not is_heading(prose), prose
+        assert paragraphs("\n\n".join([SECTION[0], prose, SECTION[1]])) == [SECTION[0], prose, SECTION[1]]
+
+
 def test_the_structural_ladder_reads_the_same_blocks():
     """MAL's sections: a heading (one that ends with "?" or ":" too) opens a section, on blank lines or lines."""
     for sep in ("\n\n", "\n"):
         text = sep.join(["What are the symptoms?", SECTION[0], "Causes:", SECTION[1], SECTION[2]])
         assert text_blocks(text) == ["What are the symptoms?", SECTION[0], "Causes:", SECTION[1], SECTION[2]]
         assert parse_structure(text) == [("What are the symptoms?", [SECTION[0]]), ("Causes:", SECTION[1:])]
-    # its key names the blocks' rule, not the paragraphs': rule 4 joins paragraphs, so stored MAL ladders stay valid
-    assert StructuralLadderBuilder().config()["paragraph_rule"] == BLOCK_RULE != PARAGRAPH_RULE
+    # its key names the blocks' rule, not the paragraphs': rule 4 joined paragraphs and kept stored MAL ladders; rule 5
+    # reads question lines as headings, which the blocks read too (BLOCK_RULE 4)
+    assert StructuralLadderBuilder().config()["paragraph_rule"] == BLOCK_RULE == 4 != PARAGRAPH_RULE
 
 
 def test_a_headings_units_open_its_section():

@@ -89,6 +89,34 @@ def test_one_per_document_keeps_one_question_per_gold_document_set():
     assert len({tuple(v) for v in drawn.values()}) > 1 and drawn[3] == [it.id for it in one_per_document(items, 3)]
 
 
+def test_question_headings_write_each_question_above_its_answer():
+    """--question-headings: each question's text (one line) above its gold evidence where that opens a block of its
+    gold document, a blank line between; a text several questions share headed once; a gold text inside a paragraph,
+    or one its document lacks, left as it is. The page then reads as its questions' sections (rule 5: a question
+    line of any length heads its answer)."""
+    from mogg.core.text import paragraphs
+    from mogg.data.export import question_headings
+
+    long_q = ("What are the genetic changes related to familial hypophosphatemic rickets with hypercalciuria in "
+              "early childhood ?")
+    page = Document("p", "T", "It is a disorder of bone.\n\nIt is rare.\n\nMutations in one gene cause it.")
+    items = [QAItem(id="a", question="What is  it ?", answer="x", gold_evidence=["It is a disorder of bone."],
+                    gold_doc_ids=["p"]),
+             QAItem(id="b", question=long_q, answer="x", gold_evidence=["Mutations in one gene cause it."],
+                    gold_doc_ids=["p"]),
+             QAItem(id="c", question="Again?", answer="x", gold_evidence=["It is a disorder of bone."],
+                    gold_doc_ids=["p"]),
+             QAItem(id="d", question="Inside?", answer="x", gold_evidence=["one gene"], gold_doc_ids=["p"]),
+             QAItem(id="e", question="Elsewhere?", answer="x", gold_evidence=["Not here."], gold_doc_ids=["p"])]
+    other = Document("o", "", "No question reads this page.")
+    (d, o) = question_headings(items, [page, other])
+    assert o == other and (d.id, d.title) == ("p", "T")
+    assert d.content == ("What is it ?\n\nIt is a disorder of bone.\n\nIt is rare.\n\n"
+                         f"{long_q}\n\nMutations in one gene cause it.")
+    assert paragraphs(d.content) == ["What is it ?\nIt is a disorder of bone.\n\nIt is rare.",
+                                     f"{long_q}\nMutations in one gene cause it."]
+
+
 def test_the_script_writes_a_stand_in_the_generic_readers_give_back(tmp_path, mirage):
     """The snippet stand-in (an abstract's contexts as documents, side by side in the corpus) through the script."""
     from conftest import compose
@@ -150,6 +178,16 @@ def test_the_script_writes_a_stand_in_the_generic_readers_give_back(tmp_path, mi
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     _same(items, join_paragraphs(docs, "\n"), tmp_path / "lines")
+    # --question-headings: each question above its gold evidence (a context that opens its document)
+    from mogg.data.export import question_headings
+
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "export_generic.py"), "--questions", "pubmedqa_snippets",
+                        "--corpus", "pubmedqa_snippets", "--question-headings", "--out", str(tmp_path / "asked")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    headed = question_headings(items, docs)
+    assert sum(h.content != d.content for h, d in zip(headed, docs)) > 100
+    _same(items, headed, tmp_path / "asked")
     # bad input: one line, exit 2, nothing written (an unknown group, a path left unset, an override of no key)
     for args, says in ((["--questions", "nope", "--corpus", "pubmedqa_snippets"], "conf/questions/nope.yaml"),
                        (["--questions", "generic", "--corpus", "jsonl"], "questions.path"),

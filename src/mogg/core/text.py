@@ -209,18 +209,31 @@ WRAP_CHARS = 160
 # The paragraph rule's version: the ladder arrays read off it are named by it (mogg.ladders.sources.PARAGRAPHS), so a
 # ladder stored under an earlier rule (3: lines wider than WRAP_CHARS; 2: line breaks and headings; 1: blank lines
 # alone) gets them again, once. 4: a page that opens with a heading and holds two or more reads as its headed
-# sections (headed_sections)
-PARAGRAPH_RULE = 4
+# sections (headed_sections); 5: a question line of up to QUESTION_WORDS words is a heading
+PARAGRAPH_RULE = 5
 # The version of the blocks and headings alone (text_blocks, is_heading), which the structural ladder parses its own
-# sections from: rule 4 changed how paragraphs join, not the blocks, so a stored structural ladder stays valid
-BLOCK_RULE = 3
+# sections from: rule 4 changed how paragraphs join, not the blocks, so a stored structural ladder stayed valid; 4: a
+# question line of up to QUESTION_WORDS words is a heading (rule 5)
+BLOCK_RULE = 4
 # A heading: one line of at most this many words that does not end a sentence ("Symptoms", "Superficial relations:",
 # "What causes it?"), or any line opening with "#". It belongs to the paragraph after it (a section is its heading
 # and its text), so the best candidate's paragraph is never a heading alone.
 HEADING_WORDS = 12
+# ... and a question line at most this many words: a page of questions and their answers writes each question above
+# its answer, and a consumer-health question names its condition in full ("What are the genetic changes related to
+# familial hypophosphatemic rickets with hypercalciuria in early childhood ?", 13 words); under HEADING_WORDS alone
+# such a line read as a paragraph of the section before, which then took the next question's answer too
+# (docs/results.md, "Question lines of any length"). Longer than two lines of prose is not a heading.
+QUESTION_WORDS = 40
 _CLOSED = r"""["'\u2019\u201d)\]]*\s*$"""  # what may follow the last stop: closing quotes and brackets, spaces
 _SENTENCE_END = re.compile(r"[.!?:;]" + _CLOSED)  # a line that ends a sentence (or a clause)
 _PROSE_END = re.compile(r"[.!]" + _CLOSED)  # ... a statement: a heading never ends so
+_QUESTION_END = re.compile(r"\?" + _CLOSED)  # ... a question
+# a question line: one interrogative sentence (no stop inside it), as a page of questions and answers heads each answer
+# ("Q:" or "Question 3." before it too); a paragraph of prose that ends on a question ("We asked: (1) Is ...? (2) Can
+# ...?") is not one
+_QUESTION_LINE = re.compile(r"(?:(?:q|question)\s*\d*\s*[:.)-]\s*)?(?:what|how|who|whom|whose|which|when|where|why|is|are|was|were|do|does|did|can|could|"
+                            r"should|would|will|may|has|have)\b[^.!?:;]*\?" + _CLOSED, re.IGNORECASE)
 
 
 def _lines(block: str) -> list[str]:
@@ -253,12 +266,15 @@ def text_blocks(text: str) -> list[str]:
 
 
 def is_heading(block: str, max_words: int = HEADING_WORDS) -> bool:
-    """Whether ``block`` (of :func:`text_blocks`) is a heading: one line opening with "#", or of at most
-    ``max_words`` words that does not end a statement (:data:`HEADING_WORDS`)."""
+    """Whether ``block`` (of :func:`text_blocks`) is a heading: one line opening with "#", of at most ``max_words``
+    words that does not end a statement (:data:`HEADING_WORDS`), or one interrogative sentence of at most
+    :data:`QUESTION_WORDS` words."""
     s = block.strip()
     if not s or "\n" in s:
         return False
-    return s.startswith("#") or (len(s.split()) <= max_words and not _PROSE_END.search(s))
+    words = len(s.split())
+    return (s.startswith("#") or (words <= max_words and not _PROSE_END.search(s))
+            or (words <= max(max_words, QUESTION_WORDS) and bool(_QUESTION_LINE.fullmatch(s))))
 
 
 def paragraphs(text: str) -> list[str]:
@@ -293,7 +309,7 @@ def _heading_above(block: str) -> bool:
     if len(lines) < 2:
         return False
     first = lines[0].strip()
-    return first.startswith("#") or (is_heading(first) and first.rstrip("\"'\u2019\u201d)] ").endswith("?"))
+    return first.startswith("#") or (is_heading(first) and bool(_QUESTION_END.search(first)))
 
 
 def headed_sections(paras: list[str], headed: list[bool]) -> list[str]:

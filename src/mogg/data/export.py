@@ -83,6 +83,31 @@ def one_per_document(items: Iterable[QAItem], seed: int) -> list[QAItem]:
     return [it for i, it in enumerate(items) if i in keep]
 
 
+def question_headings(items: Iterable[QAItem], documents: Iterable[Document]) -> list[Document]:
+    """Each document with each question's text written as a line above the question's gold evidence (its first
+    gold text, where its gold document holds it verbatim at the start of a block), a blank line after it: a page of
+    questions and their answers, as a consumer-health site writes one (docs/results.md, "Question lines of any
+    length"). A text that several questions share is headed once, by the first; ids, titles and order kept."""
+    above: dict[str, dict[str, str]] = {}  # document id -> gold text -> the question written above it
+    for it in items:
+        if it.gold_evidence and it.gold_evidence[0].strip():
+            for g in it.gold_doc_ids:
+                above.setdefault(g, {}).setdefault(it.gold_evidence[0].strip(), " ".join(it.question.split()))
+    out: list[Document] = []
+    for d in documents:
+        text, at = d.content, []
+        for gold, question in above.get(d.id, {}).items():
+            k = text.find(gold)
+            while k > 0 and text[k - 1] != "\n":  # the gold text must open a block, not sit inside one
+                k = text.find(gold, k + 1)
+            if k >= 0:
+                at.append((k, question))
+        for k, question in sorted(at, reverse=True):  # from the end, so that earlier offsets hold
+            text = f"{text[:k]}{question}\n\n{text[k:]}"
+        out.append(Document(id=d.id, title=d.title, content=text))
+    return out
+
+
 def write_generic(items: Iterable[QAItem], documents: Iterable[Document], out: Path) -> tuple[int, int]:
     """Write ``out``/questions.jsonl and ``out``/corpus.jsonl (each atomically; the documents in the order given,
     which the set-shape decisions read: a source's sections beside each other). Returns (questions, documents)."""
