@@ -131,3 +131,42 @@ def test_covidqa_configs_on_the_shared_copy(monkeypatch):
     one = sum(len(it.gold_evidence) == 1 for it in items)
     assert one / len(items) > 0.5
     assert os.path.basename(cfg.questions.path) == "200423_covidQA.json"
+
+
+def test_paragraph_evidence_is_the_answers_paragraphs_whole(tmp_path):
+    """evidence="paragraph" (questions=covidqa_paragraphs, rule step 4): every sentence of the paragraphs
+    (mogg.core.text.paragraphs: blank lines, a heading joined to its text) that hold the answer's sentences; an answer
+    over a paragraph break takes both; the sentence evidence is unchanged; an unknown kind is refused."""
+    paper = ("Background\n\nCoronaviruses infect many species. They spread in droplets.\n\n"
+             "The incubation period is about 5 days. Most cases are mild.\n\nMasks reduce transmission.")
+    qas = [_qa(1, "Incubation?", "about 5 days", paper.index("about 5 days")),
+           _qa(2, "Spread and incubation?", "droplets.\n\nThe incubation", paper.index("droplets")),
+           _qa(3, "Species?", "many species", paper.index("many species"))]
+    path = _squad(tmp_path / "c.json", qas, context=paper)
+    by_id = {it.id: it for it in SquadQA(str(path), evidence="paragraph").load()}
+    assert by_id["1"].gold_evidence == ["The incubation period is about 5 days.", "Most cases are mild."]
+    assert by_id["2"].gold_evidence == ["Background Coronaviruses infect many species.", "They spread in droplets.",
+                                        "The incubation period is about 5 days.", "Most cases are mild."]
+    # the heading joins its paragraph, so the first paragraph's first unit is "Background Coronaviruses ..."
+    assert by_id["3"].gold_evidence == ["Background Coronaviruses infect many species.", "They spread in droplets."]
+    sentences = {it.id: it.gold_evidence for it in SquadQA(str(path)).load()}
+    assert sentences["1"] == ["The incubation period is about 5 days."]
+    assert SquadQA(str(path)).params() == {**SquadQA(str(path), evidence="sentences").params()}  # fingerprint kept
+    assert SquadQA(str(path), evidence="paragraph").params()["evidence"] == "paragraph"
+    with pytest.raises(ValueError, match="evidence"):
+        SquadQA(str(path), evidence="section")
+
+
+def test_covidqa_paragraphs_on_the_shared_copy(monkeypatch):
+    """questions=covidqa_paragraphs: COVID-QA's questions, each one's evidence its answer's paragraphs whole (a
+    superset of its sentence evidence, in the same paper)."""
+    if not (SHARED_COVIDQA / "200423_covidQA.json").exists():
+        pytest.skip("the shared COVID-QA copy is not beside the project")
+    from hydra.utils import instantiate
+
+    monkeypatch.setenv("MOGG_DATA_DIR", str(SHARED_COVIDQA.parent))
+    paras = instantiate(compose(["experiment=covidqa", "questions=covidqa_paragraphs"]).questions).load()
+    sents = {it.id: it for it in instantiate(compose(["experiment=covidqa"]).questions).load()}
+    assert len(paras) == len(sents) == 1380
+    assert all(set(sents[it.id].gold_evidence) <= set(it.gold_evidence) for it in paras)
+    assert sum(len(it.gold_evidence) > len(sents[it.id].gold_evidence) for it in paras) > 0.9 * len(paras)

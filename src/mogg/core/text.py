@@ -2,6 +2,10 @@
 
 Everything that counts "tokens" in mogg (chunk sizes, context budgets, token F1, BM25 terms) goes
 through :func:`tokenize`, so numbers are comparable across modules.
+
+Length (over ~350 lines): the paragraph rule (:func:`paragraphs`, its headings and versions) sits beside the sentence
+splitter because the two must read one text alike: :func:`unit_paragraphs` places the splitter's units in the rule's
+paragraphs, and a change to either is a change to the ladders' paragraph arrays (``PARAGRAPH_RULE``).
 """
 
 from __future__ import annotations
@@ -298,6 +302,28 @@ def paragraphs(text: str) -> list[str]:
         out = [*out[:-1], "\n".join([*out[-1:], *held])]
         headed = headed or [True]
     return headed_sections(out, headed)
+
+
+def unit_paragraphs(text: str, units: Sequence[str]) -> np.ndarray:
+    """Within one text: each of ``units``' (its units, in order) paragraph (:func:`paragraphs`), int64 [len(units)],
+    non-decreasing from 0. Each unit's text is found in order in the paragraphs joined by one space, whitespace
+    normalised (a sentence splitter's units are such substrings), and belongs to the paragraph holding its middle; a
+    unit not found (a builder that rewrites text) stays in the paragraph before it. A text of one paragraph: all 0."""
+    paras = [" ".join(p.split()) for p in paragraphs(text)]
+    para = np.zeros(len(units), dtype=np.int64)
+    if len(paras) < 2 or len(units) < 2:
+        return para
+    ends = np.cumsum([len(p) + 1 for p in paras])  # each paragraph's end in the joined text (its space included)
+    whole = " ".join(paras)
+    cur = last = 0
+    for k, u in enumerate(units):  # one text's units: the corpus pass at build, as the sentence split's
+        t = " ".join(u.split())
+        at = whole.find(t, cur) if t else -1
+        if at >= 0:
+            last = min(int(np.searchsorted(ends, at + len(t) // 2, side="right")), len(paras) - 1)
+            cur = at + 1
+        para[k] = last
+    return np.maximum.accumulate(para)
 
 
 def _heading_above(block: str) -> bool:

@@ -14,6 +14,9 @@ The evidence rule (stated once, used by :class:`SquadQA` and tested on hand-made
    gold document = the paper. The answer text itself is never the evidence: a short span
    ("14 days") would make token F1 reward contexts that merely contain two words, while a
    sentence is what a reader needs to see the answer in context.
+4. With ``evidence="paragraph"`` (the one-topic-page shape, ``questions=covidqa_paragraphs``) the gold evidence is
+   every sentence of the paragraphs (:func:`mogg.core.text.paragraphs`, the ladders' paragraphs) that hold a
+   sentence of step 3: one section of a one-topic page, read whole, as a consumer-health answer is.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mogg.core.text import split_sentences
+from mogg.core.text import split_sentences, unit_paragraphs
 from mogg.data.corpus import Located, _Source
 from mogg.data.errors import DataError
 from mogg.data.files import load_json
@@ -130,27 +133,42 @@ def sentence_spans(context: str) -> tuple[list[str], np.ndarray]:
     return sentences, spans
 
 
+def covering(spans: np.ndarray, begin: int, end: int) -> np.ndarray:
+    """Which sentences [S] (bool; ``spans`` [S, 2]: :func:`sentence_spans`) overlap [begin, end) (step 3)."""
+    return (spans[:, 0] < end) & (spans[:, 1] > begin)
+
+
 def covering_sentences(sentences: list[str], spans: np.ndarray, begin: int, end: int) -> list[str]:
     """The sentences overlapping [begin, end) (step 3), in order."""
-    hit = (spans[:, 0] < end) & (spans[:, 1] > begin)
-    return [sentences[i] for i in np.flatnonzero(hit)]
+    return [sentences[i] for i in np.flatnonzero(covering(spans, begin, end))]
 
 
-def evidence_questions(papers: list[SquadPaper], prefix: str, dataset: str) -> tuple[list[QAItem], int]:
-    """QA items with gold evidence by the rule; returns (items, questions dropped: answer not found)."""
+EVIDENCE = ("sentences", "paragraph")  # the gold evidence: the answer's sentences (steps 1-3), or their paragraphs (4)
+
+
+def evidence_questions(papers: list[SquadPaper], prefix: str, dataset: str, evidence: str = "sentences"
+                       ) -> tuple[list[QAItem], int]:
+    """QA items with gold evidence by the rule (``evidence``: :data:`EVIDENCE`); returns (items, questions dropped:
+    answer not found)."""
+    if evidence not in EVIDENCE:
+        raise ValueError(f"evidence must be one of {EVIDENCE}, got {evidence!r}")
     items, dropped = [], 0
     for paper in papers:
         if not paper.questions:
             continue
         sentences, spans = sentence_spans(paper.context)
+        para = unit_paragraphs(paper.context, sentences) if evidence == "paragraph" else None
         for q in paper.questions:
             span = locate_answer(paper.context, q.answer, q.answer_start)
-            evidence = covering_sentences(sentences, spans, *span) if span else []
-            if not evidence:
+            hit = covering(spans, *span) if span else np.zeros(len(sentences), dtype=bool)
+            if para is not None:  # every sentence of the paragraphs holding the answer's sentences (step 4)
+                hit = np.isin(para, para[hit])
+            evidence_ = [sentences[i] for i in np.flatnonzero(hit)]
+            if not evidence_:
                 dropped += 1
                 continue
             items.append(QAItem(id=q.id, question=q.question, answer=q.answer.strip(),
-                                gold_doc_ids=[f"{prefix}:{paper.document_id}"], gold_evidence=evidence,
+                                gold_doc_ids=[f"{prefix}:{paper.document_id}"], gold_evidence=evidence_,
                                 dataset=dataset))
     return items, dropped
 
@@ -176,23 +194,30 @@ class SquadPapers(_Source):
 
 
 class SquadQA(_QASet):
-    """A SQuAD-format set (COVID-QA) with gold evidence by the module's rule; no options, the
-    answer is the annotated span's text; ``limit`` keeps the first questions in file order."""
+    """A SQuAD-format set (COVID-QA) with gold evidence by the module's rule (``evidence``: the answer's sentences,
+    or their paragraphs); no options, the answer is the annotated span's text; ``limit`` keeps the first questions
+    in file order."""
 
-    def __init__(self, path: str, prefix: str = "covidqa", dataset: str = "covidqa", limit: int | None = None) -> None:
+    def __init__(self, path: str, prefix: str = "covidqa", dataset: str = "covidqa", limit: int | None = None,
+                 evidence: str = "sentences") -> None:
+        if evidence not in EVIDENCE:
+            raise ValueError(f"SquadQA: evidence must be one of {EVIDENCE}, got {evidence!r}")
         self.path = os.fspath(path)
         self.prefix = str(prefix)
         self.dataset = str(dataset)
         self.limit = _check_limit(limit)
+        self.evidence = evidence
 
     def files(self) -> list[Path]:
         return [Path(self.path)]
 
     def params(self) -> dict:
-        return {"path": self.path, "prefix": self.prefix, "dataset": self.dataset, "limit": self.limit}
+        # named only where set: the sentence evidence keeps its fingerprint (and its cached artifacts)
+        return {"path": self.path, "prefix": self.prefix, "dataset": self.dataset, "limit": self.limit,
+                **({"evidence": self.evidence} if self.evidence != "sentences" else {})}
 
     def load(self) -> list[QAItem]:
-        items, dropped = evidence_questions(read_papers(self.path), self.prefix, self.dataset)
+        items, dropped = evidence_questions(read_papers(self.path), self.prefix, self.dataset, self.evidence)
         if dropped:
             logger.warning("%s: %d question(s) dropped: the answer text is not in its paper", self.path, dropped)
         if not items:

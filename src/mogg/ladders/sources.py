@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from mogg.core.text import PARAGRAPH_RULE, paragraphs
+from mogg.core.text import PARAGRAPH_RULE, paragraphs, unit_paragraphs
 
 SOURCE_POSITIONS = "source_positions"  # the ladder array (int64 [D]) attached at load (mogg.ladders.store)
 
@@ -138,26 +138,10 @@ def paragraph_counts(texts: Iterable[str]) -> np.ndarray:
 
 def paragraph_starts(text: str, units: Sequence[str]) -> np.ndarray:
     """Within one document: the indices into ``units`` (its units, in order) of those that open a paragraph other
-    than the first (int64, increasing). Each unit's text is found in order in the document's paragraphs joined by
-    one space, whitespace normalised (a sentence splitter's units are such substrings), and belongs to the paragraph
-    holding its middle; a unit not found (a builder that rewrites text) stays in the paragraph before it. A text
-    of one paragraph (:func:`mogg.core.text.paragraphs`) opens none."""
-    paras = [" ".join(p.split()) for p in paragraphs(text)]
-    if len(paras) < 2 or len(units) < 2:
-        return np.zeros(0, dtype=np.int64)
-    ends = np.cumsum([len(p) + 1 for p in paras])  # each paragraph's end in the joined text (its space included)
-    whole = " ".join(paras)
-    para = np.zeros(len(units), dtype=np.int64)
-    cur = last = 0
-    for k, u in enumerate(units):  # one document's units: the corpus pass at build, as the sentence split's
-        t = " ".join(u.split())
-        at = whole.find(t, cur) if t else -1
-        if at >= 0:
-            last = min(int(np.searchsorted(ends, at + len(t) // 2, side="right")), len(paras) - 1)
-            cur = at + 1
-        para[k] = last
-    para = np.maximum.accumulate(para)
-    return np.flatnonzero(np.diff(para) > 0).astype(np.int64) + 1
+    than the first (int64, increasing), as :func:`mogg.core.text.unit_paragraphs` places each unit (found in order in
+    the whitespace-normalised paragraphs; a unit not found stays in the paragraph before it). A text of one
+    paragraph (:func:`mogg.core.text.paragraphs`) opens none."""
+    return np.flatnonzero(np.diff(unit_paragraphs(text, units)) > 0).astype(np.int64) + 1
 
 
 def paragraph_ids(unit_doc: np.ndarray, starts: np.ndarray) -> np.ndarray:
