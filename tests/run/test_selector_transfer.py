@@ -608,14 +608,16 @@ def test_the_whole_document_scorer_reads_a_source_s_sections_first(transfer, mon
     assert np.array_equal(pred, calls[0][0][::-1])
 
 
-def test_the_directory_s_scorer_reads_a_page_s_sections_with_their_paragraphs(transfer, monkeypatch):
+def test_the_directory_s_scorer_reads_a_page_s_sections_with_their_paragraphs(transfer, monkeypatch, caplog):
     """Where the directory's own scorer reads (not whole short documents), shape_scorer hands its self-trained
     predictions, the units, their documents, the set's shape and the ladder's paragraphs to set_shape.page_order and
-    reads what it returns (page_order's own order and where it acts: test_transfer_adapt)."""
+    reads what it returns (page_order's own order and where it acts: test_transfer_adapt); it says which way it read
+    the set, sections of a page or sentences of long documents, with the cover that decided."""
     from mogg.run.budget.selector import transfer as tr
     from mogg.run.budget.selector.deploy import DeployedSelector
     from mogg.run.budget.selector.kind import EvidenceSelectorKind
 
+    caplog.set_level(logging.INFO, logger="mogg.run.budget.selector")
     dep = DeployedSelector.load(transfer / "c" / "debug" / "mog" / "selector" / "transfer")
     n_q, per = 4, 3
     q, unit = np.repeat(np.arange(n_q), per), np.arange(n_q * per)
@@ -639,6 +641,17 @@ def test_the_directory_s_scorer_reads_a_page_s_sections_with_their_paragraphs(tr
     assert calls[0][0] is refit[0] and calls[0][1] is unit and calls[0][2] is unit_doc and calls[0][3] is docs
     assert calls[0][4] is paras
     assert np.array_equal(pred, refit[0][::-1])
+    from mogg.run.budget.selector.set_shape import block_cover, page_sections
+
+    said = [r.getMessage() for r in caplog.records if "of its document at the median" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("sections of a page" if page_sections(docs) else "sentences of long")
+    assert f"covers {100 * block_cover(docs):.1f}%" in said[0]
+    monkeypatch.setattr(tr, "page_sections", lambda shape: not page_sections(docs))  # the other decision, said so
+    caplog.clear()
+    tr.shape_scorer(dep, EvidenceSelectorKind, lambda v: np.zeros((len(q), dep.deploy["n_features"])), q, unit,
+                    unit_doc, tokens, np.full(len(q), 240.0), n_q, paras)
+    said = [r.getMessage() for r in caplog.records if "of its document at the median" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("sentences of long" if page_sections(docs) else "sections of a page")
 
 
 def test_calibrate_here_on_a_transfer_directory_spends_the_budget_from_another_folder(transfer, tmp_path, monkeypatch):

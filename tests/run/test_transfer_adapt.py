@@ -1016,3 +1016,43 @@ def test_a_block_covering_a_page_of_paragraphs_is_not_a_whole_document():
     half = whole_documents(q, u, unit_doc, tokens, pred, doc_tokens, n_docs,
                            candidate_paragraphs(one, unit_tokens, u, unit_doc))
     assert half.covered.tolist() == [d % 2 == 1 for d in range(n_docs)] and whole_shape(half.doc, half.covered)
+
+
+def test_headings_are_read_last_against_a_loop():
+    """On a page of questions and answers (docs/results.md, "Question lines of any length"): a candidate whose unit is
+    a question line opening its paragraph is a heading (heading_rows: a question inside a paragraph, a statement that
+    opens one, or a long question are not); headings_last reads each question's headings after all its other
+    candidates, the rest in the order given, every question keeping its values, and gives them density 0; with no
+    heading nothing moves. candidate_paragraphs knows each candidate's paragraph's first unit."""
+    from mogg.core.text import QUESTION_WORDS
+    from mogg.run.budget.selector.set_shape import candidate_paragraphs, heading_rows, headings_last
+
+    rng = np.random.default_rng(31)
+    unit_doc, unit_par, unit_tokens, starts = _paged_units(rng, 6, 12, 0.3)
+    n_units = len(unit_doc)
+    opens = np.r_[True, np.diff(unit_par) > 0]  # [U] the unit opens its paragraph
+    kinds = rng.integers(0, 4, n_units)
+    texts = np.where(kinds == 0, "What are the symptoms of the disease ?",
+                     np.where(kinds == 1, "The symptoms include a fever.",
+                              np.where(kinds == 2, "Is " + " ".join(["word"] * QUESTION_WORDS) + "?",
+                                       "Who is at risk ?"))).tolist()
+    q, u = _candidate_units(rng, 25, 72, 12)
+    paras = candidate_paragraphs(starts, unit_tokens, u, unit_doc)
+    first_unit = np.array([np.flatnonzero(unit_par == unit_par[x])[0] for x in u])
+    assert np.array_equal(paras.first, first_unit)
+    head = heading_rows(u, paras, texts)
+    assert np.array_equal(head, opens[u] & np.isin(kinds[u], (0, 3)))  # a question line, opening its paragraph
+    assert head.any() and (~head & opens[u]).any() and (np.isin(kinds[u], (0, 3)) & ~opens[u]).any()
+    pred = rng.normal(0.4, 0.3, len(q)).round(2)
+    dens = rng.random(len(q))
+    out, d = headings_last(pred, dens, q, head)
+    for qi in range(25):
+        r = np.flatnonzero(q == qi)
+        by = list(r[np.lexsort((r, -pred[r]))])  # the order given (ties: row order, as reorder's)
+        want = [x for x in by if not head[x]] + [x for x in by if head[x]]
+        assert out[want].tolist() == sorted(pred[r], reverse=True), qi
+    np.testing.assert_array_equal(d, np.where(head, 0.0, dens))
+    same, d0 = headings_last(pred, dens, q, np.zeros(len(q), dtype=bool))
+    assert same is pred and d0 is dens
+    no_first = paras._replace(first=None)  # Paragraphs built without the first units: no heading known
+    assert not heading_rows(u, no_first, texts).any()

@@ -278,7 +278,14 @@ def is_heading(block: str, max_words: int = HEADING_WORDS) -> bool:
         return False
     words = len(s.split())
     return (s.startswith("#") or (words <= max_words and not _PROSE_END.search(s))
-            or (words <= max(max_words, QUESTION_WORDS) and bool(_QUESTION_LINE.fullmatch(s))))
+            or (words <= max(max_words, QUESTION_WORDS) and bool(_QUESTION_LINE.fullmatch(s))))  # is_question_line
+
+
+def is_question_line(line: str) -> bool:
+    """Whether ``line`` is one interrogative sentence of at most :data:`QUESTION_WORDS` words (a question line: a
+    heading of a page of questions and answers, :func:`is_heading`)."""
+    s = line.strip()
+    return bool(s) and "\n" not in s and len(s.split()) <= QUESTION_WORDS and bool(_QUESTION_LINE.fullmatch(s))
 
 
 def paragraphs(text: str) -> list[str]:

@@ -35,7 +35,8 @@ whole short documents, and how far the ``fits`` price of a token (``transfer_lam
   another question's best paragraph), E is that section (:func:`section_evidence`), the ``fits`` price reads at
   least the median one and each question at most its own or the median one (:func:`section_cap`); the F1 estimate
   reads the section's candidates as likely as its best (:func:`section_density`), and where the section is longer than
-  B its best paragraph is read shortest first (:func:`short_first`); a ladder without its paragraphs
+  B its best paragraph is read shortest first (:func:`short_first`); a question line that heads its paragraph is read
+  last, as no evidence (:func:`heading_rows`, :func:`headings_last`); a ladder without its paragraphs
   (:class:`Paragraphs`) ranks each candidate with its neighbours.
 
 Vectorised over candidates; no loop over questions.
@@ -52,6 +53,7 @@ from typing import NamedTuple
 import numpy as np
 
 from mogg.core.segments import group_best_row, group_max, pair_groups, range_sums
+from mogg.core.text import is_question_line
 from mogg.run.budget.selector.adapt import block_evidence, document_best, rank_within, reorder
 from mogg.run.budget.selector.plans import document_evidence
 
@@ -402,12 +404,14 @@ class Paragraphs(NamedTuple):
     """A ladder's paragraphs as the page rule reads them, per candidate: ``cand`` int64 [N], each candidate's
     paragraph as one id over the corpus (equal ids: one paragraph; a document's paragraphs numbered on in page
     order); ``tokens`` float64 [N], that paragraph's tokens; ``in_doc`` int64 [N], the paragraphs of the candidate's
-    document; ``doc`` int64 [N], the candidate's document (:func:`candidate_paragraphs`)."""
+    document; ``doc`` int64 [N], the candidate's document; ``first`` int64 [N], the paragraph's first unit (None
+    where not known) (:func:`candidate_paragraphs`)."""
 
     cand: np.ndarray
     tokens: np.ndarray
     in_doc: np.ndarray
     doc: np.ndarray
+    first: np.ndarray | None = None
 
 
 def candidate_paragraphs(starts: np.ndarray | None, unit_tokens: np.ndarray, cand_unit: np.ndarray,
@@ -441,7 +445,8 @@ def candidate_paragraphs(starts: np.ndarray | None, unit_tokens: np.ndarray, can
     hi = np.minimum(end[inv], np.append(starts, np.iinfo(np.int64).max)[k])
     pid = doc + k
     _, at, back = np.unique(pid, return_index=True, return_inverse=True)
-    return Paragraphs(pid, range_sums(unit_tokens, lo[at], hi[at])[back.ravel()], held[inv], doc)
+    back = back.ravel()
+    return Paragraphs(pid, range_sums(unit_tokens, lo[at], hi[at])[back], held[inv], doc, lo[at][back])
 
 
 def paragraph_scores(pred: np.ndarray, cand_q: np.ndarray, cand_paragraph: np.ndarray, top: int) -> np.ndarray:
@@ -582,6 +587,38 @@ def short_first(pred: np.ndarray, cand_q: np.ndarray, tokens: np.ndarray, paras:
     score = np.where(para, 4.0 * top + np.max(tokens) + 1.0 - np.asarray(tokens, dtype=np.float64),
                      np.where(inside, 2.0 * top + pred, pred))
     return reorder(pred, cand_q, score)
+
+
+def heading_rows(unit: np.ndarray, paras: Paragraphs, texts) -> np.ndarray:
+    """Per candidate [N] (bool), whether its unit is a question line that opens its paragraph
+    (:func:`mogg.core.text.is_question_line`; ``unit`` [N], ``texts`` the ladder's unit texts, ``paras.first`` each
+    candidate's paragraph's first unit): the heading of an answer on a page of questions and answers, a unit of its
+    own (the sentence splitter ends it at its "?"). It repeats a question; it is not the answer. Only the candidates
+    whose text ends with "?" are matched one by one."""
+    unit = np.asarray(unit, dtype=np.int64)
+    out = np.zeros(len(unit), dtype=bool)
+    if paras.first is None or not len(unit):
+        return out
+    at = np.flatnonzero(unit == np.asarray(paras.first))
+    if len(at):
+        asks = np.char.endswith(np.asarray([texts[u] for u in unit[at]], dtype=str), "?")
+        out[at[asks]] = [is_question_line(texts[u]) for u in unit[at[asks]]]
+    return out
+
+
+def headings_last(order: np.ndarray, density: np.ndarray, cand_q: np.ndarray, heading: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """``order`` [N] reordered (:func:`~mogg.run.budget.selector.adapt.reorder`) so that each question's heading rows
+    (``heading`` [N], :func:`heading_rows`) come after all its other candidates, and ``density`` [N] with theirs 0 (a
+    heading read is tokens without evidence, as the F1 estimate counts it); unchanged where there are none. On a page
+    of questions and answers the best candidate is often the heading that repeats the question: it finds the section,
+    and the section is read without it (docs/results.md, "Question lines of any length")."""
+    heading = np.asarray(heading, dtype=bool)
+    if not heading.any():
+        return order, density
+    order = np.asarray(order, dtype=np.float64)
+    low = order.min() - 1.0 - np.abs(order).max()  # below every candidate's value
+    return reorder(order, cand_q, np.where(heading, low, order)), np.where(heading, 0.0, density)
 
 
 def section_cap(shape: SetShape, section: np.ndarray | None) -> np.ndarray | None:

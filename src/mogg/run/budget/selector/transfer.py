@@ -58,14 +58,18 @@ from mogg.run.budget.selector.plans import EVIDENCE, LAMBDA_RULES, document_toke
 from mogg.run.budget.selector.scorer import candidate_weights, fit_scorer
 from mogg.run.budget.selector.self_training import self_trained
 from mogg.run.budget.selector.set_shape import (
+    PAGE_COVER,
     Paragraphs,
     SetShape,
+    block_cover,
     candidate_paragraphs,
     chain_evidence,
     chain_first,
     covered_share,
     fits_cap,
     fits_target,
+    heading_rows,
+    headings_last,
     linked_share,
     owned_first,
     page_evidence,
@@ -238,6 +242,15 @@ def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np
         pred = chain_first(pred, cand_q, cand_doc, n_questions, docs)
         return whole, owned_first(pred, cand_q, cand_doc, n_questions, docs), docs
     log.info("%.0f%% of the questions' best blocks cover their document: the directory's scorer", 100 * share)
+    cover = block_cover(docs)
+    if page_sections(docs):
+        log.info("sections of a page: the block around the best candidate covers %.1f%% of its document at the "
+                 "median (from %.0f%%, set_shape.PAGE_COVER): each question reads its section", 100 * cover,
+                 100 * PAGE_COVER)
+    else:  # the decision that reads one sentence of a long page (docs/results.md, "One topic, many questions")
+        log.info("sentences of long documents: the block around the best candidate covers %.1f%% of its document at "
+                 "the median (sections of a page from %.0f%%, set_shape.PAGE_COVER): each question reads at the "
+                 "training sets' price of a token, not a section", 100 * cover, 100 * PAGE_COVER)
     pred = self_trained(dep, kind, x, pred, cand_q, n_questions)
     return dep, page_order(pred, cand_q, unit, unit_doc, docs, paras=paras), docs
 
@@ -281,15 +294,18 @@ def page_plans(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit
     """:func:`here_plans` on sections of a page: E the best candidate's section
     (:func:`~mogg.run.budget.selector.set_shape.section_evidence`), each of its candidates as likely as the best
     (:func:`~mogg.run.budget.selector.set_shape.section_density`), and at ``budget`` a section longer than it read
-    from its best paragraph's shortest candidate (:func:`~mogg.run.budget.selector.set_shape.short_first`); or without
-    the ladder's ``paras`` E a share of its page (:func:`~mogg.run.budget.selector.set_shape.page_evidence`)."""
+    from its best paragraph's shortest candidate (:func:`~mogg.run.budget.selector.set_shape.short_first`), a question
+    line heading a paragraph read last, as no evidence (:func:`~mogg.run.budget.selector.set_shape.headings_last`); or
+    without the ladder's ``paras`` E a share of its page (:func:`~mogg.run.budget.selector.set_shape.page_evidence`)."""
     if paras is None:
         return _plans_with(dep, pred, cand_q, unit, tokens, texts, n_questions,
                            page_evidence(cand_q, pred, doc_tokens, n_questions))
     e = section_evidence(cand_q, pred, paras, n_questions)
     order = pred if budget is None else short_first(pred, cand_q, tokens, paras, e, budget)
+    order, density = headings_last(order, section_density(pred, cand_q, paras), cand_q,
+                                   heading_rows(unit, paras, texts))
     return plans_of(order, cand_q, unit, tokens, texts, n_questions, int(dep.deploy["settings"]["plans"]), e,
-                    section_density(pred, cand_q, paras))
+                    density)
 
 
 def read_source_here(c: ReadRows, ladder, unit_tokens: np.ndarray, docs: SetShape | None) -> ReadRows:
