@@ -276,9 +276,7 @@ def is_heading(block: str, max_words: int = HEADING_WORDS) -> bool:
     s = block.strip()
     if not s or "\n" in s:
         return False
-    words = len(s.split())
-    return (s.startswith("#") or (words <= max_words and not _PROSE_END.search(s))
-            or (words <= max(max_words, QUESTION_WORDS) and bool(_QUESTION_LINE.fullmatch(s))))  # is_question_line
+    return s.startswith("#") or (len(s.split()) <= max_words and not _PROSE_END.search(s)) or is_question_line(s)
 
 
 def is_question_line(line: str) -> bool:

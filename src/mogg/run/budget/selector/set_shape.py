@@ -445,8 +445,7 @@ def candidate_paragraphs(starts: np.ndarray | None, unit_tokens: np.ndarray, can
     hi = np.minimum(end[inv], np.append(starts, np.iinfo(np.int64).max)[k])
     pid = doc + k
     _, at, back = np.unique(pid, return_index=True, return_inverse=True)
-    back = back.ravel()
-    return Paragraphs(pid, range_sums(unit_tokens, lo[at], hi[at])[back], held[inv], doc, lo[at][back])
+    return Paragraphs(pid, range_sums(unit_tokens, lo[at], hi[at])[back.ravel()], held[inv], doc, lo)
 
 
 def paragraph_scores(pred: np.ndarray, cand_q: np.ndarray, cand_paragraph: np.ndarray, top: int) -> np.ndarray:
