@@ -32,7 +32,8 @@ whole short documents, and how far the ``fits`` price of a token (``transfer_lam
   its paragraphs: a share of the best candidate's document, and at least that share of the median one).
 * :func:`page_order`: there the best candidate's section is read first (:func:`paragraph_first`,
   :func:`section_rows`: its paragraph, and the paragraphs beside it that the question owns on a page holding
-  another question's best paragraph), E is that section (:func:`section_evidence`), the ``fits`` price reads at
+  another question's best paragraph, or on a page of one question those its words chain to it where the set's pages
+  run their sections over paragraphs: :mod:`~mogg.run.budget.selector.cohesion`), E is that section (:func:`section_evidence`), the ``fits`` price reads at
   least the median one and each question at most its own or the median one (:func:`section_cap`); the F1 estimate
   reads the section's candidates as likely as its best (:func:`section_density`), and where the section is longer than
   B its best paragraph is read shortest first (:func:`short_first`); a question line that heads its paragraph is read
@@ -48,6 +49,7 @@ together so that the report, the script and ``mogg-route`` read one decision eac
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -55,6 +57,7 @@ import numpy as np
 from mogg.core.segments import group_best_row, group_max, pair_groups, range_sums
 from mogg.core.text import is_question_line
 from mogg.run.budget.selector.adapt import block_evidence, document_best, rank_within, reorder
+from mogg.run.budget.selector.cohesion import PageLinks, cohesive_links
 from mogg.run.budget.selector.plans import document_evidence
 
 log = logging.getLogger(__name__)
@@ -405,17 +408,20 @@ class Paragraphs(NamedTuple):
     paragraph as one id over the corpus (equal ids: one paragraph; a document's paragraphs numbered on in page
     order); ``tokens`` float64 [N], that paragraph's tokens; ``in_doc`` int64 [N], the paragraphs of the candidate's
     document; ``doc`` int64 [N], the candidate's document; ``first`` int64 [N], the paragraph's first unit (None
-    where not known) (:func:`candidate_paragraphs`)."""
+    where not known); ``links``: the pages' words, which tell a page's paragraphs of one section apart where no other
+    question marks them (:class:`~mogg.run.budget.selector.cohesion.PageLinks`; None: not read)
+    (:func:`candidate_paragraphs`)."""
 
     cand: np.ndarray
     tokens: np.ndarray
     in_doc: np.ndarray
     doc: np.ndarray
     first: np.ndarray | None = None
+    links: PageLinks | None = None
 
 
 def candidate_paragraphs(starts: np.ndarray | None, unit_tokens: np.ndarray, cand_unit: np.ndarray,
-                         unit_doc: np.ndarray) -> Paragraphs | None:
+                         unit_doc: np.ndarray, unit_text: Sequence[str] | None = None) -> Paragraphs | None:
     """:class:`Paragraphs` of candidates ``cand_unit`` [N]. ``starts``: the units that open a paragraph other than
     their document's first (:meth:`mogg.ladders.base.Ladder.paragraph_starts`, increasing; None for a ladder
     without them); ``unit_tokens`` [U]; ``unit_doc`` [U]: each unit's document, non-decreasing. None also where most
@@ -424,7 +430,8 @@ def candidate_paragraphs(starts: np.ndarray | None, unit_tokens: np.ndarray, can
 
     The cost follows the questions, not the corpus: binary searches over ``starts`` and ``unit_doc``, and only the
     candidate paragraphs' units are summed. A unit u of document d lies in paragraph d + (starts <= u), the id
-    :func:`mogg.ladders.sources.paragraph_ids` gives it where every document holds a unit."""
+    :func:`mogg.ladders.sources.paragraph_ids` gives it where every document holds a unit. ``unit_text`` [U] (the
+    ladder's units' texts): the pages' words read for :attr:`Paragraphs.links`."""
     if starts is None or not len(cand_unit):
         return None
     starts = np.asarray(starts, dtype=np.int64)
@@ -445,7 +452,8 @@ def candidate_paragraphs(starts: np.ndarray | None, unit_tokens: np.ndarray, can
     hi = np.minimum(end[inv], np.append(starts, np.iinfo(np.int64).max)[k])
     pid = doc + k
     _, at, back = np.unique(pid, return_index=True, return_inverse=True)
-    return Paragraphs(pid, range_sums(unit_tokens, lo[at], hi[at])[back.ravel()], held[inv], doc, lo)
+    return Paragraphs(pid, range_sums(unit_tokens, lo[at], hi[at])[back.ravel()], held[inv], doc, lo,
+                      None if unit_text is None else PageLinks(unit_text, starts, unit_doc))
 
 
 def paragraph_scores(pred: np.ndarray, cand_q: np.ndarray, cand_paragraph: np.ndarray, top: int) -> np.ndarray:
@@ -468,7 +476,9 @@ def section_rows(pred: np.ndarray, cand_q: np.ndarray, paras: Paragraphs, top: i
     :func:`paragraph_scores`), and with ``ratio`` the paragraphs beside it in its document (``paras.cand`` one apart,
     the same ``paras.doc``) whose best candidate predicts at least ``ratio`` times the question's best, chained while
     they do (a paragraph without candidates ends the run); with ``owned``, only paragraphs the question owns (no
-    other question of the set predicts them higher) on a page that holds another question's best paragraph. A web
+    other question of the set predicts them higher) on a page that holds another question's best paragraph, or, with
+    ``paras.links``, on a page of one question, chained by shared words
+    (:func:`~mogg.run.budget.selector.cohesion.cohesive_links`). A web
     page's section often runs over several paragraphs; the page stand-ins' sections are mostly one
     (docs/results.md, "A section over several paragraphs")."""
     pred, cand_q, pid = np.asarray(pred, dtype=np.float64), np.asarray(cand_q), np.asarray(paras.cand)
@@ -500,7 +510,8 @@ def section_rows(pred: np.ndarray, cand_q: np.ndarray, paras: Paragraphs, top: i
         docs_, n_best = np.unique(best_doc, return_counts=True)
         shared = np.zeros(len(chosen), dtype=bool)
         shared[cand_q[first]] = n_best[np.searchsorted(docs_, best_doc)] >= 2
-        close &= shared[gq]
+        if paras.links is None:
+            close &= shared[gq]
     chosen_g = np.zeros(n_g, dtype=bool)
     chosen_g[g[first]] = True
     o = np.lexsort((gp, gq))  # each question's paragraphs in page order
@@ -508,6 +519,9 @@ def section_rows(pred: np.ndarray, cand_q: np.ndarray, paras: Paragraphs, top: i
     # (the chosen paragraph counts as close: the run is built around it)
     near = close[o] | chosen_g[o]
     link = (gq[o][1:] == gq[o][:-1]) & (gd[o][1:] == gd[o][:-1]) & (gp[o][1:] == gp[o][:-1] + 1) & near[1:] & near[:-1]
+    if owned and paras.links is not None:
+        # on a page of one routed question its paragraphs' shared words mark the section (cohesion module doc)
+        link &= shared[gq[o][1:]] | cohesive_links(paras.links, best_doc, gp[o][:-1])
     run = np.empty(n_g, dtype=np.int64)
     run[o] = np.cumsum(np.r_[True, ~link])
     want = np.zeros(len(chosen), dtype=np.int64)

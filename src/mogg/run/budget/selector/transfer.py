@@ -425,7 +425,8 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
     d = reading_data(ctx, prep, kind)
     texts, ev, n = prep.ladder.units.text, [it.evidence_text for it in prep.items], len(prep.items)
     udoc = prep.ladder.source_unit_docs()  # a source's sections together (stored with the ladder at build)
-    paras = candidate_paragraphs(prep.ladder.paragraph_starts(), d.unit_tokens, d.cand.unit, prep.ladder.units.doc)
+    paras = candidate_paragraphs(prep.ladder.paragraph_starts(), d.unit_tokens, d.cand.unit, prep.ladder.units.doc,
+                                 texts)
     named = dep  # the rows' names: the directory's rule
     dep, pred, docs = shape_scorer(dep, kind, lambda v: transfer_view(d.x, d.cand.q, n, v, prep.ladder.level_names,
                                                                       kind.context),
