@@ -55,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--question-headings", action="store_true",
                     help="write each question's text as a line above its gold evidence (where its gold document holds "
                          "it verbatim): a page of questions and their answers")
+    ap.add_argument("--halves", action="store_true",
+                    help="write each paragraph of a document as two (a blank line at the sentence break nearest its "
+                         "middle): a page whose sections run over paragraphs")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides (key=value)")
     args = ap.parse_args(argv)
     for name, group in (("--questions", "questions"), ("--corpus", "corpus")):  # checked before any work
@@ -71,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     from mogg.data.errors import DataError
     from mogg.data.export import (
         bare_ids,
+        halved_paragraphs,
         join_paragraphs,
         one_per_document,
         question_headings,
@@ -89,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         items, docs = instantiate(cfg.questions).load(), instantiate(cfg.corpus).documents()
         if args.question_headings:  # before any split or join: the headings are part of the page as written
             docs = question_headings(items, docs)
+        if args.halves:  # each paragraph as two, before any split or join
+            docs = halved_paragraphs(docs)
         if args.split_paragraphs:
             docs = split_paragraphs(docs)
         if args.paragraph_break != "as-read":

@@ -117,6 +117,19 @@ def test_question_headings_write_each_question_above_its_answer():
                                      f"{long_q}\nMutations in one gene cause it."]
 
 
+def test_halves_write_each_block_as_two_paragraphs():
+    """--halves: each block of a document as two paragraphs, a blank line at the sentence break nearest its middle
+    (as the page stand-in's halves are written); a block of one sentence, a heading, ids and titles kept."""
+    from mogg.core.text import paragraphs
+    from mogg.data.export import halved_paragraphs
+
+    page = Document("p", "T", "Methods\n\nOne. Two. Three four five six.\n\nAlone here.\n\nA b c. D e f.")
+    (d,) = halved_paragraphs([page])
+    assert (d.id, d.title) == ("p", "T")
+    assert d.content == "Methods\n\nOne. Two.\n\nThree four five six.\n\nAlone here.\n\nA b c.\n\nD e f."
+    assert len(paragraphs(d.content)) == len(paragraphs(page.content)) + 2
+
+
 def test_the_script_writes_a_stand_in_the_generic_readers_give_back(tmp_path, mirage):
     """The snippet stand-in (an abstract's contexts as documents, side by side in the corpus) through the script."""
     from conftest import compose
@@ -188,6 +201,14 @@ def test_the_script_writes_a_stand_in_the_generic_readers_give_back(tmp_path, mi
     headed = question_headings(items, docs)
     assert sum(h.content != d.content for h, d in zip(headed, docs)) > 100
     _same(items, headed, tmp_path / "asked")
+    # --halves: each block written as two paragraphs
+    from mogg.data.export import halved_paragraphs
+
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "export_generic.py"), "--questions", "pubmedqa_snippets",
+                        "--corpus", "pubmedqa_snippets", "--halves", "--out", str(tmp_path / "halves")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    _same(items, halved_paragraphs(docs), tmp_path / "halves")
     # bad input: one line, exit 2, nothing written (an unknown group, a path left unset, an override of no key)
     for args, says in ((["--questions", "nope", "--corpus", "pubmedqa_snippets"], "conf/questions/nope.yaml"),
                        (["--questions", "generic", "--corpus", "jsonl"], "questions.path"),

@@ -57,6 +57,17 @@ def join_paragraphs(documents: Iterable[Document], sep: str) -> list[Document]:
             for d in documents]
 
 
+def halved_paragraphs(documents: Iterable[Document]) -> list[Document]:
+    """Each document with each of its blocks (:func:`mogg.core.text.text_blocks`) written as two, a blank line at
+    the sentence break nearest its middle (:func:`mogg.data.pages.halved`, as ``corpus=pages_halves`` writes the page
+    stand-in's sections): a page whose sections run over paragraphs; ids and titles kept (docs/results.md, "A page of
+    one question: its paragraphs' shared words")."""
+    from mogg.data.pages import halved
+
+    return [Document(id=d.id, title=d.title, content="\n\n".join(halved(b.strip()) for b in text_blocks(d.content))
+                     or d.content) for d in documents]
+
+
 def bare_ids(items: Iterable[QAItem], documents: Iterable[Document]) -> tuple[list[QAItem], list[Document]]:
     """The documents renamed ``d<k>`` in the order given (k from 0), ids that name no source, and each question's
     ``gold_doc_ids`` renamed alike (ids not in the corpus dropped): a corpus whose ids say nothing of which documents
