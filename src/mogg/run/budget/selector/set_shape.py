@@ -33,8 +33,9 @@ whole short documents, and how far the ``fits`` price of a token (``transfer_lam
 * :func:`page_order`: there the best candidate's section is read first (:func:`paragraph_first`,
   :func:`section_rows`: its paragraph, and the paragraphs beside it that the question owns on a page holding
   another question's best paragraph, or on a page of one question those its words chain to it where the set's pages
-  run their sections over paragraphs: :mod:`~mogg.run.budget.selector.cohesion`), E is that section (:func:`section_evidence`), the ``fits`` price reads at
-  least the median one and each question at most its own or the median one (:func:`section_cap`); the F1 estimate
+  run their sections over paragraphs: :mod:`~mogg.run.budget.selector.cohesion`), E is that section
+  (:func:`section_evidence`), the ``fits`` price reads at least the median one and each question at most its own or
+  the median one (:func:`section_cap`); the F1 estimate
   reads the section's candidates as likely as its best (:func:`section_density`), and where the section is longer than
   B its best paragraph is read shortest first (:func:`short_first`); a question line that heads its paragraph is read
   last, as no evidence (:func:`heading_rows`, :func:`headings_last`); a ladder without its paragraphs
