@@ -60,3 +60,15 @@ def test_range_sums_against_a_loop_and_reads_only_the_ranges():
     finally:
         tracemalloc.stop()
     assert got.tolist() == [10.0, 5.0] and peak < 1_000_000
+
+
+def test_range_indices_against_a_loop():
+    """Every index of the ranges [lo, lo + size), concatenated in order; empty ranges and no ranges give nothing."""
+    from mogg.core.segments import range_indices
+
+    rng = np.random.default_rng(11)
+    lo, size = rng.integers(0, 50, 30), rng.integers(0, 5, 30)
+    want = [i for a, n in zip(lo, size) for i in range(a, a + n)]
+    got = range_indices(lo, size)
+    assert got.dtype == np.int64 and got.tolist() == want
+    assert range_indices(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)).tolist() == []

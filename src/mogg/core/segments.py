@@ -53,6 +53,13 @@ def group_best_row(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
     return order[np.r_[True, g[1:] != g[:-1]]]
 
 
+def range_indices(lo: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """Every index of the ranges ``[lo[i], lo[i] + size[i])``, concatenated in order (int64 [sum(size)]; ``size`` >= 0):
+    the rows of a CSR matrix's chosen rows, the units of chosen documents."""
+    lo, size = np.asarray(lo, dtype=np.int64), np.asarray(size, dtype=np.int64)
+    return np.repeat(lo - (np.cumsum(size) - size), size) + np.arange(int(size.sum()), dtype=np.int64)
+
+
 def range_sums(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Sum of ``values[lo[i]:hi[i]]`` for each range i, float64 [len(lo)] (0 for an empty range). Only the ranges'
     entries are read, never the whole of ``values``: the cost follows the ranges' total length, not len(values)."""
@@ -64,7 +71,7 @@ def range_sums(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray
         return out
     size, lo = size[keep], lo[keep]
     starts = np.cumsum(size) - size
-    rows = np.repeat(lo - starts, size) + np.arange(int(size.sum()))  # every entry of the ranges, in order
+    rows = range_indices(lo, size)  # every entry of the ranges, in order
     # gather before the cast: casting ``values`` first would copy all of it
     out[keep] = np.add.reduceat(np.asarray(values)[rows].astype(np.float64), starts)
     return out

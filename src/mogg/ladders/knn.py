@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from mogg.core.segments import segment_cumsum, segment_rank
+from mogg.core.segments import range_indices, segment_cumsum, segment_rank
 from mogg.retrieval.bm25 import BM25Retriever
 from mogg.retrieval.dense import DenseRetriever
 
@@ -82,7 +82,7 @@ def _rest_scores(nes: sp.csr_matrix, w, keys, rows: np.ndarray, cols: np.ndarray
     ptr = nes.indptr
     lengths = ptr[rows + 1] - ptr[rows]  # rest terms per candidate's query
     pair = np.repeat(np.arange(len(rows)), lengths)
-    offs = np.repeat(ptr[rows] - np.r_[0, np.cumsum(lengths)[:-1]], lengths) + np.arange(lengths.sum())
+    offs = range_indices(ptr[rows], lengths)
     contrib = nes.data[offs].astype(np.float64) * _lookup(w, keys, nes.indices[offs], cols[pair])
     return np.bincount(pair, weights=contrib, minlength=len(rows))
 

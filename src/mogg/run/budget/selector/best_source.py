@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from mogg.core.segments import group_best_row
+from mogg.core.segments import group_best_row, range_indices
 from mogg.ladders.sources import Sources, source_runs
 from mogg.run.budget.selector.adapt import reorder
 from mogg.run.budget.selector.set_shape import SetShape, page_sections
@@ -86,13 +86,13 @@ def read_best_source(c: ReadRows, unit_doc: np.ndarray, unit_tokens: np.ndarray,
     qs, lo, hi = c.q[best][keep], lo[keep], hi[keep]
     # every document of those sources, in source order: [M] (question, document)
     n_docs = hi - lo
-    at = np.repeat(lo - np.r_[0, np.cumsum(n_docs)[:-1]], n_docs) + np.arange(n_docs.sum())
+    at = range_indices(lo, n_docs)
     dq, dd = np.repeat(qs, n_docs), sources.pos_doc[at]
     # their units (a document's units are one run of unit indices)
     u_lo, u_hi = np.searchsorted(unit_doc, dd, "left"), np.searchsorted(unit_doc, dd, "right")
     n_units = u_hi - u_lo
     uq = np.repeat(dq, n_units)
-    uu = np.repeat(u_lo - np.r_[0, np.cumsum(n_units)[:-1]], n_units) + np.arange(n_units.sum())
+    uu = range_indices(u_lo, n_units)
     n_all = len(unit_tokens)
     new = ~np.isin(uq.astype(np.int64) * n_all + uu, np.asarray(c.q, dtype=np.int64) * n_all + c.unit)
     uq, uu = uq[new], uu[new]

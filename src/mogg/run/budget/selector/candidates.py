@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mogg.core.segments import group_max, pair_groups, segment_rank
+from mogg.core.segments import group_max, pair_groups, range_indices, segment_rank
 from mogg.core.text import tokenize
 from mogg.ladders.base import Ladder
 from mogg.run.budget.selector.lexicon import Lexicon, UnitTerms, _csr, unit_terms  # noqa: F401  (re-exported)
@@ -81,7 +81,7 @@ def candidates(ladder: Ladder, hits: Hits, lex: Lexicon, depth: int, per_chunk: 
         c, rel = ids[valid], rel[valid]
         ptr = lv.coverage.indptr
         n = ptr[c + 1] - ptr[c]
-        offs = np.repeat(ptr[c] - np.r_[0, np.cumsum(n)[:-1]], n) + np.arange(n.sum())
+        offs = range_indices(ptr[c], n)
         g = np.repeat(np.arange(len(c)), n)  # the retrieved chunk each row comes from
         u = lv.coverage.indices[offs].astype(np.int64)
         qq = q[g]

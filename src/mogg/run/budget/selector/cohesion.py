@@ -32,7 +32,7 @@ from collections.abc import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from mogg.core.segments import segment_rank
+from mogg.core.segments import range_indices, segment_rank
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class PageLinks:
         n_units = hi - lo
         if not n_units.sum():
             return np.zeros(0, dtype=np.int64), np.zeros(0)
-        units = np.repeat(lo - np.r_[0, np.cumsum(n_units)[:-1]], n_units) + np.arange(n_units.sum())
+        units = range_indices(lo, n_units)
         unit_docs = np.repeat(docs, n_units)
         pid = unit_docs + np.searchsorted(self.starts, units, side="right")  # [U'] each unit's paragraph
         ids, par = np.unique(pid, return_inverse=True)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mogg.core.segments import group_best_row, range_sums, segment_rank
+from mogg.core.segments import group_best_row, range_indices, range_sums, segment_rank
 from mogg.evaluation.frontier import Family
 from mogg.evaluation.prefix import prefix_table
 from mogg.run.budget.base import Learned
@@ -209,7 +209,7 @@ def context_units(ladder, deep_ids: np.ndarray, choice: np.ndarray, space, lex_t
         c = ids[ok]
         ptr = cov.indptr
         n = ptr[c + 1] - ptr[c]
-        offs = np.repeat(ptr[c] - np.r_[0, np.cumsum(n)[:-1]], n) + np.arange(n.sum())
+        offs = range_indices(ptr[c], n)
         u = cov.indices[offs].astype(np.int64)
         qq = np.repeat(q, n)
         # tokens read before each unit within its question's stream (chunks in rank order, units in order)
