@@ -176,6 +176,9 @@ def test_mogg_route_budget_through_the_cli(final, mirage, tmp_path, capsys, capl
     assert "action router" in capsys.readouterr().err
     assert main(["--checkpoint", str(tmp / "ckpt" / "act" / "mog" / "final"), "--calibrate-here", str(q)]) == 2
     assert "action router" in capsys.readouterr().err
+    # the evidence unit is the evidence selector's: refused on the action router, and said so
+    assert main([*base, "--budget", "64", "--calibrate-here", "--evidence-unit", "section", str(q)]) == 2
+    assert "--evidence-unit does not apply to the action router" in capsys.readouterr().err
     # spending B on a new batch: lambda re-chosen on it, said in the log line
     with caplog.at_level("INFO", logger="mogg.run.route"):
         assert main([*base, "--budget", "64", "--calibrate-here", "--unguarded", "--out", str(out), str(q)]) == 0

@@ -98,3 +98,7 @@ def test_mogg_route_applies_the_selector(final, mirage, tmp_path, capsys):
     recs = [json.loads(x) for x in here.read_text().splitlines()]
     assert [r["id"] for r in recs] == ["a", "b"] and {r["decided_by"] for r in recs} == {"selector"}
     assert np.mean([r["tokens"] for r in recs]) <= 128 * 1.05
+    # an in-set directory reads its own corpus: no evidence unit to declare, said so
+    capsys.readouterr()
+    assert main([*base, "--budget", "128", "--calibrate-here", "--evidence-unit", "section", str(q)]) == 2
+    assert "this directory is in-set" in capsys.readouterr().err

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import ROOT, compose
+from omegaconf import OmegaConf
 
 from mogg.run.budget.selector.kind import EvidenceSelectorKind
 
@@ -261,20 +262,35 @@ def test_fits_reads_at_most_the_best_document_where_the_documents_stand_alone():
     np.testing.assert_array_equal(fits_cap(alone)[:, 0], np.where(linked, np.inf, 50.0))
 
 
+def _pages_and_sentences(n_q: int, per: int, b: int):
+    """Toy candidates (``_toy_candidates``), a directory stub deploying the selector at B = ``b``, each candidate's
+    page tokens, each question's best page, and two shapes of the same arrays: sections of a page (blocks of a fifth
+    of the page) and one sentence of a long paper (blocks of 1%)."""
+    from types import SimpleNamespace
+
+    from mogg.run.budget.selector.plans import document_evidence
+    from mogg.run.budget.selector.set_shape import SetShape
+
+    cand_q, unit, texts, tokens, pred = _toy_candidates(3, n_q, per)
+    dep = SimpleNamespace(deploy={"settings": {"plans": per}, "evidence_len": 20.0,
+                                  "budgets": {str(b): {"lambda": 0.0, "deploy": "router", "envelope": 0}}})
+    doc_tokens = np.random.default_rng(3).integers(300, 600, len(cand_q)).astype(float)  # each candidate's page
+    doc = document_evidence(cand_q, pred, doc_tokens, n_q)
+    page = SetShape(doc, np.zeros(n_q, bool), doc, doc, block=0.2 * doc)
+    return cand_q, unit, texts, tokens, pred, dep, doc_tokens, doc, page, page._replace(block=0.01 * doc)
+
+
 def test_fits_reads_a_section_of_a_page_with_a_share_of_the_page_as_e():
     """read_here's ``fits`` where the set is sections of a page (set_shape.page_sections: not whole short documents,
     the best blocks covering PAGE_COVER of their document or more): the plans' E is PAGE_SHARE of each question's
     best document, whatever E the directory deploys, and the price reads at least PAGE_SHARE of the median one; a
     sentence of a long paper (a block covering 1%) and whole short documents read with the deployed E as before."""
-    from types import SimpleNamespace
 
     from mogg.routing.plans import calibrate_lambda, decide
     from mogg.run.budget.selector.deploy import plans_of
-    from mogg.run.budget.selector.plans import document_evidence
     from mogg.run.budget.selector.set_shape import (
         PAGE_COVER,
         PAGE_SHARE,
-        SetShape,
         block_cover,
         fits_target,
         page_sections,
@@ -282,13 +298,7 @@ def test_fits_reads_a_section_of_a_page_with_a_share_of_the_page_as_e():
     from mogg.run.budget.selector.transfer import read_here
 
     n_q, per, b = 40, 8, 128
-    cand_q, unit, texts, tokens, pred = _toy_candidates(3, n_q, per)
-    dep = SimpleNamespace(deploy={"settings": {"plans": per}, "evidence_len": 20.0,
-                                  "budgets": {str(b): {"lambda": 0.0, "deploy": "router", "envelope": 0}}})
-    doc_tokens = np.random.default_rng(3).integers(300, 600, len(cand_q)).astype(float)  # each candidate's page
-    doc = document_evidence(cand_q, pred, doc_tokens, n_q)
-    page = SetShape(doc, np.zeros(n_q, bool), doc, doc, block=0.2 * doc)  # blocks of a fifth of the page
-    sentence = page._replace(block=0.01 * doc)  # one sentence of a long paper
+    cand_q, unit, texts, tokens, pred, dep, doc_tokens, doc, page, sentence = _pages_and_sentences(n_q, per, b)
     whole = page._replace(covered=np.ones(n_q, bool), block=doc)
     assert block_cover(page) == pytest.approx(0.2) and PAGE_COVER < 0.2
     assert page_sections(page) and not page_sections(sentence) and not page_sections(whole)
@@ -346,6 +356,67 @@ def test_fits_reads_a_section_of_a_page_with_a_share_of_the_page_as_e():
     np.testing.assert_array_equal(c_par[0], decide(util_par, c_par[2], c_par[3]["lambda"], cap))
     uncapped = decide(util_par, c_par[2], c_par[3]["lambda"])
     assert (c_par[2][np.arange(n_q), uncapped] > cap[:, 0]).any()  # the cap binds here: the test tells the two apart
+
+
+def test_a_declared_evidence_unit_reads_the_set_as_declared_whatever_its_candidates_show():
+    """set_shape.declared (frontier.routers.selector.transfer_unit, mogg-route --evidence-unit): a set whose candidates
+    read as sentences of long papers, declared sections, reads as the same arrays read as sections of a page, plans,
+    price and choice alike; sections declared sentences read as sentences; documents declared as such read as whole
+    short documents; auto leaves the decisions to the candidates; any other word is refused."""
+
+    from mogg.run.budget.selector.set_shape import (
+        declared,
+        fits_target,
+        page_sections,
+        sources_sections,
+        whole_set,
+    )
+    from mogg.run.budget.selector.transfer import read_here
+    from mogg.run.budget.selector.units import UNITS
+
+    n_q, per, b = 40, 8, 128
+    cand_q, unit, texts, tokens, pred, dep, doc_tokens, doc, page, sentence = _pages_and_sentences(n_q, per, b)
+    assert page_sections(page) and not page_sections(sentence) and not whole_set(page)
+    kw = dict(doc_tokens=doc_tokens, rule="fits", unit_doc=np.arange(len(cand_q)))
+
+    def read(shape):
+        return read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "median", docs=shape, **kw)
+
+    for shape, unit_, like in ((sentence, "section", page), (page, "sentence", sentence)):
+        got, want = read(declared(shape, unit_)), read(like)
+        for g, w in zip(got[:3], want[:3]):
+            np.testing.assert_array_equal(g if not hasattr(g, "rows") else g.rows, w if not hasattr(w, "rows") else w.rows)
+        assert got[3] == want[3] and fits_target(declared(shape, unit_), b) == fits_target(like, b)
+    assert read(declared(page, "sentence"))[3]["reads_to"] is None  # the training sets' price: no floor
+    as_docs = declared(sentence, "document")
+    assert whole_set(as_docs) and not page_sections(as_docs) and fits_target(as_docs, b) is not None
+    assert not sources_sections(declared(page, "section"))
+    assert declared(page, None) is page and declared(page, "auto").declared == "auto" and page_sections(declared(page, "auto"))
+    assert set(UNITS) == {"auto", "document", "section", "sentence"}
+    with pytest.raises(ValueError, match="evidence unit 'paragraph': one of auto, document, section, sentence"):
+        declared(page, "paragraph")
+
+
+def test_questions_only_keeps_the_kept_questions_rows_renumbered_in_order():
+    """stage.questions_only against a loop over the candidates: the kept questions' rows, in order, their questions
+    numbered 0..K-1, their features, density, tokens and documents' tokens, and their evidence tokens."""
+    from mogg.run.budget.selector.candidates import Candidates
+    from mogg.run.budget.selector.stage import ReadingData, questions_only
+
+    rng = np.random.default_rng(2)
+    q = np.sort(rng.integers(0, 7, 40))
+    n = len(q)
+    d = ReadingData(Candidates(q, rng.integers(0, 99, n), rng.random((n, 3)), rng.integers(-1, 5, (n, 3)), 7),
+                    rng.random((n, 5)), rng.random(n), rng.random(n), rng.random(7), rng.random(99), 0.0, rng.random(n))
+    kept = np.array([0, 2, 3, 6])
+    got = questions_only(d, kept)
+    rows = [i for i in range(n) if q[i] in set(kept)]
+    assert got.cand.n_questions == 4 and list(got.cand.q) == [list(kept).index(q[i]) for i in rows]
+    for a, b in ((got.cand.unit, d.cand.unit[rows]), (got.cand.score, d.cand.score[rows]), (got.cand.rank, d.cand.rank[rows]),
+                 (got.x, d.x[rows]), (got.density, d.density[rows]), (got.tokens, d.tokens[rows]),
+                 (got.doc_tokens, d.doc_tokens[rows]), (got.evidence_len, d.evidence_len[kept]), (got.unit_tokens, d.unit_tokens)):
+        np.testing.assert_array_equal(a, b)
+    assert questions_only(d, np.arange(7)) is d  # every question: as it is
 
 
 def test_fits_bounds_e_by_the_chain_on_sections_of_sources_and_reads_the_plans_handed_in(monkeypatch):
@@ -471,12 +542,12 @@ def test_the_page_plans_are_read_once_per_set_and_handed_to_every_row(monkeypatc
     np.testing.assert_array_equal(got[1].rows, at_b[0].rows)
 
 
-def _train_transfer(tmp, mirage, *extra: str):
+def _train_transfer(tmp, mirage, *extra: str, questions: Path = GENERIC / "questions.jsonl"):
     from mogg.run.app import train
 
     cfg = compose(["experiment=transfer_selector_generic", "debug=tiny", f"paths.data_dir={mirage.parent}",
                    f"paths.artifacts={tmp / 'a'}", f"paths.checkpoints={tmp / 'c'}", f"paths.reports={tmp / 'r'}",
-                   f"questions.path={GENERIC / 'questions.jsonl'}", f"corpus.sources.0.paths={GENERIC / 'corpus.jsonl'}",
+                   f"questions.path={questions}", f"corpus.sources.0.paths={GENERIC / 'corpus.jsonl'}",
                    "~train_sources.covidqa", "~train_sources.pages", "~train_sources.medmcqa_long",
                    "train_sources.pubmedqa.questions.limit=40",
                    "train_sources.medmcqa.questions.limit=40", "frontier.routers.selector.cosine=false",
@@ -485,6 +556,7 @@ def _train_transfer(tmp, mirage, *extra: str):
                    # the example has 10 questions: self-training (transfer_self_train) on them wherever the
                    # first scorer reads, so that the route and report tests read through it
                    "frontier.routers.selector.transfer_self_train=2", *extra])
+    OmegaConf.save(cfg, tmp / "config.yaml")  # what a test that reads the same run again composes
     train(cfg)
     return tmp
 
@@ -631,7 +703,7 @@ def test_the_directory_s_scorer_reads_a_page_s_sections_with_their_paragraphs(tr
     def spy(pred, cand_q, u, ud, shape, paras=None):
         calls.append((pred, u, ud, shape, paras))
         return pred[::-1].copy()
-    monkeypatch.setattr(tr, "whole_shape", lambda doc, covered: False)  # the directory's scorer reads
+    monkeypatch.setattr(tr, "whole_set", lambda shape: False)  # the directory's scorer reads
     monkeypatch.setattr(tr, "self_trained", self_trained)
     monkeypatch.setattr(tr, "page_order", spy)
     paras = tr.candidate_paragraphs(np.arange(2, n_q * per, 2), tokens, unit, unit_doc)  # two units a paragraph
@@ -652,6 +724,76 @@ def test_the_directory_s_scorer_reads_a_page_s_sections_with_their_paragraphs(tr
                     unit_doc, tokens, np.full(len(q), 240.0), n_q, paras)
     said = [r.getMessage() for r in caplog.records if "of its document at the median" in r.getMessage()]
     assert len(said) == 1 and said[0].startswith("sentences of long" if page_sections(docs) else "sections of a page")
+
+
+def test_the_directory_s_declared_evidence_unit_is_read_and_the_routing_flag_overrides_it(transfer, caplog):
+    """shape_scorer reads the evidence unit a transfer directory recorded (transfer_unit; one written before the knob:
+    auto), ``evidence_unit`` (mogg-route --evidence-unit) in its place, and says so in the log, with what the
+    candidates alone decide."""
+    from mogg.run.budget.selector import transfer as tr
+    from mogg.run.budget.selector.deploy import DeployedSelector
+
+    caplog.set_level(logging.INFO, logger="mogg.run.budget.selector")
+    dep = DeployedSelector.load(transfer / "c" / "debug" / "mog" / "selector" / "transfer")
+    assert dep.deploy["settings"]["transfer_unit"] == "auto"  # the knob's default, recorded
+    n_q, per = 4, 3
+    q, unit = np.repeat(np.arange(n_q), per), np.arange(n_q * per)
+    unit_doc, tokens = np.zeros(n_q * per, dtype=np.int64), np.full(n_q * per, 20.0)
+
+    def shape(d, evidence_unit=None):
+        x = np.zeros((len(q), d.deploy["n_features"]))
+        return tr.shape_scorer(d, EvidenceSelectorKind, lambda v: x if v == d.deploy["features_view"] else np.zeros(
+            (len(q), (d.whole() or d).deploy["n_features"])), q, unit, unit_doc, tokens, np.full(len(q), 240.0), n_q,
+            evidence_unit=evidence_unit)[2]
+
+    assert shape(dep).declared == "auto" and "evidence unit declared" not in caplog.text
+    dep.deploy["settings"]["transfer_unit"] = "section"
+    assert shape(dep).declared == "section"
+    said = [r.getMessage() for r in caplog.records if "evidence unit declared" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("the evidence unit declared: section")
+    assert "from the candidates alone the set reads as" in said[0]
+    assert shape(dep, "sentence").declared == "sentence"  # the routing flag over the directory's
+    del dep.deploy["settings"]["transfer_unit"]  # written before the knob
+    assert shape(dep).declared == "auto"
+
+
+def test_mogg_route_evidence_unit_reads_as_a_directory_that_recorded_it_and_is_refused_where_it_means_nothing(
+        transfer, tmp_path, monkeypatch, capsys):
+    """``mogg-route --evidence-unit U --calibrate-here`` routes as the same directory trained with
+    transfer_unit=U (the report's reading); without --calibrate-here, or with a word not among the units, it is
+    refused in one line before any routing."""
+    from mogg.run.budget.selector.deploy import DeployedSelector
+    from mogg.run.route import main
+
+    d = transfer / "c" / "debug" / "mog" / "selector" / "transfer"
+    dep = DeployedSelector.load(d)
+    dep.deploy["settings"]["transfer_unit"] = "section"
+    sec = dep.save(tmp_path / "section")
+    monkeypatch.chdir(tmp_path)
+    base = ["--artifacts", str(transfer / "a"), "--corpus", str(GENERIC / "corpus.jsonl"), "--budget", "128",
+            "--unguarded"]  # the selector's own reading at every budget, never the envelope
+
+    def routed(directory, *flags):
+        out = tmp_path / "out.jsonl"
+        assert main(["--checkpoint", str(directory), *base, *flags, "--out", str(out),
+                     str(GENERIC / "questions.jsonl")]) == 0
+        recs = [json.loads(x) for x in out.read_text().splitlines()]
+        return [(r["id"], r["tokens"], [c["text"] for c in r["context"]]) for r in recs]
+
+    flagged = routed(d, "--calibrate-here", "--evidence-unit", "section")
+    assert flagged == routed(sec, "--calibrate-here")
+    auto = routed(d, "--calibrate-here")
+    assert flagged != auto  # the example's documents read as sections of a page read otherwise: the flag tells
+    assert routed(sec, "--calibrate-here", "--evidence-unit", "auto") == auto
+    capsys.readouterr()
+    assert main(["--checkpoint", str(d), *base, "--evidence-unit", "section", str(GENERIC / "questions.jsonl")]) == 2
+    assert "--evidence-unit applies with --calibrate-here only" in capsys.readouterr().err
+    assert main(["--checkpoint", str(d), *base, "--calibrate-here", "--evidence-unit", "paragraph",
+                 str(GENERIC / "questions.jsonl")]) == 2
+    assert "--evidence-unit 'paragraph': one of auto, document, section, sentence" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # --help lists the words the kind checks (route.py names no kind)
+        main(["--help"])
+    assert " | ".join(EvidenceSelectorKind.ROUTE_CHOICES["unit"]) in " ".join(capsys.readouterr().out.split())
 
 
 def test_calibrate_here_on_a_transfer_directory_spends_the_budget_from_another_folder(transfer, tmp_path, monkeypatch):
@@ -728,7 +870,56 @@ def transfer_sources(tmp_path_factory, mirage):
     return _train_transfer(tmp, mirage, f"corpus.sources.0.paths={corpus}")
 
 
-@pytest.mark.parametrize("fixture", ["transfer", "transfer_near", "transfer_sources"])
+@pytest.fixture(scope="module")
+def transfer_empty(tmp_path_factory, mirage):
+    """The one-scorer directory read on the example's questions and one without an indexable word (its evidence
+    one of the example's): mogg-route gives it an empty record and reads the others as one set, and so does the
+    report's reading (the self-training's halves, the price and the shape read the same questions)."""
+    tmp = tmp_path_factory.mktemp("tsel_empty")
+    lines = (GENERIC / "questions.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    extra = {**first, "id": "q0", "question": "Why was this?"}  # stop words only
+    (tmp / "questions.jsonl").write_text("\n".join([lines[0], json.dumps(extra), *lines[1:]]) + "\n")
+    return _train_transfer(tmp, mirage, "frontier.routers.selector.transfer_whole_features=null",
+                           questions=tmp / "questions.jsonl")
+
+
+def test_the_report_and_mogg_route_read_one_set_where_a_question_has_no_indexable_word(
+        transfer_empty, tmp_path, monkeypatch):
+    """mogg-route leaves a question without an indexable word out (an empty record) and reads the others as one
+    set; the report's transferred rows read that same set: the same questions, numbered alike, the same candidates
+    handed to shape_scorer (the shape, the self-training's halves and the price follow them). Before, the report
+    read it among the others: on COVID-QA's questions ("Why was this?") its routed F1 differed by up to 0.98 on one
+    question."""
+    from mogg.run.app import evaluate
+    from mogg.run.budget.selector import session, transfer
+    from mogg.run.route import main
+
+    seen = []
+    real = transfer.shape_scorer
+
+    def spy(*args, **kw):  # (dep, kind, x_of, cand_q, unit, unit_doc, tokens, doc_tokens, n_questions, ...)
+        seen.append((args[3].copy(), args[4].copy(), args[8]))
+        return real(*args, **kw)
+    monkeypatch.setattr(transfer, "shape_scorer", spy)
+    monkeypatch.setattr(session, "shape_scorer", spy)
+    cfg = OmegaConf.load(transfer_empty / "config.yaml")
+    cfg.paths.reports = str(tmp_path / "r")  # this reading's own report
+    evaluate(cfg)
+    report = seen[-1]
+    monkeypatch.chdir(tmp_path)
+    d = transfer_empty / "c" / "debug" / "mog" / "selector" / "transfer"
+    assert main(["--checkpoint", str(d), "--artifacts", str(transfer_empty / "a"), "--budget", "128",
+                 "--calibrate-here", "--corpus", str(GENERIC / "corpus.jsonl"), "--out", str(tmp_path / "o.jsonl"),
+                 str(transfer_empty / "questions.jsonl")]) == 0
+    routed = seen[-1]
+    n_asked = len((transfer_empty / "questions.jsonl").read_text().splitlines())
+    assert report[2] == routed[2] == n_asked - 1
+    np.testing.assert_array_equal(report[0], routed[0])
+    np.testing.assert_array_equal(report[1], routed[1])
+
+
+@pytest.mark.parametrize("fixture", ["transfer", "transfer_near", "transfer_sources", "transfer_empty"])
 def test_a_transfer_directory_routes_the_users_corpus_from_another_folder_as_the_report_reads_it(
         fixture, request, tmp_path, monkeypatch, caplog):
     """Issue 58: a transfer directory holds no corpus. mogg-route --corpus builds the user's ladder from
@@ -751,15 +942,16 @@ def test_a_transfer_directory_routes_the_users_corpus_from_another_folder_as_the
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     out = tmp_path / "routed.jsonl"
     corpus = GENERIC / "corpus.jsonl" if fixture != "transfer_sources" else transfer / "corpus" / "corpus.jsonl"
+    questions = transfer / "questions.jsonl" if fixture == "transfer_empty" else GENERIC / "questions.jsonl"
     assert main(["--checkpoint", str(d), "--budget", "128", "--calibrate-here", "--corpus", str(corpus),
-                 "--out", str(out), str(GENERIC / "questions.jsonl")]) == 0
+                 "--out", str(out), str(questions)]) == 0
     records = [json.loads(x) for x in out.read_text().splitlines()]
     docs = {json.loads(x)["id"] for x in corpus.read_text().splitlines()}
     routed = [c["doc_id"] for r in records for c in r["context"]]
     assert routed and set(routed) <= docs, set(routed) - docs
     assert not (tmp_path / "artifacts").exists() and any((tmp_path / "cache" / "mogg" / "artifacts").iterdir())
 
-    items = GenericQA(str(GENERIC / "questions.jsonl")).load()
+    items = GenericQA(str(questions)).load()
     by_id = {it.id: it for it in items}
     z = np.load(transfer / "r" / "debug" / "mog_frontier_questions.npz")
     b = list(z["budgets"]).index(128)
@@ -768,11 +960,14 @@ def test_a_transfer_directory_routes_the_users_corpus_from_another_folder_as_the
     pt = prefix_table(streams, [by_id[r["id"]].evidence_text for r in records], max(map(len, streams)))
     mine = pt.f1[np.arange(len(records)), [max(len(s), 1) - 1 for s in streams], 0]
     np.testing.assert_allclose(mine, [report[r["id"]] for r in records], atol=1e-9)
+    read = dict(zip(z["ids"], z[f"policy:{DEPLOYED}"][b, 1]))  # ... and the tokens each question read
+    np.testing.assert_allclose([r.get("tokens", 0) for r in records], [read[r["id"]] for r in records], atol=1e-9)
     md = (transfer / "r" / "debug" / "results.md").read_text()
     assert f"| {DEPLOYED} |" in md
     # the path the routing read: the refit's ranking (first scorer) or its documents' order (whole-document scorer)
-    assert ("the ranking refitted" in caplog.text) == (fixture == "transfer_near")
-    assert ("the documents' order refitted" in caplog.text) == (fixture != "transfer_near")
+    near = fixture in ("transfer_near", "transfer_empty")  # one scorer
+    assert ("the ranking refitted" in caplog.text) == near
+    assert ("the documents' order refitted" in caplog.text) == (not near)
     # ids that name sources: the best candidate's whole source read first, the units retrieval missed among them
     assert ("the best candidate's whole source first" in caplog.text) == (fixture == "transfer_sources")
 

@@ -185,7 +185,8 @@ def test_whole_documents_and_the_fits_target_against_a_loop():
     doc_tokens = np.bincount(unit_doc, weights=unit_tokens)[unit_doc[u]]
     pred = rng.random(len(q)).round(2)
     shape = whole_documents(q, u, unit_doc, tokens, pred, doc_tokens, 31)  # question 30: no candidates
-    doc, covered, close, chain, linked, _, block_of, owned, owns = shape
+    doc, covered, close, chain, linked, _, block_of, owned, owns, declared = shape
+    assert declared == "auto"  # the candidates decide (set_shape.declared)
     # owned: the tokens owned at CLOSE_RATIO (the floor's reach); owns: the documents owned at OWN_RATIO (the decision)
     np.testing.assert_array_equal(owned, owned_reach(q, unit_doc[u], pred, doc_tokens, 31, CLOSE_RATIO)[0])
     np.testing.assert_array_equal(owns, owned_reach(q, unit_doc[u], pred, doc_tokens, 31, OWN_RATIO)[1])

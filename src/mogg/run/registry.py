@@ -4,7 +4,8 @@ A deployed budget router's ``deploy.json`` names its kind (``"kind": "package.mo
 kinds deployed before that field existed are known by their ``format``, :data:`FORMATS`); a
 directory with ``router.json`` and no ``deploy.json`` is a level router (:class:`~mogg.run.level_router.LevelRouter`,
 whose network kind ``router.json`` names in turn). Each kind declares what ``mogg-route`` needs:
-``TITLE``, ``ROUTE_FLAGS`` (the options its session takes), ``session(directory, artifacts,
+``TITLE``, ``ROUTE_FLAGS`` (the options its session takes; ``ROUTE_CHOICES``, where one takes words: the words
+it takes; ``ROUTE_NEEDS``, where one applies only with another: that one), ``session(directory, artifacts,
 overrides, data_dir, **flags)`` whose ``route(questions, ids, **flags)`` gives ``(records, summary)``,
 and ``summary_line(summary)``. ``mogg-route`` asks this registry and never branches on a kind.
 

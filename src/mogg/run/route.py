@@ -153,8 +153,9 @@ def _tokens(text: str) -> float:
     return b
 
 
+# a router's route() keyword -> its flag
 _FLAG = {"budget": "--budget", "cost_weight": "--cost-weight", "max_tokens": "--max-tokens",
-         "here": "--calibrate-here", "unguarded": "--unguarded", "k": "--k"}  # a budget router's route() keyword -> its flag
+         "here": "--calibrate-here", "unguarded": "--unguarded", "k": "--k", "unit": "--evidence-unit"}
 
 
 def _corpus_arg(kind, corpus: list[str], checkpoint: str) -> dict:
@@ -191,6 +192,11 @@ def main(argv: list[str] | None = None) -> int:
                          "jsonl with id, title, content, a folder of them, or plain .txt files): its ladder and "
                          "retriever are built from the directory's recipe and cached in the artifact store. A transfer "
                          "directory holds no corpus and needs it")
+    ap.add_argument("--evidence-unit", default=None, metavar="UNIT",
+                    help="evidence selector, a transfer directory with --calibrate-here: the new set's evidence unit, "
+                         "auto | document | section | sentence (a whole short document, a section of a page, a "
+                         "sentence of a long one), in place of the directory's transfer_unit (auto: decided from the "
+                         "candidates without labels)")
     ap.add_argument("--unguarded", action="store_true",
                     help="budget router: deploy it even at budgets where its guard kept the fixed envelope")
     ap.add_argument("--out", default="-", help="jsonl output path; '-' = stdout")
@@ -233,12 +239,18 @@ def main(argv: list[str] | None = None) -> int:
 
         kind = deployed_kind(Path(args.checkpoint))  # the level router or a budget-router kind
         given = {"budget": args.budget, "cost_weight": args.cost_weight, "max_tokens": args.max_tokens,
-                 "here": args.calibrate_here, "unguarded": args.unguarded, "k": args.k}
+                 "here": args.calibrate_here, "unguarded": args.unguarded, "k": args.k, "unit": args.evidence_unit}
         wrong = [_FLAG[f] for f, v in given.items() if v not in (None, False) and f not in kind.ROUTE_FLAGS]
         if wrong:
             takes = ", ".join(_FLAG[f] for f in kind.ROUTE_FLAGS if f in _FLAG) or "no option"
             raise ValueError(f"{' and '.join(wrong)} {'does' if len(wrong) == 1 else 'do'} not apply to {kind.TITLE} "
                              f"({args.checkpoint}); it takes {takes}{getattr(kind, 'HINT', '')}")
+        for f, allowed in getattr(kind, "ROUTE_CHOICES", {}).items():  # a flag's words, before any corpus is read
+            if given.get(f) is not None and given[f] not in allowed:
+                raise ValueError(f"{_FLAG[f]} {given[f]!r}: one of {', '.join(allowed)}")
+        for f, need in getattr(kind, "ROUTE_NEEDS", {}).items():  # a flag that means something only with another
+            if given.get(f) is not None and not given.get(need):
+                raise ValueError(f"{_FLAG[f]} applies with {_FLAG[need]} only")
         session = kind.session(args.checkpoint, args.artifacts, args.set, args.data_dir,
                                **_corpus_arg(kind, args.corpus, args.checkpoint))
         opts = {f: v for f, v in {**given, "options": options}.items() if f in kind.ROUTE_FLAGS}

@@ -167,5 +167,5 @@ class BudgetRouter:
     def session(cls, directory: Path, artifacts="auto", overrides=(), data_dir=None, corpus=()):
         """A routing session over its deployed ``directory`` (``route(questions, ids, **flags)``
         with the flags of :attr:`ROUTE_FLAGS`: budget, cost_weight, max_tokens, here, unguarded,
-        options); ``corpus``: the files of the corpus to route (``mogg-route --corpus``)."""
+        options, unit); ``corpus``: the files of the corpus to route (``mogg-route --corpus``)."""
         raise NotImplementedError(f"{cls.TITLE} has no deployed form")

@@ -21,6 +21,7 @@ from mogg.run.budget.base import TRANSFER_DIR, BudgetRouter, LadderFrontier
 from mogg.run.budget.selector.adapt import VIEWS
 from mogg.run.budget.selector.plans import EVIDENCE, LAMBDA_RULES
 from mogg.run.budget.selector.scorer import check_params
+from mogg.run.budget.selector.units import AUTO, UNITS
 from mogg.run.context import RunContext
 
 NODE = "frontier.routers.selector"  # where its knobs are set (the messages that name one say so)
@@ -88,6 +89,12 @@ class EvidenceSelectorKind(BudgetRouter):
         2, count(), "rounds of that self-training where the refit orders the candidates (the first scorer): each "
         "round's pseudo-labels are the previous round's order; under the whole-document scorer the documents' order "
         "is refitted once; kept by the worst held-out shape (docs/results.md)")
+    transfer_unit: str = knob(
+        AUTO, one_of(UNITS), "the new set's evidence unit as that selector reads it: auto (decided once per set from "
+        "its candidates, no labels: whole short documents, sections of a page, or sentences of long documents; "
+        "mogg.run.budget.selector.set_shape) | document | section | sentence (declared by a user who knows it: no "
+        "label-free rule tells a section of a long paper from a sentence of it; mogg-route --evidence-unit overrides "
+        "it when routing; docs/results.md, \"One topic, many questions\")")
     context: bool = knob(False, flag(), "also the neighbours' and the document's columns (the cosine of the units "
                          "around it, its document's mean and its rank there: "
                          "mogg.run.budget.selector.candidates.CONTEXT_FEATURES)", variant=True)
@@ -100,7 +107,9 @@ class EvidenceSelectorKind(BudgetRouter):
     TITLE: ClassVar[str] = "the evidence selector"
     HINT: ClassVar[str] = ""
     FORMAT: ClassVar[str] = "mogg-evidence-selector/1"
-    ROUTE_FLAGS: ClassVar[tuple[str, ...]] = ("budget", "cost_weight", "here", "unguarded", "options")
+    ROUTE_FLAGS: ClassVar[tuple[str, ...]] = ("budget", "cost_weight", "here", "unguarded", "options", "unit")
+    ROUTE_CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"unit": UNITS}  # mogg-route checks a flag's word
+    ROUTE_NEEDS: ClassVar[dict[str, str]] = {"unit": "here"}  # ... and that it comes with the flag it needs
 
     def __post_init__(self) -> None:
         check_knobs(self, NODE)

@@ -84,18 +84,20 @@ class SelectorSession:
                                  self.index.ladder.units.doc, self.index.ladder.units.text), lex.unit_tokens
 
     def scorer(self, x: np.ndarray, cand, tokens: np.ndarray, doc_tokens: np.ndarray, n_questions: int,
-               paras: Paragraphs | None = None) -> tuple[DeployedSelector, np.ndarray, tuple[np.ndarray, np.ndarray]]:
+               paras: Paragraphs | None = None, unit: str | None = None
+               ) -> tuple[DeployedSelector, np.ndarray, tuple[np.ndarray, np.ndarray]]:
         """The scorer these questions are read with, its predictions [N] (``x``: the raw columns
         :meth:`inputs` gives) and the set's shape the ``fits`` price reads: the directory's scorer, in its
         feature view (in-set: raw), or a transfer directory's whole-document scorer where their evidence
-        looks like whole short documents (:func:`mogg.run.budget.selector.transfer.shape_scorer`)."""
+        looks like whole short documents (:func:`mogg.run.budget.selector.transfer.shape_scorer`; ``unit``: the
+        evidence unit declared, None: the directory's)."""
         context = bool(self.deployed.knob("context", self.kind))
 
         def x_of(view: str) -> np.ndarray:
             return x if view == "raw" else transfer_view(x, cand.q, n_questions, view, self.index.ladder.level_names,
                                                          context)
         return shape_scorer(self.deployed, self.kind, x_of, cand.q, cand.unit, self.unit_docs(), tokens,
-                            doc_tokens, n_questions, paras)
+                            doc_tokens, n_questions, paras, unit)
 
     def unit_docs(self) -> np.ndarray:
         """Every unit's document [U] as the set-shape decisions read it, a source's sections together
@@ -114,13 +116,14 @@ class SelectorSession:
 
     def route(self, questions: Sequence[str], ids: Sequence[str] | None = None, budget: float | None = None,
               cost_weight: float | None = None, options: Sequence[str] | None = None, here: bool = False,
-              unguarded: bool = False) -> tuple[list[dict], dict]:
+              unguarded: bool = False, unit: str | None = None) -> tuple[list[dict], dict]:
         """One record per question (the units read in rank order, their tokens, who decided) and a
         summary (the plan, mean tokens). ``options``: each question's answer options as one text;
         ``here`` (with a budget; a new set): lambda re-chosen so these questions' mean tokens are at most
         B, and where the guard kept the envelope, the training sets' best configuration reading <= B
         here (label-free: :func:`mogg.run.budget.selector.transfer.read_here`); ``unguarded``: the
-        selector even where the guard kept the envelope."""
+        selector even where the guard kept the envelope; ``unit`` (with ``here``): the set's evidence unit
+        (:data:`~mogg.run.budget.selector.units.UNITS`) in place of the directory's ``transfer_unit``."""
         questions = [str(q) for q in questions]
         if not questions:
             return [], {"n": 0}
@@ -128,10 +131,14 @@ class SelectorSession:
         dep = self.deployed
         if here and budget is None:
             raise ValueError("calibrating on the routed questions needs a budget (mean tokens), not a cost weight")
+        if unit is not None and not (here and dep.transfer):
+            raise ValueError("--evidence-unit declares a new set's evidence unit: it applies to a transfer directory "
+                             "(trained on other sets) read with --calibrate-here"
+                             + ("" if dep.transfer else "; this directory is in-set: it reads its own corpus"))
         plan = dep.plan(budget, cost_weight, unguarded)
         split = route_with_empty(questions, ids, lambda keep: self.route(
             [questions[i] for i in keep], [ids[i] for i in keep], budget, cost_weight,
-            None if options is None else [options[i] for i in keep], here, unguarded), self.index)
+            None if options is None else [options[i] for i in keep], here, unguarded, unit), self.index)
         if split is not None:
             return split
         if dep.deploy.get("with_options", 0) > 0.5 and not any(o.strip() for o in (options or [])):
@@ -139,7 +146,7 @@ class SelectorSession:
                         "option features read 0 here (give each jsonl line its 'options')", 100 * dep.deploy["with_options"])
         deep, cand, x, tokens, doc_tokens, paras, unit_tokens = self.inputs(questions, options)
         lad, sel = self.index.ladder, dep.deploy["settings"]
-        dep, pred, docs = self.scorer(x, cand, tokens, doc_tokens, len(questions), paras)
+        dep, pred, docs = self.scorer(x, cand, tokens, doc_tokens, len(questions), paras, unit)
         plan = dep.plan(budget, cost_weight, unguarded)  # the whole-document scorer has its own lambdas and guard
         evidence = dep.reads("evidence", self.kind)  # directories from before the knob: its default
         units = cand.unit  # the rows read: the candidates, and with --calibrate-here the best sources' other units

@@ -40,6 +40,10 @@ whole short documents, and how far the ``fits`` price of a token (``transfer_lam
   B its best paragraph is read shortest first (:func:`short_first`); a question line that heads its paragraph is read
   last, as no evidence (:func:`heading_rows`, :func:`headings_last`); a ladder without its paragraphs
   (:class:`Paragraphs`) ranks each candidate with its neighbours.
+* :data:`~mogg.run.budget.selector.units.UNITS`, :func:`declared`: a user who knows the evidence unit of their set
+  declares it (``frontier.routers.selector.transfer_unit``, ``mogg-route --evidence-unit``), in place of the
+  decisions above: no label-free rule tells a section of a long paper from a sentence of it, since the inputs are the same
+  (docs/results.md, "One topic, many questions").
 
 Vectorised over candidates; no loop over questions.
 
@@ -60,6 +64,7 @@ from mogg.core.text import is_question_line
 from mogg.run.budget.selector.adapt import block_evidence, document_best, rank_within, reorder
 from mogg.run.budget.selector.cohesion import PageLinks, cohesive_links
 from mogg.run.budget.selector.plans import document_evidence
+from mogg.run.budget.selector.units import AUTO, UNITS
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +133,9 @@ class SetShape(NamedTuple):
     ``block`` the tokens of the block around the best candidate (:func:`~mogg.run.budget.selector.adapt.block_evidence`),
     ``owned`` the tokens of the close documents the question owns (:func:`owned_reach` at :data:`CLOSE_RATIO`, what
     :func:`fits_target` reads there) and ``owns`` the number it owns at :data:`OWN_RATIO` (what
-    :func:`owned_sections` decides by; the five None where not computed)."""
+    :func:`owned_sections` decides by; the five None where not computed); ``declared`` the evidence unit a user
+    declared for the set (:data:`~mogg.run.budget.selector.units.UNITS`; ``auto``: the decisions read the arrays;
+    :func:`declared`)."""
 
     doc: np.ndarray
     covered: np.ndarray
@@ -139,6 +146,26 @@ class SetShape(NamedTuple):
     block: np.ndarray | None = None
     owned: np.ndarray | None = None
     owns: np.ndarray | None = None
+    declared: str = AUTO
+
+
+def declared(shape: SetShape, unit: str | None) -> SetShape:
+    """``shape`` with the evidence unit ``unit`` declared (:data:`~mogg.run.budget.selector.units.UNITS`; None: as
+    it is): ``document`` reads the set as whole short documents (:func:`whole_set`), ``section`` as sections of a page
+    (:func:`page_sections`), ``sentence`` as neither, whatever the candidates show; the decisions within each (sections of sources, documents
+    that stand alone, a section over paragraphs) still read the candidates."""
+    if unit is None:
+        return shape
+    if unit not in UNITS:
+        raise ValueError(f"evidence unit {unit!r}: one of {', '.join(UNITS)}")
+    return shape._replace(declared=unit)
+
+
+def whole_set(shape: SetShape) -> bool:
+    """Whether the set reads as whole short documents: :func:`whole_shape` on its arrays, or as declared."""
+    if shape.declared != AUTO:
+        return shape.declared == "document"
+    return whole_shape(shape.doc, shape.covered)
 
 
 def _close_pairs(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, n_questions: int, ratio: float,
@@ -256,7 +283,7 @@ def unordered(shape: SetShape) -> bool:
     """Whether the corpus order says nothing of the set's whole short documents (:func:`whole_shape`): the share of
     the best documents with a candidate neighbour (:func:`linked_share`) above a shuffled corpus's by less than
     :data:`ALONE_EXCESS`."""
-    if shape.linked is None or shape.chance is None or not whole_shape(shape.doc, shape.covered):
+    if shape.linked is None or shape.chance is None or not whole_set(shape):
         return False
     return linked_share(shape) - shape.chance < ALONE_EXCESS
 
@@ -393,7 +420,10 @@ def page_sections(shape: SetShape) -> bool:
     price reads with E :data:`PAGE_SHARE` of the best candidate's document (a share of the page:
     :func:`~mogg.run.budget.selector.plans.document_evidence`) and at least that share of the median page
     (:func:`fits_target`), so that a section longer than the training sets' evidence is read: under E predicted
-    and their price the page stand-ins read 44-96 tokens of 61-134-token sections."""
+    and their price the page stand-ins read 44-96 tokens of 61-134-token sections. A declared unit (:func:`declared`)
+    decides instead."""
+    if shape.declared != AUTO:
+        return shape.declared == "section"
     return shape.block is not None and not whole_shape(shape.doc, shape.covered) and block_cover(shape) >= PAGE_COVER
 
 
@@ -746,7 +776,7 @@ def sources_sections(shape: SetShape) -> bool:
     close documents neighbour the best one in corpus order (:func:`sections_share` >= :data:`SECTIONS_SHARE`; an
     abstract's contexts kept together). There the chain is read first (:func:`chain_first`, under the
     whole-document scorer) and the estimated F1's E is bounded by it (:func:`chain_evidence`)."""
-    return whole_shape(shape.doc, shape.covered) and sections_share(shape) >= SECTIONS_SHARE
+    return whole_set(shape) and sections_share(shape) >= SECTIONS_SHARE
 
 
 def source_chain(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, doc_tokens: np.ndarray,
@@ -813,7 +843,7 @@ def fits_target(shape: SetShape, budget: float, chain: np.ndarray | None = None,
         return float(min(budget, np.median(section[section > 0]))) if (section > 0).any() else None
     if page_sections(shape):  # ... a ladder without its paragraphs: at least min(B, PAGE_SHARE of the median page)
         return float(min(budget, PAGE_SHARE * np.median(np.asarray(shape.doc)[has])))
-    if not whole_shape(shape.doc, shape.covered):
+    if not whole_set(shape):
         return None
     if sections_share(shape) >= SECTIONS_SHARE:  # sections of sources: the chain (every close document without it)
         reach = shape.close if chain is None else np.asarray(chain, dtype=np.float64)

@@ -8,6 +8,7 @@ train: ``<checkpoint>/<ladder>/selector/`` (:mod:`mogg.run.budget.selector.folds
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass
@@ -59,6 +60,21 @@ def reading_data(ctx: RunContext, prep: Prepared, sel) -> ReadingData:
     doc_tokens = document_tokens(prep.ladder.units.doc, lex.unit_tokens, cand.unit)
     return ReadingData(cand, x, overlap / np.maximum(tokens, 1.0), tokens, ev_len, lex.unit_tokens.astype(float),
                        time.perf_counter() - t0, doc_tokens)
+
+
+def questions_only(d: ReadingData, kept: np.ndarray) -> ReadingData:
+    """``d`` for the questions ``kept`` (their positions, int [K], ascending) only, numbered 0..K-1 in that order:
+    their candidates' rows, features, density, tokens and documents' tokens, and their evidence tokens."""
+    kept = np.asarray(kept, dtype=np.int64)
+    if len(kept) == d.cand.n_questions:
+        return d
+    new = np.full(d.cand.n_questions, -1, dtype=np.int64)
+    new[kept] = np.arange(len(kept))
+    m = new[d.cand.q] >= 0
+    c = d.cand
+    return dataclasses.replace(
+        d, cand=Candidates(new[c.q[m]], c.unit[m], c.score[m], c.rank[m], len(kept)), x=d.x[m], density=d.density[m],
+        tokens=d.tokens[m], evidence_len=d.evidence_len[kept], doc_tokens=None if d.doc_tokens is None else d.doc_tokens[m])
 
 
 def candidate_features(ladder, deep, questions: list[str], options: list[str], depth: int, per_chunk: int,

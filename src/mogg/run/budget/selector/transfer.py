@@ -66,6 +66,7 @@ from mogg.run.budget.selector.set_shape import (
     chain_evidence,
     chain_first,
     covered_share,
+    declared,
     fits_cap,
     fits_target,
     heading_rows,
@@ -82,11 +83,13 @@ from mogg.run.budget.selector.set_shape import (
     source_chain,
     sources_sections,
     whole_documents,
-    whole_shape,
+    whole_set,
 )
-from mogg.run.budget.selector.stage import reading_data
+from mogg.run.budget.selector.stage import questions_only, reading_data
+from mogg.run.budget.selector.units import AUTO
 from mogg.run.budget.shared import config_stats, envelope_here
 from mogg.run.context import RunContext
+from mogg.run.route_paths import searchable
 
 log = logging.getLogger(__name__)
 
@@ -209,8 +212,8 @@ def fit_transfer_selector(ctx: RunContext, name: str, sources: dict[str, LadderF
 
 
 def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray,
-                 tokens: np.ndarray, doc_tokens: np.ndarray, n_questions: int, paras: Paragraphs | None = None
-                 ) -> tuple[DeployedSelector, np.ndarray, SetShape]:
+                 tokens: np.ndarray, doc_tokens: np.ndarray, n_questions: int, paras: Paragraphs | None = None,
+                 evidence_unit: str | None = None) -> tuple[DeployedSelector, np.ndarray, SetShape]:
     """The scorer a transfer directory reads these new questions with, its predictions [N], and the
     set's shape (:func:`~mogg.run.budget.selector.set_shape.whole_documents` on the directory's own scorer's
     predictions, before any refit: what the ``fits`` price reads, so that it and the scorer follow one
@@ -223,17 +226,27 @@ def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np
     where the set is sections of sources: :func:`~mogg.run.budget.selector.set_shape.chain_first`; under the
     directory's scorer, where the set is sections of a page, the best candidate's paragraph first (the ladder's
     ``paras``; without them each candidate ranked with its neighbours): :func:`~mogg.run.budget.selector.set_shape.page_order`).
-    ``x_of(view)``: the candidates' features [N, F] in a view."""
+    ``x_of(view)``: the candidates' features [N, F] in a view. ``evidence_unit``: the set's evidence unit as declared
+    (:data:`~mogg.run.budget.selector.units.UNITS`, ``mogg-route --evidence-unit``; None: what a transfer directory
+    recorded, its ``transfer_unit``; an in-set directory decides from its candidates), in place of those decisions
+    (:func:`~mogg.run.budget.selector.set_shape.declared`)."""
     x = x_of(dep.reads("features_view", kind))  # once: the prediction and the refit read the same view
     pred = dep.booster.predict(x) if len(cand_q) else np.zeros(0)
     docs = whole_documents(cand_q, unit, unit_doc, tokens, pred, doc_tokens, n_questions, paras)
+    if evidence_unit is None and dep.transfer:
+        evidence_unit = dep.knob("transfer_unit", kind)  # a directory written before the knob: its default, auto
+    docs = declared(docs, evidence_unit)
     whole = dep.whole()
     if not len(cand_q):
         return dep, pred, docs
     share = covered_share(docs.doc, docs.covered)
     log.info("%.0f%% of the questions' best documents have a candidate neighbour in corpus order (a shuffled corpus: "
              "%.0f%%)", 100 * linked_share(docs), 100 * (docs.chance or 0.0))
-    if whole is not None and whole_shape(docs.doc, docs.covered):
+    if docs.declared != AUTO:  # the user's word for it, not the candidates'
+        log.info("the evidence unit declared: %s (frontier.routers.selector.transfer_unit or mogg-route "
+                 "--evidence-unit); from the candidates alone the set reads as %s", docs.declared,
+                 _decided(docs._replace(declared=AUTO)))
+    if whole is not None and whole_set(docs):
         log.info("%.0f%% of the questions' best blocks cover their document (whole short documents): the "
                  "whole-document scorer (%s)", 100 * share, whole.deploy["features_view"])
         xw = x_of(whole.deploy["features_view"])
@@ -243,16 +256,21 @@ def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np
         return whole, owned_first(pred, cand_q, cand_doc, n_questions, docs), docs
     log.info("%.0f%% of the questions' best blocks cover their document: the directory's scorer", 100 * share)
     cover = block_cover(docs)
-    if page_sections(docs):
+    if docs.declared == AUTO and page_sections(docs):  # a declared unit was said above
         log.info("sections of a page: the block around the best candidate covers %.1f%% of its document at the "
                  "median (from %.0f%%, set_shape.PAGE_COVER): each question reads its section", 100 * cover,
                  100 * PAGE_COVER)
-    else:  # the decision that reads one sentence of a long page (docs/results.md, "One topic, many questions")
+    elif docs.declared == AUTO:  # the decision that reads one sentence of a long page (docs/results.md, "One topic, ...")
         log.info("sentences of long documents: the block around the best candidate covers %.1f%% of its document at "
                  "the median (sections of a page from %.0f%%, set_shape.PAGE_COVER): each question reads at the "
                  "training sets' price of a token, not a section", 100 * cover, 100 * PAGE_COVER)
     pred = self_trained(dep, kind, x, pred, cand_q, n_questions)
     return dep, page_order(pred, cand_q, unit, unit_doc, docs, paras=paras), docs
+
+
+def _decided(docs: SetShape) -> str:
+    """The evidence unit the candidates decide (the log's words for :data:`~mogg.run.budget.selector.units.UNITS`)."""
+    return "document" if whole_set(docs) else "section" if page_sections(docs) else "sentence"
 
 
 def _plans_with(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray,
@@ -422,8 +440,20 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
     settings = dep.deploy["settings"]
     if any(settings.get(k) != getattr(kind, k) for k in ("depth", "per_chunk", "cosine")):
         raise ValueError(f"{directory}: trained with selector knobs {settings}; this run's differ: retrain it")
-    d = reading_data(ctx, prep, kind)
-    texts, ev, n = prep.ladder.units.text, [it.evidence_text for it in prep.items], len(prep.items)
+    # mogg-route gives a question without an indexable word an empty record and reads the others as one set
+    # (route_paths.route_with_empty): so do these rows, or the set's label-free steps (the self-training's halves,
+    # the price, the shape) would read another set than the routing does
+    kept = np.flatnonzero([searchable(q, prep) for q in prep.questions])
+    d = questions_only(reading_data(ctx, prep, kind), kept)
+    texts, ev, n = prep.ladder.units.text, [prep.items[i].evidence_text for i in kept], len(kept)
+    if n < len(prep.items):
+        log.info("%d question(s) without an indexable word read nothing in the transferred rows, as mogg-route "
+                 "routes them", len(prep.items) - n)
+
+    def spread(v: np.ndarray) -> np.ndarray:  # [n] -> every question [Q], 0 where a question read nothing
+        out = np.zeros(len(prep.items), dtype=np.float64)
+        out[kept] = v
+        return out
     udoc = prep.ladder.source_unit_docs()  # a source's sections together (stored with the ladder at build)
     paras = candidate_paragraphs(prep.ladder.paragraph_starts(), d.unit_tokens, d.cand.unit, prep.ladder.units.doc,
                                  texts)
@@ -472,15 +502,15 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
         out = {}
         for row, evidence, rule in reads:
             choice, ranked, _, applied = read_here(dep, pred, cq, cu, ctok, texts, n, b, evidence,
-                                                   table.tokens, doc_tokens=cdoc, rule=rule,
+                                                   table.tokens[kept], doc_tokens=cdoc, rule=rule,
                                                    plans=plans, unit_doc=udoc, docs=docs, chain=chain, paras=paras)
             if applied["deploy"] == "envelope":
                 env = applied["envelope"]
-                f1, tok, conf = table.f1[:, env], table.tokens[:, env], "envelope deployed"
+                f1, tok, conf = table.f1[kept, env], table.tokens[kept, env], "envelope deployed"
             else:
                 pf, pt = truth(ranked)
                 f1, tok, conf = pf[rows, choice], pt[rows, choice], "selector deployed" + scorer
-            out[row] = (f1, tok, conf)
+            out[row] = (spread(f1), spread(tok), conf)
         env = envelope_here(dep.deploy["spec"]["configs"], table.tokens, b)
         out[TRAINING_ENVELOPE] = (table.f1[:, env], table.tokens[:, env], ladder.space.names()[env])
         return out
