@@ -304,6 +304,10 @@ def _knob_cases() -> list[Case]:
     out.append(Case("knobs", "threads=0 (configure)", lambda tmp: importlib.import_module("mogg.core.threads").configure_threads(0),
                     "error", "threads"))
     out.append(Case("knobs", "defaults", knob("seed=0"), "ok"))
+
+    def unit(tmp):  # an evidence unit the selector does not know: refused by name before anything runs
+        frontier_settings(compose(["experiment=transfer_selector_generic", "frontier.routers.selector.transfer_unit=paragraph"]))
+    out.append(Case("knobs", "frontier.routers.selector.transfer_unit=paragraph", unit, "error", "transfer_unit"))
     return out
 
 
