@@ -722,8 +722,13 @@ def test_the_directory_s_scorer_reads_a_page_s_sections_with_their_paragraphs(tr
     caplog.clear()
     tr.shape_scorer(dep, EvidenceSelectorKind, lambda v: np.zeros((len(q), dep.deploy["n_features"])), q, unit,
                     unit_doc, tokens, np.full(len(q), 240.0), n_q, paras)
-    said = [r.getMessage() for r in caplog.records if "of its document at the median" in r.getMessage()]
-    assert len(said) == 1 and said[0].startswith("sentences of long" if page_sections(docs) else "sections of a page")
+    said2 = [r.getMessage() for r in caplog.records if "of its document at the median" in r.getMessage()]
+    assert len(said2) == 1 and said2[0].startswith("sentences of long" if page_sections(docs) else "sections of a page")
+    # each names the word that declares the other unit (set_shape.declared), for the user who knows it
+    for msg in said + said2:
+        other = "section" if msg.startswith("sentences of long") else "sentence"
+        assert msg.endswith(f"frontier.routers.selector.transfer_unit={other} or mogg-route --calibrate-here "
+                            f"--evidence-unit {other}")
 
 
 def test_the_directory_s_declared_evidence_unit_is_read_and_the_routing_flag_overrides_it(transfer, caplog):

@@ -256,14 +256,19 @@ def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np
         return whole, owned_first(pred, cand_q, cand_doc, n_questions, docs), docs
     log.info("%.0f%% of the questions' best blocks cover their document: the directory's scorer", 100 * share)
     cover = block_cover(docs)
+    # where the candidates decided, the log names the knob and the flag that declare the unit instead: no label-free
+    # rule tells a section of a long paper from a sentence of it (docs/results.md, "One topic, many questions")
+    declare = ("; where the evidence is a %s, declare it: frontier.routers.selector.transfer_unit=%s or mogg-route "
+               "--calibrate-here --evidence-unit %s")
     if docs.declared == AUTO and page_sections(docs):  # a declared unit was said above
         log.info("sections of a page: the block around the best candidate covers %.1f%% of its document at the "
-                 "median (from %.0f%%, set_shape.PAGE_COVER): each question reads its section", 100 * cover,
-                 100 * PAGE_COVER)
-    elif docs.declared == AUTO:  # the decision that reads one sentence of a long page (docs/results.md, "One topic, ...")
+                 "median (from %.0f%%, set_shape.PAGE_COVER): each question reads its section" + declare, 100 * cover,
+                 100 * PAGE_COVER, "sentence", "sentence", "sentence")
+    elif docs.declared == AUTO:
         log.info("sentences of long documents: the block around the best candidate covers %.1f%% of its document at "
                  "the median (sections of a page from %.0f%%, set_shape.PAGE_COVER): each question reads at the "
-                 "training sets' price of a token, not a section", 100 * cover, 100 * PAGE_COVER)
+                 "training sets' price of a token, not a section" + declare, 100 * cover, 100 * PAGE_COVER,
+                 "section of a page", "section", "section")
     pred = self_trained(dep, kind, x, pred, cand_q, n_questions)
     return dep, page_order(pred, cand_q, unit, unit_doc, docs, paras=paras), docs
 
