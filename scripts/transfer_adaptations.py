@@ -196,6 +196,11 @@ ADAPTATIONS = {
     # (set_shape.short_first: any of them is evidence, and the cheapest costs a question the scorer is unsure of least)
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of the best), at most that section, its sentences as likely as its best, the best paragraph's shortest first where the section is longer than B, E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0+source", "predicted", "fits-para-flat:shortparaB"),
+    # measured: the price calibrated under that cap, or under a cap of min(that, B) per question
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of the best), at most that section, its sentences as likely as its best, the best paragraph's shortest first where the section is longer than B, E predicted, the price under the cap":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0+source", "predicted", "fits-para-flat:shortparaB+capcal"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of the best), at most that section, its sentences as likely as its best, the best paragraph's shortest first where the section is longer than B, E predicted, the price under a cap of at most B":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0+source", "predicted", "fits-para-flat:shortparaB+capB"),
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of the best), at most that section, its sentences as likely as its best, shortest first, E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0+source", "predicted", "fits-para-flat:short"),
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at a quarter of the best), at most that section, E predicted":
@@ -632,6 +637,9 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
     # ("fits-para-flat:<how>"): their mean, the set's median best (pool) or a mix a * own best + (1 - a) * that
     # (pool<a>), or the best with the section's candidates read shortest first (short)
     flat, _, flat_how = rule.partition(":") if rule.startswith("fits-para-flat") else (False, "", "")
+    # measured ("+capcal"): the price calibrated under the section cap (the cap masks the plans past it before lambda
+    # is chosen), or ("+capB") under a cap of min(that, B) per question
+    flat_how, cap_cal = (flat_how.split("+")[0], flat_how.partition("+")[2]) if "+" in flat_how else (flat_how, "")
     flat = bool(flat)
     short_b = None  # measured ("shortparaB"): (the short order, the deployed order, the section's rows)
     if flat:
@@ -800,12 +808,17 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             cap = np.where(docs.linked | (docs.doc <= 0), np.inf, docs.doc)[:, None] if target is not None else None
             a = decide(util, pt, lam, cap)
         else:  # as a transfer directory reads (mogg.run.budget.selector.transfer.read_here)
-            lam = lambda_here(rule, util, pt, b, price[b], docs_price, floor_chain, section)[0]
-            if floor is not None:  # measured: read at least up to the median block or E (at most B), or B
-                lam = min(lam, calibrate_lambda(util, pt, min(b, floor)))
             cap = fits_cap(docs) if rule == "fits" else None
             if para_cap and section is not None:  # as transfer.read_here reads
                 cap = section_cap(docs, section)
+            u_lam = util
+            if cap_cal and cap is not None:
+                if cap_cal == "capB":
+                    cap = np.minimum(cap, b)
+                u_lam = np.where(pt > cap, -1e30, util)
+            lam = lambda_here(rule, u_lam, pt, b, price[b], docs_price, floor_chain, section)[0]
+            if floor is not None:  # measured: read at least up to the median block or E (at most B), or B
+                lam = min(lam, calibrate_lambda(u_lam, pt, min(b, floor)))
             a = decide(util, pt, lam, cap)
         own = choose_config(sh.table_f1, sh.table_tokens, rows, b)
         out[b] = (tf[rows, a], tt[rows, a], sh.table_f1[:, own], sh.table_f1[:, envelope_here(stats, sh.table_tokens, b)])
