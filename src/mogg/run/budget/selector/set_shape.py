@@ -42,8 +42,8 @@ whole short documents, and how far the ``fits`` price of a token (``transfer_lam
   (:class:`Paragraphs`) ranks each candidate with its neighbours.
 * :data:`~mogg.run.budget.selector.units.UNITS`, :func:`declared`: a user who knows the evidence unit of their set
   declares it (``frontier.routers.selector.transfer_unit``, ``mogg-route --evidence-unit``), in place of the
-  decisions above: no label-free rule tells a section of a long paper from a sentence of it, since the inputs are the same
-  (docs/results.md, "One topic, many questions").
+  decisions above: no label-free rule tells a section of a long paper from a sentence of it, since the inputs are
+  the same (docs/results.md, "One topic, many questions").
 
 Vectorised over candidates; no loop over questions.
 
@@ -152,8 +152,8 @@ class SetShape(NamedTuple):
 def declared(shape: SetShape, unit: str | None) -> SetShape:
     """``shape`` with the evidence unit ``unit`` declared (:data:`~mogg.run.budget.selector.units.UNITS`; None: as
     it is): ``document`` reads the set as whole short documents (:func:`whole_set`), ``section`` as sections of a page
-    (:func:`page_sections`), ``sentence`` as neither, whatever the candidates show; the decisions within each (sections of sources, documents
-    that stand alone, a section over paragraphs) still read the candidates."""
+    (:func:`page_sections`), ``sentence`` as neither, whatever the candidates show; the decisions within each
+    (sections of sources, documents that stand alone, a section over paragraphs) still read the candidates."""
     if unit is None:
         return shape
     if unit not in UNITS:

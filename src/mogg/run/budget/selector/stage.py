@@ -73,8 +73,9 @@ def questions_only(d: ReadingData, kept: np.ndarray) -> ReadingData:
     m = new[d.cand.q] >= 0
     c = d.cand
     return dataclasses.replace(
-        d, cand=Candidates(new[c.q[m]], c.unit[m], c.score[m], c.rank[m], len(kept)), x=d.x[m], density=d.density[m],
-        tokens=d.tokens[m], evidence_len=d.evidence_len[kept], doc_tokens=None if d.doc_tokens is None else d.doc_tokens[m])
+        d, cand=Candidates(new[c.q[m]], c.unit[m], c.score[m], c.rank[m], len(kept)), x=d.x[m],
+        density=d.density[m], tokens=d.tokens[m], evidence_len=d.evidence_len[kept],
+        doc_tokens=None if d.doc_tokens is None else d.doc_tokens[m])
 
 
 def candidate_features(ladder, deep, questions: list[str], options: list[str], depth: int, per_chunk: int,
