@@ -1,18 +1,17 @@
 """Label-free adaptations of the transferred evidence selector, leave one shape out (issue 58).
 
-For each held-out evidence shape (every file of ``conf/heldout``: PubMedQA*, MedMCQA explanations,
-COVID-QA, the page stand-in and its long-section twin, the snippet and explanation-sentence stand-ins, the long
-explanations, and the second snippet shape from PubMedQA-L's other half: ``mogg-prepare --dataset pubmedqa_l``
-first), trained on the shapes its
-``train_sources`` name there (sets sharing texts leave together, as ``experiment=loso_shapes``), the transfer scorer is
-fitted on the other shapes as ``fit_transfer_selector`` fits it (the same weights, validation
-slices and learned lambda), under each adaptation of :mod:`mogg.run.budget.selector.adapt`, and read
-on the held-out shape without its labels. Per adaptation and shape: the mean over B = 64 / 128 /
-256 / 512 of the paired F1 difference to the shape's own labelled envelope (the best fixed
-(level, k, cap) reading <= B there, chosen on all its questions: a yardstick a little above the
-report's cross-fitted one), the budgets above the training sets' envelope beyond the 95% interval,
-and the budgets at or above the shape's own envelope; the adaptation kept is the one with the best
-**worst** shape (:func:`mogg.run.budget.selector.transfer_rule.worst_shape_choice`).
+For each held-out evidence shape (every file of ``conf/heldout``: PubMedQA*, MedMCQA explanations, COVID-QA, the page
+stand-in, its long-section twin and its pages of 15 sections, the snippet and explanation-sentence stand-ins, the long
+explanations, and the second snippet shape from PubMedQA-L's other half: ``mogg-prepare --dataset pubmedqa_l`` first),
+trained on the shapes its ``train_sources`` name there (sets sharing texts leave together, as
+``experiment=loso_shapes``), the transfer scorer is fitted on the other shapes as ``fit_transfer_selector`` fits it
+(the same weights, validation slices and learned lambda), under each adaptation of
+:mod:`mogg.run.budget.selector.adapt`, and read on the held-out shape without its labels. Per adaptation and shape:
+the mean over B = 64 / 128 / 256 / 512 of the paired F1 difference to the shape's own labelled envelope (the best
+fixed (level, k, cap) reading <= B there, chosen on all its questions: a yardstick a little above the report's
+cross-fitted one), the budgets above the training sets' envelope beyond the 95% interval, and the budgets at or above
+the shape's own envelope; the adaptation kept is the one with the best **worst** shape
+(:func:`mogg.run.budget.selector.transfer_rule.worst_shape_choice`).
 
     python scripts/transfer_adaptations.py --seeds 0,1,2,3,4 [--only raw,within_question] [--out FILE]
 
@@ -201,6 +200,10 @@ ADAPTATIONS = {
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0+source", "predicted", "fits-para-flat:shortparaB+capcal"),
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of the best), at most that section, its sentences as likely as its best, the best paragraph's shortest first where the section is longer than B, E predicted, the price under a cap of at most B":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0+source", "predicted", "fits-para-flat:shortparaB+capB"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of the best), at most that section, its sentences as likely as its best, the best paragraph's shortest first where the section is longer than B, E predicted, each question reading at least a quarter of B":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0+source", "predicted", "fits-para-flat:shortparaB+floor0.25"),
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of the best), at most that section, its sentences as likely as its best, the best paragraph's shortest first where the section is longer than B, E predicted, each question reading at least half of B":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0+source", "predicted", "fits-para-flat:shortparaB+floor0.5"),
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of the best), at most that section, its sentences as likely as its best, shortest first, E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0+source", "predicted", "fits-para-flat:short"),
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at a quarter of the best), at most that section, E predicted":
@@ -483,6 +486,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         page_evidence,
         page_order,
         page_sections,
+        paragraph_cover,
         section_cap,
         section_density,
         section_evidence,
@@ -638,7 +642,8 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
     # (pool<a>), or the best with the section's candidates read shortest first (short)
     flat, _, flat_how = rule.partition(":") if rule.startswith("fits-para-flat") else (False, "", "")
     # measured ("+capcal"): the price calibrated under the section cap (the cap masks the plans past it before lambda
-    # is chosen), or ("+capB") under a cap of min(that, B) per question
+    # is chosen), or ("+capB") under a cap of min(that, B) per question, or ("+floor<f>") each question reading at
+    # least f * B (at most its cap)
     flat_how, cap_cal = (flat_how.split("+")[0], flat_how.partition("+")[2]) if "+" in flat_how else (flat_how, "")
     flat = bool(flat)
     short_b = None  # measured ("shortparaB"): (the short order, the deployed order, the section's rows)
@@ -668,8 +673,10 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
     docs_price = docs if how == "deployed" else docs._replace(block=None)
     if e_page is not None:
         logging.getLogger("transfer_adaptations").info("%s seed %d: the best blocks cover %.3f of their document "
-                                                        "(median); whole documents %s", target, seed, block_cover(docs),
-                                                        whole_shape(docs.doc, docs.covered))
+                                                        "and %.3f of their paragraph (median); whole documents %s; "
+                                                        "sections of a page %s", target, seed, block_cover(docs),
+                                                        paragraph_cover(docs), whole_shape(docs.doc, docs.covered),
+                                                        page_sections(docs))
     if rule == "fits" and sources_sections(docs):  # the deployed reading: E at most the chain (transfer.sources_plans)
         ranked, util, pt, tf, tt, rp = plans((*key, "sources"), chain_evidence(
             _evidence(sh, pred, e_rule, median), sh.q, sh.unit_doc[sh.unit], pred, sh.doc_tokens, sh.n))
@@ -812,14 +819,19 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             if para_cap and section is not None:  # as transfer.read_here reads
                 cap = section_cap(docs, section)
             u_lam = util
-            if cap_cal and cap is not None:
+            u_pick = util
+            if cap_cal.startswith("floor") and cap is not None:  # measured: every question reads at least this share
+                # of B, at most its section (the cap) and at most its longest plan: plans shorter are out
+                low = np.minimum(np.minimum(float(cap_cal[5:]) * b, cap[:, 0]), pt.max(axis=1))
+                u_lam = u_pick = np.where(pt < low[:, None] - 1e-9, -1e30, util)
+            elif cap_cal and cap is not None:
                 if cap_cal == "capB":
                     cap = np.minimum(cap, b)
                 u_lam = np.where(pt > cap, -1e30, util)
             lam = lambda_here(rule, u_lam, pt, b, price[b], docs_price, floor_chain, section)[0]
             if floor is not None:  # measured: read at least up to the median block or E (at most B), or B
                 lam = min(lam, calibrate_lambda(u_lam, pt, min(b, floor)))
-            a = decide(util, pt, lam, cap)
+            a = decide(u_pick, pt, lam, cap)
         own = choose_config(sh.table_f1, sh.table_tokens, rows, b)
         out[b] = (tf[rows, a], tt[rows, a], sh.table_f1[:, own], sh.table_f1[:, envelope_here(stats, sh.table_tokens, b)])
     return out

@@ -713,16 +713,16 @@ def test_the_directory_s_scorer_reads_a_page_s_sections_with_their_paragraphs(tr
     assert calls[0][0] is refit[0] and calls[0][1] is unit and calls[0][2] is unit_doc and calls[0][3] is docs
     assert calls[0][4] is paras
     assert np.array_equal(pred, refit[0][::-1])
-    from mogg.run.budget.selector.set_shape import block_cover, page_sections
+    from mogg.run.budget.selector.set_shape import block_cover, page_sections, paragraph_cover
 
-    said = [r.getMessage() for r in caplog.records if "of its document at the median" in r.getMessage()]
+    said = [r.getMessage() for r in caplog.records if "of its paragraph at the median" in r.getMessage()]
     assert len(said) == 1 and said[0].startswith("sections of a page" if page_sections(docs) else "sentences of long")
-    assert f"covers {100 * block_cover(docs):.1f}%" in said[0]
+    assert f"covers {100 * block_cover(docs):.1f}% of its document and {100 * paragraph_cover(docs):.0f}%" in said[0]
     monkeypatch.setattr(tr, "page_sections", lambda shape: not page_sections(docs))  # the other decision, said so
     caplog.clear()
     tr.shape_scorer(dep, EvidenceSelectorKind, lambda v: np.zeros((len(q), dep.deploy["n_features"])), q, unit,
                     unit_doc, tokens, np.full(len(q), 240.0), n_q, paras)
-    said2 = [r.getMessage() for r in caplog.records if "of its document at the median" in r.getMessage()]
+    said2 = [r.getMessage() for r in caplog.records if "of its paragraph at the median" in r.getMessage()]
     assert len(said2) == 1 and said2[0].startswith("sentences of long" if page_sections(docs) else "sections of a page")
     # each names the word that declares the other unit (set_shape.declared), for the user who knows it
     for msg in said + said2:

@@ -185,8 +185,9 @@ def test_whole_documents_and_the_fits_target_against_a_loop():
     doc_tokens = np.bincount(unit_doc, weights=unit_tokens)[unit_doc[u]]
     pred = rng.random(len(q)).round(2)
     shape = whole_documents(q, u, unit_doc, tokens, pred, doc_tokens, 31)  # question 30: no candidates
-    doc, covered, close, chain, linked, _, block_of, owned, owns, declared = shape
+    doc, covered, close, chain, linked, _, block_of, owned, owns, paragraph, declared = shape
     assert declared == "auto"  # the candidates decide (set_shape.declared)
+    assert paragraph is None  # no paragraphs read (set_shape.paragraph_cover)
     # owned: the tokens owned at CLOSE_RATIO (the floor's reach); owns: the documents owned at OWN_RATIO (the decision)
     np.testing.assert_array_equal(owned, owned_reach(q, unit_doc[u], pred, doc_tokens, 31, CLOSE_RATIO)[0])
     np.testing.assert_array_equal(owns, owned_reach(q, unit_doc[u], pred, doc_tokens, 31, OWN_RATIO)[1])
@@ -1010,13 +1011,71 @@ def test_a_block_covering_a_page_of_paragraphs_is_not_a_whole_document():
     assert bare.covered.all() and whole_shape(bare.doc, bare.covered)  # read as whole short documents before
     shape = whole_documents(q, u, unit_doc, tokens, pred, doc_tokens, n_docs, paras)
     assert not shape.covered.any() and not whole_shape(shape.doc, shape.covered) and page_sections(shape)
-    for a, b in zip(shape[2:], bare[2:]):  # the rest of the shape is the same
+    for a, b in zip(shape._replace(paragraph=None)[2:], bare[2:]):  # the rest of the shape is the same
         assert (a is None and b is None) or np.array_equal(a, b)
     # half the pages of one paragraph (no start inside them): those keep their cover, the set's majority decides
     one = starts[unit_doc[starts] % 2 == 0]
     half = whole_documents(q, u, unit_doc, tokens, pred, doc_tokens, n_docs,
                            candidate_paragraphs(one, unit_tokens, u, unit_doc))
     assert half.covered.tolist() == [d % 2 == 1 for d in range(n_docs)] and whole_shape(half.doc, half.covered)
+
+
+def test_a_page_of_many_sections_reads_as_sections_by_its_paragraphs():
+    """page_sections with the ladder's paragraphs: where the block around the best candidate covers half its
+    paragraph or more at the median (PARAGRAPH_COVER), the set is sections of a page however many sections a page
+    holds; the share of the page alone (PAGE_COVER) read a page of 25 sections as sentences of a long document (the
+    page stand-in written 15 sections a page: docs/results.md, "Pages of many sections"). A sentence of a long
+    paragraph (COVID-QA's) stays a sentence; without paragraphs the rule is as before. ``paragraph``: the best
+    candidate's paragraph's tokens, against a loop."""
+    from mogg.run.budget.selector.set_shape import (
+        PAGE_COVER,
+        PARAGRAPH_COVER,
+        block_cover,
+        candidate_paragraphs,
+        page_sections,
+        paragraph_cover,
+        whole_documents,
+    )
+
+    rng = np.random.default_rng(11)
+    n_pages, per_para, n_para = 8, 3, 25  # pages of 25 paragraphs of 3 units of 20 tokens: 1500 tokens a page
+    per = per_para * n_para
+    unit_doc = np.repeat(np.arange(n_pages), per)
+    unit_tokens = np.full(n_pages * per, 20.0)
+    starts = np.flatnonzero(np.arange(n_pages * per) % per_para == 0)
+    starts = starts[starts % per != 0]
+    n_q = 3 * n_pages
+    page_q = np.arange(n_q) // 3  # three questions a page, each reading one section (paragraph) and a stray unit
+
+    def candidates(sentence: bool):
+        q, u, p = [], [], []
+        for qi in range(n_q):
+            para = int(rng.integers(0, n_para))
+            first = page_q[qi] * per + para * per_para
+            rows = [first + 1] if sentence else list(range(first, first + per_para))
+            stray = page_q[qi] * per + ((para + 5) % n_para) * per_para  # a lone match elsewhere on the page
+            rows = sorted(set(rows) | {stray})
+            q += [qi] * len(rows)
+            u += rows
+            p += [0.2 if r == stray else 0.9 for r in rows]
+        return np.array(q), np.array(u), np.array(p)
+
+    for sentence in (False, True):
+        q, u, pred = candidates(sentence)
+        tokens, doc_tokens = unit_tokens[u], np.full(len(u), per * 20.0)
+        paras = candidate_paragraphs(starts, unit_tokens, u, unit_doc)
+        shape = whole_documents(q, u, unit_doc, tokens, pred, doc_tokens, n_q, paras)
+        bare = whole_documents(q, u, unit_doc, tokens, pred, doc_tokens, n_q)
+        for qi in range(n_q):  # the best candidate's paragraph: 3 units of 20 tokens
+            r = np.flatnonzero(q == qi)
+            assert shape.paragraph[qi] == paras.tokens[r[np.argmax(pred[r])]] == 60.0
+        assert bare.paragraph is None and paragraph_cover(bare) == 0.0
+        assert block_cover(shape) < PAGE_COVER and not page_sections(bare)  # under the page share: as before
+        if sentence:  # one unit of its paragraph: a third, under half
+            assert paragraph_cover(shape) == pytest.approx(1 / 3) and not page_sections(shape)
+        else:  # the whole paragraph
+            assert paragraph_cover(shape) == pytest.approx(1.0) and PARAGRAPH_COVER <= 1.0 and page_sections(shape)
+    assert not page_sections(shape._replace(declared="sentence"))  # a declared unit decides
 
 
 def test_headings_are_read_last_against_a_loop():

@@ -27,7 +27,8 @@ whole short documents, and how far the ``fits`` price of a token (``transfer_lam
   another order, with ids that name no source), each question reads the documents it owns first, and at least
   them (:func:`fits_target`).
 * :func:`page_sections`: where the set is not whole short documents but the block around the best candidate
-  covers a part of its document (a section of a page, not a sentence of a long paper), the ``fits`` price reads
+  covers a part of its document, or half its paragraph (:func:`paragraph_cover`: a page of many sections), a section
+  of a page, not a sentence of a long paper, the ``fits`` price reads
   with E the best candidate's paragraph (:func:`section_evidence`), and at least the median one (a ladder without
   its paragraphs: a share of the best candidate's document, and at least that share of the median one).
 * :func:`page_order`: there the best candidate's section is read first (:func:`paragraph_first`,
@@ -93,6 +94,12 @@ ALONE_EXCESS = 0.1
 # sentences of long papers 0.01 (docs/results.md, "Sections of a page"); every threshold from 0.013 to 0.14
 # decides alike there
 PAGE_COVER = 0.05
+# ... or, where the ladder holds the corpus's paragraphs, where that block covers at least this share of the best
+# candidate's paragraph (the median over the questions): a page of many sections, where one section is under
+# PAGE_COVER of its page (the page stand-in written 15 sections a page: 0.044 of the page, 0.90 of the paragraph),
+# against COVID-QA's sentences of a paper's paragraph (0.29, seed 0). Half, as FITS_COVER reads half a document
+# (docs/results.md, "Pages of many sections")
+PARAGRAPH_COVER = 0.5
 # where the ladder holds no paragraphs (Paragraphs; a ladder built outside the store), E (the estimated F1's evidence
 # length) is this share of each question's best document, and the fits price reads at least this share of the median
 # one (at most B); with them E is the best candidate's paragraph (section_evidence). Under E predicted and the training
@@ -133,9 +140,10 @@ class SetShape(NamedTuple):
     ``block`` the tokens of the block around the best candidate (:func:`~mogg.run.budget.selector.adapt.block_evidence`),
     ``owned`` the tokens of the close documents the question owns (:func:`owned_reach` at :data:`CLOSE_RATIO`, what
     :func:`fits_target` reads there) and ``owns`` the number it owns at :data:`OWN_RATIO` (what
-    :func:`owned_sections` decides by; the five None where not computed); ``declared`` the evidence unit a user
-    declared for the set (:data:`~mogg.run.budget.selector.units.UNITS`; ``auto``: the decisions read the arrays;
-    :func:`declared`)."""
+    :func:`owned_sections` decides by); ``paragraph`` the tokens of the best candidate's paragraph (without the
+    ladder's paragraphs None: :func:`paragraph_cover`; the six None where not computed); ``declared`` the evidence
+    unit a user declared for the set (:data:`~mogg.run.budget.selector.units.UNITS`; ``auto``: the decisions read the
+    arrays; :func:`declared`)."""
 
     doc: np.ndarray
     covered: np.ndarray
@@ -146,6 +154,7 @@ class SetShape(NamedTuple):
     block: np.ndarray | None = None
     owned: np.ndarray | None = None
     owns: np.ndarray | None = None
+    paragraph: np.ndarray | None = None
     declared: str = AUTO
 
 
@@ -384,14 +393,16 @@ def whole_documents(cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, 
     doc = document_evidence(cand_q, pred, doc_tokens, n_questions)
     block = block_evidence(cand_q, unit, unit_doc, tokens, pred, n_questions)
     covered = (doc > 0) & (block >= FITS_COVER * doc)
+    paragraph = None
     if paras is not None and len(cand_q):
         covered &= document_evidence(cand_q, pred, paras.in_doc.astype(np.float64), n_questions) < 2
+        paragraph = document_evidence(cand_q, pred, np.asarray(paras.tokens, dtype=np.float64), n_questions)
     unit_doc = np.asarray(unit_doc)
     cand_doc = unit_doc[unit]
     return SetShape(doc, covered, *close_reach(cand_q, cand_doc, pred, doc_tokens, n_questions),
                     linked_rows(cand_q, cand_doc, pred, n_questions),
                     chance_linked(cand_q, cand_doc, pred, n_questions, int(unit_doc.max()) + 1 if len(unit_doc) else 0),
-                    block, *_owned_shape(cand_q, cand_doc, pred, doc_tokens, n_questions))
+                    block, *_owned_shape(cand_q, cand_doc, pred, doc_tokens, n_questions), paragraph)
 
 
 def _owned_shape(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, doc_tokens: np.ndarray,
@@ -414,9 +425,20 @@ def block_cover(shape: SetShape) -> float:
     return float(np.median(np.asarray(shape.block, dtype=np.float64)[has] / np.asarray(shape.doc, dtype=np.float64)[has]))
 
 
+def paragraph_cover(shape: SetShape) -> float:
+    """The median over the questions with candidates of the share of the best candidate's paragraph that the block
+    around it covers (``shape.block`` / ``shape.paragraph``; 0 where the ladder's paragraphs were not read)."""
+    has = np.asarray(shape.doc) > 0
+    if shape.block is None or shape.paragraph is None or not has.any():
+        return 0.0
+    para = np.maximum(np.asarray(shape.paragraph, dtype=np.float64)[has], 1.0)
+    return float(np.median(np.asarray(shape.block, dtype=np.float64)[has] / para))
+
+
 def page_sections(shape: SetShape) -> bool:
-    """Whether a set's evidence looks like one section of a page (:func:`block_cover` >= :data:`PAGE_COVER` where
-    the set is not whole short documents, :func:`whole_shape`), not one sentence of a long paper. There the ``fits``
+    """Whether a set's evidence looks like one section of a page (:func:`block_cover` >= :data:`PAGE_COVER`, or
+    with the ladder's paragraphs :func:`paragraph_cover` >= :data:`PARAGRAPH_COVER`, where the set is not whole short
+    documents, :func:`whole_shape`), not one sentence of a long paper. There the ``fits``
     price reads with E :data:`PAGE_SHARE` of the best candidate's document (a share of the page:
     :func:`~mogg.run.budget.selector.plans.document_evidence`) and at least that share of the median page
     (:func:`fits_target`), so that a section longer than the training sets' evidence is read: under E predicted
@@ -424,7 +446,9 @@ def page_sections(shape: SetShape) -> bool:
     decides instead."""
     if shape.declared != AUTO:
         return shape.declared == "section"
-    return shape.block is not None and not whole_shape(shape.doc, shape.covered) and block_cover(shape) >= PAGE_COVER
+    if shape.block is None or whole_shape(shape.doc, shape.covered):
+        return False
+    return block_cover(shape) >= PAGE_COVER or paragraph_cover(shape) >= PARAGRAPH_COVER
 
 
 def page_evidence(cand_q: np.ndarray, pred: np.ndarray, doc_tokens: np.ndarray, n_questions: int,

@@ -59,6 +59,7 @@ from mogg.run.budget.selector.scorer import candidate_weights, fit_scorer
 from mogg.run.budget.selector.self_training import self_trained
 from mogg.run.budget.selector.set_shape import (
     PAGE_COVER,
+    PARAGRAPH_COVER,
     Paragraphs,
     SetShape,
     block_cover,
@@ -76,6 +77,7 @@ from mogg.run.budget.selector.set_shape import (
     page_evidence,
     page_order,
     page_sections,
+    paragraph_cover,
     section_cap,
     section_density,
     section_evidence,
@@ -260,15 +262,16 @@ def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np
     # rule tells a section of a long paper from a sentence of it (docs/results.md, "One topic, many questions")
     declare = ("; where the evidence is a %s, declare it: frontier.routers.selector.transfer_unit=%s or mogg-route "
                "--calibrate-here --evidence-unit %s")
+    covers = ("the block around the best candidate covers %.1f%% of its document and %.0f%% of its paragraph at the "
+              "median (sections of a page from %.0f%% of the document or %.0f%% of the paragraph, set_shape.PAGE_COVER "
+              "and PARAGRAPH_COVER)")
+    covered = (100 * cover, 100 * paragraph_cover(docs), 100 * PAGE_COVER, 100 * PARAGRAPH_COVER)
     if docs.declared == AUTO and page_sections(docs):  # a declared unit was said above
-        log.info("sections of a page: the block around the best candidate covers %.1f%% of its document at the "
-                 "median (from %.0f%%, set_shape.PAGE_COVER): each question reads its section" + declare, 100 * cover,
-                 100 * PAGE_COVER, "sentence", "sentence", "sentence")
+        log.info("sections of a page: " + covers + ": each question reads its section" + declare, *covered,
+                 "sentence", "sentence", "sentence")
     elif docs.declared == AUTO:
-        log.info("sentences of long documents: the block around the best candidate covers %.1f%% of its document at "
-                 "the median (sections of a page from %.0f%%, set_shape.PAGE_COVER): each question reads at the "
-                 "training sets' price of a token, not a section" + declare, 100 * cover, 100 * PAGE_COVER,
-                 "section of a page", "section", "section")
+        log.info("sentences of long documents: " + covers + ": each question reads at the training sets' price of a "
+                 "token, not a section" + declare, *covered, "section of a page", "section", "section")
     pred = self_trained(dep, kind, x, pred, cand_q, n_questions)
     return dep, page_order(pred, cand_q, unit, unit_doc, docs, paras=paras), docs
 
