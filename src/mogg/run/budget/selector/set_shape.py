@@ -416,23 +416,25 @@ def _owned_shape(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, doc
             _owned_sums(cand_q, first, _owned_at(mine, best, OWN_RATIO), doc_tokens, n_questions)[1])
 
 
-def block_cover(shape: SetShape) -> float:
-    """The median over the questions with candidates of the share of the best candidate's document that the block
-    around it covers (``shape.block`` / ``shape.doc``; 0 where none has candidates or it was not computed)."""
+def _block_share(shape: SetShape, whole: np.ndarray | None) -> float:
+    """The median over the questions with candidates of ``shape.block`` / ``whole`` [Q] (0 where none has candidates
+    or either was not computed)."""
     has = np.asarray(shape.doc) > 0
-    if shape.block is None or not has.any():
+    if shape.block is None or whole is None or not has.any():
         return 0.0
-    return float(np.median(np.asarray(shape.block, dtype=np.float64)[has] / np.asarray(shape.doc, dtype=np.float64)[has]))
+    return float(np.median(np.asarray(shape.block, dtype=np.float64)[has] / np.asarray(whole, dtype=np.float64)[has]))
+
+
+def block_cover(shape: SetShape) -> float:
+    """The median share of the best candidate's document that the block around it covers (``shape.block`` /
+    ``shape.doc``; 0 where none has candidates or it was not computed)."""
+    return _block_share(shape, shape.doc)
 
 
 def paragraph_cover(shape: SetShape) -> float:
-    """The median over the questions with candidates of the share of the best candidate's paragraph that the block
-    around it covers (``shape.block`` / ``shape.paragraph``; 0 where the ladder's paragraphs were not read)."""
-    has = np.asarray(shape.doc) > 0
-    if shape.block is None or shape.paragraph is None or not has.any():
-        return 0.0
-    para = np.maximum(np.asarray(shape.paragraph, dtype=np.float64)[has], 1.0)
-    return float(np.median(np.asarray(shape.block, dtype=np.float64)[has] / para))
+    """The median share of the best candidate's paragraph that the block around it covers (``shape.block`` /
+    ``shape.paragraph``, a paragraph of at least one token; 0 where the ladder's paragraphs were not read)."""
+    return _block_share(shape, None if shape.paragraph is None else np.maximum(shape.paragraph, 1.0))
 
 
 def page_sections(shape: SetShape) -> bool:
