@@ -13,7 +13,8 @@ written one section per line (docs/results.md, "A page's sections however it wri
 the documents ``d0``, ``d1``, ... in written order: ids that name no source (docs/results.md, "Ids that name nothing").
 ``--one-per-document`` keeps one question per gold document (docs/results.md, "A section over several paragraphs").
 ``--question-headings`` writes each question's text as a line above its gold evidence: a page of questions and their
-answers (docs/results.md, "Question lines of any length").
+answers (docs/results.md, "Question lines of any length"). ``--lists`` writes each paragraph as its first sentence and
+a list of the rest, one short item a line: a page whose sections list (docs/results.md, "A page's lists").
 
 Trailing ``key=value`` arguments are Hydra overrides (``paths.pubmedqa_l=...``). The corpus holds the questions'
 evidence where the corpus config declares ``allow_gold`` (the generic experiments declare it too).
@@ -58,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--halves", action="store_true",
                     help="write each paragraph of a document as two (a blank line at the sentence break nearest its "
                          "middle): a page whose sections run over paragraphs")
+    ap.add_argument("--lists", action="store_true",
+                    help="write each paragraph as its first sentence and a list of the rest (one short item a line): "
+                         "a page whose sections list")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides (key=value)")
     args = ap.parse_args(argv)
     for name, group in (("--questions", "questions"), ("--corpus", "corpus")):  # checked before any work
@@ -76,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         bare_ids,
         halved_paragraphs,
         join_paragraphs,
+        listed_paragraphs,
         one_per_document,
         question_headings,
         split_paragraphs,
@@ -95,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
             docs = question_headings(items, docs)
         if args.halves:  # each paragraph as two, before any split or join
             docs = halved_paragraphs(docs)
+        if args.lists:  # each paragraph a lead sentence and a list, before any split or join
+            docs = listed_paragraphs(docs)
         if args.split_paragraphs:
             docs = split_paragraphs(docs)
         if args.paragraph_break != "as-read":

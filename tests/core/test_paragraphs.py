@@ -140,8 +140,51 @@ def test_the_structural_ladder_reads_the_same_blocks():
         assert text_blocks(text) == ["What are the symptoms?", SECTION[0], "Causes:", SECTION[1], SECTION[2]]
         assert parse_structure(text) == [("What are the symptoms?", [SECTION[0]]), ("Causes:", SECTION[1:])]
     # its key names the blocks' rule, not the paragraphs': rule 4 joined paragraphs and kept stored MAL ladders; rule 5
-    # reads question lines as headings, which the blocks read too (BLOCK_RULE 4)
-    assert StructuralLadderBuilder().config()["paragraph_rule"] == BLOCK_RULE == 4 != PARAGRAPH_RULE
+    # reads question lines as headings, which the blocks read too (BLOCK_RULE 4); rule 6 joins a list's blocks (5)
+    assert StructuralLadderBuilder().config()["paragraph_rule"] == BLOCK_RULE == 5 != PARAGRAPH_RULE == 6
+    # a list is one block with its lead-in, so the structural ladder reads it as one paragraph, not as headings
+    listed = "\n".join(["Causes:", SECTION[1], "Signs may include:", "- fever", "- a cough", SECTION[2]])
+    assert parse_structure(listed) == [("Causes:", [SECTION[1], "Signs may include: - fever - a cough", SECTION[2]])]
+
+
+LIST = ["- loss of side vision", "- blurred vision", "\u2022 halos around lights"]
+LEAD = "Signs may include:"
+
+
+@pytest.mark.parametrize("sep", ["\n\n", "\n"])
+def test_a_list_stays_with_the_paragraph_above_it(sep):
+    """A list's short items (a bullet, at most HEADING_WORDS words, no closing stop) are not headings: they join the
+    paragraph or lead-in above them, one a line or blank lines between them (rule 6). Under rule 5 each item read as
+    a heading and went, with the lead-in, to the paragraph after the list: the next section took this one's list
+    (docs/results.md, "A page's lists")."""
+    assert not any(is_heading(item) for item in LIST) and is_heading(LEAD)
+    page = sep.join([SECTION[0], LEAD, *LIST, SECTION[1], SECTION[2]])
+    assert [p.split() for p in paragraphs(page)] == [SECTION[0].split(), f"{LEAD} {' '.join(LIST)}".split(),
+                                                     SECTION[1].split(), SECTION[2].split()]
+    after_prose = sep.join([SECTION[0], *LIST, SECTION[1]])  # a list straight after a paragraph continues it
+    assert [p.split() for p in paragraphs(after_prose)] == [f"{SECTION[0]} {' '.join(LIST)}".split(), SECTION[1].split()]
+    # a page of questions: the list stays in its question's section, the next question keeps its own
+    asked = sep.join(["What are the signs of it?", SECTION[0], LEAD, *LIST, "What causes it?", SECTION[2]])
+    assert [p.split() for p in paragraphs(asked)] == [
+        f"What are the signs of it? {SECTION[0]} {LEAD} {' '.join(LIST)}".split(), f"What causes it? {SECTION[2]}".split()]
+    # a longer item after short ones is the same list; one under a heading opens that heading's paragraph
+    longer = f"- {SECTION[1]}"
+    assert paragraphs(sep.join([SECTION[0], *LIST, longer])) == [f"{SECTION[0]}\n" + "\n".join([*LIST, longer])]
+    assert [p.split() for p in paragraphs(sep.join([SECTION[0], "Symptoms", *LIST]))] == [
+        SECTION[0].split(), f"Symptoms {' '.join(LIST)}".split()]
+
+
+def test_what_stays_as_the_rule_before_read_it():
+    """Lines that are not a list's short items read as under rule 5: an enumerated label ("3. Genetic analysis", as
+    explanations number their sub-headings) and an item ending on ":" head what follows them; a bulleted line that ends
+    a statement ("\u2022 Poultry trade and market.", a paper's sub-heading) or runs longer than a heading stays a
+    paragraph of its own, as do two such bulleted paragraphs."""
+    for label in ["3. Genetic analysis", "b) Features of the mandible", "- Hurt cry:"]:
+        assert is_heading(label)
+        assert paragraphs("\n".join([SECTION[0], label, SECTION[1]])) == [SECTION[0], f"{label}\n{SECTION[1]}"]
+    bullets = [f"\u2022 {SECTION[1]}", "\u2022 Poultry trade and market.", f"\u2022 {SECTION[2]}"]
+    assert paragraphs("\n\n".join([SECTION[0], *bullets])) == [SECTION[0], *bullets]
+    assert paragraphs("- fever\n- cough") == ["- fever\n- cough"]  # a list alone: one paragraph
 
 
 def test_a_headings_units_open_its_section():
@@ -191,3 +234,25 @@ def test_a_page_reads_the_same_sections_however_it_breaks_them(tmp_path):
         ladder, _ = build_ladder(DocumentList(pages(sep)), builder, tmp_path / str(k))
         got.append((ladder.doc_paragraphs().tolist(), ladder.paragraph_starts().tolist()))
     assert got[0][0] == [3, 3, 3, 3] and len(got[0][1]) == 8 and got[1] == got[0] and got[2] == got[0]
+
+
+
+def test_a_lists_items_are_units_of_their_own():
+    """The ladders' units (mogg.core.text.split_units, UNIT_RULE 1): a line that opens a list item starts a unit, so a
+    list without full stops is its items, not one unit up to max_sentence_tokens (the sentence splitter read "Signs
+    may include: - loss of side vision - ..." as one). A text without such a line splits as split_sentences splits it,
+    and a hyphen inside a line ("Bupivacaine - local anaesthetic") starts nothing."""
+    from mogg.core.text import UNIT_RULE, split_sentences, split_units
+
+    text = "\n".join([SECTION[0] + " " + SECTION[1], LEAD, *LIST, SECTION[2]])
+    assert split_sentences(text) == [SECTION[0], SECTION[1], " ".join([LEAD, *LIST, SECTION[2]])]
+    assert split_units(text) == [SECTION[0], SECTION[1], LEAD, *LIST[:2], f"{LIST[2]} {SECTION[2]}"]
+    for plain in ["\n\n".join(SECTION), "Bupivacaine - local anaesthetic\nNeostigmine - reversal agent", SECTION[0]]:
+        assert split_units(plain) == split_sentences(plain)
+    ten = " ".join(["w"] * 10)  # an item longer than max_tokens is cut as a sentence is
+    assert split_units("") == [] and split_units(f"{SECTION[0]}\n- {ten} {ten}", max_tokens=10) == [
+        *split_sentences(SECTION[0], max_tokens=10), f"- {ten}", ten]
+    # the MoG ladder's units are these, and its key names the rule, so a ladder stored before is rebuilt
+    units = MoGLadderBuilder(n_levels=2).units([Document("p", "", text)])
+    assert list(units.text) == split_units(text)
+    assert MoGLadderBuilder().config()["unit_rule"] == UNIT_RULE == 1

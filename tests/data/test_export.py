@@ -130,6 +130,34 @@ def test_halves_write_each_block_as_two_paragraphs():
     assert len(paragraphs(d.content)) == len(paragraphs(page.content)) + 2
 
 
+def test_lists_write_each_paragraph_as_a_lead_sentence_and_short_items():
+    """--lists: each paragraph its first sentence, then its other sentences as "- " items without a closing stop, one
+    a line, cut at commas into items of at most LIST_ITEM_WORDS words (a longer piece every LIST_ITEM_WORDS words);
+    the words kept in order, a heading and a one-sentence paragraph as they are; the page reads as the same paragraphs
+    written with blank lines or one block a line (paragraph rule 6)."""
+    from mogg.core.text import paragraphs, tokenize
+    from mogg.data.export import LIST_ITEM_WORDS, join_paragraphs, listed_paragraphs
+
+    body = ("Glaucoma damages the optic nerve at the back of the eye, slowly and often unnoticed. Signs include loss of side vision, blurred vision, halos around lights, "
+            "eye pain and redness in the eye, headache. Drops lower the pressure in the eye of nearly every patient.")
+    alone = "It is treated with drops that lower the pressure in the eye, taken every day for the rest of a life."
+    page = Document("p", "T", f"Glaucoma\n\n{body}\n\n{alone}")
+    (d,) = listed_paragraphs([page])
+    assert (d.id, d.title) == ("p", "T") and tokenize(d.content) == tokenize(page.content)
+    lines = d.content.split("\n")
+    assert lines[:2] == ["Glaucoma", ""] and lines[2] == body.split(". ")[0] + "." and lines[-2:] == ["", alone]
+    items = lines[3:-2]
+    assert items == ["- Signs include loss of side vision, blurred vision", "- halos around lights",
+                     "- eye pain and redness in the eye, headache", "- Drops lower the pressure in the eye of",
+                     "- nearly every patient"]
+    assert all(len(it.split()) - 1 <= LIST_ITEM_WORDS for it in items)
+    want = [["Glaucoma", *lines[2].split(), *" ".join(items).split()], alone.split()]
+    assert [p.split() for p in paragraphs(d.content)] == want
+    for sep in ("\n", "\n\n"):  # written one block a line, or blank lines between: the same paragraphs
+        (j,) = join_paragraphs([d], sep)
+        assert [p.split() for p in paragraphs(j.content)] == want, sep
+
+
 def test_the_script_writes_a_stand_in_the_generic_readers_give_back(tmp_path, mirage):
     """The snippet stand-in (an abstract's contexts as documents, side by side in the corpus) through the script."""
     from conftest import compose

@@ -1116,3 +1116,49 @@ def test_headings_are_read_last_against_a_loop():
     assert same is pred and d0 is dens
     no_first = paras._replace(first=None)  # Paragraphs built without the first units: no heading known
     assert not heading_rows(u, no_first, texts).any()
+
+
+def test_a_best_list_item_reads_its_list_as_the_block():
+    """On a page whose sections list (a lead-in, then items, each a unit: mogg.core.text.split_units), the best
+    candidate is one item and its neighbours are items the question's words miss, so the block around it covered a
+    few units of its paragraph and the set read as sentences of a long paper (the list stand-in written one item a
+    line: 14% of the paragraph, docs/results.md, "A page's lists"). A list's items answer together: the block around
+    a best item (or its lead-in) is its whole list (list_spans, Paragraphs.listed), so the set reads as sections of a
+    page; a best candidate outside any list keeps its block, and so does a paragraph of one bulleted line."""
+    from mogg.run.budget.selector.set_shape import (
+        candidate_paragraphs,
+        list_spans,
+        page_sections,
+        paragraph_cover,
+        whole_documents,
+    )
+
+    # pages of 4 paragraphs: a sentence, a lead-in, 6 items (units of 10 tokens); paragraph 0 of a page is prose
+    per_para, n_pages, n_para = 8, 6, 4
+    per = per_para * n_para
+    text = []
+    for _ in range(n_pages):
+        text += ["Prose sentence one.", "Prose two.", "Prose three.", "Prose four.", "Prose five.", "Prose six.",
+                 "Prose seven.", "Prose eight."]
+        for _ in range(n_para - 1):
+            text += ["Plain sentence here.", "Signs may include:", *[f"- item {k}" for k in range(6)]]
+    unit_doc = np.repeat(np.arange(n_pages), per)
+    unit_tokens = np.full(n_pages * per, 10.0)
+    starts = np.flatnonzero(np.arange(n_pages * per) % per_para == 0)
+    starts = starts[starts % per != 0]
+    slo, shi = list_spans(text, np.array([0, 8, 8]), np.array([8, 16, 9]))
+    assert slo.tolist() == [0, 9, 8] and shi.tolist() == [0, 16, 8]  # prose: none; a list: lead-in to last item
+    n_q = n_pages
+    q = np.repeat(np.arange(n_q), 2)
+    u = np.stack([np.arange(n_q) * per + per_para + 3, np.arange(n_q) * per + per_para + 6], 1).ravel()  # two items
+    pred = np.tile([0.9, 0.3], n_q)
+    doc_tokens = np.full(len(u), per * 10.0)
+    bare = candidate_paragraphs(starts, unit_tokens, u, unit_doc)
+    worded = candidate_paragraphs(starts, unit_tokens, u, unit_doc, text)
+    assert bare.listed is None and worded.listed.tolist() == [70.0] * len(u)  # the lead-in and six items
+    before = whole_documents(q, u, unit_doc, unit_tokens[u], pred, doc_tokens, n_q, bare)
+    after = whole_documents(q, u, unit_doc, unit_tokens[u], pred, doc_tokens, n_q, worded)
+    assert paragraph_cover(before) == pytest.approx(10 / 80) and not page_sections(before)  # one item of 80 tokens
+    assert paragraph_cover(after) == pytest.approx(70 / 80) and page_sections(after)
+    prose = candidate_paragraphs(starts, unit_tokens, np.arange(n_q) * per + 2, unit_doc, text)
+    assert prose.listed.tolist() == [0.0] * n_q  # outside a list: its block as before

@@ -3,9 +3,10 @@
 Everything that counts "tokens" in mogg (chunk sizes, context budgets, token F1, BM25 terms) goes
 through :func:`tokenize`, so numbers are comparable across modules.
 
-Length (over ~350 lines): the paragraph rule (:func:`paragraphs`, its headings and versions) sits beside the sentence
-splitter because the two must read one text alike: :func:`unit_paragraphs` places the splitter's units in the rule's
-paragraphs, and a change to either is a change to the ladders' paragraph arrays (``PARAGRAPH_RULE``).
+Length (over ~350 lines): the paragraph rule (:func:`paragraphs`, its headings, lists and versions) sits beside the
+sentence splitter because the two must read one text alike: :func:`unit_paragraphs` places the splitter's units in the
+rule's paragraphs, a list's items are units (:func:`split_units`) and stay in their paragraph by one bullet pattern,
+and a change to either is a change to the ladders' paragraph arrays (``PARAGRAPH_RULE``).
 """
 
 from __future__ import annotations
@@ -149,6 +150,24 @@ def split_sentences(text: str, max_tokens: int | None = None, stats: dict | None
     return out
 
 
+# The ladders' units (mogg.ladders.mog): 1: a line that opens a list item starts a unit (split_units). A list's items
+# end no sentence, so the sentence splitter read a whole list ("Signs may include: - loss of side vision - blurred
+# vision - ...") as one unit, up to max_sentence_tokens, which no budget shorter than the list could read in part
+# (docs/results.md, "A page's lists"). Its version names the MoG ladder's key, so a ladder stored before is rebuilt
+UNIT_RULE = 1
+# a list's bullets: a line that opens with one, then a space, is a list item (is_list_item, split_units)
+_BULLET = r"[-*+\u2022\u00b7\u2013\u25aa\u25e6\u2023]"
+_ITEM_BREAK = re.compile(r"\n(?=[ \t]*" + _BULLET + r"[ \t]+\S)")  # a line break before an item
+
+
+def split_units(text: str, max_tokens: int | None = None, stats: dict | None = None) -> list[str]:
+    """A text's units for a ladder: :func:`split_sentences` of each piece between the line breaks that open a list
+    item (a bullet, then a space: "\\n- fever", :data:`UNIT_RULE`), so each item is a unit of its own (or several,
+    where it holds sentences); a text without such a line is split as :func:`split_sentences` splits it."""
+    pieces = _ITEM_BREAK.split(text) if "\n" in text else [text]
+    return [s for piece in pieces for s in split_sentences(piece, max_tokens, stats)]
+
+
 def log_cuts(stats: dict, max_tokens: int, where: str) -> None:
     """One warning for the sentences :func:`split_sentences` had to cut."""
     if stats.get("cut"):
@@ -213,12 +232,13 @@ WRAP_CHARS = 160
 # The paragraph rule's version: the ladder arrays read off it are named by it (mogg.ladders.sources.PARAGRAPHS), so a
 # ladder stored under an earlier rule (3: lines wider than WRAP_CHARS; 2: line breaks and headings; 1: blank lines
 # alone) gets them again, once. 4: a page that opens with a heading and holds two or more reads as its headed
-# sections (headed_sections); 5: a question line of up to QUESTION_WORDS words is a heading
-PARAGRAPH_RULE = 5
+# sections (headed_sections); 5: a question line of up to QUESTION_WORDS words is a heading; 6: a list's items are
+# never headings and join the block before them (text_blocks)
+PARAGRAPH_RULE = 6
 # The version of the blocks and headings alone (text_blocks, is_heading), which the structural ladder parses its own
 # sections from: rule 4 changed how paragraphs join, not the blocks, so a stored structural ladder stayed valid; 4: a
-# question line of up to QUESTION_WORDS words is a heading (rule 5)
-BLOCK_RULE = 4
+# question line of up to QUESTION_WORDS words is a heading (rule 5); 5: a list is one block with its lead-in (rule 6)
+BLOCK_RULE = 5
 # A heading: one line of at most this many words that does not end a sentence ("Symptoms", "Superficial relations:",
 # "What causes it?"), or any line opening with "#". It belongs to the paragraph after it (a section is its heading
 # and its text), so the best candidate's paragraph is never a heading alone.
@@ -240,6 +260,60 @@ _QUESTION_LINE = re.compile(r"(?:(?:q|question)\s*\d*\s*[:.)-]\s*)?(?:what|how|w
                             r"should|would|will|may|has|have)\b[^.!?:;]*\?" + _CLOSED, re.IGNORECASE)
 
 
+# a list item: a line that opens with a bullet, then a space ("- fever", "\u2022 fever", "* fever"). An enumerated line
+# ("3. Genetic analysis", "b) Features of the mandible") is not one: explanations number their sub-headings so, and
+# the heading rule reads them as before
+_LIST_ITEM = re.compile(r"\s*" + _BULLET + r"\s+\S")
+_LEAD_IN = re.compile(r":" + _CLOSED)  # a line that introduces what follows it ("Signs may include:")
+
+
+def is_list_item(line: str) -> bool:
+    """Whether ``line`` (its first line, for a block) opens a list item: a bullet, then a space (:data:`PARAGRAPH_RULE`
+    6)."""
+    return bool(_LIST_ITEM.match(line.strip().split("\n", 1)[0]))
+
+
+def _short_item(block: str) -> bool:
+    """Whether ``block`` is one line of a list that the heading rule read as a heading: a list item of at most
+    :data:`HEADING_WORDS` words that ends neither a statement nor on ":" ("- loss of side vision"). A longer bulleted
+    line, or one ending on a full stop, reads as before: a paper's bulleted sub-headings ("\u2022 Poultry trade and
+    market.") and paragraphs, an explanation's bulleted sections, stay paragraphs of their own; an item ending on ":"
+    labels what follows it ("- Hurt cry:"), a heading, as before."""
+    s = block.strip()
+    return ("\n" not in s and is_list_item(s) and len(s.split()) <= HEADING_WORDS and not _PROSE_END.search(s)
+            and not _LEAD_IN.search(s))
+
+
+def _join_lists(blocks: list[str]) -> list[str]:
+    """``blocks`` with each short list item (:func:`_short_item`) joined (by a line break) to the block before it,
+    unless that block is a heading that introduces no list (a heading ending on ":" does: "Signs may include:"), and
+    any one-line item joined to a block that ends on a short one: a list belongs to the paragraph or lead-in above it,
+    however its items are separated (one a line, blank lines between them), where each short item read as a heading
+    and went, with the lead-in, to the paragraph after the list (docs/results.md, "A page's lists")."""
+    out: list[str] = []
+    for b in blocks:
+        prev = out[-1] if out else None
+        if prev is not None and (_short_item(b) and (not is_heading(prev) or _introduces(prev)) or (
+                _item_line(b) and _short_item(_lines(prev)[-1]))):
+            out[-1] = f"{prev.rstrip()}\n{b.strip()}"
+        else:
+            out.append(b)
+    return out
+
+
+def _introduces(heading: str) -> bool:
+    """Whether a heading line introduces a list ("Signs may include:"): it ends on ":" and is neither a Markdown heading
+    nor a question line."""
+    s = heading.strip()
+    return bool(_LEAD_IN.search(s)) and not s.startswith("#") and not is_question_line(s)
+
+
+def _item_line(block: str) -> bool:
+    """Whether ``block`` is one line, a list item that does not end on ":" (of any length)."""
+    s = block.strip()
+    return "\n" not in s and is_list_item(s) and not _LEAD_IN.search(s)
+
+
 def _lines(block: str) -> list[str]:
     return [line for line in block.split("\n") if line.strip()]
 
@@ -252,31 +326,34 @@ def _line_paragraphs(block: str) -> bool:
         return False
     if float(np.median([len(line.strip()) for line in lines])) > WRAP_CHARS:
         return True
-    prose = [line for line in lines if len(line.split()) > HEADING_WORDS]
+    prose = [line for line in lines if len(line.split()) > HEADING_WORDS and not is_list_item(line)]  # a list's
+    # lines break where its items end, whether or not they end a sentence: they say nothing of the prose's wrapping
     return bool(prose) and sum(bool(_SENTENCE_END.search(line)) for line in prose) >= LINE_BREAK_SHARE * len(prose)
 
 
 def text_blocks(text: str) -> list[str]:
     """A text's blocks, in order: its non-blank blocks between blank lines; where it holds no blank line, its lines
     when they end sentences or are wider than prose is wrapped (:data:`LINE_BREAK_SHARE`, :data:`WRAP_CHARS`: a page
-    written one section per line), else the whole text (hard-wrapped prose). None for a blank text. A block is a
-    paragraph or a heading (:func:`is_heading`)."""
+    written one section per line), else the whole text (hard-wrapped prose); a list's short items joined to the
+    block before them (:func:`_join_lists`, :data:`PARAGRAPH_RULE` 6). None for a blank text. A block is a paragraph
+    or a heading (:func:`is_heading`)."""
     if "\n" not in text:
         return [text] if text.strip() else []
     blocks = [p for p in _BLANK_LINE.split(text) if p.strip()]
     if len(blocks) == 1 and _line_paragraphs(blocks[0]):
-        return _lines(blocks[0])
-    return blocks
+        blocks = _lines(blocks[0])
+    return _join_lists(blocks)
 
 
 def is_heading(block: str, max_words: int = HEADING_WORDS) -> bool:
     """Whether ``block`` (of :func:`text_blocks`) is a heading: one line opening with "#", of at most ``max_words``
-    words that does not end a statement (:data:`HEADING_WORDS`), or one interrogative sentence of at most
-    :data:`QUESTION_WORDS` words."""
+    words that does not end a statement (:data:`HEADING_WORDS`) and is not a list's short item, or one interrogative
+    sentence of at most :data:`QUESTION_WORDS` words."""
     s = block.strip()
     if not s or "\n" in s:
         return False
-    return s.startswith("#") or (len(s.split()) <= max_words and not _PROSE_END.search(s)) or is_question_line(s)
+    return s.startswith("#") or is_question_line(s) or (
+        len(s.split()) <= max_words and not _PROSE_END.search(s) and not _short_item(s))
 
 
 def is_question_line(line: str) -> bool:

@@ -13,12 +13,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
 from mogg.core.artifacts import write_text_atomic
-from mogg.core.text import paragraphs, text_blocks
+from mogg.core.text import is_heading, paragraphs, split_sentences, text_blocks
 from mogg.data.records import Document, QAItem
+
+# A list item's most words where a sentence cuts at its commas: a bullet of a symptom list is a phrase ("loss of side
+# vision", "halos around lights"), under a heading's HEADING_WORDS, so a line-written page reads it as one
+LIST_ITEM_WORDS = 8
 
 
 def question_record(item: QAItem) -> dict:
@@ -66,6 +71,40 @@ def halved_paragraphs(documents: Iterable[Document]) -> list[Document]:
 
     return [Document(id=d.id, title=d.title, content="\n\n".join(halved(b.strip()) for b in text_blocks(d.content))
                      or d.content) for d in documents]
+
+
+def listed(block: str, words: int = LIST_ITEM_WORDS) -> str:
+    """``block`` (one paragraph) written as its first sentence, then its other sentences as list items, one a line
+    ("- ", no closing stop): each sentence cut at its commas and semicolons, its pieces packed into items of at most
+    ``words`` words, a longer piece cut every ``words`` words: a section that lists, as a consumer-health page writes
+    its symptoms and causes ("- loss of side vision"). Its words are kept, in order; a paragraph of one sentence is
+    unchanged."""
+    sentences = [s.strip() for s in split_sentences(" ".join(block.split())) if s.strip()]
+    if len(sentences) < 2:
+        return block
+    items: list[str] = []
+    for s in sentences[1:]:
+        cur: list[str] = []
+        for piece in re.split(r"(?<=[,;])\s+", s.rstrip(".!?;: ")):
+            if cur and len(cur) + len(piece.split()) > words:
+                items.append(" ".join(cur))
+                cur = []
+            cur += piece.split()
+            while len(cur) > words:  # a piece longer than an item: cut every `words` words
+                items.append(" ".join(cur[:words]))
+                cur = cur[words:]
+        if cur:
+            items.append(" ".join(cur))
+    return "\n".join([sentences[0], *(f"- {it.rstrip(',;')}" for it in items)])
+
+
+def listed_paragraphs(documents: Iterable[Document], words: int = LIST_ITEM_WORDS) -> list[Document]:
+    """Each document with each of its blocks that is not a heading (:func:`mogg.core.text.text_blocks`) written as a
+    lead sentence and a list (:func:`listed`), the blocks joined by blank lines: a page whose sections list (docs/
+    results.md, "A page's lists"); ids and titles kept."""
+    return [Document(id=d.id, title=d.title,
+                     content="\n\n".join(b.strip() if is_heading(b) else listed(b.strip(), words)
+                                          for b in text_blocks(d.content)) or d.content) for d in documents]
 
 
 def bare_ids(items: Iterable[QAItem], documents: Iterable[Document]) -> tuple[list[QAItem], list[Document]]:

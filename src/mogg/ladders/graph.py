@@ -24,7 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from mogg.core.segments import segment_cumsum
-from mogg.core.text import count_tokens
+from mogg.core.text import UNIT_RULE, count_tokens
 from mogg.data.records import Document
 from mogg.ladders.base import Ladder, Level, Units
 from mogg.ladders.builder import LadderBuilder
@@ -176,6 +176,7 @@ class GraphLadderBuilder(LadderBuilder):
             "max_tokens": self.max_tokens,
             "similarity": self.similarity,
             "encoder": self.encoder.config() if self.similarity == "dense" else None,
+            "unit_rule": UNIT_RULE,  # its nodes are MoG's units (mogg.core.text.split_units): a new rule, a new ladder
             # only an approximate index changes the edges (and exact configs keep their old keys)
             **({"dense_index": self.dense_index, "nprobe": self.nprobe, "ef_search": self.ef_search,
                 "seed": self.seed} if self.approximate else {}),

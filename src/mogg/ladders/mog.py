@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from mogg.core.text import log_cuts, pack_by_tokens, split_sentences
+from mogg.core.text import UNIT_RULE, log_cuts, pack_by_tokens, split_units
 from mogg.data.records import Document
 from mogg.ladders.base import Ladder, Units, partition_level
 from mogg.ladders.builder import LadderBuilder
@@ -69,6 +69,7 @@ class MoGLadderBuilder(LadderBuilder):
             "n_levels": self.n_levels,
             "document_level": self.document_level,
             "max_sentence_tokens": self.max_sentence_tokens,
+            "unit_rule": UNIT_RULE,  # how a text splits into units (mogg.core.text.split_units): a new rule, a new ladder
             **({"chunker": self.chunker.config()} if self.chunker is not None else {}),
         }
 
@@ -83,7 +84,7 @@ class MoGLadderBuilder(LadderBuilder):
         else:
             cuts: dict = {}
             for d, doc in enumerate(tqdm(documents, desc="sentence split", disable=not show_progress)):
-                us = pack_sentences(split_sentences(doc.text, self.max_sentence_tokens, cuts), self.unit, self.unit_size)
+                us = pack_sentences(split_units(doc.text, self.max_sentence_tokens, cuts), self.unit, self.unit_size)
                 texts.extend(us)
                 counts[d] = len(us)
             log_cuts(cuts, self.max_sentence_tokens, "MoG units")

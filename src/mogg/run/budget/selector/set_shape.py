@@ -397,6 +397,8 @@ def whole_documents(cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, 
     if paras is not None and len(cand_q):
         covered &= document_evidence(cand_q, pred, paras.in_doc.astype(np.float64), n_questions) < 2
         paragraph = document_evidence(cand_q, pred, np.asarray(paras.tokens, dtype=np.float64), n_questions)
+        if paras.listed is not None:  # a list's items answer together: the block around a best item is its list
+            block = np.maximum(block, document_evidence(cand_q, pred, paras.listed, n_questions))
     unit_doc = np.asarray(unit_doc)
     cand_doc = unit_doc[unit]
     return SetShape(doc, covered, *close_reach(cand_q, cand_doc, pred, doc_tokens, n_questions),
@@ -466,7 +468,8 @@ class Paragraphs(NamedTuple):
     order); ``tokens`` float64 [N], that paragraph's tokens; ``in_doc`` int64 [N], the paragraphs of the candidate's
     document; ``doc`` int64 [N], the candidate's document; ``first`` int64 [N], the paragraph's first unit (None
     where not known); ``links``: the pages' words, which tell a page's paragraphs of one section apart where no other
-    question marks them (:class:`~mogg.run.budget.selector.cohesion.PageLinks`; None: not read)
+    question marks them (:class:`~mogg.run.budget.selector.cohesion.PageLinks`; None: not read); ``listed`` float64
+    [N]: the tokens of the list the candidate is in (:func:`list_spans`; 0 outside one; None: not read)
     (:func:`candidate_paragraphs`)."""
 
     cand: np.ndarray
@@ -475,6 +478,7 @@ class Paragraphs(NamedTuple):
     doc: np.ndarray
     first: np.ndarray | None = None
     links: PageLinks | None = None
+    listed: np.ndarray | None = None
 
 
 def candidate_paragraphs(starts: np.ndarray | None, unit_tokens: np.ndarray, cand_unit: np.ndarray,
@@ -509,8 +513,42 @@ def candidate_paragraphs(starts: np.ndarray | None, unit_tokens: np.ndarray, can
     hi = np.minimum(end[inv], np.append(starts, np.iinfo(np.int64).max)[k])
     pid = doc + k
     _, at, back = np.unique(pid, return_index=True, return_inverse=True)
-    return Paragraphs(pid, range_sums(unit_tokens, lo[at], hi[at])[back.ravel()], held[inv], doc, lo,
-                      None if unit_text is None else PageLinks(unit_text, starts, unit_doc))
+    back = back.ravel()
+    listed = None
+    if unit_text is not None:  # each candidate's list: its paragraph's span of lead-in and items, if it lies in it
+        slo, shi = list_spans(unit_text, lo[at], hi[at])
+        inside = (unit >= slo[back]) & (unit < shi[back])
+        listed = np.where(inside, range_sums(unit_tokens, slo, shi)[back], 0.0)
+    return Paragraphs(pid, range_sums(unit_tokens, lo[at], hi[at])[back], held[inv], doc, lo,
+                      None if unit_text is None else PageLinks(unit_text, starts, unit_doc), listed)
+
+
+def list_spans(unit_text: Sequence[str], lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per paragraph [lo, hi) (its units, int64 [P] each), the units of the list it holds, [slo, shi): from the unit
+    before its first list item (the lead-in, "Signs may include:"; the item itself where it opens the paragraph) to
+    its last item; empty (slo = shi = lo) where it holds fewer than two items. A unit is an item where its text opens
+    with a bullet (:func:`mogg.core.text.is_list_item`: the ladder's units split at each item, ``split_units``); only
+    these paragraphs' units are read."""
+    from mogg.core.text import is_list_item
+
+    lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
+    size = np.maximum(hi - lo, 0)
+    slo, shi = lo.copy(), lo.copy()
+    if not size.sum():
+        return slo, shi
+    owner = np.repeat(np.arange(len(lo)), size)  # [M] each read unit's paragraph
+    flat = lo[owner] + np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size)  # [M] the units
+    item = np.fromiter((is_list_item(unit_text[u]) for u in flat), dtype=bool, count=len(flat))
+    count = np.bincount(owner, weights=item, minlength=len(lo))
+    big = np.iinfo(np.int64).max
+    first = np.full(len(lo), big)
+    np.minimum.at(first, owner[item], flat[item])
+    last = np.full(len(lo), -1)
+    np.maximum.at(last, owner[item], flat[item])
+    has = count >= 2
+    slo[has] = np.maximum(first[has] - 1, lo[has])
+    shi[has] = last[has] + 1
+    return slo, shi
 
 
 def paragraph_scores(pred: np.ndarray, cand_q: np.ndarray, cand_paragraph: np.ndarray, top: int) -> np.ndarray:
