@@ -279,9 +279,7 @@ def _short_item(block: str) -> bool:
     line, or one ending on a full stop, reads as before: a paper's bulleted sub-headings ("\u2022 Poultry trade and
     market.") and paragraphs, an explanation's bulleted sections, stay paragraphs of their own; an item ending on ":"
     labels what follows it ("- Hurt cry:"), a heading, as before."""
-    s = block.strip()
-    return ("\n" not in s and is_list_item(s) and len(s.split()) <= HEADING_WORDS and not _PROSE_END.search(s)
-            and not _LEAD_IN.search(s))
+    return _item_line(block) and len(block.split()) <= HEADING_WORDS and not _PROSE_END.search(block.strip())
 
 
 def _join_lists(blocks: list[str]) -> list[str]:

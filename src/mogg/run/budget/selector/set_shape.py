@@ -60,8 +60,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from mogg.core.segments import group_best_row, group_max, pair_groups, range_sums
-from mogg.core.text import is_question_line
+from mogg.core.segments import group_best_row, group_max, pair_groups, range_indices, range_sums
+from mogg.core.text import is_list_item, is_question_line
 from mogg.run.budget.selector.adapt import block_evidence, document_best, rank_within, reorder
 from mogg.run.budget.selector.cohesion import PageLinks, cohesive_links
 from mogg.run.budget.selector.plans import document_evidence
@@ -529,15 +529,13 @@ def list_spans(unit_text: Sequence[str], lo: np.ndarray, hi: np.ndarray) -> tupl
     its last item; empty (slo = shi = lo) where it holds fewer than two items. A unit is an item where its text opens
     with a bullet (:func:`mogg.core.text.is_list_item`: the ladder's units split at each item, ``split_units``); only
     these paragraphs' units are read."""
-    from mogg.core.text import is_list_item
-
     lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
     size = np.maximum(hi - lo, 0)
     slo, shi = lo.copy(), lo.copy()
     if not size.sum():
         return slo, shi
     owner = np.repeat(np.arange(len(lo)), size)  # [M] each read unit's paragraph
-    flat = lo[owner] + np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size)  # [M] the units
+    flat = range_indices(lo, size)  # [M] the units
     item = np.fromiter((is_list_item(unit_text[u]) for u in flat), dtype=bool, count=len(flat))
     count = np.bincount(owner, weights=item, minlength=len(lo))
     big = np.iinfo(np.int64).max
