@@ -256,3 +256,38 @@ def test_a_lists_items_are_units_of_their_own():
     units = MoGLadderBuilder(n_levels=2).units([Document("p", "", text)])
     assert list(units.text) == split_units(text)
     assert MoGLadderBuilder().config()["unit_rule"] == UNIT_RULE == 1
+
+
+def test_every_ladder_reads_a_lists_items_as_units():
+    """RAPTOR's leaves, MAL's paragraph units and the semantic chunker's sentences are split_units' units, as MoG's are,
+    and each key names the rule (they split with split_sentences before: a whole list one "sentence", cut at the leaf
+    size mid-item, and a paragraph's list one MAL unit)."""
+    from fakes import SeededEncoder
+
+    from mogg.core.text import UNIT_RULE, split_units
+    from mogg.ladders.raptor import RaptorLadderBuilder
+    from mogg.ladders.semantic import SemanticChunker
+    from mogg.ladders.summarizers import ExtractiveSummarizer
+
+    text = "\n".join([SECTION[0], LEAD, *LIST, SECTION[2]])
+    # MAL: the list's paragraph (rule 6 keeps it with its lead-in) is its lead-in and items, one unit each
+    mal = StructuralLadderBuilder(multi_sentences=1).build([Document("p", "", text)])
+    assert list(mal.units.text) == [SECTION[0], LEAD, *LIST, SECTION[2]]
+    # RAPTOR: leaves of at most 12 tokens pack whole items (the list was one sentence, cut every 12 tokens mid-item)
+    enc = SeededEncoder(8, {"kind": "seeded"})
+    raptor = RaptorLadderBuilder(enc, ExtractiveSummarizer(), leaf_tokens=12)
+    leaves = list(raptor.units([Document("p", "", text)]).text)
+    assert f"{LIST[0]} {LIST[1]}" in leaves and " ".join(leaves) == " ".join(text.split())
+    # the semantic chunker encodes these units as its sentences
+    seen: list[str] = []
+
+    class Recording(SeededEncoder):
+        def encode(self, texts, show_progress=False):
+            seen.extend(texts)
+            return super().encode(texts, show_progress)
+
+    chunks = SemanticChunker(Recording(8, {"kind": "seeded"}), min_sentences=1).chunk_texts([text])
+    assert seen == split_units(text) == [SECTION[0], LEAD, *LIST[:2], f"{LIST[2]} {SECTION[2]}"]
+    assert " ".join(chunks[0]) == " ".join(text.split())
+    for config in (StructuralLadderBuilder().config(), raptor.config(), SemanticChunker(enc).config()):
+        assert config["unit_rule"] == UNIT_RULE

@@ -150,10 +150,11 @@ def split_sentences(text: str, max_tokens: int | None = None, stats: dict | None
     return out
 
 
-# The ladders' units (mogg.ladders.mog): 1: a line that opens a list item starts a unit (split_units). A list's items
-# end no sentence, so the sentence splitter read a whole list ("Signs may include: - loss of side vision - blurred
-# vision - ...") as one unit, up to max_sentence_tokens, which no budget shorter than the list could read in part
-# (docs/results.md, "A page's lists"). Its version names the MoG ladder's key, so a ladder stored before is rebuilt
+# The ladders' units (MoG's units and MoGG's nodes, RAPTOR's leaves, MAL's paragraph units, semantic chunks' sentences):
+# 1: a line that opens a list item starts a unit (split_units). A list's items end no sentence, so the sentence
+# splitter read a whole list ("Signs may include: - loss of side vision - blurred vision - ...") as one unit, up to
+# max_sentence_tokens, which no budget shorter than the list could read in part (docs/results.md, "A page's lists").
+# Its version names every ladder's key, so a ladder stored before is rebuilt
 UNIT_RULE = 1
 # a list's bullets: a line that opens with one, then a space, is a list item (is_list_item, split_units)
 _BULLET = r"[-*+\u2022\u00b7\u2013\u25aa\u25e6\u2023]"

@@ -28,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 from tqdm.auto import tqdm
 
-from mogg.core.text import count_tokens, log_cuts, split_sentences
+from mogg.core.text import UNIT_RULE, count_tokens, log_cuts, split_units
 from mogg.core.vectors import l2_normalize
 from mogg.data.records import Document
 from mogg.ladders.base import Ladder, Level, Units, partition_level
@@ -94,18 +94,20 @@ class RaptorLadderBuilder(LadderBuilder):
             "gmm_max_clusters": self.gmm_max_clusters, "threshold": self.threshold,
             "cluster_token_cap": self.cluster_token_cap, "max_layers": self.max_layers, "stop_size": self.stop_size,
             "per_document": self.per_document, "seed": self.seed, "umap_epoch_budget": UMAP_EPOCH_BUDGET,
+            "unit_rule": UNIT_RULE,  # leaves pack split_units' units: a new rule, new leaves
             **({"leaf_chunker": self.leaf_chunker.config()} if self.leaf_chunker is not None else {}),
         }
 
     def units(self, documents: Sequence[Document], show_progress: bool = False) -> Units:
-        """Leaves: whole sentences packed up to ``leaf_tokens`` tokens, never across documents."""
+        """Leaves: whole sentences and list items (:func:`mogg.core.text.split_units`) packed up to ``leaf_tokens``
+        tokens, never across documents."""
         texts: list[str] = []
         counts = np.zeros(len(documents), dtype=np.int64)
         cuts: dict = {}  # a sentence longer than a leaf is cut at leaf_tokens (logged)
         chunks = self.leaf_chunker.chunk_documents(documents, show_progress) if self.leaf_chunker is not None else None
         for d, doc in enumerate(tqdm(documents, desc="leaves", disable=not show_progress or chunks is not None)):
             leaves = chunks[d] if chunks is not None else \
-                pack_sentences(split_sentences(doc.text, self.leaf_tokens, cuts), "tokens", self.leaf_tokens)
+                pack_sentences(split_units(doc.text, self.leaf_tokens, cuts), "tokens", self.leaf_tokens)
             texts.extend(leaves)
             counts[d] = len(leaves)
         log_cuts(cuts, self.leaf_tokens, "RAPTOR leaves")

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mogg.core.text import count_tokens, log_cuts, split_sentences
+from mogg.core.text import UNIT_RULE, count_tokens, log_cuts, split_units
 from mogg.core.vectors import l2_normalize
 from mogg.data.records import Document
 
@@ -69,12 +69,13 @@ class SemanticChunker:
     def config(self) -> dict:
         return {"kind": "semantic", "encoder": self.encoder.config(), "percentile": self.percentile,
                 "window": self.window, "min_sentences": self.min_sentences, "max_tokens": self.max_tokens,
-                "overlap": self.overlap, "max_sentence_tokens": self.max_sentence_tokens}
+                "overlap": self.overlap, "max_sentence_tokens": self.max_sentence_tokens,
+                "unit_rule": UNIT_RULE}  # its sentences are split_units' units: a new rule, new chunks
 
     def chunk_texts(self, texts: Sequence[str], show_progress: bool = False) -> list[list[str]]:
         """Chunks (texts, overlap included) of every input text, in order."""
         cuts: dict = {}
-        sents = [split_sentences(t, self.max_sentence_tokens, cuts) for t in texts]
+        sents = [split_units(t, self.max_sentence_tokens, cuts) for t in texts]  # a list's items are units
         log_cuts(cuts, self.max_sentence_tokens, "semantic chunking")
         flat = [s for ss in sents for s in ss]
         emb = l2_normalize(self.encoder.encode(flat, show_progress=show_progress)) if flat else np.zeros((0, 1), np.float32)

@@ -4,7 +4,8 @@ A document's content is read as blocks (:func:`mogg.core.text.text_blocks`: sepa
 end sentences): a short single-line block that ends no statement is a section heading
 (:func:`mogg.core.text.is_heading`), every other block a paragraph (PubMedQA's
 labelled contexts with ``structured=True``, regrouped StatPearls articles and plain text with
-headings all read this way). Units are sentences; the levels, finest first:
+headings all read this way). Units are a paragraph's sentences and list items (:func:`mogg.core.text.split_units`,
+the MoG ladder's rule); the levels, finest first:
 
 * ``multi``: ``multi_sentences`` consecutive sentences of one paragraph (or, with a ``chunker``,
   the semantic chunks of each paragraph);
@@ -24,7 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from mogg.core.text import BLOCK_RULE, is_heading, log_cuts, split_sentences, text_blocks
+from mogg.core.text import BLOCK_RULE, UNIT_RULE, is_heading, log_cuts, split_units, text_blocks
 from mogg.data.records import Document
 from mogg.ladders.base import Ladder, Level, Units, partition_level
 from mogg.ladders.builder import LadderBuilder
@@ -32,14 +33,21 @@ from mogg.ladders.builder import LadderBuilder
 log = logging.getLogger(__name__)
 
 def parse_structure(content: str, heading_max_words: int = 12) -> list[tuple[str | None, list[str]]]:
-    """``[(heading or None, [paragraph, ...]), ...]`` of one document's content (empty blocks dropped)."""
+    """``[(heading or None, [paragraph, ...]), ...]`` of one document's content (empty blocks dropped; whitespace
+    normalised)."""
+    return [(h, [" ".join(p.split()) for p in ps]) for h, ps in _blocks(content, heading_max_words)]
+
+
+def _blocks(content: str, heading_max_words: int) -> list[tuple[str | None, list[str]]]:
+    """:func:`parse_structure` with each paragraph's block as written: its line breaks mark its list items
+    (:func:`mogg.core.text.split_units`)."""
     sections: list[tuple[str | None, list[str]]] = [(None, [])]
     for block in text_blocks(content):
-        text = " ".join(block.split())
         if is_heading(block, heading_max_words):
+            text = " ".join(block.split())
             sections.append((text.lstrip("#").strip() or text, []))
         else:
-            sections[-1][1].append(text)
+            sections[-1][1].append(block)
     return [(h, ps) for h, ps in sections if ps]
 
 
@@ -71,20 +79,21 @@ class StructuralLadderBuilder(LadderBuilder):
                 "summarizer": self.summarizer.config() if self.summarizer is not None else None,
                 "chunker": self.chunker.config() if self.chunker is not None else None,
                 "heading_max_words": self.heading_max_words, "max_sentence_tokens": self.max_sentence_tokens,
-                "summary_tokens": self.summary_tokens, "paragraph_rule": BLOCK_RULE}
+                "summary_tokens": self.summary_tokens, "paragraph_rule": BLOCK_RULE,
+                "unit_rule": UNIT_RULE}  # a paragraph's units (split_units): a new rule, a new ladder
 
     def build(self, documents: Sequence[Document], show_progress: bool = False) -> Ladder:
-        structure = [parse_structure(d.content, self.heading_max_words) or [(None, [d.content])] for d in documents]
+        structure = [_blocks(d.content, self.heading_max_words) or [(None, [d.content])] for d in documents]
         paragraphs = [p for secs in structure for _, ps in secs for p in ps]
         # the finest chunks of every paragraph: semantic chunks, or groups of sentences
         if self.chunker is not None:
             pieces = self.chunker.chunk_texts(paragraphs, show_progress)
-            units_per_par = [[[c] for c in chunks] or [[p]] for chunks, p in zip(pieces, paragraphs)]  # a chunk = one unit
+            units_per_par = [[[c] for c in chunks] or [[" ".join(p.split())]] for chunks, p in zip(pieces, paragraphs)]  # a chunk = one unit
         else:
             cuts: dict = {}
             units_per_par = []
             for p in tqdm(paragraphs, desc="sentence split", disable=not show_progress):
-                ss = split_sentences(p, self.max_sentence_tokens, cuts) or [p]
+                ss = split_units(p, self.max_sentence_tokens, cuts) or [" ".join(p.split())]
                 units_per_par.append([ss[i:i + self.multi_sentences] for i in range(0, len(ss), self.multi_sentences)])
             log_cuts(cuts, self.max_sentence_tokens, "MAL units")
         text, doc, sec, par, multi = [], [], [], [], []
