@@ -14,7 +14,8 @@ the documents ``d0``, ``d1``, ... in written order: ids that name no source (doc
 ``--one-per-document`` keeps one question per gold document (docs/results.md, "A section over several paragraphs").
 ``--question-headings`` writes each question's text as a line above its gold evidence: a page of questions and their
 answers (docs/results.md, "Question lines of any length"). ``--lists`` writes each paragraph as its first sentence and
-a list of the rest, one short item a line: a page whose sections list (docs/results.md, "A page's lists").
+a list of the rest, one short item a line: a page whose sections list (docs/results.md, "A page's lists"); with
+``--inline-lists`` each list on its lead sentence's line, as a page whose line breaks were lost reads.
 
 Trailing ``key=value`` arguments are Hydra overrides (``paths.pubmedqa_l=...``). The corpus holds the questions'
 evidence where the corpus config declares ``allow_gold`` (the generic experiments declare it too).
@@ -62,8 +63,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lists", action="store_true",
                     help="write each paragraph as its first sentence and a list of the rest (one short item a line): "
                          "a page whose sections list")
+    ap.add_argument("--inline-lists", action="store_true",
+                    help="with --lists, each list on its lead sentence's line (\"... - fever - a cough\"): a page whose "
+                         "line breaks were lost")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides (key=value)")
     args = ap.parse_args(argv)
+    if args.inline_lists and not args.lists:
+        ap.error("--inline-lists writes the lists of --lists on one line: give --lists too")
     for name, group in (("--questions", "questions"), ("--corpus", "corpus")):  # checked before any work
         choice = getattr(args, group)
         if not (ROOT / "conf" / group / f"{choice}.yaml").is_file():
@@ -101,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.halves:  # each paragraph as two, before any split or join
             docs = halved_paragraphs(docs)
         if args.lists:  # each paragraph a lead sentence and a list, before any split or join
-            docs = listed_paragraphs(docs)
+            docs = listed_paragraphs(docs, inline=args.inline_lists)
         if args.split_paragraphs:
             docs = split_paragraphs(docs)
         if args.paragraph_break != "as-read":

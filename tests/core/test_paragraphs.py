@@ -238,7 +238,7 @@ def test_a_page_reads_the_same_sections_however_it_breaks_them(tmp_path):
 
 
 def test_a_lists_items_are_units_of_their_own():
-    """The ladders' units (mogg.core.text.split_units, UNIT_RULE 1): a line that opens a list item starts a unit, so a
+    """The ladders' units (mogg.core.text.split_units, UNIT_RULE 1 and on): a line that opens a list item starts a unit, so a
     list without full stops is its items, not one unit up to max_sentence_tokens (the sentence splitter read "Signs
     may include: - loss of side vision - ..." as one). A text without such a line splits as split_sentences splits it,
     and a hyphen inside a line ("Bupivacaine - local anaesthetic") starts nothing."""
@@ -255,7 +255,28 @@ def test_a_lists_items_are_units_of_their_own():
     # the MoG ladder's units are these, and its key names the rule, so a ladder stored before is rebuilt
     units = MoGLadderBuilder(n_levels=2).units([Document("p", "", text)])
     assert list(units.text) == split_units(text)
-    assert MoGLadderBuilder().config()["unit_rule"] == UNIT_RULE == 1
+    assert MoGLadderBuilder().config()["unit_rule"] == UNIT_RULE == 2
+
+
+def test_a_list_written_inline_is_its_items():
+    """UNIT_RULE 2: a list whose line breaks were lost ("Signs may include: - loss of side vision - blurred vision -
+    halos") is its lead-in and items, as written one a line; it needs a lead-in that ends on a stop or ":" and three
+    items (INLINE_ITEMS), so a hyphen between words, a range or two hyphenated pairs start nothing (under rule 1 the
+    whole list was one unit with its lead-in)."""
+    from mogg.core.text import INLINE_ITEMS, split_sentences, split_units
+
+    inline = " ".join([SECTION[0], LEAD, *(it.replace("\u2022", "-") for it in LIST)])
+    items = [SECTION[0], LEAD, *(it.replace("\u2022", "-") for it in LIST)]
+    assert split_sentences(inline) == [SECTION[0], " ".join(items[1:])]
+    assert split_units(inline) == items == split_units("\n".join(items))
+    assert split_units(f"{inline}. {SECTION[2]}")[-2:] == [f"{items[-1]}.", SECTION[2]]  # the last item ends at a stop
+    assert split_units(f"{SECTION[0]} - a - b - c")[0] == f"{SECTION[0]}".rstrip(".") + "." and INLINE_ITEMS == 3
+    assert split_units("Doses: - - 5 mg daily - 10 mg weekly - 20 mg") == [  # a doubled bullet opens one item
+        "Doses:", "- - 5 mg daily", "- 10 mg weekly", "- 20 mg"]
+    for plain in ["When there is an Arterio - venous malformation, it is Klippel - Trenaunay - Weber syndrome.",
+                  "Bupivacaine - Local anesthetic Dexmedetomidine - Anesthesia adjuvant Neostigmine - Reversal agent",
+                  "Signs: - fever - a cough", "Normal 3.5 \u2013 5.0 meq/L: \u2013 a \u2013 b \u2013 c", SECTION[0]]:
+        assert split_units(plain) == split_sentences(plain), plain
 
 
 def test_every_ladder_reads_a_lists_items_as_units():

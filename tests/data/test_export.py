@@ -156,6 +156,14 @@ def test_lists_write_each_paragraph_as_a_lead_sentence_and_short_items():
     for sep in ("\n", "\n\n"):  # written one block a line, or blank lines between: the same paragraphs
         (j,) = join_paragraphs([d], sep)
         assert [p.split() for p in paragraphs(j.content)] == want, sep
+    # --inline-lists: the same items on the lead sentence's line, as a page whose line breaks were lost; its units are
+    # the items still (mogg.core.text.split_units, UNIT_RULE 2)
+    from mogg.core.text import split_units
+
+    (flat,) = listed_paragraphs([page], inline=True)
+    assert flat.content.split("\n\n") == ["Glaucoma", " ".join([lines[2], *items]), alone]
+    units = split_units(flat.content)
+    assert units == split_units(d.content) and units[1:len(items)] == items[:-1]  # the last runs on into the next
 
 
 def test_the_script_writes_a_stand_in_the_generic_readers_give_back(tmp_path, mirage):

@@ -154,19 +154,43 @@ def split_sentences(text: str, max_tokens: int | None = None, stats: dict | None
 # 1: a line that opens a list item starts a unit (split_units). A list's items end no sentence, so the sentence
 # splitter read a whole list ("Signs may include: - loss of side vision - blurred vision - ...") as one unit, up to
 # max_sentence_tokens, which no budget shorter than the list could read in part (docs/results.md, "A page's lists").
-# Its version names every ladder's key, so a ladder stored before is rebuilt
-UNIT_RULE = 1
+# Its version names every ladder's key, so a ladder stored before is rebuilt.
+# 2: a list written inline, its line breaks lost ("Signs may include: - fever - a cough - headache"), is read as its
+# items too: after a lead-in that ends on a stop or ":", three or more items, each opened by "- " or "\u2022 " (a hyphen
+# between words, "Klippel - Trenaunay - Weber", follows no such lead-in)
+UNIT_RULE = 2
 # a list's bullets: a line that opens with one, then a space, is a list item (is_list_item, split_units)
 _BULLET = r"[-*+\u2022\u00b7\u2013\u25aa\u25e6\u2023]"
 _ITEM_BREAK = re.compile(r"\n(?=[ \t]*" + _BULLET + r"[ \t]+\S)")  # a line break before an item
+# inline: a hyphen or a bullet sign, then a space, after a lead-in's end; the spaces before each further item. Only
+# "-" and "\u2022": an en dash or "*" inside a line is a range or a footnote more often than an item
+_INLINE_LEAD = re.compile(r"(?<=[:.!?])[ \t]+(?=[-\u2022][ \t]+\S)")
+_INLINE_BREAK = re.compile(r"[ \t]+(?=[-\u2022][ \t]+\S)")
+INLINE_ITEMS = 3  # the fewest items after a lead-in that read as a list
+
+
+def _inline_items(piece: str) -> list[str]:
+    """``piece`` cut before each item of the first inline list it holds (:data:`UNIT_RULE` 2): the text up to the
+    lead-in's end, then each item to the next (the last one to the piece's end); ``[piece]`` where none is."""
+    for lead in _INLINE_LEAD.finditer(piece):
+        items: list[str] = []
+        for it in _INLINE_BREAK.split(piece[lead.end():]):
+            if items and items[-1].strip() in ("-", "\u2022"):  # a doubled bullet ("- - All ...") opens one item
+                items[-1] = f"{items[-1]} {it}"
+            else:
+                items.append(it)
+        if len(items) >= INLINE_ITEMS:
+            return [piece[:lead.start()], *items]
+    return [piece]
 
 
 def split_units(text: str, max_tokens: int | None = None, stats: dict | None = None) -> list[str]:
     """A text's units for a ladder: :func:`split_sentences` of each piece between the line breaks that open a list
-    item (a bullet, then a space: "\\n- fever", :data:`UNIT_RULE`), so each item is a unit of its own (or several,
-    where it holds sentences); a text without such a line is split as :func:`split_sentences` splits it."""
+    item (a bullet, then a space: "\\n- fever", :data:`UNIT_RULE`) and of each item of a list written inline ("...
+    include: - fever - a cough - headache"), so each item is a unit of its own (or several, where it holds
+    sentences); a text without either is split as :func:`split_sentences` splits it."""
     pieces = _ITEM_BREAK.split(text) if "\n" in text else [text]
-    return [s for piece in pieces for s in split_sentences(piece, max_tokens, stats)]
+    return [s for piece in pieces for part in _inline_items(piece) for s in split_sentences(part, max_tokens, stats)]
 
 
 def log_cuts(stats: dict, max_tokens: int, where: str) -> None:

@@ -73,12 +73,13 @@ def halved_paragraphs(documents: Iterable[Document]) -> list[Document]:
                      or d.content) for d in documents]
 
 
-def listed(block: str, words: int = LIST_ITEM_WORDS) -> str:
+def listed(block: str, words: int = LIST_ITEM_WORDS, inline: bool = False) -> str:
     """``block`` (one paragraph) written as its first sentence, then its other sentences as list items, one a line
     ("- ", no closing stop): each sentence cut at its commas and semicolons, its pieces packed into items of at most
     ``words`` words, a longer piece cut every ``words`` words: a section that lists, as a consumer-health page writes
-    its symptoms and causes ("- loss of side vision"). Its words are kept, in order; a paragraph of one sentence is
-    unchanged."""
+    its symptoms and causes ("- loss of side vision"). With ``inline`` the items follow on the first sentence's line
+    (" - loss of side vision - blurred vision"), as a page whose line breaks were lost reads. Its words are kept, in
+    order; a paragraph of one sentence is unchanged."""
     sentences = [s.strip() for s in split_sentences(" ".join(block.split())) if s.strip()]
     if len(sentences) < 2:
         return block
@@ -95,15 +96,16 @@ def listed(block: str, words: int = LIST_ITEM_WORDS) -> str:
                 cur = cur[words:]
         if cur:
             items.append(" ".join(cur))
-    return "\n".join([sentences[0], *(f"- {it.rstrip(',;')}" for it in items)])
+    return ("\n", " ")[inline].join([sentences[0], *(f"- {it.rstrip(',;')}" for it in items)])
 
 
-def listed_paragraphs(documents: Iterable[Document], words: int = LIST_ITEM_WORDS) -> list[Document]:
+def listed_paragraphs(documents: Iterable[Document], words: int = LIST_ITEM_WORDS, inline: bool = False
+                      ) -> list[Document]:
     """Each document with each of its blocks that is not a heading (:func:`mogg.core.text.text_blocks`) written as a
-    lead sentence and a list (:func:`listed`), the blocks joined by blank lines: a page whose sections list (docs/
-    results.md, "A page's lists"); ids and titles kept."""
+    lead sentence and a list (:func:`listed`; ``inline``: on one line), the blocks joined by blank lines: a page
+    whose sections list (docs/results.md, "A page's lists"); ids and titles kept."""
     return [Document(id=d.id, title=d.title,
-                     content="\n\n".join(b.strip() if is_heading(b) else listed(b.strip(), words)
+                     content="\n\n".join(b.strip() if is_heading(b) else listed(b.strip(), words, inline)
                                           for b in text_blocks(d.content)) or d.content) for d in documents]
 
 
