@@ -84,16 +84,17 @@ class StructuralLadderBuilder(LadderBuilder):
 
     def build(self, documents: Sequence[Document], show_progress: bool = False) -> Ladder:
         structure = [_blocks(d.content, self.heading_max_words) or [(None, [d.content])] for d in documents]
-        paragraphs = [p for secs in structure for _, ps in secs for p in ps]
+        paragraphs = [p for secs in structure for _, ps in secs for p in ps]  # as written: line breaks mark items
+        plain = [" ".join(p.split()) for p in paragraphs]  # a paragraph that splits into nothing is one unit
         # the finest chunks of every paragraph: semantic chunks, or groups of sentences
         if self.chunker is not None:
             pieces = self.chunker.chunk_texts(paragraphs, show_progress)
-            units_per_par = [[[c] for c in chunks] or [[" ".join(p.split())]] for chunks, p in zip(pieces, paragraphs)]  # a chunk = one unit
+            units_per_par = [[[c] for c in chunks] or [[p]] for chunks, p in zip(pieces, plain)]  # a chunk = one unit
         else:
             cuts: dict = {}
             units_per_par = []
-            for p in tqdm(paragraphs, desc="sentence split", disable=not show_progress):
-                ss = split_units(p, self.max_sentence_tokens, cuts) or [" ".join(p.split())]
+            for p, flat in zip(tqdm(paragraphs, desc="sentence split", disable=not show_progress), plain):
+                ss = split_units(p, self.max_sentence_tokens, cuts) or [flat]
                 units_per_par.append([ss[i:i + self.multi_sentences] for i in range(0, len(ss), self.multi_sentences)])
             log_cuts(cuts, self.max_sentence_tokens, "MAL units")
         text, doc, sec, par, multi = [], [], [], [], []
