@@ -140,8 +140,9 @@ def test_the_structural_ladder_reads_the_same_blocks():
         assert text_blocks(text) == ["What are the symptoms?", SECTION[0], "Causes:", SECTION[1], SECTION[2]]
         assert parse_structure(text) == [("What are the symptoms?", [SECTION[0]]), ("Causes:", SECTION[1:])]
     # its key names the blocks' rule, not the paragraphs': rule 4 joined paragraphs and kept stored MAL ladders; rule 5
-    # reads question lines as headings, which the blocks read too (BLOCK_RULE 4); rule 6 joins a list's blocks (5)
-    assert StructuralLadderBuilder().config()["paragraph_rule"] == BLOCK_RULE == 5 != PARAGRAPH_RULE == 6
+    # reads question lines as headings, which the blocks read too (BLOCK_RULE 4); rule 6 joins a list's blocks (5);
+    # rule 7 ends a line's block on an inline list (6)
+    assert StructuralLadderBuilder().config()["paragraph_rule"] == BLOCK_RULE == 6 != PARAGRAPH_RULE == 7
     # a list is one block with its lead-in, so the structural ladder reads it as one paragraph, not as headings
     listed = "\n".join(["Causes:", SECTION[1], "Signs may include:", "- fever", "- a cough", SECTION[2]])
     assert parse_structure(listed) == [("Causes:", [SECTION[1], "Signs may include: - fever - a cough", SECTION[2]])]
@@ -277,6 +278,22 @@ def test_a_list_written_inline_is_its_items():
                   "Bupivacaine - Local anesthetic Dexmedetomidine - Anesthesia adjuvant Neostigmine - Reversal agent",
                   "Signs: - fever - a cough", "Normal 3.5 \u2013 5.0 meq/L: \u2013 a \u2013 b \u2013 c", SECTION[0]]:
         assert split_units(plain) == split_sentences(plain), plain
+
+
+def test_a_section_a_line_that_ends_on_an_inline_list_ends_its_paragraph():
+    """PARAGRAPH_RULE 7: a page written one section a line, each list on its lead-in's line ("... Signs may include: -
+    loss of side vision - blurred vision - halos"), reads as its sections, as with blank lines between them. Its
+    lines end on an item, not a stop, so under rule 6 too few of them ended a sentence and the page read as one
+    paragraph (91 of the 443 inline list pages written so). Hard-wrapped prose still reads as one paragraph."""
+    sections = ["It spreads through the air when an infected person coughs. Signs may include: - fever - a cough - "
+                "weight loss", "It is treated with antibiotics for six months or longer. Side effects are: - nausea - "
+                "a rash - yellow skin", SECTION[2]]
+    assert all(len(s) < WRAP_CHARS for s in sections)  # narrower than WRAP_CHARS: the lines' ends decide
+    assert paragraphs("\n".join(sections)) == sections == paragraphs("\n\n".join(sections))
+    assert text_blocks("\n".join(sections)) == sections and PARAGRAPH_RULE == 7 and BLOCK_RULE == 6
+    words = " ".join(sections).split()
+    wrapped = "\n".join(" ".join(words[i:i + 14]) for i in range(0, len(words), 14))  # mid-sentence, mid-list
+    assert paragraphs(wrapped) == [wrapped]
 
 
 def test_every_ladder_reads_a_lists_items_as_units():

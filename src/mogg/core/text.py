@@ -258,12 +258,15 @@ WRAP_CHARS = 160
 # ladder stored under an earlier rule (3: lines wider than WRAP_CHARS; 2: line breaks and headings; 1: blank lines
 # alone) gets them again, once. 4: a page that opens with a heading and holds two or more reads as its headed
 # sections (headed_sections); 5: a question line of up to QUESTION_WORDS words is a heading; 6: a list's items are
-# never headings and join the block before them (text_blocks)
-PARAGRAPH_RULE = 6
+# never headings and join the block before them (text_blocks); 7: a line that ends on a list written inline ends
+# where its last item does (_line_ends): a page written one section a line, each list on its lead-in's line, read
+# as one paragraph where most of its sections end on a list (docs/results.md, "A list written inline")
+PARAGRAPH_RULE = 7
 # The version of the blocks and headings alone (text_blocks, is_heading), which the structural ladder parses its own
 # sections from: rule 4 changed how paragraphs join, not the blocks, so a stored structural ladder stayed valid; 4: a
-# question line of up to QUESTION_WORDS words is a heading (rule 5); 5: a list is one block with its lead-in (rule 6)
-BLOCK_RULE = 5
+# question line of up to QUESTION_WORDS words is a heading (rule 5); 5: a list is one block with its lead-in (rule 6);
+# 6: a line ending on a list written inline ends a block (rule 7)
+BLOCK_RULE = 6
 # A heading: one line of at most this many words that does not end a sentence ("Symptoms", "Superficial relations:",
 # "What causes it?"), or any line opening with "#". It belongs to the paragraph after it (a section is its heading
 # and its text), so the best candidate's paragraph is never a heading alone.
@@ -351,7 +354,13 @@ def _line_paragraphs(block: str) -> bool:
         return True
     prose = [line for line in lines if len(line.split()) > HEADING_WORDS and not is_list_item(line)]  # a list's
     # lines break where its items end, whether or not they end a sentence: they say nothing of the prose's wrapping
-    return bool(prose) and sum(bool(_SENTENCE_END.search(line)) for line in prose) >= LINE_BREAK_SHARE * len(prose)
+    return bool(prose) and sum(_line_ends(line) for line in prose) >= LINE_BREAK_SHARE * len(prose)
+
+
+def _line_ends(line: str) -> bool:
+    """Whether a line ends a sentence, or ends on a list written inline (its last item runs to the line's end: "...
+    include: - fever - a cough - headache", :data:`PARAGRAPH_RULE` 7)."""
+    return bool(_SENTENCE_END.search(line)) or len(_inline_items(line)) > 1
 
 
 def text_blocks(text: str) -> list[str]:
