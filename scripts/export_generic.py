@@ -9,7 +9,8 @@ A stand-in written so takes the path a user's new set takes, the one the unseen 
 ``--split-paragraphs`` writes each document's paragraphs as documents of their own (``<id>_<k>``): a page written
 one section per document, as a user might (docs/results.md, "A page written one section per document").
 ``--paragraph-break line`` writes each document's paragraphs joined by single line breaks, no blank line: a page
-written one section per line (docs/results.md, "A page's sections however it writes them"). ``--bare-ids`` renames
+written one section per line (docs/results.md, "A page's sections however it writes them"); ``--paragraph-break space``
+writes each document on one line, every line break lost (docs/results.md, "A page on one line"). ``--bare-ids`` renames
 the documents ``d0``, ``d1``, ... in written order: ids that name no source (docs/results.md, "Ids that name nothing").
 ``--one-per-document`` keeps one question per gold document (docs/results.md, "A section over several paragraphs").
 ``--question-headings`` writes each question's text as a line above its gold evidence: a page of questions and their
@@ -45,9 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--split-paragraphs", action="store_true",
                     help="write each document's paragraphs as documents <id>_<k>: a page "
                          "written one section per document")
-    ap.add_argument("--paragraph-break", choices=("as-read", "line", "blank"), default="as-read",
+    ap.add_argument("--paragraph-break", choices=("as-read", "line", "blank", "space"), default="as-read",
                     help="how a document's paragraphs are separated in the file: as read, one line break each (a "
-                         "page written one section per line), or a blank line")
+                         "page written one section per line), a blank line, or one space (every line break lost: "
+                         "the whole document on one line)")
     ap.add_argument("--bare-ids", action="store_true",
                     help="rename the documents d0, d1, ... in written order (after --shuffle): ids that name no "
                          "source; the questions' gold_doc_ids renamed alike")
@@ -84,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     from mogg.data.errors import DataError
     from mogg.data.export import (
         bare_ids,
+        flattened,
         halved_paragraphs,
         join_paragraphs,
         listed_paragraphs,
@@ -110,7 +113,9 @@ def main(argv: list[str] | None = None) -> int:
             docs = listed_paragraphs(docs, inline=args.inline_lists)
         if args.split_paragraphs:
             docs = split_paragraphs(docs)
-        if args.paragraph_break != "as-read":
+        if args.paragraph_break == "space":
+            docs = flattened(docs)
+        elif args.paragraph_break != "as-read":
             docs = join_paragraphs(docs, "\n" if args.paragraph_break == "line" else "\n\n")
         if args.shuffle is not None:
             import numpy as np

@@ -70,6 +70,18 @@ def test_join_paragraphs_writes_a_page_one_section_per_line_that_reads_the_same(
     assert paragraphs(join_paragraphs(lines, "\n\n")[0].content) == paragraphs(docs[0].content)
 
 
+def test_flattened_writes_a_page_on_one_line():
+    """--paragraph-break space: every line break lost, the same words in order, so the page reads as one paragraph;
+    an id and title kept."""
+    from mogg.core.text import paragraphs
+    from mogg.data.export import flattened
+
+    page = "Symptoms\nThe first section lists them.\n\nSigns may include:\n- fever\n- a cough\r\n\r\nThe end."
+    (flat,) = flattened([Document("p1", "Page", page)])
+    assert (flat.id, flat.title) == ("p1", "Page") and flat.content.split() == page.split()
+    assert "\n" not in flat.content and paragraphs(flat.content) == [flat.content]
+
+
 def test_one_per_document_keeps_one_question_per_gold_document_set():
     """--one-per-document SEED: one question of each gold document set, drawn by that seed (another seed may draw
     another), in the order given; questions without gold documents all kept."""

@@ -62,6 +62,12 @@ def join_paragraphs(documents: Iterable[Document], sep: str) -> list[Document]:
             for d in documents]
 
 
+def flattened(documents: Iterable[Document]) -> list[Document]:
+    """Each document on one line, its whitespace runs one space: a page whose line breaks were all lost (a
+    spreadsheet cell, a whitespace-normalised export), so no paragraph of it can be read back; ids and titles kept."""
+    return [Document(id=d.id, title=d.title, content=" ".join(d.content.split()) or d.content) for d in documents]
+
+
 def halved_paragraphs(documents: Iterable[Document]) -> list[Document]:
     """Each document with each of its blocks (:func:`mogg.core.text.text_blocks`) written as two, a blank line at
     the sentence break nearest its middle (:func:`mogg.data.pages.halved`, as ``corpus=pages_halves`` writes the page
