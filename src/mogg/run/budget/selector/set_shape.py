@@ -109,9 +109,8 @@ PARAGRAPH_COVER = 0.5
 # (the long sections +0.020 against -0.027); a third had -0.107 (docs/results.md, "The page share by the worst shape").
 # Since the ladder holds its paragraphs this share reads only where a corpus keeps no breaks (candidate_paragraphs):
 # there, on the two page stand-ins written each page on one line (the abstract pages so written read as whole
-# documents and never reach it), 0.3 is the leximin of 0.2 / 0.3 / 0.4 (seed 0: worst shape +0.072 against +0.033 at
-# 0.2 and +0.075 at 0.4, within one standard error, whose next-worst is lower; five seeds: +0.070 against +0.022 at
-# 0.2; docs/results.md, "A page on one line")
+# documents and never reach it), 0.3 is the leximin of 0.2 / 0.3 / 0.4 by the worst shape (its figures: docs/results.md,
+# "A page on one line")
 PAGE_SHARE = 0.3
 # there (no paragraphs) each candidate is also ranked by its neighbours (page_order): its prediction plus this weight times those of
 # the candidates beside it in its document (a section is several sentences in a row; a lone match elsewhere is not);
