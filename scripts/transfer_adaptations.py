@@ -35,6 +35,9 @@ BUDGETS = (64, 128, 256, 512)
 HELDOUT = Path(__file__).resolve().parents[1] / "conf" / "heldout"  # one shape per file: its training shapes there
 # name -> (feature view, covariate-shift weights, self-training, E, stopping rule); "raw" is the
 # directory's rule before these were measured (E document, lambda learned)
+# a rule's suffix: where the set's documents stand alone, the best document read whole (set_shape.document_density)
+ALONE_RULE = "|alone"
+ALONE_CAL = "|alonecal"  # ... and the price calibrated on the plans within the cap there (transfer.read_here)
 ADAPTATIONS = {
     "raw": ("raw", False, False, "document", "learned"),
     "lambda here": ("raw", False, False, "document", "here"),
@@ -191,8 +194,18 @@ ADAPTATIONS = {
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0+source", "predicted", "fits-para-flat:pool0.5"),
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of the best), at most that section, its sentences as likely as its best, the best paragraph's shortest first, E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0+source", "predicted", "fits-para-flat:shortpara"),
-    # deployed: where the question's section is longer than B, its best paragraph's candidates shortest first
-    # (set_shape.short_first: any of them is evidence, and the cheapest costs a question the scorer is unsure of least)
+    # deployed: where the set's documents stand alone (set_shape.stands_alone: few questions own several documents,
+    # and the corpus order shows no neighbours or the close documents seldom neighbour the best), the best
+    # document's candidates as likely as its best, E that document (set_shape.document_density, transfer.alone_plans)
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of the best), at most that section, its sentences as likely as its best, the best paragraph's shortest first where the section is longer than B, the best document whole where the documents stand alone, the price under its cap, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0+source", "predicted", "fits-para-flat:shortparaB" + ALONE_CAL),
+    # measured: ... the price calibrated on the plans past the cap too (the mean under B left unspent)
+    "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of the best), at most that section, its sentences as likely as its best, the best paragraph's shortest first where the section is longer than B, the best document whole where the documents stand alone, E predicted":
+        (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0+source", "predicted", "fits-para-flat:shortparaB" + ALONE_RULE),
+    # the rule before (at its commit: stands_alone then asked that the corpus order show no neighbours, and a best
+    # document with a candidate neighbour was never capped): where the question's section is longer than B, its best
+    # paragraph's candidates shortest first (set_shape.short_first: any of them is evidence, and the cheapest costs a
+    # question the scorer is unsure of least)
     "two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the best candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of the best), at most that section, its sentences as likely as its best, the best paragraph's shortest first where the section is longer than B, E predicted":
         (("within_question_no_document", "raw"), False, "near2+docs+chain:0:1+pageownrun:0+source", "predicted", "fits-para-flat:shortparaB"),
     # measured: the price calibrated under that cap, or under a cap of min(that, B) per question
@@ -328,7 +341,8 @@ DEPLOYED = ("two scorers, lambda fits, two self-training rounds on the near scor
             "the neighbouring candidates with one gap first, the best candidate's whole source first, the best "
             "candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of "
             "the best), at most that section, its sentences as likely as its best, the best paragraph's shortest first "
-            "where the section is longer than B, E predicted")
+            "where the section is longer than B, the best document whole where the documents stand alone, the price "
+            "under its cap, E predicted")
 
 
 @dataclass
@@ -478,11 +492,13 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         chain_evidence,
         chain_first,
         close_reach,
+        document_density,
         fits_cap,
         linked_share,
         neighbour_sum,
         owned_first,
         owned_sections,
+        owned_share,
         page_evidence,
         page_order,
         page_sections,
@@ -495,6 +511,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         short_first,
         source_chain,
         sources_sections,
+        stands_alone,
         whole_documents,
         whole_shape,
     )
@@ -525,6 +542,10 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         if whole_source and whole[2]:
             whole = (*whole[:2], f"{whole[2]}+source", *whole[3:])
         return run_one(shapes, target, seed, whole, kind, splits, near["docs"])
+    doc_whole = rule.endswith((ALONE_RULE, ALONE_CAL))  # the best document read whole where the documents stand alone
+    alone_cal = rule.endswith(ALONE_CAL)
+    rule = rule.removesuffix(ALONE_RULE).removesuffix(ALONE_CAL)
+    alone_read = False  # whether this read took the plans that read the best document whole
     key = (target, seed, view, shift, selftrain, e_rule, docs is None)  # what the rule does not change
     if key not in _READ:  # several rules over one fit (one process: a few MB per shape and seed)
         def read(docs):
@@ -682,6 +703,11 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             _evidence(sh, pred, e_rule, median), sh.q, sh.unit_doc[sh.unit], pred, sh.doc_tokens, sh.n))
     elif rule == "fits-unbounded":  # measured: the deployed reading before E was bounded by the chain there
         rule = "fits"
+    if doc_whole and rule == "fits" and not (page_sections(docs) or sources_sections(docs)) and stands_alone(docs):
+        # deployed: E the best document, its candidates as likely as its best (transfer.alone_plans)
+        ranked, util, pt, tf, tt, rp = plans((*key, "alone"), document_evidence(sh.q, pred, sh.doc_tokens, sh.n),
+                                             document_density(pred, sh.q, sh.unit_doc[sh.unit]))
+        alone_read = True
     if rule.startswith("fits-chainE"):  # measured: E the tokens of the chain where the set is sections of sources
         rule = "fits"
         if sources_sections(docs):
@@ -772,8 +798,9 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
     if rule.startswith(("fits-alone", "fits-floor")) or rule == "fits":
         logging.getLogger("transfer_adaptations").info(
             "%s seed %d: best documents with a candidate neighbour %.2f (a shuffled corpus %.2f), sections share %.2f, "
-            "whole documents %s", target, seed, linked_share(docs), docs.chance or 0.0, sections_share(docs),
-            whole_shape(docs.doc, docs.covered))
+            "owning several %.2f, whole documents %s, standing alone %s", target, seed, linked_share(docs),
+            docs.chance or 0.0, sections_share(docs), owned_share(docs), whole_shape(docs.doc, docs.covered),
+            stands_alone(docs))
     close = None
     if rule.startswith(("fits-close", "fits-adjacent", "fits-sections")):  # measured on the refit's predictions
         r, _, g = rule.partition(":")[2].partition(":")  # <rule>[:<ratio>[:<gap>]]
@@ -824,7 +851,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
                 # of B, at most its section (the cap) and at most its longest plan: plans shorter are out
                 low = np.minimum(np.minimum(float(cap_cal[5:]) * b, cap[:, 0]), pt.max(axis=1))
                 u_lam = u_pick = np.where(pt < low[:, None] - 1e-9, -1e30, util)
-            elif cap_cal and cap is not None:
+            elif (cap_cal or (alone_cal and alone_read)) and cap is not None:  # deployed there: under the cap
                 if cap_cal == "capB":
                     cap = np.minimum(cap, b)
                 u_lam = np.where(pt > cap, -1e30, util)

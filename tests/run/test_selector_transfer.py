@@ -229,14 +229,15 @@ def test_fits_reads_at_least_up_to_whole_short_documents_and_never_less_than_lea
 def test_fits_reads_at_most_the_best_document_where_the_documents_stand_alone():
     """read_here's ``fits`` under set_shape.fits_cap: where the set's best documents stand alone (no more
     candidate neighbours than a shuffled corpus), every question without a neighbour reads at most its best
-    document (one whose best document has a neighbour, or with no document, reads as the price says);
-    elsewhere (sections beside each other) the price alone, as before."""
+    document (one whose best document has a neighbour, or with no document, reads as the price says), on the plans
+    that read that document whole (transfer.alone_plans); elsewhere (sections beside each other) the price alone,
+    as before."""
     from types import SimpleNamespace
 
     from mogg.routing.plans import decide
     from mogg.run.budget.selector.deploy import plans_of
     from mogg.run.budget.selector.set_shape import SetShape, fits_cap, stands_alone
-    from mogg.run.budget.selector.transfer import read_here
+    from mogg.run.budget.selector.transfer import alone_plans, read_here
 
     n_q, per, b = 40, 8, 256
     cand_q, unit, texts, tokens, pred = _toy_candidates(2, n_q, per)
@@ -245,7 +246,8 @@ def test_fits_reads_at_most_the_best_document_where_the_documents_stand_alone():
     doc = np.full(n_q, 50.0)  # each question's best document: 50 tokens (the toy plans read up to ~180)
     linked = np.arange(n_q) % 10 == 0  # four questions whose best document has a neighbour
     alone = SetShape(doc, np.ones(n_q, bool), doc, doc, linked, 0.05)  # linked 0.10 - 0.05 < ALONE_EXCESS
-    sections = alone._replace(linked=np.arange(n_q) % 2 == 0)  # 0.50 - 0.05: sections beside each other
+    # sections beside each other: neighbours far above chance, and the close documents beside the best one
+    sections = alone._replace(linked=np.arange(n_q) % 2 == 0, close=doc + 50, chain=doc + 50)
     assert stands_alone(alone) and not stands_alone(sections) and fits_cap(sections) is None
     assert not stands_alone(alone._replace(covered=np.zeros(n_q, bool)))  # not whole documents: no cap
     assert not stands_alone(alone._replace(linked=None))  # not computed: no cap
@@ -254,12 +256,89 @@ def test_fits_reads_at_most_the_best_document_where_the_documents_stand_alone():
     c_alone, _, pt, applied = read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "median", docs=alone, **kw)
     c_sec, _, _, applied_sec = read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "median", docs=sections, **kw)
     _, util, _ = plans_of(pred, cand_q, unit, tokens, texts, n_q, per, 60.0)
-    assert applied["lambda"] == applied_sec["lambda"]  # the price is the same; the cap is per question
+    _, util_alone, pt_alone = alone_plans(dep, pred, cand_q, unit, tokens, texts, n_q, kw["doc_tokens"],
+                                          kw["unit_doc"])
+    np.testing.assert_array_equal(pt, pt_alone)
     np.testing.assert_array_equal(c_sec, decide(util, pt, applied_sec["lambda"]))  # sections: the price alone
+    np.testing.assert_array_equal(c_alone, decide(util_alone, pt, applied["lambda"], fits_cap(alone)))
     assert (pt[rows[~linked], c_alone[~linked]] <= 50.0).all()  # capped at the best document
     assert (pt[rows[~linked], c_sec[~linked]] > 50.0).any()  # ... where the price alone reads on
-    np.testing.assert_array_equal(c_alone[linked], c_sec[linked])  # a neighbour: as the price says
+    np.testing.assert_array_equal(c_alone[linked], decide(util_alone, pt, applied["lambda"])[linked])  # a neighbour
     np.testing.assert_array_equal(fits_cap(alone)[:, 0], np.where(linked, np.inf, 50.0))
+
+
+def test_where_documents_stand_alone_the_price_reads_the_plans_within_the_cap():
+    """read_here's ``fits`` where the set's documents stand alone: lambda is calibrated on the plans within each
+    question's cap (its best document), what the questions read. Calibrated on every plan, the mean under B counted
+    plans the cap then cut, and the questions read less than B (the page stand-in written a section per document:
+    54 tokens at B = 64)."""
+    from types import SimpleNamespace
+
+    from mogg.routing.plans import decide
+    from mogg.run.budget.selector.set_shape import SetShape, fits_cap
+    from mogg.run.budget.selector.transfer import alone_plans, lambda_here, read_here
+
+    n_q, per, b = 60, 8, 64
+    cand_q, unit, texts, tokens, pred = _toy_candidates(6, n_q, per)
+    dep = SimpleNamespace(deploy={"settings": {"plans": per}, "evidence_len": 60.0,
+                                  "budgets": {str(b): {"lambda": 0.0, "deploy": "router", "envelope": 0}}})
+    doc = np.where(np.arange(n_q) % 2 == 0, 40.0, 160.0)  # short and long best documents
+    alone = SetShape(doc, np.ones(n_q, bool), doc, doc, np.zeros(n_q, bool), 0.0)
+    doc_tokens, unit_doc = np.repeat(doc, per), np.repeat(np.arange(n_q), per)  # a question's candidates: one document
+    choice, _, pt, applied = read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "median", doc_tokens=doc_tokens,
+                                       rule="fits", unit_doc=unit_doc, docs=alone)
+    _, util, _ = alone_plans(dep, pred, cand_q, unit, tokens, texts, n_q, doc_tokens, unit_doc)
+    cap = fits_cap(alone)
+    lam_cap = lambda_here("fits", np.where(pt > cap, -1e30, util), pt, b, 0.0, alone)[0]
+    lam_all = lambda_here("fits", util, pt, b, 0.0, alone)[0]
+    assert applied["lambda"] == lam_cap
+    np.testing.assert_array_equal(choice, decide(util, pt, lam_cap, cap))
+    rows = np.arange(n_q)
+    read = pt[rows, choice].mean()
+    assert read <= b + 1e-9
+    assert read > pt[rows, decide(util, pt, lam_all, cap)].mean()  # calibrated on every plan: less of B read
+
+
+def test_a_page_written_a_section_per_document_stands_alone():
+    """set_shape.stands_alone where the corpus keeps a page's sections together, one document each: the best
+    documents have neighbours far above a shuffled corpus's (the page's other sections), but the close documents
+    seldom sit beside the best one and few questions own several (the neighbours are other questions' evidence).
+    There each question's evidence is its best document: it stands alone, and every question reads at most it,
+    the linked ones too (set_shape.fits_cap). Before, a set whose order showed neighbours never stood alone, and
+    the page stand-in so written read 128 tokens of its 69-token sections at B = 128 (docs/results.md, "A page
+    written one section per document")."""
+    from mogg.run.budget.selector.set_shape import SetShape, fits_cap, owned_sections, sources_sections, stands_alone
+
+    n_q = 40
+    doc = np.full(n_q, 50.0)
+    linked = np.arange(n_q) % 3 == 0  # a third: far above the chance of 0.02 (an ordered corpus)
+    page = SetShape(doc, np.ones(n_q, bool), doc + 50, doc, linked, 0.02, None, doc, np.ones(n_q, dtype=np.int64))
+    assert stands_alone(page) and not sources_sections(page) and not owned_sections(page)
+    np.testing.assert_array_equal(fits_cap(page)[:, 0], np.full(n_q, 50.0))  # the linked questions capped too
+    # the same order where the close documents sit beside the best one: a source's sections, read together
+    assert not stands_alone(page._replace(chain=doc + 50))
+    # ... or where most questions own several documents: their evidence spans them
+    assert not stands_alone(page._replace(owns=np.full(n_q, 2)))
+
+
+def test_document_density_against_a_loop():
+    """set_shape.document_density: each candidate of its question's best-scored candidate's document takes that
+    question's best prediction; every other candidate keeps its own (a loop over the questions)."""
+    from mogg.run.budget.selector.set_shape import document_density
+
+    rng = np.random.default_rng(4)
+    n = 300
+    cand_q = np.sort(rng.integers(0, 30, n))
+    cand_doc = rng.integers(0, 12, n)
+    pred = rng.random(n)
+    got = document_density(pred, cand_q, cand_doc)
+    want = pred.copy()
+    for q in np.unique(cand_q):
+        rows = np.flatnonzero(cand_q == q)
+        top = rows[np.argmax(pred[rows])]
+        want[rows[cand_doc[rows] == cand_doc[top]]] = pred[top]
+    np.testing.assert_array_equal(got, want)
+    assert document_density(pred[:0], cand_q[:0], cand_doc[:0]).shape == (0,)
 
 
 def _pages_and_sentences(n_q: int, per: int, b: int):

@@ -19,9 +19,10 @@ whole short documents, and how far the ``fits`` price of a token (``transfer_lam
   the best document, with its chain where the set is sections of sources (:func:`source_chain`), else with the
   close documents chained to it); where it is sections of a page, a share of the page; elsewhere (a sentence of a
   paper) the training sets' price.
-* :func:`stands_alone`, :func:`fits_cap`: where the best documents have no more candidate neighbours in corpus
-  order than a shuffled corpus gives them (a whole explanation, a whole abstract) and few questions own several
-  documents, each question reads at most its best document.
+* :func:`stands_alone`, :func:`fits_cap`, :func:`document_density`: where few questions own several documents and
+  the best documents have no more candidate neighbours in corpus order than a shuffled corpus gives them (a whole
+  explanation, a whole abstract) or their close documents seldom neighbour them (a page's sections a document
+  each), each question reads its best document whole, and at most it.
 * :func:`owned_sections`, :func:`owned_first`: where the corpus order shows nothing but the questions own several
   close documents (:func:`owned_reach`: no other question predicts them higher; a source's sections written in
   another order, with ids that name no source), each question reads the documents it owns first, and at least
@@ -360,23 +361,51 @@ def chance_linked(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, n_
 
 def stands_alone(shape: SetShape) -> bool:
     """Whether a set of whole short documents (:func:`whole_shape`) has best documents that stand alone in its
-    corpus: the share of them with a candidate neighbour (:func:`linked_share`) above a shuffled corpus's
-    (``shape.chance``) by less than :data:`ALONE_EXCESS` (:func:`unordered`), and fewer than :data:`OWN_SHARE` of
-    the questions own several documents (not :func:`owned_sections`). Then a question's evidence is one document (a
-    whole explanation, a whole abstract), not a source's sections or an explanation's sentences beside each other,
-    nor the snippets of a corpus written in another order."""
-    return unordered(shape) and not owned_sections(shape)
+    corpus: fewer than :data:`OWN_SHARE` of the questions own several documents (:func:`owned_share`), and either
+    the share of the best documents with a candidate neighbour (:func:`linked_share`) is above a shuffled corpus's
+    (``shape.chance``) by less than :data:`ALONE_EXCESS` (:func:`unordered`), or the close documents seldom
+    neighbour the best one (:func:`sections_share` < :data:`SECTIONS_SHARE`). Then a question's evidence is one
+    document (a whole explanation, a whole abstract, one section of a page written a section per document), not a
+    source's sections or an explanation's sentences beside each other, nor the snippets of a corpus written in
+    another order. Where the corpus keeps a page's sections together, one document each, the best documents have
+    neighbours (the page's other sections: 19% of the page stand-in's so written against 2% shuffled), but those
+    are other questions' evidence, which own them (docs/results.md, "A page written one section per document")."""
+    if shape.linked is None or shape.chance is None or not whole_set(shape) or owned_share(shape) >= OWN_SHARE:
+        return False  # the order not read (a shape built without it), or not one document a question
+    return unordered(shape) or sections_share(shape) < SECTIONS_SHARE
 
 
 def fits_cap(shape: SetShape) -> np.ndarray | None:
     """The most tokens each question [Q, 1] reads under the ``fits`` price: where the set's best documents stand
-    alone (:func:`stands_alone`), its best document's tokens for every question whose best document has no
-    candidate neighbour (the others, and those without candidates: inf); None elsewhere (no cap). MedMCQA read
-    128 tokens at B = 128 where its explanation holds about 70 (the training sets' price went on reading)."""
+    alone (:func:`stands_alone`), its best document's tokens (without candidates: inf), but in a corpus whose order
+    says nothing (:func:`unordered`) not for a question whose best document has a candidate neighbour; None
+    elsewhere (no cap). MedMCQA read 128 tokens at B = 128 where its explanation holds about 70 (the training sets'
+    price went on reading). Where the order keeps neighbours (a page's sections a document each) they are other
+    questions' evidence, so every question reads at most its best document."""
     if not stands_alone(shape):
         return None
     doc = np.asarray(shape.doc, dtype=np.float64)
-    return np.where(np.asarray(shape.linked) | (doc <= 0), np.inf, doc)[:, None]
+    linked = np.asarray(shape.linked) & unordered(shape)
+    return np.where(linked | (doc <= 0), np.inf, doc)[:, None]
+
+
+def document_density(pred: np.ndarray, cand_q: np.ndarray, cand_doc: np.ndarray) -> np.ndarray:
+    """The densities [N] the plans' estimated F1 reads where the set's documents stand alone (:func:`stands_alone`):
+    ``pred``, except that each candidate of its question's best document (the best-scored candidate's, ``cand_doc``
+    [N]) takes the question's best prediction. There the document is the evidence, so its sentences are evidence
+    together, as a section's are (:func:`section_density`): under their own predictions a question stopped inside its
+    best document (the page stand-in written a section per document read 54 of its 69-token sections at B = 128,
+    F1 0.544 where the whole best document gives 0.579; docs/results.md, "A page written one section per
+    document"). The ranking stays ``pred``'s."""
+    pred = np.asarray(pred, dtype=np.float64)
+    if not len(pred):
+        return pred
+    cand_q, cand_doc = np.asarray(cand_q, dtype=np.int64), np.asarray(cand_doc, dtype=np.int64)
+    top = group_best_row(pred, cand_q)
+    best_doc = np.full(int(cand_q.max()) + 1, -1, dtype=np.int64)
+    best_doc[cand_q[top]] = cand_doc[top]
+    best = group_max(pred, cand_q)
+    return np.where(cand_doc == best_doc[cand_q], best[cand_q], pred)
 
 
 def whole_documents(cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, tokens: np.ndarray, pred: np.ndarray,

@@ -25,7 +25,8 @@ sets' price reads more), else ``learned`` (``fits``: :func:`mogg.run.budget.sele
 there E is the best candidate's section (its paragraph, and those beside it the question owns), read first and at
 least to the median one, where the set is sections of a page: ``set_shape.page_sections``,
 ``set_shape.section_evidence``, and at most the chain where it is sections of
-sources: ``set_shape.chain_evidence``), and where the
+sources: ``set_shape.chain_evidence``; where the set's documents stand alone, E is the best candidate's document,
+read whole and at most it: ``set_shape.stands_alone``, ``set_shape.document_density``), and where the
 guard kept the envelope, the training sets' best configuration among those reading <= B here. The estimated F1's
 evidence length E is label-free too: ``median`` (the training sets' median evidence tokens), ``predicted`` (per
 question, the evidence tokens its candidates predict: :func:`mogg.run.budget.selector.plans.predicted_evidence`) or
@@ -54,7 +55,14 @@ from mogg.run.budget.selector.adapt import feature_view
 from mogg.run.budget.selector.best_source import ReadRows, read_best_source
 from mogg.run.budget.selector.candidates import feature_names
 from mogg.run.budget.selector.deploy import FORMAT, DeployedSelector, plans_of
-from mogg.run.budget.selector.plans import EVIDENCE, LAMBDA_RULES, document_tokens, evidence_estimate, plan_table
+from mogg.run.budget.selector.plans import (
+    EVIDENCE,
+    LAMBDA_RULES,
+    document_evidence,
+    document_tokens,
+    evidence_estimate,
+    plan_table,
+)
 from mogg.run.budget.selector.scorer import candidate_weights, fit_scorer
 from mogg.run.budget.selector.self_training import self_trained
 from mogg.run.budget.selector.set_shape import (
@@ -68,6 +76,7 @@ from mogg.run.budget.selector.set_shape import (
     chain_first,
     covered_share,
     declared,
+    document_density,
     fits_cap,
     fits_target,
     heading_rows,
@@ -84,6 +93,7 @@ from mogg.run.budget.selector.set_shape import (
     short_first,
     source_chain,
     sources_sections,
+    stands_alone,
     whole_documents,
     whole_set,
 )
@@ -303,6 +313,17 @@ def here_plans(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit
 
 PAGE = "page"  # the key of the plans on sections of a page in read_here's ``plans`` dict (beside each E's)
 SOURCES = "sources"  # ... and (SOURCES, E) those of each E on sections of sources, E bounded by the chain
+ALONE = "alone"  # ... and ALONE those where the set's documents stand alone (alone_plans)
+
+
+def alone_plans(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray,
+                texts, n_questions: int, doc_tokens: np.ndarray, unit_doc: np.ndarray):
+    """:func:`here_plans` where the set's documents stand alone (:func:`~mogg.run.budget.selector.set_shape.stands_alone`):
+    E the best candidate's document (:func:`~mogg.run.budget.selector.plans.document_evidence`), each of its candidates
+    as likely as the best (:func:`~mogg.run.budget.selector.set_shape.document_density`): the document is read whole."""
+    return plans_of(pred, cand_q, unit, tokens, texts, n_questions, int(dep.deploy["settings"]["plans"]),
+                    document_evidence(cand_q, pred, doc_tokens, n_questions),
+                    document_density(pred, cand_q, np.asarray(unit_doc)[unit]))
 
 
 def sources_plans(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit: np.ndarray, tokens: np.ndarray,
@@ -356,13 +377,14 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
     (``evidence=document``, ``rule=fits``); ``rule``: ``here`` (lambda from these questions' tokens), ``learned`` (at
     least the training sets' lambda for B) or ``fits`` (:func:`mogg.run.budget.selector.set_shape.fits_target`: at
     least up to the best candidate's document where these questions' evidence looks like whole short documents, else
-    ``learned``; at most a question's best document where the set's documents stand alone (``fits_cap``); E the best
+    ``learned``; where the set's documents stand alone its best document read whole and at most it (``fits_cap``,
+    :func:`alone_plans`); E the best
     candidate's paragraph (the ladder's ``paras``; without them a share of the best document) where the set is
     sections of a page (``page_sections``), read at least to the median one there, E at most the chain where it is
     sections of sources (``sources_sections``); needs ``unit_doc`` [U], every unit's document);
     ``plans``: what :func:`here_plans` gives for these arguments (or a dict of them per E, :func:`page_plans`'s
     under (:data:`PAGE`, B) on sections of a page (B None without ``paras``), :func:`sources_plans`' under
-    (:data:`SOURCES`, E) on sections of sources), ``docs``: the set's shape
+    (:data:`SOURCES`, E) on sections of sources, :func:`alone_plans`' under :data:`ALONE`), ``docs``: the set's shape
     as :func:`shape_scorer` gives it, ``chain`` [Q]: on sections of sources each question's chain on ``pred``
     (:func:`~mogg.run.budget.selector.set_shape.source_chain`; each computed here from ``pred`` when None)."""
     if rule not in LAMBDA_RULES:
@@ -375,15 +397,18 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
         docs = whole_documents(cand_q, unit, unit_doc, tokens, pred, doc_tokens, n_questions, paras)
     page = docs is not None and page_sections(docs)  # a section of a page: E a share of the page (set_shape.PAGE_SHARE)
     sources = docs is not None and sources_sections(docs)  # sections of sources: E at most the chain
+    alone = docs is not None and not (page or sources) and stands_alone(docs)  # E the best document, read whole
     page_b = None if paras is None else budget  # with the ladder's paragraphs the page's plans follow the budget
     if isinstance(plans, dict):
-        plans = plans.get((PAGE, page_b) if page else (SOURCES, evidence) if sources else evidence)
-    elif page or sources:  # one tuple is one E's plans as here_plans gives them, never the page's or the chain's
+        plans = plans.get((PAGE, page_b) if page else (SOURCES, evidence) if sources else ALONE if alone else evidence)
+    elif page or sources or alone:  # one tuple is one E's plans as here_plans gives them, never these
         plans = None
     if plans is None and page:
         plans = page_plans(dep, pred, cand_q, unit, tokens, texts, n_questions, doc_tokens, paras, page_b)
     elif plans is None and sources:
         plans = sources_plans(dep, pred, cand_q, unit, tokens, texts, n_questions, evidence, doc_tokens, unit_doc)
+    elif plans is None and alone:
+        plans = alone_plans(dep, pred, cand_q, unit, tokens, texts, n_questions, doc_tokens, unit_doc)
     elif plans is None:
         plans = here_plans(dep, pred, cand_q, unit, tokens, texts, n_questions, evidence, doc_tokens)
     ranked, util, plan_tok = plans
@@ -398,10 +423,15 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
     elif chain is None:
         chain = source_chain(cand_q, np.asarray(unit_doc)[unit], pred, doc_tokens, n_questions)
     section = section_evidence(cand_q, pred, paras, n_questions) if page and paras is not None else None
-    applied["lambda"], applied["reads_to"] = lambda_here(rule, util, plan_tok, budget, float(p["lambda"]), docs, chain,
-                                                         section)
     # documents that stand alone: at most the best one; sections of a page: at most the best paragraph (or the median)
     cap = (fits_cap(docs) if section is None else section_cap(docs, section)) if rule == "fits" else None
+    # where the documents stand alone the price is calibrated on the plans within the cap, what the questions read:
+    # past it a plan reads nothing more, so the mean under B would leave the budget unspent (the page stand-in
+    # written a section per document read 54 tokens at B = 64; docs/results.md, "A page written one section per
+    # document")
+    u_lam = np.where(plan_tok > cap, -1e30, util) if alone and cap is not None else util
+    applied["lambda"], applied["reads_to"] = lambda_here(rule, u_lam, plan_tok, budget, float(p["lambda"]), docs, chain,
+                                                         section)
     return decide(util, plan_tok, applied["lambda"], cap).astype(np.int64), ranked, plan_tok, applied
 
 
@@ -495,6 +525,8 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
         plans.update({(SOURCES, e): sources_plans(dep, pred, cq, cu, ctok, texts, n, e, cdoc,
                                                   udoc) for e in EVIDENCE})
         chain = source_chain(cq, udoc[cu], pred, cdoc, n)
+    if docs is not None and not (page_sections(docs) or sources_sections(docs)) and stands_alone(docs):
+        plans[ALONE] = alone_plans(dep, pred, cq, cu, ctok, texts, n, cdoc, udoc)
 
     truths = {}  # the plans' true F1 and tokens, once per ranking (every E shares one; the page's follows B)
 
