@@ -66,6 +66,7 @@ from mogg.run.budget.selector.plans import (
 from mogg.run.budget.selector.scorer import candidate_weights, fit_scorer
 from mogg.run.budget.selector.self_training import self_trained
 from mogg.run.budget.selector.set_shape import (
+    OWN_SHARE,
     PAGE_COVER,
     PARAGRAPH_COVER,
     Paragraphs,
@@ -83,6 +84,7 @@ from mogg.run.budget.selector.set_shape import (
     headings_last,
     linked_share,
     owned_first,
+    owned_share,
     page_evidence,
     page_order,
     page_sections,
@@ -261,6 +263,10 @@ def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np
     if whole is not None and whole_set(docs):
         log.info("%.0f%% of the questions' best blocks cover their document (whole short documents): the "
                  "whole-document scorer (%s)", 100 * share, whole.deploy["features_view"])
+        if stands_alone(docs):  # the fits rows and mogg-route --calibrate-here read it so (read_here)
+            log.info("%.0f%% of the questions own several close documents (under %.0f%%): the documents stand alone, "
+                     "each question reads its best document whole and at most it", 100 * owned_share(docs),
+                     100 * OWN_SHARE)
         xw = x_of(whole.deploy["features_view"])
         cand_doc = np.asarray(unit_doc)[unit]
         pred = self_trained(whole, kind, xw, whole.booster.predict(xw), cand_q, n_questions, cand_doc)
