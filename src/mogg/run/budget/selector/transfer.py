@@ -92,6 +92,7 @@ from mogg.run.budget.selector.set_shape import (
     section_cap,
     section_density,
     section_evidence,
+    sections_share,
     short_first,
     source_chain,
     sources_sections,
@@ -255,7 +256,8 @@ def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np
         return dep, pred, docs
     share = covered_share(docs.doc, docs.covered)
     log.info("%.0f%% of the questions' best documents have a candidate neighbour in corpus order (a shuffled corpus: "
-             "%.0f%%)", 100 * linked_share(docs), 100 * (docs.chance or 0.0))
+             "%.0f%%); %.0f%% of those with several close documents have one beside the best; %.0f%% own several",
+             100 * linked_share(docs), 100 * (docs.chance or 0.0), 100 * sections_share(docs), 100 * owned_share(docs))
     if docs.declared != AUTO:  # the user's word for it, not the candidates'
         log.info("the evidence unit declared: %s (frontier.routers.selector.transfer_unit or mogg-route "
                  "--evidence-unit); from the candidates alone the set reads as %s", docs.declared,
