@@ -503,6 +503,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         page_order,
         page_sections,
         paragraph_cover,
+        reads_whole_document,
         section_cap,
         section_density,
         section_evidence,
@@ -703,7 +704,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             _evidence(sh, pred, e_rule, median), sh.q, sh.unit_doc[sh.unit], pred, sh.doc_tokens, sh.n))
     elif rule == "fits-unbounded":  # measured: the deployed reading before E was bounded by the chain there
         rule = "fits"
-    if doc_whole and rule == "fits" and not (page_sections(docs) or sources_sections(docs)) and stands_alone(docs):
+    if doc_whole and rule == "fits" and reads_whole_document(docs):
         # deployed: E the best document, its candidates as likely as its best (transfer.alone_plans)
         ranked, util, pt, tf, tt, rp = plans((*key, "alone"), document_evidence(sh.q, pred, sh.doc_tokens, sh.n),
                                              document_density(pred, sh.q, sh.unit_doc[sh.unit]))

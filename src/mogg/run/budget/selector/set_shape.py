@@ -394,9 +394,8 @@ def document_density(pred: np.ndarray, cand_q: np.ndarray, cand_doc: np.ndarray)
     ``pred``, except that each candidate of its question's best document (the best-scored candidate's, ``cand_doc``
     [N]) takes the question's best prediction. There the document is the evidence, so its sentences are evidence
     together, as a section's are (:func:`section_density`): under their own predictions a question stopped inside its
-    best document (the page stand-in written a section per document read 54 of its 69-token sections at B = 128,
-    F1 0.544 where the whole best document gives 0.579; docs/results.md, "A page written one section per
-    document"). The ranking stays ``pred``'s."""
+    best document (the page stand-in written a section per document read 65 tokens for F1 0.544 at B = 128, read
+    whole 74 for 0.571; docs/results.md, "A page written one section per document"). The ranking stays ``pred``'s."""
     pred = np.asarray(pred, dtype=np.float64)
     if not len(pred):
         return pred
@@ -404,8 +403,21 @@ def document_density(pred: np.ndarray, cand_q: np.ndarray, cand_doc: np.ndarray)
     top = group_best_row(pred, cand_q)
     best_doc = np.full(int(cand_q.max()) + 1, -1, dtype=np.int64)
     best_doc[cand_q[top]] = cand_doc[top]
-    best = group_max(pred, cand_q)
-    return np.where(cand_doc == best_doc[cand_q], best[cand_q], pred)
+    return _as_likely_as_best(pred, cand_q, cand_doc == best_doc[cand_q])
+
+
+def _as_likely_as_best(pred: np.ndarray, cand_q: np.ndarray, inside: np.ndarray) -> np.ndarray:
+    """``pred`` [N] with each ``inside`` row [N] (bool) at its question's best prediction: the densities
+    :func:`section_density` and :func:`document_density` read, where a unit of candidates is evidence as a whole."""
+    best = group_max(pred, np.asarray(cand_q, dtype=np.int64))
+    return np.where(inside, best[np.asarray(cand_q, dtype=np.int64)], pred)
+
+
+def reads_whole_document(shape: SetShape) -> bool:
+    """Whether each question reads its best document whole (:func:`document_density`, the ``fits`` price within
+    :func:`fits_cap`): the set's documents stand alone (:func:`stands_alone`) and it is neither sections of a page
+    nor sections of sources, whose own readings decide there."""
+    return stands_alone(shape) and not (page_sections(shape) or sources_sections(shape))
 
 
 def whole_documents(cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, tokens: np.ndarray, pred: np.ndarray,
@@ -700,9 +712,7 @@ def section_density(pred: np.ndarray, cand_q: np.ndarray, paras: Paragraphs, rat
     pred = np.asarray(pred, dtype=np.float64)
     if not len(pred):
         return pred
-    inside = section_rows(pred, cand_q, paras, 1, ratio, owned)
-    best = group_max(pred, np.asarray(cand_q, dtype=np.int64))
-    return np.where(inside, best[np.asarray(cand_q, dtype=np.int64)], pred)
+    return _as_likely_as_best(pred, cand_q, section_rows(pred, cand_q, paras, 1, ratio, owned))
 
 
 def short_first(pred: np.ndarray, cand_q: np.ndarray, tokens: np.ndarray, paras: Paragraphs, section: np.ndarray,

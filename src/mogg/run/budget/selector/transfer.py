@@ -89,6 +89,7 @@ from mogg.run.budget.selector.set_shape import (
     page_order,
     page_sections,
     paragraph_cover,
+    reads_whole_document,
     section_cap,
     section_density,
     section_evidence,
@@ -96,7 +97,6 @@ from mogg.run.budget.selector.set_shape import (
     short_first,
     source_chain,
     sources_sections,
-    stands_alone,
     whole_documents,
     whole_set,
 )
@@ -265,7 +265,7 @@ def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np
     if whole is not None and whole_set(docs):
         log.info("%.0f%% of the questions' best blocks cover their document (whole short documents): the "
                  "whole-document scorer (%s)", 100 * share, whole.deploy["features_view"])
-        if stands_alone(docs):  # the fits rows and mogg-route --calibrate-here read it so (read_here)
+        if reads_whole_document(docs):  # the fits rows and mogg-route --calibrate-here read it so (read_here)
             log.info("%.0f%% of the questions own several close documents (under %.0f%%): the documents stand alone, "
                      "each question reads its best document whole and at most it", 100 * owned_share(docs),
                      100 * OWN_SHARE)
@@ -405,7 +405,7 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
         docs = whole_documents(cand_q, unit, unit_doc, tokens, pred, doc_tokens, n_questions, paras)
     page = docs is not None and page_sections(docs)  # a section of a page: E a share of the page (set_shape.PAGE_SHARE)
     sources = docs is not None and sources_sections(docs)  # sections of sources: E at most the chain
-    alone = docs is not None and not (page or sources) and stands_alone(docs)  # E the best document, read whole
+    alone = docs is not None and reads_whole_document(docs)  # E the best document, read whole
     page_b = None if paras is None else budget  # with the ladder's paragraphs the page's plans follow the budget
     if isinstance(plans, dict):
         plans = plans.get((PAGE, page_b) if page else (SOURCES, evidence) if sources else ALONE if alone else evidence)
@@ -533,7 +533,7 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
         plans.update({(SOURCES, e): sources_plans(dep, pred, cq, cu, ctok, texts, n, e, cdoc,
                                                   udoc) for e in EVIDENCE})
         chain = source_chain(cq, udoc[cu], pred, cdoc, n)
-    if docs is not None and not (page_sections(docs) or sources_sections(docs)) and stands_alone(docs):
+    if docs is not None and reads_whole_document(docs):
         plans[ALONE] = alone_plans(dep, pred, cq, cu, ctok, texts, n, cdoc, udoc)
 
     truths = {}  # the plans' true F1 and tokens, once per ranking (every E shares one; the page's follows B)
