@@ -501,6 +501,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         owned_share,
         page_evidence,
         page_order,
+        page_parts,
         page_sections,
         paragraph_cover,
         reads_whole_document,
@@ -509,11 +510,13 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         section_evidence,
         section_rows,
         sections_share,
+        shared_share,
         short_first,
         source_chain,
         sources_sections,
         stands_alone,
         whole_documents,
+        whole_set,
         whole_shape,
     )
     from mogg.run.budget.selector.transfer import lambda_here, set_weights
@@ -533,7 +536,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         selftrain, _, chain = selftrain.partition("+chain")
     if isinstance(view, tuple):  # two scorers: the second where the held-out shape looks like whole documents
         near = run_one(shapes, target, seed, (view[0], *adaptation[1:]), kind, splits)
-        if not whole_shape(near["docs"].doc, near["docs"].covered):
+        if not whole_set(near["docs"]):
             return near
         whole = (view[1], shift, {"alone": "alone", "mix": "mix", "near+docs": "docs", "near2+docs": "docs", "near+group": "group",
                                                "near2+docs+agree": "docs+agree", "near2+docs+columns": "docs+columns"}.get(
@@ -697,7 +700,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         logging.getLogger("transfer_adaptations").info("%s seed %d: the best blocks cover %.3f of their document "
                                                         "and %.3f of their paragraph (median); whole documents %s; "
                                                         "sections of a page %s", target, seed, block_cover(docs),
-                                                        paragraph_cover(docs), whole_shape(docs.doc, docs.covered),
+                                                        paragraph_cover(docs), whole_set(docs),
                                                         page_sections(docs))
     if rule == "fits" and sources_sections(docs):  # the deployed reading: E at most the chain (transfer.sources_plans)
         ranked, util, pt, tf, tt, rp = plans((*key, "sources"), chain_evidence(
@@ -799,9 +802,9 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
     if rule.startswith(("fits-alone", "fits-floor")) or rule == "fits":
         logging.getLogger("transfer_adaptations").info(
             "%s seed %d: best documents with a candidate neighbour %.2f (a shuffled corpus %.2f), sections share %.2f, "
-            "owning several %.2f, whole documents %s, standing alone %s", target, seed, linked_share(docs),
-            docs.chance or 0.0, sections_share(docs), owned_share(docs), whole_shape(docs.doc, docs.covered),
-            stands_alone(docs))
+            "owning several %.2f, sharing the best document %.2f, whole documents %s (parts of pages %s), standing "
+            "alone %s", target, seed, linked_share(docs), docs.chance or 0.0, sections_share(docs), owned_share(docs),
+            shared_share(docs), whole_set(docs), page_parts(docs), stands_alone(docs))
     close = None
     if rule.startswith(("fits-close", "fits-adjacent", "fits-sections")):  # measured on the refit's predictions
         r, _, g = rule.partition(":")[2].partition(":")  # <rule>[:<ratio>[:<gap>]]

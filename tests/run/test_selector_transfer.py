@@ -321,6 +321,72 @@ def test_a_page_written_a_section_per_document_stands_alone():
     assert not stands_alone(page._replace(owns=np.full(n_q, 2)))
 
 
+def test_a_headed_section_per_document_reads_as_parts_of_pages():
+    """set_shape.page_parts: a page's sections written one a document, each over two paragraphs (a heading line and
+    the section in halves). The best blocks cover one paragraph of the two, so the set is not whole documents by its
+    blocks, and read as a page of one question each question read its best paragraph alone: half its section (the
+    long sections under headings so written stopped at 88 tokens where the envelope reads 143; docs/results.md, "A
+    headed section per document: the parts of a page"). But the best documents hold two paragraphs, sit beside their
+    page's other parts far above chance, and those are other questions' evidence: parts of pages, read whole. An
+    abstract page (four paragraphs, nothing beside it beyond chance) stays a page, its best paragraph its section."""
+    from mogg.run.budget.selector.set_shape import (
+        SetShape,
+        page_parts,
+        page_sections,
+        reads_whole_document,
+        stands_alone,
+        whole_set,
+    )
+
+    n_q = 40
+    doc = np.full(n_q, 140.0)
+    linked = np.arange(n_q) % 3 == 0  # a third: far above the chance of 0.06 (an ordered corpus)
+    parts = SetShape(doc, np.zeros(n_q, bool), doc + 50, doc, linked, 0.06, np.full(n_q, 70.0), doc,
+                     np.ones(n_q, dtype=np.int64), np.full(n_q, 70.0), np.full(n_q, 2.0), np.arange(n_q) % 3 == 0)
+    assert page_parts(parts) and whole_set(parts) and not page_sections(parts)
+    assert stands_alone(parts) and reads_whole_document(parts)
+    # an abstract page: four paragraphs, its question's section one of them
+    assert not page_parts(parts._replace(parts=np.full(n_q, 4.0))) and page_sections(parts._replace(parts=np.full(n_q, 4.0)))
+    # ... or two, in an order that keeps nothing beside it beyond chance
+    assert not page_parts(parts._replace(chance=0.3)) and page_sections(parts._replace(chance=0.3))
+    # the close documents beside the best (a source's sections), or most questions owning several: not one a question
+    assert not page_parts(parts._replace(chain=doc + 50))
+    assert not page_parts(parts._replace(owns=np.full(n_q, 2)))
+    # ... or a page of two sections that two questions ask: their best document is one page, not one's section
+    assert not page_parts(parts._replace(shared=np.arange(n_q) % 4 != 0))
+    # paragraphs not read (a ladder without them), or a declared unit: as before
+    assert not page_parts(parts._replace(parts=None))
+    assert not whole_set(parts._replace(declared="section")) and page_sections(parts._replace(declared="section"))
+
+
+def test_parts_and_shared_best_documents_against_a_loop():
+    """set_shape.whole_documents with the ladder's paragraphs: ``parts``, the paragraphs of each question's best
+    candidate's document, and ``shared``, whether that document is another question's best too (what page_parts
+    reads), against a loop over the questions."""
+    from mogg.run.budget.selector.set_shape import candidate_paragraphs, shared_share, whole_documents
+
+    rng = np.random.default_rng(7)
+    n_docs, per, n_q = 10, 6, 25
+    unit_doc = np.repeat(np.arange(n_docs), per)
+    unit_tokens = rng.integers(5, 40, n_docs * per).astype(float)
+    rows = [(qi, u) for qi in range(n_q) for u in rng.choice(n_docs * per, 5, replace=False)]
+    q, u = (np.array(x) for x in zip(*rows))
+    pred = rng.random(len(q)).round(2)
+    starts = np.flatnonzero((np.arange(n_docs * per) % per == 3) & (unit_doc % 3 > 0))  # a third of the pages: one
+    paras = candidate_paragraphs(starts, unit_tokens, u, unit_doc)
+    doc_tokens = np.bincount(unit_doc, weights=unit_tokens)[unit_doc[u]]
+    shape = whole_documents(q, u, unit_doc, unit_tokens[u], pred, doc_tokens, n_q + 1, paras)  # the last: none
+    best = {}
+    for qi in range(n_q):
+        r = np.flatnonzero(q == qi)
+        best[qi] = unit_doc[u[r[np.argmax(pred[r])]]]  # the first of equal scores
+    want_parts = [1.0 if best[qi] % 3 == 0 else 2.0 for qi in range(n_q)] + [0.0]
+    np.testing.assert_array_equal(shape.parts, want_parts)
+    counts = np.bincount(list(best.values()), minlength=n_docs)
+    np.testing.assert_array_equal(shape.shared, [counts[best[qi]] >= 2 for qi in range(n_q)] + [False])
+    assert shared_share(shape) == pytest.approx(np.mean([counts[best[qi]] >= 2 for qi in range(n_q)]))
+
+
 def test_document_density_against_a_loop():
     """set_shape.document_density: each candidate of its question's best-scored candidate's document takes that
     question's best prediction; every other candidate keeps its own (a loop over the questions)."""

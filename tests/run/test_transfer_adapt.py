@@ -185,9 +185,9 @@ def test_whole_documents_and_the_fits_target_against_a_loop():
     doc_tokens = np.bincount(unit_doc, weights=unit_tokens)[unit_doc[u]]
     pred = rng.random(len(q)).round(2)
     shape = whole_documents(q, u, unit_doc, tokens, pred, doc_tokens, 31)  # question 30: no candidates
-    doc, covered, close, chain, linked, _, block_of, owned, owns, paragraph, declared = shape
+    doc, covered, close, chain, linked, _, block_of, owned, owns, paragraph, parts, shared, declared = shape
     assert declared == "auto"  # the candidates decide (set_shape.declared)
-    assert paragraph is None  # no paragraphs read (set_shape.paragraph_cover)
+    assert paragraph is None and parts is None and shared is None  # no paragraphs read (paragraph_cover, page_parts)
     # owned: the tokens owned at CLOSE_RATIO (the floor's reach); owns: the documents owned at OWN_RATIO (the decision)
     np.testing.assert_array_equal(owned, owned_reach(q, unit_doc[u], pred, doc_tokens, 31, CLOSE_RATIO)[0])
     np.testing.assert_array_equal(owns, owned_reach(q, unit_doc[u], pred, doc_tokens, 31, OWN_RATIO)[1])
@@ -1011,7 +1011,9 @@ def test_a_block_covering_a_page_of_paragraphs_is_not_a_whole_document():
     assert bare.covered.all() and whole_shape(bare.doc, bare.covered)  # read as whole short documents before
     shape = whole_documents(q, u, unit_doc, tokens, pred, doc_tokens, n_docs, paras)
     assert not shape.covered.any() and not whole_shape(shape.doc, shape.covered) and page_sections(shape)
-    for a, b in zip(shape._replace(paragraph=None)[2:], bare[2:]):  # the rest of the shape is the same
+    assert shape.parts.tolist() == [4] * n_docs and bare.parts is None  # the best document's paragraphs (page_parts)
+    assert not shape.shared.any()  # each page one question's best
+    for a, b in zip(shape._replace(paragraph=None, parts=None, shared=None)[2:], bare[2:]):  # the rest is the same
         assert (a is None and b is None) or np.array_equal(a, b)
     # half the pages of one paragraph (no start inside them): those keep their cover, the set's majority decides
     one = starts[unit_doc[starts] % 2 == 0]

@@ -23,6 +23,9 @@ whole short documents, and how far the ``fits`` price of a token (``transfer_lam
   the best documents have no more candidate neighbours in corpus order than a shuffled corpus gives them (a whole
   explanation, a whole abstract) or their close documents seldom neighbour them (a page's sections a document
   each), each question reads its best document whole, and at most it.
+* :func:`page_parts`: documents of a few paragraphs that are one question's each and sit beside their page's other
+  parts in corpus order (a page's sections written one a document, each over two paragraphs) are whole short
+  documents too, read so.
 * :func:`owned_sections`, :func:`owned_first`: where the corpus order shows nothing but the questions own several
   close documents (:func:`owned_reach`: no other question predicts them higher; a source's sections written in
   another order, with ids that name no source), each question reads the documents it owns first, and at least
@@ -64,7 +67,7 @@ import numpy as np
 from mogg.core.segments import group_best_row, group_max, pair_groups, range_indices, range_sums
 from mogg.core.text import is_list_item, is_question_line
 from mogg.run.budget.selector.adapt import block_evidence, document_best, rank_within, reorder
-from mogg.run.budget.selector.cohesion import PageLinks, cohesive_links
+from mogg.run.budget.selector.cohesion import COHESION_MIN_PARAGRAPHS, PageLinks, cohesive_links
 from mogg.run.budget.selector.plans import document_evidence
 from mogg.run.budget.selector.units import AUTO, UNITS
 
@@ -132,6 +135,11 @@ SECTION_RATIO: float | None = 0.0
 # quarter, between them, fixed before the shuffled files were read (docs/results.md, "Ids that name nothing")
 OWN_RATIO = 0.5
 OWN_SHARE = 0.25
+# a set's documents are parts of pages, one question's section each (page_parts), only where fewer than this share of
+# its questions have a best document that is another question's best too: a majority, as SECTIONS_SHARE. A quarter
+# (OWN_SHARE) was read first, and the headed sections written one a document share 38% under the first scorer (its
+# wrong documents; their gold documents 2%), where a page of two sections that two questions ask shares most
+SHARED_SHARE = 0.5
 CHANCE_DRAWS = 4  # shuffled corpora averaged for the chance share (the candidates' documents at random places)
 
 
@@ -146,7 +154,9 @@ class SetShape(NamedTuple):
     ``owned`` the tokens of the close documents the question owns (:func:`owned_reach` at :data:`CLOSE_RATIO`, what
     :func:`fits_target` reads there) and ``owns`` the number it owns at :data:`OWN_RATIO` (what
     :func:`owned_sections` decides by); ``paragraph`` the tokens of the best candidate's paragraph (without the
-    ladder's paragraphs None: :func:`paragraph_cover`; the six None where not computed); ``declared`` the evidence
+    ladder's paragraphs None: :func:`paragraph_cover`), ``parts`` the paragraphs of its best candidate's document and
+    ``shared`` whether that document is another question's best too (:func:`page_parts`; the eight None where not
+    computed); ``declared`` the evidence
     unit a user declared for the set (:data:`~mogg.run.budget.selector.units.UNITS`; ``auto``: the decisions read the
     arrays; :func:`declared`)."""
 
@@ -160,6 +170,8 @@ class SetShape(NamedTuple):
     owned: np.ndarray | None = None
     owns: np.ndarray | None = None
     paragraph: np.ndarray | None = None
+    parts: np.ndarray | None = None
+    shared: np.ndarray | None = None
     declared: str = AUTO
 
 
@@ -176,10 +188,39 @@ def declared(shape: SetShape, unit: str | None) -> SetShape:
 
 
 def whole_set(shape: SetShape) -> bool:
-    """Whether the set reads as whole short documents: :func:`whole_shape` on its arrays, or as declared."""
+    """Whether the set reads as whole short documents: :func:`whole_shape` on its arrays, or its documents are parts
+    of pages (:func:`page_parts`), or as declared."""
     if shape.declared != AUTO:
         return shape.declared == "document"
-    return whole_shape(shape.doc, shape.covered)
+    return whole_shape(shape.doc, shape.covered) or page_parts(shape)
+
+
+def page_parts(shape: SetShape) -> bool:
+    """Whether a set's documents are the parts of pages, a section a document, each over a few paragraphs: not whole
+    short documents by their blocks (:func:`whole_shape`), but
+    (1) the best documents hold fewer than :data:`~mogg.run.budget.selector.cohesion.COHESION_MIN_PARAGRAPHS`
+    paragraphs at the median;
+    (2) fewer than :data:`SHARED_SHARE` of the questions share their best document with another question;
+    (3) the corpus order keeps each best document beside candidate documents beyond chance (the share above a shuffled
+    corpus's by :data:`ALONE_EXCESS` or more: its page's other parts, in order);
+    (4) those documents are seldom close to the best one (:func:`sections_share` < :data:`SECTIONS_SHARE`) and fewer
+    than :data:`OWN_SHARE` of the questions own several documents: the neighbours are other questions' evidence.
+    Such a document is one question's section, read whole as a section of a page written one section per document is
+    (:func:`stands_alone`). Read as a page of one question, its best paragraph alone was half the section: a document
+    of two paragraphs has no page median for its paragraphs' shared words to stand out from
+    (:mod:`~mogg.run.budget.selector.cohesion`). A whole page of one question (an abstract: its background, methods,
+    results and conclusion, one question asking for one of them) holds more paragraphs, and its corpus order keeps
+    nothing beside it beyond chance, so it stays a page (docs/results.md, "A headed section per document: the parts
+    of a page")."""
+    if shape.parts is None or shape.shared is None or shape.linked is None or shape.chance is None:
+        return False
+    has = np.asarray(shape.doc) > 0
+    if not has.any() or whole_shape(shape.doc, shape.covered):
+        return False
+    return bool(np.median(np.asarray(shape.parts)[has]) < COHESION_MIN_PARAGRAPHS
+                and shared_share(shape) < SHARED_SHARE
+                and linked_share(shape) - shape.chance >= ALONE_EXCESS
+                and sections_share(shape) < SECTIONS_SHARE and owned_share(shape) < OWN_SHARE)
 
 
 def _close_pairs(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, n_questions: int, ratio: float,
@@ -291,6 +332,13 @@ def owned_share(shape: SetShape) -> float:
     none has candidates or it was not computed)."""
     has = np.asarray(shape.doc) > 0
     return float((np.asarray(shape.owns)[has] >= 2).mean()) if shape.owns is not None and has.any() else 0.0
+
+
+def shared_share(shape: SetShape) -> float:
+    """The share of the questions with candidates whose best document is another question's best too
+    (``shape.shared``; 0 where none has candidates or it was not computed)."""
+    has = np.asarray(shape.doc) > 0
+    return float(np.asarray(shape.shared)[has].mean()) if shape.shared is not None and has.any() else 0.0
 
 
 def unordered(shape: SetShape) -> bool:
@@ -438,18 +486,27 @@ def whole_documents(cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, 
     doc = document_evidence(cand_q, pred, doc_tokens, n_questions)
     block = block_evidence(cand_q, unit, unit_doc, tokens, pred, n_questions)
     covered = (doc > 0) & (block >= FITS_COVER * doc)
-    paragraph = None
+    paragraph = parts = None
     if paras is not None and len(cand_q):
-        covered &= document_evidence(cand_q, pred, paras.in_doc.astype(np.float64), n_questions) < 2
+        parts = document_evidence(cand_q, pred, paras.in_doc.astype(np.float64), n_questions)
+        covered &= parts < 2
         paragraph = document_evidence(cand_q, pred, np.asarray(paras.tokens, dtype=np.float64), n_questions)
         if paras.listed is not None:  # a list's items answer together: the block around a best item is its list
             block = np.maximum(block, document_evidence(cand_q, pred, paras.listed, n_questions))
     unit_doc = np.asarray(unit_doc)
     cand_doc = unit_doc[unit]
+    shared = None
+    if parts is not None:  # whether each question's best document is another question's best too (page_parts)
+        best = np.full(n_questions, -1, dtype=np.int64)
+        top = group_best_row(pred, cand_q)
+        best[np.asarray(cand_q)[top]] = cand_doc[top]
+        uniq, counts = np.unique(best[best >= 0], return_counts=True)
+        shared = np.zeros(n_questions, dtype=bool)
+        shared[best >= 0] = counts[np.searchsorted(uniq, best[best >= 0])] >= 2
     return SetShape(doc, covered, *close_reach(cand_q, cand_doc, pred, doc_tokens, n_questions),
                     linked_rows(cand_q, cand_doc, pred, n_questions),
                     chance_linked(cand_q, cand_doc, pred, n_questions, int(unit_doc.max()) + 1 if len(unit_doc) else 0),
-                    block, *_owned_shape(cand_q, cand_doc, pred, doc_tokens, n_questions), paragraph)
+                    block, *_owned_shape(cand_q, cand_doc, pred, doc_tokens, n_questions), paragraph, parts, shared)
 
 
 def _owned_shape(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, doc_tokens: np.ndarray,
@@ -495,7 +552,7 @@ def page_sections(shape: SetShape) -> bool:
     decides instead."""
     if shape.declared != AUTO:
         return shape.declared == "section"
-    if shape.block is None or whole_shape(shape.doc, shape.covered):
+    if shape.block is None or whole_set(shape):
         return False
     return block_cover(shape) >= PAGE_COVER or paragraph_cover(shape) >= PARAGRAPH_COVER
 

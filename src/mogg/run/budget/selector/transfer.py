@@ -87,6 +87,7 @@ from mogg.run.budget.selector.set_shape import (
     owned_share,
     page_evidence,
     page_order,
+    page_parts,
     page_sections,
     paragraph_cover,
     reads_whole_document,
@@ -94,6 +95,7 @@ from mogg.run.budget.selector.set_shape import (
     section_density,
     section_evidence,
     sections_share,
+    shared_share,
     short_first,
     source_chain,
     sources_sections,
@@ -256,15 +258,22 @@ def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np
         return dep, pred, docs
     share = covered_share(docs.doc, docs.covered)
     log.info("%.0f%% of the questions' best documents have a candidate neighbour in corpus order (a shuffled corpus: "
-             "%.0f%%); %.0f%% of those with several close documents have one beside the best; %.0f%% own several",
-             100 * linked_share(docs), 100 * (docs.chance or 0.0), 100 * sections_share(docs), 100 * owned_share(docs))
+             "%.0f%%); %.0f%% of those with several close documents have one beside the best; %.0f%% own several; "
+             "%.0f%% share their best document with another question", 100 * linked_share(docs),
+             100 * (docs.chance or 0.0), 100 * sections_share(docs), 100 * owned_share(docs), 100 * shared_share(docs))
     if docs.declared != AUTO:  # the user's word for it, not the candidates'
         log.info("the evidence unit declared: %s (frontier.routers.selector.transfer_unit or mogg-route "
                  "--evidence-unit); from the candidates alone the set reads as %s", docs.declared,
                  _decided(docs._replace(declared=AUTO)))
     if whole is not None and whole_set(docs):
-        log.info("%.0f%% of the questions' best blocks cover their document (whole short documents): the "
-                 "whole-document scorer (%s)", 100 * share, whole.deploy["features_view"])
+        if docs.declared == AUTO and page_parts(docs):
+            log.info("%.0f%% of the questions' best blocks cover their document, but the best documents hold %.0f "
+                     "paragraphs at the median and sit beside their pages' other parts (parts of pages, a section a "
+                     "document): the whole-document scorer (%s)", 100 * share,
+                     float(np.median(np.asarray(docs.parts)[np.asarray(docs.doc) > 0])), whole.deploy["features_view"])
+        else:
+            log.info("%.0f%% of the questions' best blocks cover their document (whole short documents): the "
+                     "whole-document scorer (%s)", 100 * share, whole.deploy["features_view"])
         if reads_whole_document(docs):  # the fits rows and mogg-route --calibrate-here read it so (read_here)
             log.info("%.0f%% of the questions own several close documents (under %.0f%%): the documents stand alone, "
                      "each question reads its best document whole and at most it", 100 * owned_share(docs),
