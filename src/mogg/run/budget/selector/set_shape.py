@@ -497,12 +497,10 @@ def whole_documents(cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, 
     cand_doc = unit_doc[unit]
     shared = None
     if parts is not None:  # whether each question's best document is another question's best too (page_parts)
-        best = np.full(n_questions, -1, dtype=np.int64)
-        top = group_best_row(pred, cand_q)
-        best[np.asarray(cand_q)[top]] = cand_doc[top]
-        uniq, counts = np.unique(best[best >= 0], return_counts=True)
+        top = group_best_row(pred, cand_q)  # each question's best row: its best document cand_doc[top]
+        _, inv, counts = np.unique(cand_doc[top], return_inverse=True, return_counts=True)
         shared = np.zeros(n_questions, dtype=bool)
-        shared[best >= 0] = counts[np.searchsorted(uniq, best[best >= 0])] >= 2
+        shared[np.asarray(cand_q)[top]] = counts[inv.ravel()] >= 2
     return SetShape(doc, covered, *close_reach(cand_q, cand_doc, pred, doc_tokens, n_questions),
                     linked_rows(cand_q, cand_doc, pred, n_questions),
                     chance_linked(cand_q, cand_doc, pred, n_questions, int(unit_doc.max()) + 1 if len(unit_doc) else 0),
