@@ -455,7 +455,7 @@ def test_the_install_runs_once_in_the_clone_and_every_cold_tree_finds_its_venv(t
     newcomer = _newcomer()
     steps = newcomer.plan(False)
     assert steps[0][0] == newcomer.INSTALL and steps[0][1].startswith("python3 -m venv .venv")
-    assert steps[0][1].rstrip().endswith("pip install -e '.[dev]'") and "mogg-prepare" not in steps[0][1]
+    assert steps[0][1].rstrip().endswith("pip install -e '.[dev]' -c constraints.txt") and "mogg-prepare" not in steps[0][1]
     assert steps[1] == ("README command 1", newcomer.plan(True)[0][1]) and steps[1][1].startswith("mogg-prepare")
     clone = tmp_path / "clone"
     clone.mkdir()
