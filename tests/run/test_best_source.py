@@ -102,6 +102,16 @@ def test_no_source_is_read_where_the_ids_name_none_or_the_set_is_a_page(monkeypa
     assert not reads_sources(c.pred, c.q, c.unit, unit_doc, corpus_sources(alone, source_positions(alone)), None)
 
 
+class _Lookup:
+    """``positions[ids]`` read from a dict: the few documents asked, as a corpus's Sources answers them."""
+
+    def __init__(self, of: dict):
+        self.of = of
+
+    def __getitem__(self, d):
+        return np.array([self.of[int(x)] for x in np.asarray(d).ravel()])
+
+
 def test_shared_sources_and_owned_bests_against_loops():
     rng = np.random.default_rng(5)
     for _ in range(20):
@@ -133,6 +143,13 @@ def test_shared_sources_and_owned_bests_against_loops():
                             and blo[i] <= positions[d] < bhi[i]))
         got = close_owned(q, doc, pred, best, owned_b, positions, blo, bhi)
         assert got.tolist() == want
+        # the same documents under the ids of a corpus of ten billion: the same count, and no array sized by the ids
+        # (one would need 80 GB: the cost follows the candidates, not the corpus)
+        big = np.array([0, 10**10 - 1] + list(range(2, 12)))
+        ids = big[doc]
+        pos_of = dict(zip(big.tolist(), positions.tolist()))
+
+        assert close_owned(q, ids, pred, best, owned_b, _Lookup(pos_of), blo, bhi).tolist() == want
 
 
 def test_sources_of_several_questions_evidence_are_not_read_whole():

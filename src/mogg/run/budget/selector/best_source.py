@@ -108,11 +108,15 @@ def close_owned(cand_q: np.ndarray, cand_doc: np.ndarray, pred: np.ndarray, best
     qs = cand_q[best]
     slot = np.full(int(cand_q.max()) + 1, -1, dtype=np.int64)
     slot[qs] = np.arange(len(qs))
-    other = np.full(int(cand_doc.max()) + 1, -1, dtype=np.int64)  # each owned best document: its question
-    other[cand_doc[best][owned]] = qs[owned]
+    # the candidates' documents numbered densely: the arrays follow the candidates, not the corpus's document ids
+    docs, dense = np.unique(cand_doc, return_inverse=True)
+    dense = dense.ravel()
+    other = np.full(len(docs), -1, dtype=np.int64)  # each owned best document: its question
+    other[dense[best][owned]] = qs[owned]
+    owner = other[dense]
     row = slot[cand_q]  # each candidate's question's slot
     at = positions[cand_doc]
-    hit = ((other[cand_doc] >= 0) & (other[cand_doc] != cand_q) & (pred >= CLOSE_RATIO * pred[best][row])
+    hit = ((owner >= 0) & (owner != cand_q) & (pred >= CLOSE_RATIO * pred[best][row])
            & (at >= lo[row]) & (at < hi[row]))
     pair = pair_groups(cand_q[hit], cand_doc[hit])  # a document counted once per question
     first = np.unique(pair, return_index=True)[1] if len(pair) else np.zeros(0, dtype=np.int64)
