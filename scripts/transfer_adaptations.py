@@ -411,11 +411,11 @@ def load_shapes(overrides: list[str], train_also: tuple[str, ...] = ()) -> tuple
             fs, ctx = frontier_settings(cfg), run_context(cfg)
             kind = next(k for k in fs.routers if k.slot == "selector")
             prep = next(iter(prepare_all(cfg).values()))
-            lf, d = ladder_frontier(prep, fs), reading_data(ctx, prep, kind)
+            lf, d = ladder_frontier(prep, fs), reading_data(ctx, prep, kind, page=kind.transfer_page_words)
             paragraphs = prep.ladder.doc_paragraphs()  # each document's, stored with the ladder (E "para")
             paras = candidate_paragraphs(prep.ladder.paragraph_starts(), d.unit_tokens, d.cand.unit, prep.ladder.units.doc,
                                          prep.ladder.units.text)
-            out[s] = Shape(d.x, feature_names(prep.ladder.level_names, kind.context), d.density, d.cand.q,
+            out[s] = Shape(d.x, feature_names(prep.ladder.level_names, kind.context, kind.transfer_page_words), d.density, d.cand.q,
                            d.cand.unit, d.tokens, d.doc_tokens, prep.ladder.source_unit_docs(), d.evidence_len,
                            prep.ladder.units.text, [it.evidence_text for it in prep.items], lf.table.f1,
                            lf.table.tokens, len(prep.items),

@@ -721,6 +721,27 @@ def transfer_near(tmp_path_factory, mirage):
                            "frontier.routers.selector.transfer_whole_features=null")
 
 
+@pytest.fixture(scope="module")
+def transfer_page(tmp_path_factory, mirage):
+    """One scorer reading the page's own words too (``transfer_page_words``: candidates.PAGE_FEATURES)."""
+    return _train_transfer(tmp_path_factory.mktemp("tsel_page"), mirage,
+                           "frontier.routers.selector.transfer_whole_features=null",
+                           "frontier.routers.selector.transfer_page_words=true")
+
+
+def test_a_directory_fitted_on_the_page_words_records_them_and_its_scorer_reads_them(transfer_page, transfer_near):
+    from mogg.run.budget.selector.candidates import PAGE_FEATURES
+    from mogg.run.budget.selector.deploy import DeployedSelector
+    from mogg.run.budget.selector.kind import EvidenceSelectorKind
+
+    with_page, without = (DeployedSelector.load(t / "c" / "debug" / "mog" / "selector" / "transfer")
+                          for t in (transfer_page, transfer_near))
+    assert with_page.page_columns(EvidenceSelectorKind) and not without.page_columns(EvidenceSelectorKind)
+    assert with_page.booster.num_feature() > without.booster.num_feature()
+    assert with_page.deploy["settings"]["transfer_page_words"] is True
+    assert len(PAGE_FEATURES) == 2
+
+
 def test_the_transfer_selector_is_one_directory_and_its_rows_reach_the_report(transfer):
     from mogg.run.budget.selector.deploy import DeployedSelector
 
@@ -1069,7 +1090,7 @@ def test_the_report_and_mogg_route_read_one_set_where_a_question_has_no_indexabl
     np.testing.assert_array_equal(report[1], routed[1])
 
 
-@pytest.mark.parametrize("fixture", ["transfer", "transfer_near", "transfer_sources", "transfer_empty"])
+@pytest.mark.parametrize("fixture", ["transfer", "transfer_near", "transfer_sources", "transfer_empty", "transfer_page"])
 def test_a_transfer_directory_routes_the_users_corpus_from_another_folder_as_the_report_reads_it(
         fixture, request, tmp_path, monkeypatch, caplog):
     """Issue 58: a transfer directory holds no corpus. mogg-route --corpus builds the user's ladder from
@@ -1115,7 +1136,7 @@ def test_a_transfer_directory_routes_the_users_corpus_from_another_folder_as_the
     md = (transfer / "r" / "debug" / "results.md").read_text()
     assert f"| {DEPLOYED} |" in md
     # the path the routing read: the refit's ranking (first scorer) or its documents' order (whole-document scorer)
-    near = fixture in ("transfer_near", "transfer_empty")  # one scorer
+    near = fixture in ("transfer_near", "transfer_empty", "transfer_page")  # one scorer
     assert ("the ranking refitted" in caplog.text) == near
     assert ("the documents' order refitted" in caplog.text) == (not near)
     # ids that name sources: the best candidate's whole source read first, the units retrieval missed among them

@@ -17,6 +17,9 @@ document as a whole among the question's candidates (best vote, lexical match an
 document's candidate units, their number: where the evidence is a whole document, the document
 decides), and for multiple-choice questions the share of the answer options' IDF-weighted words
 the unit and its document hold (an explanation names the right option; missing, NaN, without options).
+With ``page`` (the transfer scorers, issue 58): the question's words the unit holds, each weighted by
+the share of its document's other units that lack it (:func:`page_match`): on a page whose sections
+share one topic, the topic's words are on every section and say nothing of which section answers.
 
 **Labels**: the unit's gold-evidence tokens (its multiset overlap with the question's evidence,
 clipped per unit) and its tokens; the selector regresses their ratio, the unit's evidence density.
@@ -116,16 +119,22 @@ CONTEXT_FEATURES = ("prev_cosine", "next_cosine", "window_cosine", "doc_cosine_m
                     "window_match")
 
 
-def feature_names(level_names: list[str], context: bool) -> list[str]:
+# with ``page``: the question's words the unit holds that its page's other units lack (:func:`page_match`),
+# as a share of the question's IDF mass and relative to the question's best candidate; last, so that the
+# columns before them are a directory's written before them (deploy.BEFORE_KNOB)
+PAGE_FEATURES = ("page_match", "page_match_rel")
+
+
+def feature_names(level_names: list[str], context: bool, page: bool = False) -> list[str]:
     return ([f"{f} {lv}" for lv in level_names for f in FEATURES_PER_LEVEL] + list(FEATURES)
-            + (list(CONTEXT_FEATURES) if context else []))
+            + (list(CONTEXT_FEATURES) if context else []) + (list(PAGE_FEATURES) if page else []))
 
 
 def features(ladder: Ladder, cand: Candidates, lex: Lexicon, cand_emb: np.ndarray | None = None,
-             question_emb: np.ndarray | None = None, *, context: bool) -> np.ndarray:
-    """The feature matrix float32 [N, 2 L + len(FEATURES) (+ len(CONTEXT_FEATURES) with ``context``)]
-    (:func:`feature_names`); the cosine columns are 0 without embeddings (cand_emb [N, d]: each
-    candidate's unit, question_emb [Q, d]; L2-normalised)."""
+             question_emb: np.ndarray | None = None, *, context: bool, page: bool = False) -> np.ndarray:
+    """The feature matrix float32 [N, 2 L + len(FEATURES) (+ len(CONTEXT_FEATURES) with ``context``)
+    (+ len(PAGE_FEATURES) with ``page``)] (:func:`feature_names`); the cosine columns are 0 without
+    embeddings (cand_emb [N, d]: each candidate's unit, question_emb [Q, d]; L2-normalised)."""
     n_l = ladder.n_levels
     q, u = cand.q, cand.unit
     inv_rank = 1.0 / (np.maximum(cand.rank, 0) + 1.0) * (cand.rank >= 0)
@@ -172,7 +181,40 @@ def features(ladder: Ladder, cand: Candidates, lex: Lexicon, cand_emb: np.ndarra
             opt, rel(opt), dopt[dg], rel(dopt[dg])]
     if context:
         cols += _context_columns(cand, doc, cos, match, dg)
+    if page:
+        pmatch = page_match(lex, q, u, np.searchsorted(first, u, side="right") - 1, first, sizes) / mass
+        cols += [pmatch, rel(pmatch)]
     return np.concatenate([per_level, np.stack(cols, axis=1)], axis=1).astype(np.float32)
+
+
+def page_match(lex: Lexicon, q: np.ndarray, u: np.ndarray, run: np.ndarray, first: np.ndarray,
+               sizes: np.ndarray) -> np.ndarray:
+    """Per (question, unit) row: the IDF mass of the question's words the unit holds, each weighted by
+    the share of the unit's document's other units that lack it (float64 [N]; a document of one unit:
+    its whole match). A document is a run of units: ``run`` [N] each row's, starting at unit ``first``
+    [R] and ``sizes`` [R] long. Only the candidates' documents are read: the cost follows the
+    candidates, not the corpus."""
+    import scipy.sparse as sp
+
+    both = lex.question_terms[q].multiply(lex.unit_terms[u]).tocoo()  # [N, V] idf where shared
+    if not both.nnz:
+        return np.zeros(len(q))
+    docs, d_of = np.unique(run, return_inverse=True)  # the candidates' documents, densely numbered
+    d_of = d_of.ravel()
+    units = range_indices(first[docs], sizes[docs])  # their units, document by document
+    held = sp.csr_matrix((np.ones(len(units), dtype=np.float32),
+                          (np.repeat(np.arange(len(docs)), sizes[docs]), np.arange(len(units)))),
+                         shape=(len(docs), len(units))) @ lex.unit_terms[units]  # [D', V] units holding each word
+    held = held.tocsr()
+    held.sort_indices()
+    n_v = np.int64(held.shape[1])
+    # each shared word's count in its row's document: one binary search over (document, word) keys, which
+    # a CSR matrix with sorted indices holds in increasing order
+    keys = np.repeat(np.arange(len(docs), dtype=np.int64), np.diff(held.indptr)) * n_v + held.indices
+    row = d_of[both.row]
+    n = held.data[np.searchsorted(keys, row * n_v + both.col)].astype(np.float64)  # >= 1: the unit holds it
+    others = np.maximum(sizes[docs][row] - 1, 1)
+    return np.bincount(both.row, weights=both.data * (1.0 - (n - 1.0) / others), minlength=len(q))
 
 
 def _context_columns(cand: Candidates, doc: np.ndarray, cos: np.ndarray, match: np.ndarray, dg: np.ndarray) -> list:

@@ -51,6 +51,8 @@ IN_SET_READS = {"lambda_rule": "here", "features_view": "raw"}  # lambda from th
 # what every directory written before the key existed read with, whatever the knob's default is now: a
 # transfer directory from before issue 58's feature views was fitted on the raw columns
 BEFORE_KEY = {"features_view": "raw"}
+# likewise for knobs: a directory written before transfer_page_words was fitted without the page columns
+BEFORE_KNOB = {"transfer_page_words": False}
 MODEL = "model.txt"
 MODEL_WHOLE = "model_whole.txt"  # the whole-document scorer of a transfer directory (deploy.json's "whole")
 WHOLE_KEYS = ("features_view", "n_features", "budgets", "trees")  # what deploy.json's "whole" holds of its own
@@ -101,8 +103,17 @@ class DeployedSelector:
     def knob(self, name: str, kind):
         """Knob ``name`` as this directory was trained with (``settings``: every knob, recorded by its
         fit); one written before the knob existed: the knob's default, declared by ``kind`` (the
-        selector's class, :class:`mogg.run.budget.selector.EvidenceSelectorKind`)."""
-        return recorded(self.deploy.get("settings"), kind, name)
+        selector's class, :class:`mogg.run.budget.selector.EvidenceSelectorKind`), or where every such
+        directory read otherwise, what it read (:data:`BEFORE_KNOB`)."""
+        settings = self.deploy.get("settings")
+        if name in BEFORE_KNOB and not (isinstance(settings, dict) and name in settings):
+            return BEFORE_KNOB[name]
+        return recorded(settings, kind, name)
+
+    def page_columns(self, kind) -> bool:
+        """Whether this directory's scorers read the page-contrastive columns (a transfer directory fitted
+        with ``transfer_page_words``; :data:`mogg.run.budget.selector.candidates.PAGE_FEATURES`)."""
+        return bool(self.transfer and self.knob("transfer_page_words", kind))
 
     def reads(self, key: str, kind):
         """What this directory reads with (``evidence``, ``lambda_rule`` or ``features_view``), as its

@@ -95,6 +95,11 @@ class EvidenceSelectorKind(BudgetRouter):
         "mogg.run.budget.selector.set_shape) | document | section | sentence (declared by a user who knows it: no "
         "label-free rule tells a section of a long paper from a sentence of it; mogg-route --evidence-unit overrides "
         "it when routing; docs/results.md, \"One topic, many questions\")")
+    transfer_page_words: bool = knob(
+        False, flag(), "the transfer scorers also read the question's words each candidate holds that its page's other "
+        "units lack (mogg.run.budget.selector.candidates.PAGE_FEATURES: on a page of one topic its words are on every "
+        "section); measured over five seeds, not kept: within the noise on every held-out shape (docs/results.md, "
+        "'A page's own words')")
     context: bool = knob(False, flag(), "also the neighbours' and the document's columns (the cosine of the units "
                          "around it, its document's mean and its rank there: "
                          "mogg.run.budget.selector.candidates.CONTEXT_FEATURES)", variant=True)

@@ -77,7 +77,7 @@ class SelectorSession:
         context = bool(self.deployed.knob("context", self.kind))  # absent: written before the knob, its default
         lex, cand, x = candidate_features(self.index.ladder, deep, list(questions), opts, depth, int(st["per_chunk"]),
                                           bool(st["cosine"]), self.encoder, self.artifacts, self.index.key,
-                                          context=context)
+                                          context=context, page=self.deployed.page_columns(self.kind))
         return deep, cand, x, lex.unit_tokens[cand.unit].astype(float), \
             document_tokens(self.index.ladder.units.doc, lex.unit_tokens, cand.unit), \
             candidate_paragraphs(self.index.ladder.paragraph_starts(), lex.unit_tokens, cand.unit,
@@ -95,7 +95,7 @@ class SelectorSession:
 
         def x_of(view: str) -> np.ndarray:
             return x if view == "raw" else transfer_view(x, cand.q, n_questions, view, self.index.ladder.level_names,
-                                                         context)
+                                                         context, self.deployed.page_columns(self.kind))
         return shape_scorer(self.deployed, self.kind, x_of, cand.q, cand.unit, self.unit_docs(), tokens,
                             doc_tokens, n_questions, paras, unit)
 

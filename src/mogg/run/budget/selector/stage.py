@@ -43,14 +43,16 @@ class ReadingData:
     doc_tokens: np.ndarray | None = None  # [N]: each candidate's document's tokens (evidence=document)
 
 
-def reading_data(ctx: RunContext, prep: Prepared, sel) -> ReadingData:
+def reading_data(ctx: RunContext, prep: Prepared, sel, page: bool = False) -> ReadingData:
     """Candidates (the deep hits), features, labels (module doc of :mod:`mogg.run.budget.selector.candidates`);
-    ``sel``: the selector's knobs (:class:`~mogg.run.budget.selector.kind.EvidenceSelectorKind`)."""
+    ``sel``: the selector's knobs (:class:`~mogg.run.budget.selector.kind.EvidenceSelectorKind`); ``page``: the
+    page-contrastive columns too (a transfer scorer's: ``transfer_page_words``)."""
     t0 = time.perf_counter()
     encoder = instantiate(ctx.encoder) if sel.cosine else None
     lex, cand, x = candidate_features(prep.ladder, prep.deep, prep.questions,
                                       [" ".join(it.options.values()) for it in prep.items], sel.depth, sel.per_chunk,
-                                      sel.cosine, encoder, ctx.artifacts, prep.ladder_key, context=sel.context)
+                                      sel.cosine, encoder, ctx.artifacts, prep.ladder_key, context=sel.context,
+                                      page=page)
     evidence = [it.evidence_text for it in prep.items]
     overlap = evidence_overlap(cand, lex, evidence)
     tokens = lex.unit_tokens[cand.unit].astype(float)
@@ -80,14 +82,16 @@ def questions_only(d: ReadingData, kept: np.ndarray) -> ReadingData:
 
 def candidate_features(ladder, deep, questions: list[str], options: list[str], depth: int, per_chunk: int,
                        cosine: bool, encoder=None, artifacts: Path | None = None,
-                       ladder_key: dict | None = None, *, context: bool) -> tuple[Lexicon, Candidates, np.ndarray]:
+                       ladder_key: dict | None = None, *, context: bool, page: bool = False
+                       ) -> tuple[Lexicon, Candidates, np.ndarray]:
     """The lexicon, the candidates in the deep hits (each level's top ``depth`` chunks, at most
     ``per_chunk`` units of one) and their features [N, F] for ``questions`` (``options``: each
     question's answer options as one text, "" for none); no labels needed, so training and
     ``mogg-route`` build them alike. ``encoder``: for the cosine columns (``cosine``). With
     ``artifacts`` and ``ladder_key`` the units' term matrices are read from beside the ladder (built
     there once): no step here scans the corpus. ``context``: also the neighbours' and document's
-    columns (:data:`~mogg.run.budget.selector.candidates.CONTEXT_FEATURES`)."""
+    columns (:data:`~mogg.run.budget.selector.candidates.CONTEXT_FEATURES`); ``page``: also the page-contrastive
+    ones (:data:`~mogg.run.budget.selector.candidates.PAGE_FEATURES`: the transfer scorers')."""
     lex = Lexicon(unit_terms(ladder, ladder_key, artifacts), list(questions), list(options))
     cand = candidates(ladder, deep, lex, depth, per_chunk)
     cand_emb = q_emb = None
@@ -100,7 +104,7 @@ def candidate_features(ladder, deep, questions: list[str], options: list[str], d
         texts = [ladder.units.text[int(u)] for u in units]
         cand_emb = _normed(embed_texts(encoder, texts, artifacts, what="candidate sentences"))[inverse]
         q_emb = _normed(embed_queries(encoder, list(questions), artifacts))
-    return lex, cand, features(ladder, cand, lex, cand_emb, q_emb, context=context)
+    return lex, cand, features(ladder, cand, lex, cand_emb, q_emb, context=context, page=page)
 
 
 def _normed(e: np.ndarray) -> np.ndarray:

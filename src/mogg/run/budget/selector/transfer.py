@@ -118,11 +118,12 @@ def set_weights(n_questions: list[int], weights: list[float]) -> np.ndarray:
     return out * (len(out) / max(out.sum(), 1e-12))
 
 
-def transfer_view(x: np.ndarray, cand_q: np.ndarray, n_questions: int, view: str, level_names, context: bool
-                  ) -> np.ndarray:
+def transfer_view(x: np.ndarray, cand_q: np.ndarray, n_questions: int, view: str, level_names, context: bool,
+                  page: bool = False) -> np.ndarray:
     """A set's candidate features [N, F] as the transfer scorer reads them (``view``:
-    :data:`mogg.run.budget.selector.adapt.VIEWS`; the same on the training sets and the new one)."""
-    return feature_view(x, cand_q, n_questions, view, feature_names(list(level_names), context))
+    :data:`mogg.run.budget.selector.adapt.VIEWS`; the same on the training sets and the new one; ``page``: ``x``
+    holds the page-contrastive columns)."""
+    return feature_view(x, cand_q, n_questions, view, feature_names(list(level_names), context, page))
 
 
 def fit_transfer_selector(ctx: RunContext, name: str, sources: dict[str, LadderFrontier], kind, selector_dir: Path,
@@ -131,7 +132,7 @@ def fit_transfer_selector(ctx: RunContext, name: str, sources: dict[str, LadderF
     ``transfer_features``, and where ``transfer_whole_features`` names a view, the whole-document
     scorer over it (the same candidates, weights and validation slices)."""
     fs = next(iter(sources.values())).fs
-    datas = {s: reading_data(ctx, lf.prep, kind) for s, lf in sources.items()}
+    datas = {s: reading_data(ctx, lf.prep, kind, page=kind.transfer_page_words) for s, lf in sources.items()}
     names = list(sources)
     n_q = [len(sources[s].prep.items) for s in names]
     space = sources[names[0]].space
@@ -165,7 +166,7 @@ def fit_transfer_selector(ctx: RunContext, name: str, sources: dict[str, LadderF
     def fit_view(view: str, label: str):
         """One scorer over ``view``: its booster, its feature count and per budget lambda, guard, envelope."""
         xv = {s: transfer_view(d.x, d.cand.q, len(sources[s].prep.items), view, sources[s].prep.ladder.level_names,
-                               kind.context) for s, d in datas.items()}
+                               kind.context, kind.transfer_page_words) for s, d in datas.items()}
         x = np.concatenate([xv[s] for s in names])
         model = fit_scorer(x, y, w, rtr, rva, kind.params, ctx.seed, ctx.threads)
         import lightgbm as lgb
@@ -499,7 +500,8 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
     # (route_paths.route_with_empty): so do these rows, or the set's label-free steps (the self-training's halves,
     # the price, the shape) would read another set than the routing does
     kept = np.flatnonzero([searchable(q, prep) for q in prep.questions])
-    d = questions_only(reading_data(ctx, prep, kind), kept)
+    page = dep.page_columns(kind)  # as mogg-route reads this directory
+    d = questions_only(reading_data(ctx, prep, kind, page=page), kept)
     texts, ev, n = prep.ladder.units.text, [prep.items[i].evidence_text for i in kept], len(kept)
     if n < len(prep.items):
         log.info("%d question(s) without an indexable word read nothing in the transferred rows, as mogg-route "
@@ -514,7 +516,7 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
                                  texts)
     named = dep  # the rows' names: the directory's rule
     dep, pred, docs = shape_scorer(dep, kind, lambda v: transfer_view(d.x, d.cand.q, n, v, prep.ladder.level_names,
-                                                                      kind.context),
+                                                                      kind.context, page),
                                    d.cand.q, d.cand.unit, udoc, d.tokens, d.doc_tokens, n, paras)
     # where the ids name short sources, each question's best candidate's whole source first (best_source)
     cq, cu, ctok, cdoc, pred = read_source_here(ReadRows(d.cand.q, d.cand.unit, d.tokens, d.doc_tokens, pred),
