@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from mogg.core.segments import group_best_row, group_max, pair_groups
+from mogg.core.segments import csr_keys, csr_lookup, group_best_row, group_max, pair_groups
 
 
 def test_pair_groups_and_group_max_against_a_loop():
@@ -72,3 +72,15 @@ def test_range_indices_against_a_loop():
     got = range_indices(lo, size)
     assert got.dtype == np.int64 and got.tolist() == want
     assert range_indices(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)).tolist() == []
+
+
+def test_csr_lookup_is_dense_indexing_with_zeros_where_absent():
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(0)
+    m = sp.random(40, 300, density=0.05, format="csr", random_state=1, dtype=np.float64)
+    m.sort_indices()
+    rows, cols = rng.integers(0, 40, 2000), rng.integers(0, 300, 2000)
+    np.testing.assert_array_equal(csr_lookup(m, csr_keys(m), rows, cols), m.toarray()[rows, cols])
+    empty = sp.csr_matrix((3, 5))
+    np.testing.assert_array_equal(csr_lookup(empty, csr_keys(empty), np.array([0, 2]), np.array([1, 4])), [0.0, 0.0])

@@ -75,3 +75,19 @@ def range_sums(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray
     # gather before the cast: casting ``values`` first would copy all of it
     out[keep] = np.add.reduceat(np.asarray(values)[rows].astype(np.float64), starts)
     return out
+
+
+def csr_keys(m) -> np.ndarray:
+    """The flat keys ``row * n_cols + col`` of a CSR matrix's stored entries (int64 [nnz]), in storage order:
+    increasing where its indices are sorted (``m.sort_indices()``), so :func:`csr_lookup` can search them."""
+    return np.repeat(np.arange(m.shape[0], dtype=np.int64), np.diff(m.indptr)) * np.int64(m.shape[1]) + m.indices
+
+
+def csr_lookup(m, keys: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """``m[rows, cols]`` for each pair (0 where absent), by one binary search in ``keys`` (:func:`csr_keys` of
+    ``m``, its indices sorted): no dense row and no Python loop over the pairs."""
+    want = np.asarray(rows, dtype=np.int64) * np.int64(m.shape[1]) + cols
+    if not len(keys):  # nothing stored: every entry is 0 (and there is no data to index)
+        return np.zeros(len(want))
+    pos = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
+    return np.where(keys[pos] == want, m.data[pos], 0.0)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from mogg.core.segments import range_indices, segment_cumsum, segment_rank
+from mogg.core.segments import csr_keys, csr_lookup, range_indices, segment_cumsum, segment_rank
 from mogg.retrieval.bm25 import BM25Retriever
 from mogg.retrieval.dense import DenseRetriever
 
@@ -69,21 +69,13 @@ def _split_essential(q: sp.csr_matrix, max_w: np.ndarray, budget: np.ndarray):
     return ess, nes, rest_ub
 
 
-def _lookup(w: sp.csr_matrix, keys: np.ndarray, terms: np.ndarray, docs: np.ndarray) -> np.ndarray:
-    """W[terms, docs] (0 where absent) via binary search in the sorted flat keys t * N + d."""
-    want = terms.astype(np.int64) * w.shape[1] + docs
-    pos = np.minimum(np.searchsorted(keys, want), max(len(keys) - 1, 0))
-    hit = keys[pos] == want if len(keys) else np.zeros(len(want), dtype=bool)
-    return np.where(hit, w.data[pos], 0.0)
-
-
 def _rest_scores(nes: sp.csr_matrix, w, keys, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
     """sum_{t in rest(v)} Q[v, t] * W[t, u] for candidate pairs (rows v, cols u): float64 [M]."""
     ptr = nes.indptr
     lengths = ptr[rows + 1] - ptr[rows]  # rest terms per candidate's query
     pair = np.repeat(np.arange(len(rows)), lengths)
     offs = range_indices(ptr[rows], lengths)
-    contrib = nes.data[offs].astype(np.float64) * _lookup(w, keys, nes.indices[offs], cols[pair])
+    contrib = nes.data[offs].astype(np.float64) * csr_lookup(w, keys, nes.indices[offs], cols[pair])
     return np.bincount(pair, weights=contrib, minlength=len(rows))
 
 
@@ -200,7 +192,7 @@ def _knn_scipy(q_all, r: BM25Retriever, self_s, k, min_sim, batch_size, offset, 
     bar = np.zeros(n)  # [Uq] score a neighbour must reach (0: any positive score)
     if min_sim > 0:
         max_w = np.asarray(w.max(axis=1).toarray(), dtype=np.float64).ravel()  # [V]
-        keys = np.repeat(np.arange(w.shape[0], dtype=np.int64), np.diff(w.indptr)) * w.shape[1] + w.indices
+        keys = csr_keys(w)  # W[t, u] by binary search (csr_lookup)
         bar = np.maximum(min_sim * self_s, _kth_lower_bound(q_all, w, keys, k, batch_size, max_w, offset))
         ess, nes, rest_ub = _split_essential(q_all, max_w, _REST_SHARE * bar)
     else:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mogg.core.segments import group_max, pair_groups, range_indices, segment_rank
+from mogg.core.segments import csr_keys, csr_lookup, group_max, pair_groups, range_indices, segment_rank
 from mogg.core.text import tokenize
 from mogg.ladders.base import Ladder
 from mogg.run.budget.selector.lexicon import Lexicon, UnitTerms, _csr, unit_terms  # noqa: F401  (re-exported)
@@ -150,9 +150,9 @@ def features(ladder: Ladder, cand: Candidates, lex: Lexicon, cand_emb: np.ndarra
     mass = np.maximum(lex.question_mass[q], 1e-9)
     # position of the unit in its document: units of one document are contiguous, in order
     first = np.r_[0, np.flatnonzero(doc[1:] != doc[:-1]) + 1]
-    start = first[np.searchsorted(first, u, side="right") - 1]
+    run = np.searchsorted(first, u, side="right") - 1  # [N] each candidate's document, as a run of units
     sizes = np.diff(np.r_[first, n_units])
-    size = sizes[np.searchsorted(first, u, side="right") - 1]
+    start, size = first[run], sizes[run]
     tokens = lex.unit_tokens[u]
     qtok = np.asarray(lex.question_terms.getnnz(axis=1))[q]
     if cand_emb is not None and question_emb is not None:
@@ -182,7 +182,7 @@ def features(ladder: Ladder, cand: Candidates, lex: Lexicon, cand_emb: np.ndarra
     if context:
         cols += _context_columns(cand, doc, cos, match, dg)
     if page:
-        pmatch = page_match(lex, q, u, np.searchsorted(first, u, side="right") - 1, first, sizes) / mass
+        pmatch = page_match(lex, q, u, run, first, sizes) / mass
         cols += [pmatch, rel(pmatch)]
     return np.concatenate([per_level, np.stack(cols, axis=1)], axis=1).astype(np.float32)
 
@@ -207,12 +207,9 @@ def page_match(lex: Lexicon, q: np.ndarray, u: np.ndarray, run: np.ndarray, firs
                          shape=(len(docs), len(units))) @ lex.unit_terms[units]  # [D', V] units holding each word
     held = held.tocsr()
     held.sort_indices()
-    n_v = np.int64(held.shape[1])
-    # each shared word's count in its row's document: one binary search over (document, word) keys, which
-    # a CSR matrix with sorted indices holds in increasing order
-    keys = np.repeat(np.arange(len(docs), dtype=np.int64), np.diff(held.indptr)) * n_v + held.indices
     row = d_of[both.row]
-    n = held.data[np.searchsorted(keys, row * n_v + both.col)].astype(np.float64)  # >= 1: the unit holds it
+    # each shared word's count in its row's document (>= 1: the unit itself holds it)
+    n = csr_lookup(held, csr_keys(held), row, both.col).astype(np.float64)
     others = np.maximum(sizes[docs][row] - 1, 1)
     return np.bincount(both.row, weights=both.data * (1.0 - (n - 1.0) / others), minlength=len(q))
 
