@@ -38,6 +38,9 @@ HELDOUT = Path(__file__).resolve().parents[1] / "conf" / "heldout"  # one shape 
 # a rule's suffix: where the set's documents stand alone, the best document read whole (set_shape.document_density)
 ALONE_RULE = "|alone"
 ALONE_CAL = "|alonecal"  # ... and the price calibrated on the plans within the cap there (transfer.read_here)
+# measured: the training sets' price of a token never lower at a smaller budget than at a larger one (each B's price
+# is chosen on its own grid, relative to its calibrated lambda, so a smaller B could read more than a larger one)
+MONOTONE = "|mono"
 ADAPTATIONS = {
     "raw": ("raw", False, False, "document", "learned"),
     "lambda here": ("raw", False, False, "document", "here"),
@@ -344,6 +347,19 @@ DEPLOYED = ("two scorers, lambda fits, two self-training rounds on the near scor
             "where the section is longer than B, the best document whole where the documents stand alone, the price "
             "under its cap, E predicted")
 
+# measured: the deployed rule with the training sets' price never lower at a smaller budget (MONOTONE)
+ADAPTATIONS[DEPLOYED + ", the price at a smaller budget at least a larger one's"] = (
+    *ADAPTATIONS[DEPLOYED][:-1], ADAPTATIONS[DEPLOYED][-1] + MONOTONE)
+
+
+def monotone_prices(price: dict) -> dict:
+    """Budget -> price of a token, each at least every larger budget's (:data:`MONOTONE`): a larger budget's
+    price reads fewer tokens, so it is within a smaller budget too."""
+    out, floor = {}, -np.inf
+    for b in sorted(price, reverse=True):
+        floor = out[b] = max(price[b], floor)
+    return out
+
 
 @dataclass
 class Shape:
@@ -546,6 +562,8 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         if whole_source and whole[2]:
             whole = (*whole[:2], f"{whole[2]}+source", *whole[3:])
         return run_one(shapes, target, seed, whole, kind, splits, near["docs"])
+    monotone = rule.endswith(MONOTONE)
+    rule = rule.removesuffix(MONOTONE)
     doc_whole = rule.endswith((ALONE_RULE, ALONE_CAL))  # the best document read whole where the documents stand alone
     alone_cal = rule.endswith(ALONE_CAL)
     rule = rule.removesuffix(ALONE_RULE).removesuffix(ALONE_CAL)
@@ -795,6 +813,8 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             price[b] = -max(fits)[1] if fits else 0.95
         else:
             price[b] = best_lambda(util_v, t_v, f_v, b)
+    if monotone:  # measured: a smaller budget's price at least a larger one's (the larger B's also reads <= B there)
+        price = monotone_prices(price)
     if rule == "fits-best":  # the fits price as it read before the close documents: the best document alone
         docs, rule = docs._replace(close=docs.doc, chain=docs.doc, linked=None), "fits"
         docs_price = docs._replace(block=None)
