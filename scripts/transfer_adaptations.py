@@ -339,26 +339,17 @@ ADAPTATIONS = {
     "raw, price from scores": ("raw", False, False, "document", "relative"),
 }
 
-# the directory's reading (mogg.run.budget.selector.transfer.read_here), as docs/results.md's tables name it
-DEPLOYED = ("two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, "
+# the directory's reading before the price at a smaller budget was raised to a larger one's
+PREVIOUS = ("two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, "
             "the neighbouring candidates with one gap first, the best candidate's whole source first, the best "
             "candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of "
             "the best), at most that section, its sentences as likely as its best, the best paragraph's shortest first "
             "where the section is longer than B, the best document whole where the documents stand alone, the price "
             "under its cap, E predicted")
-
-# measured: the deployed rule with the training sets' price never lower at a smaller budget (MONOTONE)
-ADAPTATIONS[DEPLOYED + ", the price at a smaller budget at least a larger one's"] = (
-    *ADAPTATIONS[DEPLOYED][:-1], ADAPTATIONS[DEPLOYED][-1] + MONOTONE)
-
-
-def monotone_prices(price: dict) -> dict:
-    """Budget -> price of a token, each at least every larger budget's (:data:`MONOTONE`): a larger budget's
-    price reads fewer tokens, so it is within a smaller budget too."""
-    out, floor = {}, -np.inf
-    for b in sorted(price, reverse=True):
-        floor = out[b] = max(price[b], floor)
-    return out
+# the directory's reading (mogg.run.budget.selector.transfer: its prices by frontier_guard.monotone_prices, read by
+# read_here), as docs/results.md's tables name it: the training sets' price never lower at a smaller budget (MONOTONE)
+DEPLOYED = PREVIOUS + ", the price at a smaller budget at least a larger one's"
+ADAPTATIONS[DEPLOYED] = (*ADAPTATIONS[PREVIOUS][:-1], ADAPTATIONS[PREVIOUS][-1] + MONOTONE)
 
 
 @dataclass
@@ -481,7 +472,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
     and which the fits price then reads, as transfer.shape_scorer hands it on)."""
     from mogg.core.segments import group_max
     from mogg.evaluation.frontier import choose_config
-    from mogg.evaluation.frontier_guard import best_lambda
+    from mogg.evaluation.frontier_guard import best_lambda, monotone_prices
     from mogg.routing.fitting.folds import split_train_val
     from mogg.routing.plans import calibrate_lambda, decide
     from mogg.run.budget.selector.adapt import (

@@ -145,8 +145,9 @@ def test_the_adaptations_script_names_the_library_s_deployed_reading():
     # likely as the best in the F1 estimate (set_shape.section_density: "fits-para-flat"), read from the best
     # paragraph's shortest candidate where the section is longer than B (set_shape.short_first: ":shortparaB"), and
     # the best candidate's whole source first where the ids name short sources; where the set's documents stand alone,
-    # the best document read whole (set_shape.document_density), the price under the cap (ALONE_CAL)
-    assert (e_rule, rule) == ("predicted", "fits-para-flat:shortparaB" + ta.ALONE_CAL)
+    # the best document read whole (set_shape.document_density), the price under the cap (ALONE_CAL), and each budget's
+    # price at least every larger budget's (MONOTONE: frontier_guard.monotone_prices, the directory's prices)
+    assert (e_rule, rule) == ("predicted", "fits-para-flat:shortparaB" + ta.ALONE_CAL + ta.MONOTONE)
     assert PARA_TOP == 1
     assert selftrain == f"near2+docs+chain:{CHAIN_RATIO:g}:{CHAIN_GAP}+pageownrun:{SECTION_RATIO:g}+source"
 

@@ -768,6 +768,18 @@ def test_the_transfer_selector_is_one_directory_and_its_rows_reach_the_report(tr
         assert f"| {row} |" in md
 
 
+def test_the_directory_s_price_of_a_token_never_lets_a_smaller_budget_read_more(transfer):
+    """Each scorer's price of a token at a budget is at least every larger budget's (frontier_guard.monotone_prices):
+    each B's best_lambda is chosen on its own grid, and the COVID-QA directories read 40 tokens at B = 128 where
+    they read 27 at 256 (docs/results.md, "The price at a smaller budget at least a larger one's")."""
+    from mogg.run.budget.selector.deploy import DeployedSelector
+
+    dep = DeployedSelector.load(transfer / "c" / "debug" / "mog" / "selector" / "transfer")
+    for scorer in (dep.deploy, dep.deploy["whole"]):
+        lam = [scorer["budgets"][str(b)]["lambda"] for b in (64, 128, 256, 512)]
+        assert lam == sorted(lam, reverse=True), lam
+
+
 def test_the_transfer_directory_holds_a_whole_document_scorer_read_where_the_evidence_is_whole_documents(
         transfer, tmp_path):
     """transfer_whole_features (default raw): a second scorer, its own view, lambdas and guard, in the

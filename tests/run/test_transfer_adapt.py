@@ -1167,17 +1167,21 @@ def test_a_best_list_item_reads_its_list_as_the_block():
 
 
 def test_monotone_prices_never_let_a_smaller_budget_read_more():
-    """The measured MONOTONE rule ("The price at a smaller budget at least a larger one's"): each budget's price
-    of a token at least every larger budget's, against a brute force over the budgets; the deployed rule's names
-    the variant by its own."""
+    """The deployed MONOTONE rule ("The price at a smaller budget at least a larger one's"; the transfer directory's
+    prices, frontier_guard.monotone_prices): each budget's price of a token at least every larger budget's, against
+    a brute force over the budgets; the script's deployed rule is the one before it with the suffix."""
+    from mogg.evaluation.frontier_guard import monotone_prices
+
     mod, _ = _adaptations_script()
     rng = np.random.default_rng(0)
     for _ in range(50):
         price = {b: float(rng.exponential(1e-3)) for b in mod.BUDGETS}
-        out = mod.monotone_prices(price)
+        out = monotone_prices(price)
         assert out == {b: max(price[c] for c in mod.BUDGETS if c >= b) for b in mod.BUDGETS}
         assert all(out[a] >= out[b] for a, b in zip(mod.BUDGETS, mod.BUDGETS[1:]))
     # the seed-1 COVID-QA directory's near-scorer prices (docs/results.md): 128 reads at 256's price
-    assert mod.monotone_prices({64: 0.00219, 128: 0.00092, 256: 0.00116, 512: 0.00114})[128] == 0.00116
-    name = mod.DEPLOYED + ", the price at a smaller budget at least a larger one's"
-    assert mod.ADAPTATIONS[name][-1] == mod.ADAPTATIONS[mod.DEPLOYED][-1] + mod.MONOTONE
+    assert monotone_prices({64: 0.00219, 128: 0.00092, 256: 0.00116, 512: 0.00114})[128] == 0.00116
+    assert list(monotone_prices({"512": 1.0, "64": 0.5})) == ["512", "64"]  # the keys as given, compared as numbers
+    assert monotone_prices({"512": 1.0, "64": 0.5})["64"] == 1.0
+    assert mod.DEPLOYED == mod.PREVIOUS + ", the price at a smaller budget at least a larger one's"
+    assert mod.ADAPTATIONS[mod.DEPLOYED][-1] == mod.ADAPTATIONS[mod.PREVIOUS][-1] + mod.MONOTONE

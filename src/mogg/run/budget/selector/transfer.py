@@ -5,7 +5,8 @@ without its labels: ``<run>/<ladder>/selector/transfer`` (``router.fit=all`` or 
 LightGBM scorer. A candidate weighs its share of its question's candidate tokens (a question counts
 once, however many candidates it has) times its set's weight, so that every training set counts as
 much as the others whatever its size (``train_sources.<name>.weight`` scales that). Each set keeps a
-seeded validation slice (early stopping; lambda per budget on the pooled slices); the guard asks,
+seeded validation slice (early stopping; lambda per budget on the pooled slices, each raised to every larger
+budget's: :func:`~mogg.evaluation.frontier_guard.monotone_prices`); the guard asks,
 per budget, whether the selector beats the training sets' envelope on those pooled validation
 questions by ``frontier.guard_se`` standard errors.
 
@@ -47,7 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from mogg.evaluation.frontier import choose_config
-from mogg.evaluation.frontier_guard import best_lambda, guard_check
+from mogg.evaluation.frontier_guard import best_lambda, guard_check, monotone_prices
 from mogg.routing.fitting.folds import split_train_val
 from mogg.routing.plans import calibrate_lambda, decide
 from mogg.run.budget.base import TRANSFER_DIR, LadderFrontier
@@ -187,8 +188,11 @@ def fit_transfer_selector(ctx: RunContext, name: str, sources: dict[str, LadderF
         util_v, f_v, t_v = np.concatenate(util_v), np.concatenate(f_v), np.concatenate(t_v)
         rows_v = np.arange(len(util_v))
         budgets = {}
+        # each B's price on the pooled validation slices, raised to every larger B's (monotone_prices); the guard
+        # asks about the price deployed
+        prices = monotone_prices({b: best_lambda(util_v, t_v, f_v, b) for b in fs.budgets})
         for b in fs.budgets:
-            lam = best_lambda(util_v, t_v, f_v, b)
+            lam = prices[b]
             env = choose_config(ff, ft, np.arange(len(ff)), b)
             a = decide(util_v, t_v, lam)
             g = guard_check(f_v[rows_v, a] - ffv[:, env], float(t_v[rows_v, a].mean()) if len(a) else 0.0, b,
