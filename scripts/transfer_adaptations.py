@@ -809,7 +809,8 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
     if rule == "fits-best":  # the fits price as it read before the close documents: the best document alone
         docs, rule = docs._replace(close=docs.doc, chain=docs.doc, linked=None), "fits"
         docs_price = docs._replace(block=None)
-    out = {"docs": docs}  # the set's shape (set_shape.SetShape)
+    # the set's shape (set_shape.SetShape); per budget, this ranking's plans stopped in hindsight (ceiling_read)
+    out = {"docs": docs, "ceiling": {}}
     if rule.startswith(("fits-alone", "fits-floor")) or rule == "fits":
         logging.getLogger("transfer_adaptations").info(
             "%s seed %d: best documents with a candidate neighbour %.2f (a shuffled corpus %.2f), sections share %.2f, "
@@ -874,14 +875,29 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             if floor is not None:  # measured: read at least up to the median block or E (at most B), or B
                 lam = min(lam, calibrate_lambda(u_lam, pt, min(b, floor)))
             a = decide(u_pick, pt, lam, cap)
+        out["ceiling"][b] = ceiling_read(tf, tt, b)
         own = choose_config(sh.table_f1, sh.table_tokens, rows, b)
         out[b] = (tf[rows, a], tt[rows, a], sh.table_f1[:, own], sh.table_f1[:, envelope_here(stats, sh.table_tokens, b)])
     return out
 
 
 def _budgets(out: dict) -> dict:
-    """run_one's per-budget results (without the set's shape)."""
-    return {b: v for b, v in out.items() if b != "docs"}
+    """run_one's per-budget results (without the set's shape and the ceilings)."""
+    return {b: v for b, v in out.items() if b not in ("docs", "ceiling")}
+
+
+def ceiling_read(f1: np.ndarray, tokens: np.ndarray, budget: float) -> tuple[np.ndarray, np.ndarray]:
+    """A rule's plans [Q, K] (their true F1 and tokens) stopped in hindsight at ``budget`` mean tokens: each
+    question's plan by its true F1 less lambda times its tokens, lambda calibrated so that the mean is at most B
+    (the oracle frontier's stopping over this ranking; a ceiling, chosen with the labels, never a rule). Where the
+    rule falls short of it, the stopping loses; where it is near, what the ranking holds is the limit. Returns the
+    chosen plans' F1 and tokens [Q]."""
+    from mogg.routing.plans import calibrate_lambda, decide
+
+    true = np.nan_to_num(f1, nan=-1.0)  # a plan past a question's candidates is never chosen
+    a = decide(true, tokens, calibrate_lambda(true, tokens, budget))
+    rows = np.arange(len(true))
+    return f1[rows, a], tokens[rows, a]
 
 
 def summarise(per_seed: list[dict]) -> dict:
@@ -949,6 +965,8 @@ def main(argv: list[str] | None = None) -> int:
                     "texts with the held-out one (e.g. snippets,medmcqa_sentences: the multi-document shapes)")
     ap.add_argument("--shapes", default="", help="comma-separated held-out shapes to read (default: every one; "
                     "the others are still trained on)")
+    ap.add_argument("--ceiling", action="store_true", help="also each adaptation's plans stopped in hindsight at B "
+                    "mean tokens (ceiling_read: a ceiling chosen with the labels; is the gap the stopping or the ranking?)")
     ap.add_argument("overrides", nargs="*", help="config overrides, e.g. paths.artifacts=/scratch/artifacts")
     args = ap.parse_args(argv)
     try:
@@ -972,18 +990,26 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(str(e))
     log.info("splits (held out: trained on): %s", "; ".join(f"{h}: {', '.join(ts)}" for h, ts in splits.items()))
     held = [x for x in splits if not wanted or x in wanted]
-    table, seconds = {}, {}
+    table, seconds, ceilings = {}, {}, {}
     for a in names:
         t0 = time.perf_counter()
         table[a] = {}
         for i, x in enumerate(held, 1):  # a line per shape: an adaptation over six shapes takes minutes
-            table[a][x] = summarise([_budgets(run_one(shapes, x, s, ADAPTATIONS[a], kind, splits)) for s in seeds])
+            runs = [run_one(shapes, x, s, ADAPTATIONS[a], kind, splits) for s in seeds]
+            table[a][x] = summarise([_budgets(r) for r in runs])
+            ceilings.setdefault(a, {})[x] = [
+                f"{np.nanmean(np.concatenate([r['ceiling'][b][0] for r in runs])):.3f} "
+                f"({np.concatenate([r['ceiling'][b][1] for r in runs]).mean():.0f})" for b in BUDGETS]
             log.info("%s [%d/%d] %s %+.3f (%.0f s so far)", a, i, len(held), x, table[a][x]["gain"],
                      time.perf_counter() - t0)
         seconds[a] = time.perf_counter() - t0
         log.info("%s: %s (%.0f s)", a, "  ".join(f"{x} {v['gain']:+.3f}" for x, v in table[a].items()), seconds[a])
     order = sorted(held)
     md = markdown(table, order, worst_shape_choice(table, order), seeds, seconds)
+    if args.ceiling:
+        md += "".join(f"\nThe plans of {a} stopped in hindsight at B mean tokens (a ceiling, chosen with the labels), "
+                      "F1 (mean tokens) at B = 64 / 128 / 256 / 512:\n\n"
+                      + "".join(f"- {x}: " + " / ".join(ceilings[a][x]) + "\n" for x in order) for a in table)
     sys.stdout.write(md)
     if args.out is not None:
         write_text_atomic(args.out, md)

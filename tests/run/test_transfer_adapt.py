@@ -1185,3 +1185,32 @@ def test_monotone_prices_never_let_a_smaller_budget_read_more():
     assert monotone_prices({"512": 1.0, "64": 0.5})["64"] == 1.0
     assert mod.DEPLOYED == mod.PREVIOUS + ", the price at a smaller budget at least a larger one's"
     assert mod.ADAPTATIONS[mod.DEPLOYED][-1] == mod.ADAPTATIONS[mod.PREVIOUS][-1] + mod.MONOTONE
+
+
+def test_the_ceiling_stops_a_ranking_in_hindsight_better_than_any_read_within_its_tokens():
+    """scripts/transfer_adaptations.py --ceiling (ceiling_read): the plans stopped with the labels at B mean tokens
+    read at most B on the mean, and no choice of one plan per question reading at most as many tokens scores more
+    (a brute force over every choice); a plan past a question's candidates (NaN) is never chosen; the per-budget
+    results the table reads leave the ceilings out."""
+    import itertools
+
+    mod, _ = _adaptations_script()
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        q, k = 4, 3
+        f1 = rng.random((q, k))
+        tokens = np.sort(rng.integers(5, 60, (q, k)), axis=1).astype(float)
+        f1[0, 2] = np.nan  # the first question has two plans
+        b = float(rng.integers(10, 60))
+        f, t = mod.ceiling_read(f1, tokens, b)
+        assert not np.isnan(f).any()
+        if t.mean() > b + 1e-9:  # only where even every question's cheapest plan reads more than B
+            assert np.allclose(t, tokens[:, 0])
+            continue
+        for pick in itertools.product(range(k), repeat=q):
+            rows = np.arange(q)
+            ft, tt = f1[rows, pick], tokens[rows, pick]
+            if not np.isnan(ft).any() and tt.sum() <= t.sum() + 1e-9:
+                assert ft.sum() <= f.sum() + 1e-9
+    out = {64: "cells", "docs": None, "ceiling": {64: None}}
+    assert mod._budgets(out) == {64: "cells"}
