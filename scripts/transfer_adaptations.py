@@ -997,9 +997,10 @@ def main(argv: list[str] | None = None) -> int:
         for i, x in enumerate(held, 1):  # a line per shape: an adaptation over six shapes takes minutes
             runs = [run_one(shapes, x, s, ADAPTATIONS[a], kind, splits) for s in seeds]
             table[a][x] = summarise([_budgets(r) for r in runs])
-            ceilings.setdefault(a, {})[x] = [
-                f"{np.nanmean(np.concatenate([r['ceiling'][b][0] for r in runs])):.3f} "
-                f"({np.concatenate([r['ceiling'][b][1] for r in runs]).mean():.0f})" for b in BUDGETS]
+            if args.ceiling:  # pooled over the seeds question by question, as summarise pools the table's
+                ceilings.setdefault(a, {})[x] = [
+                    f"{np.nanmean(np.concatenate([r['ceiling'][b][0] for r in runs])):.3f} "
+                    f"({np.concatenate([r['ceiling'][b][1] for r in runs]).mean():.0f})" for b in BUDGETS]
             log.info("%s [%d/%d] %s %+.3f (%.0f s so far)", a, i, len(held), x, table[a][x]["gain"],
                      time.perf_counter() - t0)
         seconds[a] = time.perf_counter() - t0
