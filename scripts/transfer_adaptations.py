@@ -41,6 +41,11 @@ ALONE_CAL = "|alonecal"  # ... and the price calibrated on the plans within the 
 # measured: the training sets' price of a token never lower at a smaller budget than at a larger one (each B's price
 # is chosen on its own grid, relative to its calibrated lambda, so a smaller B could read more than a larger one)
 MONOTONE = "|mono"
+# where the questions carry answer options that are not a fixed answer set, their words vote in the order
+# (adapt.voting_options, options_vote); measured: every set's options, a fixed answer set's too (PubMedQA's yes / no / maybe)
+OPTIONS = "|options"
+OPTIONS_EVERY = "|options-every"
+RECAL = "|recal"  # measured: F1_hat recalibrated by a model of the training shapes' plans' true F1 (recalibrated)
 ADAPTATIONS = {
     "raw": ("raw", False, False, "document", "learned"),
     "lambda here": ("raw", False, False, "document", "here"),
@@ -340,16 +345,24 @@ ADAPTATIONS = {
 }
 
 # the directory's reading before the price at a smaller budget was raised to a larger one's
-PREVIOUS = ("two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the whole, "
-            "the neighbouring candidates with one gap first, the best candidate's whole source first, the best "
-            "candidate's section first on sections of a page (the paragraphs beside it that it owns at any share of "
-            "the best), at most that section, its sentences as likely as its best, the best paragraph's shortest first "
-            "where the section is longer than B, the best document whole where the documents stand alone, the price "
-            "under its cap, E predicted")
-# the directory's reading (mogg.run.budget.selector.transfer: its prices by frontier_guard.monotone_prices, read by
-# read_here), as docs/results.md's tables name it: the training sets' price never lower at a smaller budget (MONOTONE)
-DEPLOYED = PREVIOUS + ", the price at a smaller budget at least a larger one's"
-ADAPTATIONS[DEPLOYED] = (*ADAPTATIONS[PREVIOUS][:-1], ADAPTATIONS[PREVIOUS][-1] + MONOTONE)
+BEFORE_MONOTONE = ("two scorers, lambda fits, two self-training rounds on the near scorer, documents by the refit on the "
+                   "whole, the neighbouring candidates with one gap first, the best candidate's whole source first, the "
+                   "best candidate's section first on sections of a page (the paragraphs beside it that it owns at any "
+                   "share of the best), at most that section, its sentences as likely as its best, the best paragraph's "
+                   "shortest first where the section is longer than B, the best document whole where the documents "
+                   "stand alone, the price under its cap, E predicted")
+# ... and with the training sets' price never lower at a smaller budget (MONOTONE: frontier_guard.monotone_prices, the
+# directory's prices): the directory's reading before the answer options' vote
+PREVIOUS = BEFORE_MONOTONE + ", the price at a smaller budget at least a larger one's"
+ADAPTATIONS[PREVIOUS] = (*ADAPTATIONS[BEFORE_MONOTONE][:-1], ADAPTATIONS[BEFORE_MONOTONE][-1] + MONOTONE)
+# the directory's reading (mogg.run.budget.selector.transfer.shape_scorer, read_here), as docs/results.md's tables
+# name it: where the questions carry answer options that are not a fixed answer set, their words vote in the order
+# (OPTIONS: adapt.voting_options, options_vote; the directory's transfer_options_vote)
+DEPLOYED = PREVIOUS + ", the answer options' words vote in the order"
+ADAPTATIONS[DEPLOYED] = (*ADAPTATIONS[PREVIOUS][:-1], ADAPTATIONS[PREVIOUS][-1] + OPTIONS)
+ADAPTATIONS[DEPLOYED + ", a fixed answer set's too"] = (*ADAPTATIONS[PREVIOUS][:-1], ADAPTATIONS[PREVIOUS][-1] + OPTIONS_EVERY)
+RECALIBRATED = PREVIOUS + ", F1_hat recalibrated on the training shapes' plans"
+ADAPTATIONS[RECALIBRATED] = (*ADAPTATIONS[PREVIOUS][:-1], ADAPTATIONS[PREVIOUS][-1] + RECAL)
 
 
 @dataclass
@@ -375,6 +388,7 @@ class Shape:
     corpus_unit_doc: np.ndarray | None = None  # [U] every unit's document in the corpus's numbering (non-decreasing)
     unit_tokens: np.ndarray | None = None  # [U] every unit's tokens
     sources: object = None  # the ladder's sources (mogg.ladders.sources.Sources: ids that name one)
+    options: list | None = None  # [Q] each question's answer options as one text ("" without), as mogg-route reads them
 
 
 def splits_of(overrides: list[str], train_also: tuple[str, ...] = ()) -> dict:
@@ -427,7 +441,8 @@ def load_shapes(overrides: list[str], train_also: tuple[str, ...] = ()) -> tuple
                            prep.ladder.units.text, [it.evidence_text for it in prep.items], lf.table.f1,
                            lf.table.tokens, len(prep.items),
                            None if paragraphs is None else paragraphs[prep.ladder.units.doc[d.cand.unit]].astype(float),
-                           paras, prep.ladder.units.doc, d.unit_tokens, prep.ladder.sources())
+                           paras, prep.ladder.units.doc, d.unit_tokens, prep.ladder.sources(),
+                           [" ".join(it.options.values()) for it in prep.items])
     return out, splits, kind
 
 
@@ -480,10 +495,12 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         block_rows,
         document_best,
         feature_view,
+        options_vote,
         relative_choice,
         reorder,
         self_train,
         shift_weights,
+        voting_options,
     )
     from mogg.run.budget.selector.deploy import plans_of
     from mogg.run.budget.selector.plans import document_evidence, plan_table
@@ -553,6 +570,10 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         if whole_source and whole[2]:
             whole = (*whole[:2], f"{whole[2]}+source", *whole[3:])
         return run_one(shapes, target, seed, whole, kind, splits, near["docs"])
+    options = next((o for o in (OPTIONS, OPTIONS_EVERY) if rule.endswith(o)), "")
+    rule = rule.removesuffix(OPTIONS).removesuffix(OPTIONS_EVERY)
+    recal = rule.endswith(RECAL)
+    rule = rule.removesuffix(RECAL)
     monotone = rule.endswith(MONOTONE)
     rule = rule.removesuffix(MONOTONE)
     doc_whole = rule.endswith((ALONE_RULE, ALONE_CAL))  # the best document read whole where the documents stand alone
@@ -595,6 +616,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
                 rp_v.append(_ranked_pred(ranked, pred)[v])
                 ff.append(sh.table_f1[t])
                 ft.append(sh.table_tokens[t])
+            src_v = np.concatenate([np.full(len(u), i) for i, u in enumerate(util_v)])  # each row's training shape
             util_v, f_v, t_v, rp_v = (np.concatenate(a) for a in (util_v, f_v, t_v, rp_v))
             stats = config_stats(np.concatenate(ff), np.concatenate(ft))
 
@@ -621,11 +643,18 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             elif selftrain == "mix":  # the new set's own scorer from the transferred one's confident choices, mixed in by rank
                 own = self_train(xv[target], sh.q, sh.n, pred, seed)
                 pred = 0.5 * pred + 0.5 * own * float(np.nanmax(pred))
-            return util_v, f_v, t_v, rp_v, stats, docs, pred, median
+            return util_v, f_v, t_v, rp_v, stats, docs, pred, median, src_v
         _READ[key] = read(docs)
-    util_v, f_v, t_v, rp_v, stats, own_docs, pred, median = _READ[key]
+    util_v, f_v, t_v, rp_v, stats, own_docs, pred, median, src_v = _READ[key]
     docs = docs if docs is not None else own_docs  # the first scorer's, handed on, never one a rule changed
     sh = shapes[target]
+    if options and sh.x is not None and "option_match" in sh.names:  # as transfer.shape_scorer reads (after the refit)
+        on_whole = isinstance(selftrain, str) and selftrain.startswith("docs")
+        vote_on = sh.x[:, sh.names.index("option_match")]
+        if not options.endswith("every"):  # deployed: never a fixed answer set's options (adapt.voting_options)
+            vote_on = voting_options(vote_on, sh.q, sh.options)
+        voted = options_vote(pred, sh.q, vote_on, sh.unit_doc[sh.unit] if on_whole else None)
+        pred, key = voted, (key if voted is pred else (*key, options))
     if chain is not None and selftrain.startswith("docs") and sections_share(docs) >= SECTIONS_SHARE:
         r, _, g = chain.partition(":")[2].partition(":")  # +chain[:<ratio>[:<gap>]]
         pred = chain_first(pred, sh.q, sh.unit_doc[sh.unit], sh.n, docs, float(r or CLOSE_RATIO), int(g or 0))
@@ -797,11 +826,14 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             floor_chain = docs.chain
     rows, rows_v = np.arange(sh.n), np.arange(len(util_v))
     price = {}
+    g_v = _recal_v(util_v, t_v, rp_v, f_v, src_v, seed) if recal else None
     for b in BUDGETS:
         if rule == "relative":  # the ratio with the best validation F1 among those reading <= B there
             fits = [(float(np.nanmean(f_v[rows_v, c])), -r) for r in np.linspace(0.05, 0.95, 19)
                     for c in [relative_choice(rp_v, r)] if t_v[rows_v, c].mean() <= b]
             price[b] = -max(fits)[1] if fits else 0.95
+        elif recal:  # measured: the price on the recalibrated F1_hat, each training shape's by the others' model
+            price[b] = best_lambda(g_v, t_v, f_v, b)
         else:
             price[b] = best_lambda(util_v, t_v, f_v, b)
     if monotone:  # measured: a smaller budget's price at least a larger one's (the larger B's also reads <= B there)
@@ -871,6 +903,9 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
                 if cap_cal == "capB":
                     cap = np.minimum(cap, b)
                 u_lam = np.where(pt > cap, -1e30, util)
+            if recal:  # measured: F1_hat recalibrated by the training shapes' plans (recalibrated)
+                g = recalibrated(util_v, t_v, rp_v, f_v, seed, util, pt, rp)
+                u_lam, u_pick = (np.where(np.isfinite(u) & (u > -1e29), g, u) for u in (u_lam, u_pick))
             lam = lambda_here(rule, u_lam, pt, b, price[b], docs_price, floor_chain, section)[0]
             if floor is not None:  # measured: read at least up to the median block or E (at most B), or B
                 lam = min(lam, calibrate_lambda(u_lam, pt, min(b, floor)))
@@ -879,6 +914,62 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         own = choose_config(sh.table_f1, sh.table_tokens, rows, b)
         out[b] = (tf[rows, a], tt[rows, a], sh.table_f1[:, own], sh.table_f1[:, envelope_here(stats, sh.table_tokens, b)])
     return out
+
+
+def plan_features(util: np.ndarray, tokens: np.ndarray, rp: np.ndarray) -> np.ndarray:
+    """Each plan's features for the recalibration, [Q * K, 8], read the same on any shape: its F1_hat and that
+    over the question's best, its tokens (log) and over the first plan's, its last candidate's prediction over the
+    question's best, the step's gain in F1_hat, its place, and the question's best prediction's rank in the set."""
+    q, k = util.shape
+    fin = np.isfinite(util) & (util > -1e29)
+    u = np.where(fin, util, 0.0)
+    best_u = np.maximum(u.max(axis=1, keepdims=True), 1e-9)
+    r = np.where(np.isfinite(rp), rp, np.nan)
+    top = np.nanmax(np.where(np.isfinite(r), r, -np.inf), axis=1, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    scale = np.maximum(np.abs(top), 1e-9)
+    last = np.where(np.isfinite(r), r, 0.0)  # past the question's candidates: a plan never chosen (util -inf)
+    step = np.diff(u, axis=1, prepend=0.0)
+    rank = (np.argsort(np.argsort(top[:, 0])) + 0.5) / max(q, 1)
+    cols = [u, u / best_u, np.log1p(tokens), tokens / np.maximum(tokens[:, :1], 1.0), last / scale, step,
+            np.broadcast_to(np.arange(k) / max(k - 1, 1), (q, k)), np.broadcast_to(rank[:, None], (q, k))]
+    return np.stack([np.asarray(c, dtype=float).ravel() for c in cols], axis=1)
+
+
+def _recal_model(util, tokens, rp, f1, seed):
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    x = plan_features(util, tokens, rp)
+    y = f1.ravel()
+    ok = np.isfinite(util).ravel() & (util.ravel() > -1e29) & np.isfinite(y)
+    return HistGradientBoostingRegressor(max_iter=200, learning_rate=0.05, max_leaf_nodes=15, min_samples_leaf=50,
+                                         random_state=seed).fit(x[ok], y[ok])
+
+
+_RECAL: dict = {}
+
+
+def recalibrated(util_v, t_v, rp_v, f_v, seed, util, tokens, rp) -> np.ndarray:
+    """Measured: F1_hat [Q, K] replaced by a model of the true F1 fitted on the training shapes' validation plans
+    (their F1_hat, tokens and predictions: plan_features), no label of the new set."""
+    key = (id(util_v), seed)
+    if key not in _RECAL:
+        _RECAL[key] = _recal_model(util_v, t_v, rp_v, f_v, seed)
+    return _RECAL[key].predict(plan_features(util, tokens, rp)).reshape(util.shape)
+
+
+def _recal_v(util_v, t_v, rp_v, f_v, src_v, seed) -> np.ndarray:
+    """The training shapes' recalibrated F1_hat, each shape's rows by a model fitted on the other shapes' (as the
+    new set's is), for the price; one training shape: its own model."""
+    out = np.empty_like(util_v, dtype=float)
+    shapes_ = np.unique(src_v)
+    for s_ in shapes_:
+        own = src_v == s_
+        fit = ~own if len(shapes_) > 1 else own
+        m = _recal_model(util_v[fit], t_v[fit], rp_v[fit], f_v[fit], seed)
+        out[own] = m.predict(plan_features(util_v[own], t_v[own], rp_v[own])).reshape(util_v[own].shape)
+    fin = np.isfinite(util_v) & (util_v > -1e29)
+    return np.where(fin, out, util_v)
 
 
 def _budgets(out: dict) -> dict:

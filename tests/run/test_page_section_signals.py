@@ -146,8 +146,13 @@ def test_the_adaptations_script_names_the_library_s_deployed_reading():
     # paragraph's shortest candidate where the section is longer than B (set_shape.short_first: ":shortparaB"), and
     # the best candidate's whole source first where the ids name short sources; where the set's documents stand alone,
     # the best document read whole (set_shape.document_density), the price under the cap (ALONE_CAL), and each budget's
-    # price at least every larger budget's (MONOTONE: frontier_guard.monotone_prices, the directory's prices)
-    assert (e_rule, rule) == ("predicted", "fits-para-flat:shortparaB" + ta.ALONE_CAL + ta.MONOTONE)
+    # price at least every larger budget's (MONOTONE: frontier_guard.monotone_prices, the directory's prices); where
+    # the questions carry answer options that are not a fixed answer set, their words vote in the order (OPTIONS:
+    # adapt.voting_options, options_vote; the directory's transfer_options_vote)
+    assert (e_rule, rule) == ("predicted", "fits-para-flat:shortparaB" + ta.ALONE_CAL + ta.MONOTONE + ta.OPTIONS)
+    from mogg.run.budget.selector.kind import EvidenceSelectorKind
+
+    assert EvidenceSelectorKind().transfer_options_vote is True
     assert PARA_TOP == 1
     assert selftrain == f"near2+docs+chain:{CHAIN_RATIO:g}:{CHAIN_GAP}+pageownrun:{SECTION_RATIO:g}+source"
 

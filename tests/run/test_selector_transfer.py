@@ -858,6 +858,47 @@ def test_the_whole_document_scorer_reads_a_source_s_sections_first(transfer, mon
     assert np.array_equal(pred, calls[0][0][::-1])
 
 
+def test_the_answer_options_vote_in_the_directory_s_order_where_the_questions_carry_them(transfer, monkeypatch):
+    """shape_scorer hands the refit's predictions and the candidates' share of the options' words to
+    adapt.options_vote (under the whole-document scorer with each candidate's document, under the directory's own
+    without) and reads what it returns; without options, or from a directory written before
+    ``transfer_options_vote`` (its settings without the knob: deploy.BEFORE_KNOB), it reads as before."""
+    from mogg.run.budget.selector import transfer as tr
+    from mogg.run.budget.selector.deploy import DeployedSelector
+    from mogg.run.budget.selector.kind import EvidenceSelectorKind
+
+    dep = DeployedSelector.load(transfer / "c" / "debug" / "mog" / "selector" / "transfer")
+    assert dep.deploy["settings"]["transfer_options_vote"] is True  # the knob's default, recorded
+    n_q, per = 4, 3
+    q, unit = np.repeat(np.arange(n_q), per), np.arange(n_q * per)
+    unit_doc, tokens = unit.copy(), np.full(n_q * per, 20.0)  # one unit per document: the whole-document scorer
+    views = {v: n for v, n in ((dep.deploy["features_view"], dep.deploy["n_features"]),
+                               (dep.whole().deploy["features_view"], dep.deploy["whole"]["n_features"]))}
+    calls = []
+
+    def vote(pred, cand_q, options, doc=None):
+        calls.append((pred.copy(), options, None if doc is None else doc.copy()))
+        return np.arange(len(pred), dtype=float)  # anything recognisable
+    monkeypatch.setattr(tr, "options_vote", vote)
+
+    def read(d, options, whole=True):
+        monkeypatch.setattr(tr, "whole_set", lambda shape: whole)
+        return tr.shape_scorer(d, EvidenceSelectorKind, lambda v: np.zeros((len(q), views[v])), q, unit, unit_doc,
+                               tokens, np.full(len(q), 20.0), n_q, options=options)[1]
+    opts = np.linspace(0.0, 1.0, len(q))
+    before = read(dep, None)
+    assert not calls
+    voted = read(dep, opts)
+    assert len(calls) == 1 and calls[0][1] is opts and np.array_equal(calls[0][2], unit_doc[unit])
+    assert not np.array_equal(voted, before)
+    read(dep, opts, whole=False)  # the directory's own scorer: the candidates, not their documents
+    assert len(calls) == 2 and calls[1][1] is opts and calls[1][2] is None
+    old = DeployedSelector(dep.booster, {**dep.deploy, "settings": {k: v for k, v in dep.deploy["settings"].items()
+                                                                   if k != "transfer_options_vote"}},
+                           dep.decisions, dep.whole_booster)
+    assert np.array_equal(read(old, opts), before) and len(calls) == 2
+
+
 def test_the_directory_s_scorer_reads_a_page_s_sections_with_their_paragraphs(transfer, monkeypatch, caplog):
     """Where the directory's own scorer reads (not whole short documents), shape_scorer hands its self-trained
     predictions, the units, their documents, the set's shape and the ladder's paragraphs to set_shape.page_order and

@@ -542,6 +542,57 @@ def test_agreement_is_reciprocal_rank_fusion_question_by_question():
         agreement(x, ["a", "b", "c", "d"], q)
 
 
+def test_the_options_vote_fuses_the_order_with_the_options_words_question_by_question():
+    """adapt.options_vote against a loop: within each question with options, the candidates ordered by
+    1 / (60 + rank by pred) + 1 / (60 + rank by the options' share), ties by pred, each question keeping its own
+    values; with documents, each document read whole, in the order of its best fused candidate; a question without
+    options (NaN) keeps its order, and a set without any is returned as it is."""
+    from mogg.run.budget.selector.adapt import RRF_K, options_vote
+
+    rng = np.random.default_rng(11)
+    q = np.sort(rng.integers(0, 25, 300))
+    doc = rng.integers(0, 6, len(q))
+    pred, opt = rng.random(len(q)), np.round(rng.random(len(q)), 1)  # ties among the options' shares
+    opt[np.isin(q, [0, 3, 7])] = np.nan  # three questions without options
+    for d in (None, doc):
+        got = options_vote(pred, q, opt, d)
+        for qi in np.unique(q):
+            r = np.flatnonzero(q == qi)
+            np.testing.assert_array_equal(np.sort(got[r]), np.sort(pred[r]))  # the question's own values
+            if np.isnan(opt[r]).all():
+                np.testing.assert_array_equal(got[r], pred[r])
+                continue
+            fused = np.zeros(len(r))
+            for v in (pred[r], opt[r]):
+                for k, i in enumerate(sorted(range(len(r)), key=lambda i: (-v[i], i))):
+                    fused[i] += 1.0 / (RRF_K + k)
+            if d is not None:  # a document's rows all take its best
+                fused = np.array([fused[d[r] == d[r][i]].max() for i in range(len(r))])
+            want = sorted(range(len(r)), key=lambda i: (-fused[i], -pred[r][i], i))
+            np.testing.assert_array_equal(got[r][want], np.sort(pred[r])[::-1])
+    assert not np.array_equal(options_vote(pred, q, opt), pred)  # the vote moves some question
+    none = np.full(len(q), np.nan)
+    assert options_vote(pred, q, none) is pred and options_vote(pred, q, none, doc) is pred
+
+
+def test_a_fixed_answer_set_never_votes():
+    """adapt.fixed_answers: options shared (case and spacing aside) by at least half of a set's questions with
+    options, and two or more, are a fixed answer set (PubMedQA's yes / no / maybe): voting_options reads them as
+    NaN, and a question's own options as they are."""
+    from mogg.run.budget.selector.adapt import fixed_answers, voting_options
+
+    yn = ["yes no maybe", "Yes  no maybe", "yes no maybe", "aspirin heparin warfarin", ""]
+    assert fixed_answers(yn).tolist() == [True, True, True, False, False]
+    assert fixed_answers(["a b", "c d", "a b", "e f"]).tolist() == [True, False, True, False]  # half of four
+    assert fixed_answers(["a b", "c d", "a b", "e f", "g h"]).tolist() == [False] * 5  # two of five
+    assert fixed_answers(["yes no"]).tolist() == [False]  # one question: nothing shared
+    assert fixed_answers(["", ""]).tolist() == [False, False] and fixed_answers([]).tolist() == []
+    q = np.array([0, 0, 1, 3, 3, 4])
+    got = voting_options(np.array([0.1, 0.2, 0.3, 0.4, 0.5, np.nan]), q, yn)
+    np.testing.assert_array_equal(got, [np.nan, np.nan, np.nan, 0.4, 0.5, np.nan])
+    assert voting_options(np.ones(6), q, None) is None  # no option texts given: nothing votes
+
+
 def test_rank_within_matches_a_per_question_sort():
     """adapt.rank_within (the one rank the within-question view, self-training and the agreement share)
     against a plain per-question stable sort: best first, ties in row order, NaN last."""
@@ -1169,7 +1220,7 @@ def test_a_best_list_item_reads_its_list_as_the_block():
 def test_monotone_prices_never_let_a_smaller_budget_read_more():
     """The deployed MONOTONE rule ("The price at a smaller budget at least a larger one's"; the transfer directory's
     prices, frontier_guard.monotone_prices): each budget's price of a token at least every larger budget's, against
-    a brute force over the budgets; the script's deployed rule is the one before it with the suffix."""
+    a brute force over the budgets; the script's rule is the one before it with the suffix."""
     from mogg.evaluation.frontier_guard import monotone_prices
 
     mod, _ = _adaptations_script()
@@ -1183,8 +1234,11 @@ def test_monotone_prices_never_let_a_smaller_budget_read_more():
     assert monotone_prices({64: 0.00219, 128: 0.00092, 256: 0.00116, 512: 0.00114})[128] == 0.00116
     assert list(monotone_prices({"512": 1.0, "64": 0.5})) == ["512", "64"]  # the keys as given, compared as numbers
     assert monotone_prices({"512": 1.0, "64": 0.5})["64"] == 1.0
-    assert mod.DEPLOYED == mod.PREVIOUS + ", the price at a smaller budget at least a larger one's"
-    assert mod.ADAPTATIONS[mod.DEPLOYED][-1] == mod.ADAPTATIONS[mod.PREVIOUS][-1] + mod.MONOTONE
+    assert mod.PREVIOUS == mod.BEFORE_MONOTONE + ", the price at a smaller budget at least a larger one's"
+    assert mod.ADAPTATIONS[mod.PREVIOUS][-1] == mod.ADAPTATIONS[mod.BEFORE_MONOTONE][-1] + mod.MONOTONE
+    # the deployed rule since: the same, with the answer options' vote (adapt.voting_options, options_vote)
+    assert mod.DEPLOYED == mod.PREVIOUS + ", the answer options' words vote in the order"
+    assert mod.ADAPTATIONS[mod.DEPLOYED][-1] == mod.ADAPTATIONS[mod.PREVIOUS][-1] + mod.OPTIONS
 
 
 def test_the_ceiling_stops_a_ranking_in_hindsight_better_than_any_read_within_its_tokens():

@@ -26,6 +26,9 @@ Every function is vectorised over candidates; loops run over columns or folds on
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
+
 import numpy as np
 
 from mogg.core.segments import group_best_row, group_max, pair_groups, segment_rank
@@ -179,6 +182,53 @@ def agreement(x: np.ndarray, names: list[str], q: np.ndarray, extra: np.ndarray 
     for v in cols:  # a loop over the few columns; each rank is vectorised over the candidates
         out += 1.0 / (RRF_K + rank_within(np.asarray(v, dtype=np.float64), q))
     return out
+
+
+FIXED_ANSWERS = 0.5  # options shared by at least this share of a set's questions with options: a fixed answer set
+
+
+def fixed_answers(options: Sequence[str]) -> np.ndarray:
+    """Whether each question's answer options [Q] (one text per question, "" for none) are a fixed answer set: the
+    same texts (case and spacing aside) as at least :data:`FIXED_ANSWERS` of the questions with options, and two
+    or more of them (PubMedQA's yes / no / maybe). Such options name no explanation, so they never vote
+    (:func:`options_vote`; docs/results.md, "The answer options vote": their vote cost the PubMedQA shapes up to
+    0.277). No labels."""
+    norm = [" ".join(str(o).casefold().split()) for o in options]
+    asked = [o for o in norm if o]
+    if not asked:
+        return np.zeros(len(norm), dtype=bool)
+    counts = Counter(asked)
+    return np.array([bool(o) and counts[o] >= max(2, FIXED_ANSWERS * len(asked)) for o in norm], dtype=bool)
+
+
+def voting_options(option_match: np.ndarray, cand_q: np.ndarray, options: Sequence[str] | None) -> np.ndarray | None:
+    """The candidates' share of their question's options' words [N] (``option_match``) where those options may vote
+    (:func:`fixed_answers`), NaN elsewhere; None without option texts."""
+    if options is None:
+        return None
+    fixed = fixed_answers(options)
+    return np.where(fixed[cand_q], np.nan, option_match) if len(cand_q) else np.asarray(option_match, dtype=float)
+
+
+def options_vote(pred: np.ndarray, q: np.ndarray, options: np.ndarray, doc: np.ndarray | None = None) -> np.ndarray:
+    """``pred`` [N] reordered within each question (``q`` [N]) by the reciprocal-rank fusion (:data:`RRF_K`, equal
+    weights, not tuned) of its own order and the candidates' share of the answer options' words (``options`` [N]:
+    the ``option_match`` column, NaN where the question has none; an explanation names the right option), the
+    values kept (:func:`reorder`: the transferred scale still prices a token); with ``doc`` [N] (each candidate's
+    document: the whole-document scorer) the documents in the order of their best fused candidate
+    (:func:`document_best`). A question without options keeps its order. No labels: where the training sets hold no
+    options that name an explanation (MedMCQA's left out), the scorers never learned to weigh that column (docs/results.md, "The answer
+    options vote")."""
+    options = np.asarray(options, dtype=np.float64)
+    has = np.isfinite(options)
+    if not has.any():
+        return pred
+    fused = 1.0 / (RRF_K + rank_within(pred, q)) + np.where(has, 1.0 / (RRF_K + rank_within(options, q)), 0.0)
+    if doc is not None:
+        fused = document_best(fused, q, doc)
+    asks = np.zeros(int(q.max()) + 1, dtype=bool)
+    asks[q[has]] = True  # the questions with options: the others keep their rows as they are
+    return np.where(asks[q], reorder(pred, q, fused), pred)
 
 
 def reorder(pred: np.ndarray, q: np.ndarray, score: np.ndarray) -> np.ndarray:

@@ -130,6 +130,12 @@ def feature_names(level_names: list[str], context: bool, page: bool = False) -> 
             + (list(CONTEXT_FEATURES) if context else []) + (list(PAGE_FEATURES) if page else []))
 
 
+def option_column(x: np.ndarray, n_levels: int) -> np.ndarray:
+    """The candidates' share of their question's answer options' words [N] (``option_match``; NaN without options)
+    from the raw columns ``x`` [N, F] of a ladder of ``n_levels`` levels (:func:`feature_names`)."""
+    return x[:, 2 * n_levels + FEATURES.index("option_match")]
+
+
 def features(ladder: Ladder, cand: Candidates, lex: Lexicon, cand_emb: np.ndarray | None = None,
              question_emb: np.ndarray | None = None, *, context: bool, page: bool = False) -> np.ndarray:
     """The feature matrix float32 [N, 2 L + len(FEATURES) (+ len(CONTEXT_FEATURES) with ``context``)

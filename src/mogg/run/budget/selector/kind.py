@@ -95,6 +95,13 @@ class EvidenceSelectorKind(BudgetRouter):
         "mogg.run.budget.selector.set_shape) | document | section | sentence (declared by a user who knows it: no "
         "label-free rule tells a section of a long paper from a sentence of it; mogg-route --evidence-unit overrides "
         "it when routing; docs/results.md, \"One topic, many questions\")")
+    transfer_options_vote: bool = knob(
+        True, flag(), "where a new set's questions carry answer options, the transfer scorers' order fused (reciprocal "
+        "ranks, equal weights) with each candidate's share of the options' words (an explanation names the right "
+        "option; where the training sets hold none that do, no transferred scorer learned to weigh that column): "
+        "mogg.run.budget.selector.adapt.options_vote; a set without options, or whose options are a fixed answer set "
+        "(PubMedQA's yes / no / maybe: adapt.fixed_answers), reads as without it; kept by the worst held-out shape "
+        "(docs/results.md, 'The answer options vote')")
     transfer_page_words: bool = knob(
         False, flag(), "the transfer scorers also read the question's words each candidate holds that its page's other "
         "units lack (mogg.run.budget.selector.candidates.PAGE_FEATURES: on a page of one topic its words are on every "

@@ -23,7 +23,9 @@ import numpy as np
 
 from mogg.core.text import count_tokens
 from mogg.run.budget.explain import explained
+from mogg.run.budget.selector.adapt import voting_options
 from mogg.run.budget.selector.best_source import ReadRows
+from mogg.run.budget.selector.candidates import option_column
 from mogg.run.budget.selector.deploy import DeployedSelector, plans_of
 from mogg.run.budget.selector.plans import document_tokens, evidence_estimate
 from mogg.run.budget.selector.set_shape import Paragraphs, candidate_paragraphs
@@ -84,20 +86,22 @@ class SelectorSession:
                                  self.index.ladder.units.doc, self.index.ladder.units.text), lex.unit_tokens
 
     def scorer(self, x: np.ndarray, cand, tokens: np.ndarray, doc_tokens: np.ndarray, n_questions: int,
-               paras: Paragraphs | None = None, unit: str | None = None
+               paras: Paragraphs | None = None, unit: str | None = None, options: Sequence[str] | None = None
                ) -> tuple[DeployedSelector, np.ndarray, tuple[np.ndarray, np.ndarray]]:
         """The scorer these questions are read with, its predictions [N] (``x``: the raw columns
         :meth:`inputs` gives) and the set's shape the ``fits`` price reads: the directory's scorer, in its
         feature view (in-set: raw), or a transfer directory's whole-document scorer where their evidence
         looks like whole short documents (:func:`mogg.run.budget.selector.transfer.shape_scorer`; ``unit``: the
-        evidence unit declared, None: the directory's)."""
+        evidence unit declared, None: the directory's; ``options``: each question's answer options as one text, the
+        ones that vote: :func:`mogg.run.budget.selector.adapt.voting_options`)."""
         context = bool(self.deployed.knob("context", self.kind))
 
         def x_of(view: str) -> np.ndarray:
             return x if view == "raw" else transfer_view(x, cand.q, n_questions, view, self.index.ladder.level_names,
                                                          context, self.deployed.page_columns(self.kind))
         return shape_scorer(self.deployed, self.kind, x_of, cand.q, cand.unit, self.unit_docs(), tokens,
-                            doc_tokens, n_questions, paras, unit)
+                            doc_tokens, n_questions, paras, unit,
+                            voting_options(option_column(x, len(self.index.ladder.level_names)), cand.q, options))
 
     def unit_docs(self) -> np.ndarray:
         """Every unit's document [U] as the set-shape decisions read it, a source's sections together
@@ -146,7 +150,7 @@ class SelectorSession:
                         "option features read 0 here (give each jsonl line its 'options')", 100 * dep.deploy["with_options"])
         deep, cand, x, tokens, doc_tokens, paras, unit_tokens = self.inputs(questions, options)
         lad, sel = self.index.ladder, dep.deploy["settings"]
-        dep, pred, docs = self.scorer(x, cand, tokens, doc_tokens, len(questions), paras, unit)
+        dep, pred, docs = self.scorer(x, cand, tokens, doc_tokens, len(questions), paras, unit, options)
         plan = dep.plan(budget, cost_weight, unguarded)  # the whole-document scorer has its own lambdas and guard
         evidence = dep.reads("evidence", self.kind)  # directories from before the knob: its default
         units = cand.unit  # the rows read: the candidates, and with --calibrate-here the best sources' other units

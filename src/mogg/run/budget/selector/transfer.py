@@ -52,9 +52,9 @@ from mogg.evaluation.frontier_guard import best_lambda, guard_check, monotone_pr
 from mogg.routing.fitting.folds import split_train_val
 from mogg.routing.plans import calibrate_lambda, decide
 from mogg.run.budget.base import TRANSFER_DIR, LadderFrontier
-from mogg.run.budget.selector.adapt import feature_view
+from mogg.run.budget.selector.adapt import feature_view, options_vote, voting_options
 from mogg.run.budget.selector.best_source import ReadRows, read_best_source
-from mogg.run.budget.selector.candidates import feature_names
+from mogg.run.budget.selector.candidates import feature_names, option_column
 from mogg.run.budget.selector.deploy import FORMAT, DeployedSelector, plans_of
 from mogg.run.budget.selector.plans import (
     EVIDENCE,
@@ -235,7 +235,8 @@ def fit_transfer_selector(ctx: RunContext, name: str, sources: dict[str, LadderF
 
 def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray,
                  tokens: np.ndarray, doc_tokens: np.ndarray, n_questions: int, paras: Paragraphs | None = None,
-                 evidence_unit: str | None = None) -> tuple[DeployedSelector, np.ndarray, SetShape]:
+                 evidence_unit: str | None = None, options: np.ndarray | None = None
+                 ) -> tuple[DeployedSelector, np.ndarray, SetShape]:
     """The scorer a transfer directory reads these new questions with, its predictions [N], and the
     set's shape (:func:`~mogg.run.budget.selector.set_shape.whole_documents` on the directory's own scorer's
     predictions, before any refit: what the ``fits`` price reads, so that it and the scorer follow one
@@ -251,7 +252,10 @@ def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np
     ``x_of(view)``: the candidates' features [N, F] in a view. ``evidence_unit``: the set's evidence unit as declared
     (:data:`~mogg.run.budget.selector.units.UNITS`, ``mogg-route --evidence-unit``; None: what a transfer directory
     recorded, its ``transfer_unit``; an in-set directory decides from its candidates), in place of those decisions
-    (:func:`~mogg.run.budget.selector.set_shape.declared`)."""
+    (:func:`~mogg.run.budget.selector.set_shape.declared`). ``options`` [N]: each candidate's share of its question's
+    answer options' words (:func:`~mogg.run.budget.selector.adapt.voting_options`; NaN without options, or where
+    they are a fixed answer set): where the directory's ``transfer_options_vote`` is on, they vote in the refit's
+    order (:func:`~mogg.run.budget.selector.adapt.options_vote`)."""
     x = x_of(dep.reads("features_view", kind))  # once: the prediction and the refit read the same view
     pred = dep.booster.predict(x) if len(cand_q) else np.zeros(0)
     docs = whole_documents(cand_q, unit, unit_doc, tokens, pred, doc_tokens, n_questions, paras)
@@ -286,6 +290,7 @@ def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np
         xw = x_of(whole.deploy["features_view"])
         cand_doc = np.asarray(unit_doc)[unit]
         pred = self_trained(whole, kind, xw, whole.booster.predict(xw), cand_q, n_questions, cand_doc)
+        pred = _options_voted(dep, kind, pred, cand_q, options, cand_doc)
         pred = chain_first(pred, cand_q, cand_doc, n_questions, docs)
         return whole, owned_first(pred, cand_q, cand_doc, n_questions, docs), docs
     log.info("%.0f%% of the questions' best blocks cover their document: the directory's scorer", 100 * share)
@@ -304,8 +309,21 @@ def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np
     elif docs.declared == AUTO:
         log.info("sentences of long documents: " + covers + ": each question reads at the training sets' price of a "
                  "token, not a section" + declare, *covered, "section of a page", "section", "section")
-    pred = self_trained(dep, kind, x, pred, cand_q, n_questions)
+    pred = _options_voted(dep, kind, self_trained(dep, kind, x, pred, cand_q, n_questions), cand_q, options)
     return dep, page_order(pred, cand_q, unit, unit_doc, docs, paras=paras), docs
+
+
+def _options_voted(dep: DeployedSelector, kind, pred: np.ndarray, cand_q: np.ndarray, options: np.ndarray | None,
+                   doc: np.ndarray | None = None) -> np.ndarray:
+    """``pred`` with the answer options' vote (:func:`~mogg.run.budget.selector.adapt.options_vote`) where this is a
+    transfer directory fitted with ``transfer_options_vote`` and the questions carry options; else as it is."""
+    if options is None or not dep.transfer or not dep.knob("transfer_options_vote", kind):
+        return pred
+    voted = options_vote(pred, cand_q, options, doc)
+    if voted is not pred:
+        log.info("%d of %d questions carry answer options: their words vote in the order (reciprocal ranks)",
+                 int(np.unique(cand_q[np.isfinite(options)]).size), int(np.unique(cand_q).size))
+    return voted
 
 
 def _decided(docs: SetShape) -> str:
@@ -521,7 +539,9 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
     named = dep  # the rows' names: the directory's rule
     dep, pred, docs = shape_scorer(dep, kind, lambda v: transfer_view(d.x, d.cand.q, n, v, prep.ladder.level_names,
                                                                       kind.context, page),
-                                   d.cand.q, d.cand.unit, udoc, d.tokens, d.doc_tokens, n, paras)
+                                   d.cand.q, d.cand.unit, udoc, d.tokens, d.doc_tokens, n, paras,
+                                   options=voting_options(option_column(d.x, len(prep.ladder.level_names)), d.cand.q,
+                                                          [" ".join(prep.items[i].options.values()) for i in kept]))
     # where the ids name short sources, each question's best candidate's whole source first (best_source)
     cq, cu, ctok, cdoc, pred = read_source_here(ReadRows(d.cand.q, d.cand.unit, d.tokens, d.doc_tokens, pred),
                                                 prep.ladder, d.unit_tokens, docs)
