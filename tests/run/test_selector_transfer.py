@@ -1194,6 +1194,8 @@ def test_a_transfer_directory_routes_the_users_corpus_from_another_folder_as_the
     assert ("the documents' order refitted" in caplog.text) == (not near)
     # ids that name sources: the best candidate's whole source read first, the units retrieval missed among them
     assert ("the best candidate's whole source first" in caplog.text) == (fixture == "transfer_sources")
+    # the example's questions carry answer options of their own: the routing read them in its order, as the report
+    assert "questions carry answer options: their words vote in the order" in caplog.text
 
 
 @pytest.mark.parametrize("path", ["ABS", "~/.ssh/id_rsa", "../secret.txt", "*.txt", "sub/../../secret.txt"])
