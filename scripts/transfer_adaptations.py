@@ -355,12 +355,18 @@ BEFORE_MONOTONE = ("two scorers, lambda fits, two self-training rounds on the ne
 # directory's prices): the directory's reading before the answer options' vote
 PREVIOUS = BEFORE_MONOTONE + ", the price at a smaller budget at least a larger one's"
 ADAPTATIONS[PREVIOUS] = (*ADAPTATIONS[BEFORE_MONOTONE][:-1], ADAPTATIONS[BEFORE_MONOTONE][-1] + MONOTONE)
+# measured: where the questions carry answer options that are not a fixed answer set, their words vote in the order
+# (OPTIONS: adapt.voting_options, options_vote), or a fixed answer set's too
+VOTE_ORDER = PREVIOUS + ", the answer options' words vote in the order"
+ADAPTATIONS[VOTE_ORDER] = (*ADAPTATIONS[PREVIOUS][:-1], ADAPTATIONS[PREVIOUS][-1] + OPTIONS)
+ADAPTATIONS[VOTE_ORDER + ", a fixed answer set's too"] = (*ADAPTATIONS[PREVIOUS][:-1],
+                                                          ADAPTATIONS[PREVIOUS][-1] + OPTIONS_EVERY)
 # the directory's reading (mogg.run.budget.selector.transfer.shape_scorer, read_here), as docs/results.md's tables
-# name it: where the questions carry answer options that are not a fixed answer set, their words vote in the order
-# (OPTIONS: adapt.voting_options, options_vote; the directory's transfer_options_vote)
-DEPLOYED = PREVIOUS + ", the answer options' words vote in the order"
-ADAPTATIONS[DEPLOYED] = (*ADAPTATIONS[PREVIOUS][:-1], ADAPTATIONS[PREVIOUS][-1] + OPTIONS)
-ADAPTATIONS[DEPLOYED + ", a fixed answer set's too"] = (*ADAPTATIONS[PREVIOUS][:-1], ADAPTATIONS[PREVIOUS][-1] + OPTIONS_EVERY)
+# name it: ... and the refit's pseudo-labels drawn from the voted order ("near2+docs+vote": self_training.self_trained
+# with the options; the directory's transfer_options_vote)
+DEPLOYED = VOTE_ORDER + ", the refit's pseudo-labels from the voted order"
+_v, _s, _st, *_rest = ADAPTATIONS[VOTE_ORDER]
+ADAPTATIONS[DEPLOYED] = (_v, _s, _st.replace("near2+docs", "near2+docs+vote", 1), *_rest)
 RECALIBRATED = PREVIOUS + ", F1_hat recalibrated on the training shapes' plans"
 ADAPTATIONS[RECALIBRATED] = (*ADAPTATIONS[PREVIOUS][:-1], ADAPTATIONS[PREVIOUS][-1] + RECAL)
 
@@ -563,7 +569,8 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         if not whole_set(near["docs"]):
             return near
         whole = (view[1], shift, {"alone": "alone", "mix": "mix", "near+docs": "docs", "near2+docs": "docs", "near+group": "group",
-                                               "near2+docs+agree": "docs+agree", "near2+docs+columns": "docs+columns"}.get(
+                                               "near2+docs+agree": "docs+agree", "near2+docs+columns": "docs+columns",
+                                               "near2+docs+vote": "docs+vote"}.get(
             selftrain, False), e_rule, rule)
         if chain is not None and whole[2]:  # the whole-document scorer reads the chain first
             whole = (*whole[:2], f"{whole[2]}+chain{chain}", *whole[3:])
@@ -626,13 +633,16 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
                 docs = whole_documents(sh.q, sh.unit, sh.unit_doc, sh.tokens, pred, sh.doc_tokens, sh.n, sh.paras)
 
             def labels(order: np.ndarray) -> np.ndarray:  # what the refit's pseudo-labels are drawn from
+                if isinstance(selftrain, str) and selftrain.endswith("+vote"):  # measured: the options' vote first
+                    return options_vote(order, sh.q, voting_options(sh.x[:, sh.names.index("option_match")], sh.q,
+                                                                    sh.options))
                 if not isinstance(selftrain, str) or not selftrain.endswith(("+agree", "+columns")):
                     return order
                 return agreement(sh.x, sh.names, sh.q, order if selftrain.endswith("+agree") else None)
             if selftrain in ("block", "block0"):  # the best candidate's block first, then the rest (each by pred)
                 pred = reorder(pred, sh.q, block_rows(sh.q, sh.unit, sh.unit_doc, pred, sh.n,
                                                       0.5 if selftrain == "block" else 0.0).astype(float))
-            elif selftrain in ("docs", "group", "docs+agree", "docs+columns"):  # documents by their best candidate; units by pred
+            elif selftrain in ("docs", "group", "docs+agree", "docs+columns", "docs+vote"):  # documents by their best candidate; units by pred
                 score = pred if selftrain == "group" else self_train(xv[target], sh.q, sh.n, labels(pred), seed)
                 pred = reorder(pred, sh.q, document_best(score, sh.q, sh.unit_doc[sh.unit]))  # as transfer.self_trained
             elif selftrain in ("near", "near+docs", "near+group", "alone"):  # the refit ranks alone; the scale stays

@@ -154,7 +154,8 @@ def test_the_adaptations_script_names_the_library_s_deployed_reading():
 
     assert EvidenceSelectorKind().transfer_options_vote is True
     assert PARA_TOP == 1
-    assert selftrain == f"near2+docs+chain:{CHAIN_RATIO:g}:{CHAIN_GAP}+pageownrun:{SECTION_RATIO:g}+source"
+    # the refit's pseudo-labels from the voted order (self_training.self_trained with the options)
+    assert selftrain == f"near2+docs+vote+chain:{CHAIN_RATIO:g}:{CHAIN_GAP}+pageownrun:{SECTION_RATIO:g}+source"
 
 
 def test_paragraph_places_and_position_lift_against_loops(mod):

@@ -575,6 +575,36 @@ def test_the_options_vote_fuses_the_order_with_the_options_words_question_by_que
     assert options_vote(pred, q, none) is pred and options_vote(pred, q, none, doc) is pred
 
 
+def test_the_refit_s_pseudo_labels_come_from_the_voted_order_where_options_vote():
+    """self_training.self_trained with ``options`` (the answer options' vote, transfer_options_vote): each round's
+    pseudo-labels are drawn from that round's order with the options' vote (adapt.options_vote over the candidates),
+    under either scorer; the values stay the question's own; without options it reads as before."""
+    from types import SimpleNamespace
+
+    from mogg.run.budget.selector.adapt import document_best, options_vote, reorder
+    from mogg.run.budget.selector.kind import EvidenceSelectorKind
+    from mogg.run.budget.selector.self_training import ROUND_SEED, self_trained
+
+    rng = np.random.default_rng(4)
+    n_q, per = 120, 6
+    q = np.repeat(np.arange(n_q), per)
+    x = rng.normal(size=(len(q), 3))
+    pred, opt = rng.random(len(q)), rng.random(len(q))
+    d = SimpleNamespace(deploy={"settings": {"transfer_self_train": 50, "transfer_self_train_rounds": 2},
+                                "fit": {"seed": 3}}, transfer=True)
+    got = self_trained(d, EvidenceSelectorKind, x, pred, q, n_q, options=opt)
+    once = reorder(pred, q, self_train(x, q, n_q, options_vote(pred, q, opt), seed=3))
+    np.testing.assert_array_equal(got, reorder(pred, q, self_train(x, q, n_q, options_vote(once, q, opt),
+                                                                   seed=3 + ROUND_SEED)))
+    assert not np.array_equal(got, self_trained(d, EvidenceSelectorKind, x, pred, q, n_q))  # the vote moved it
+    doc = np.tile(np.repeat(np.arange(3), 2), n_q)  # the whole-document scorer: one round, the documents' order
+    by_doc = self_trained(d, EvidenceSelectorKind, x, pred, q, n_q, doc, opt)
+    own = self_train(x, q, n_q, options_vote(pred, q, opt), seed=3)
+    np.testing.assert_array_equal(by_doc, reorder(pred, q, document_best(own, q, doc)))
+    np.testing.assert_array_equal(self_trained(d, EvidenceSelectorKind, x, pred, q, n_q, options=np.full(len(q), np.nan)),
+                                  self_trained(d, EvidenceSelectorKind, x, pred, q, n_q))  # nothing votes
+
+
 def test_a_fixed_answer_set_never_votes():
     """adapt.fixed_answers: options shared (case and spacing aside) by at least half of a set's questions with
     options, and two or more, are a fixed answer set (PubMedQA's yes / no / maybe): voting_options reads them as
@@ -591,6 +621,9 @@ def test_a_fixed_answer_set_never_votes():
     got = voting_options(np.array([0.1, 0.2, 0.3, 0.4, 0.5, np.nan]), q, yn)
     np.testing.assert_array_equal(got, [np.nan, np.nan, np.nan, 0.4, 0.5, np.nan])
     assert voting_options(np.ones(6), q, None) is None  # no option texts given: nothing votes
+    # one question with options (routed alone): nothing to tell a fixed answer set by, so it never votes
+    assert np.isnan(voting_options(np.ones(3), np.array([0, 0, 1]), ["yes no maybe", ""])).all()
+    assert not np.isnan(voting_options(np.ones(3), np.array([0, 0, 1]), ["a b", "c d"])).any()
 
 
 def test_rank_within_matches_a_per_question_sort():
@@ -1236,9 +1269,12 @@ def test_monotone_prices_never_let_a_smaller_budget_read_more():
     assert monotone_prices({"512": 1.0, "64": 0.5})["64"] == 1.0
     assert mod.PREVIOUS == mod.BEFORE_MONOTONE + ", the price at a smaller budget at least a larger one's"
     assert mod.ADAPTATIONS[mod.PREVIOUS][-1] == mod.ADAPTATIONS[mod.BEFORE_MONOTONE][-1] + mod.MONOTONE
-    # the deployed rule since: the same, with the answer options' vote (adapt.voting_options, options_vote)
-    assert mod.DEPLOYED == mod.PREVIOUS + ", the answer options' words vote in the order"
-    assert mod.ADAPTATIONS[mod.DEPLOYED][-1] == mod.ADAPTATIONS[mod.PREVIOUS][-1] + mod.OPTIONS
+    # the deployed rule since: the same, with the answer options' vote (adapt.voting_options, options_vote) in the
+    # order and in the refit's pseudo-labels
+    assert mod.VOTE_ORDER == mod.PREVIOUS + ", the answer options' words vote in the order"
+    assert mod.ADAPTATIONS[mod.VOTE_ORDER][-1] == mod.ADAPTATIONS[mod.PREVIOUS][-1] + mod.OPTIONS
+    assert mod.DEPLOYED == mod.VOTE_ORDER + ", the refit's pseudo-labels from the voted order"
+    assert mod.ADAPTATIONS[mod.DEPLOYED][2] == mod.ADAPTATIONS[mod.VOTE_ORDER][2].replace("near2+docs", "near2+docs+vote")
 
 
 def test_the_ceiling_stops_a_ranking_in_hindsight_better_than_any_read_within_its_tokens():

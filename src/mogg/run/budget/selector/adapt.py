@@ -203,10 +203,13 @@ def fixed_answers(options: Sequence[str]) -> np.ndarray:
 
 def voting_options(option_match: np.ndarray, cand_q: np.ndarray, options: Sequence[str] | None) -> np.ndarray | None:
     """The candidates' share of their question's options' words [N] (``option_match``) where those options may vote
-    (:func:`fixed_answers`), NaN elsewhere; None without option texts."""
+    (:func:`fixed_answers`), NaN elsewhere; None without option texts. Fewer than two questions with options (one
+    question routed alone): nothing to tell a fixed answer set by, so none votes."""
     if options is None:
         return None
     fixed = fixed_answers(options)
+    if sum(bool(str(o).strip()) for o in options) < 2:
+        fixed = np.ones(len(fixed), dtype=bool)
     return np.where(fixed[cand_q], np.nan, option_match) if len(cand_q) else np.asarray(option_match, dtype=float)
 
 

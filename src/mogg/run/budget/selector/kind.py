@@ -97,7 +97,8 @@ class EvidenceSelectorKind(BudgetRouter):
         "it when routing; docs/results.md, \"One topic, many questions\")")
     transfer_options_vote: bool = knob(
         True, flag(), "where a new set's questions carry answer options, the transfer scorers' order fused (reciprocal "
-        "ranks, equal weights) with each candidate's share of the options' words (an explanation names the right "
+        "ranks, equal weights) with each candidate's share of the options' words, in the self-training's pseudo-labels "
+        "and in the order it reads (an explanation names the right "
         "option; where the training sets hold none that do, no transferred scorer learned to weigh that column): "
         "mogg.run.budget.selector.adapt.options_vote; a set without options, or whose options are a fixed answer set "
         "(PubMedQA's yes / no / maybe: adapt.fixed_answers), reads as without it; kept by the worst held-out shape "

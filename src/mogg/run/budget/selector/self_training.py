@@ -9,7 +9,7 @@ import logging
 
 import numpy as np
 
-from mogg.run.budget.selector.adapt import document_best, reorder, self_train
+from mogg.run.budget.selector.adapt import document_best, options_vote, reorder, self_train
 from mogg.run.budget.selector.deploy import DeployedSelector
 
 log = logging.getLogger(__name__)
@@ -18,7 +18,7 @@ ROUND_SEED = 17  # round r's halves and trees are seeded seed + ROUND_SEED * r (
 
 
 def self_trained(dep: DeployedSelector, kind, x: np.ndarray, pred: np.ndarray, cand_q: np.ndarray,
-                 n_questions: int, doc: np.ndarray | None = None) -> np.ndarray:
+                 n_questions: int, doc: np.ndarray | None = None, options: np.ndarray | None = None) -> np.ndarray:
     """A transfer directory's predictions [N] reordered within each question by a scorer refitted on
     these questions' own candidates ``x`` [N, F] (its view), with ``pred``'s confident choices as
     pseudo-labels, cross-fitted over the questions (:func:`~mogg.run.budget.selector.adapt.self_train`,
@@ -30,7 +30,11 @@ def self_trained(dep: DeployedSelector, kind, x: np.ndarray, pred: np.ndarray, c
     document; the whole-document scorer): the refit orders the documents only (by their best candidate,
     :func:`~mogg.run.budget.selector.adapt.document_best`), in one round, the units within one keep the
     transferred order: where the evidence is a whole abstract, which document matters and a 64-token read
-    of the wrong sentences of the right one costs (docs/results.md)."""
+    of the wrong sentences of the right one costs (docs/results.md). ``options`` [N] (the candidates' share of
+    their question's answer options' words where they vote: :func:`~mogg.run.budget.selector.adapt.voting_options`;
+    None: no vote): each round's pseudo-labels are drawn from that order with the options' vote
+    (:func:`~mogg.run.budget.selector.adapt.options_vote`, over the candidates), so the refit learns what the
+    options' words say on this set (docs/results.md, "The answer options vote")."""
     settings = dep.deploy.get("settings") or {}
     # a directory written before the knob was measured without it: it reads as it did (not the default now)
     least = settings.get("transfer_self_train") if dep.transfer else None
@@ -46,7 +50,8 @@ def self_trained(dep: DeployedSelector, kind, x: np.ndarray, pred: np.ndarray, c
     rounds = 1 if doc is not None else int(settings.get("transfer_self_train_rounds") or 1)
     out = pred
     for r in range(rounds):  # each round's pseudo-labels: the previous round's order (the values stay pred's)
-        own = self_train(x, cand_q, n_questions, out, seed + ROUND_SEED * r)
+        labels = out if options is None else options_vote(out, cand_q, options)
+        own = self_train(x, cand_q, n_questions, labels, seed + ROUND_SEED * r)
         out = reorder(pred, cand_q, own if doc is None else document_best(own, cand_q, doc))
     log.info("the %s refitted on these %d questions' own candidates (self-training, %d round(s), seed %d)",
              "ranking" if doc is None else "documents' order", asked, rounds, seed)

@@ -255,7 +255,7 @@ def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np
     (:func:`~mogg.run.budget.selector.set_shape.declared`). ``options`` [N]: each candidate's share of its question's
     answer options' words (:func:`~mogg.run.budget.selector.adapt.voting_options`; NaN without options, or where
     they are a fixed answer set): where the directory's ``transfer_options_vote`` is on, they vote in the refit's
-    order (:func:`~mogg.run.budget.selector.adapt.options_vote`)."""
+    pseudo-labels and in its order (:func:`~mogg.run.budget.selector.adapt.options_vote`)."""
     x = x_of(dep.reads("features_view", kind))  # once: the prediction and the refit read the same view
     pred = dep.booster.predict(x) if len(cand_q) else np.zeros(0)
     docs = whole_documents(cand_q, unit, unit_doc, tokens, pred, doc_tokens, n_questions, paras)
@@ -289,7 +289,8 @@ def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np
                      100 * OWN_SHARE)
         xw = x_of(whole.deploy["features_view"])
         cand_doc = np.asarray(unit_doc)[unit]
-        pred = self_trained(whole, kind, xw, whole.booster.predict(xw), cand_q, n_questions, cand_doc)
+        vote = _voting(dep, kind, options)
+        pred = self_trained(whole, kind, xw, whole.booster.predict(xw), cand_q, n_questions, cand_doc, vote)
         pred = _options_voted(dep, kind, pred, cand_q, options, cand_doc)
         pred = chain_first(pred, cand_q, cand_doc, n_questions, docs)
         return whole, owned_first(pred, cand_q, cand_doc, n_questions, docs), docs
@@ -309,15 +310,22 @@ def shape_scorer(dep: DeployedSelector, kind, x_of, cand_q: np.ndarray, unit: np
     elif docs.declared == AUTO:
         log.info("sentences of long documents: " + covers + ": each question reads at the training sets' price of a "
                  "token, not a section" + declare, *covered, "section of a page", "section", "section")
-    pred = _options_voted(dep, kind, self_trained(dep, kind, x, pred, cand_q, n_questions), cand_q, options)
+    pred = self_trained(dep, kind, x, pred, cand_q, n_questions, options=_voting(dep, kind, options))
+    pred = _options_voted(dep, kind, pred, cand_q, options)
     return dep, page_order(pred, cand_q, unit, unit_doc, docs, paras=paras), docs
+
+
+def _voting(dep: DeployedSelector, kind, options: np.ndarray | None) -> np.ndarray | None:
+    """``options`` where this is a transfer directory fitted with ``transfer_options_vote`` (they vote in the refit's
+    pseudo-labels and in its order), else None."""
+    return options if options is not None and dep.transfer and dep.knob("transfer_options_vote", kind) else None
 
 
 def _options_voted(dep: DeployedSelector, kind, pred: np.ndarray, cand_q: np.ndarray, options: np.ndarray | None,
                    doc: np.ndarray | None = None) -> np.ndarray:
     """``pred`` with the answer options' vote (:func:`~mogg.run.budget.selector.adapt.options_vote`) where this is a
     transfer directory fitted with ``transfer_options_vote`` and the questions carry options; else as it is."""
-    if options is None or not dep.transfer or not dep.knob("transfer_options_vote", kind):
+    if _voting(dep, kind, options) is None:
         return pred
     voted = options_vote(pred, cand_q, options, doc)
     if voted is not pred:
