@@ -915,7 +915,7 @@ def test_the_directory_s_scorer_reads_a_page_s_sections_with_their_paragraphs(tr
     unit_doc, tokens = np.zeros(n_q * per, dtype=np.int64), np.full(n_q * per, 20.0)
     calls, refit = [], []
 
-    def self_trained(d, kind, x, pred, cand_q, n_questions, doc=None):
+    def self_trained(d, kind, x, pred, cand_q, n_questions, doc=None, options=None):
         refit.append(pred + 1.0)
         return refit[-1]
 
