@@ -544,6 +544,7 @@ def _other_cases() -> dict[str, tuple[Callable, str, str]]:
             _collect([], _truncate_npz), "error", "_frontier_questions.npz"),
         "collect --frontier --policies nope": (_collect(["--policies", "nope"]), "error", "nope"),
         "collect --frontier --versus nope": (_collect(["--versus", "nope"]), "error", "nope"),
+        "collect --frontier --kept nope": (_collect(["--kept", "nope"]), "error", "nope"),
         "frontier.routers.selector.params.num_leaves=-5": (
             lambda t: expect_error("train.py", [*BASE, *sel, "+frontier.routers.selector.params.num_leaves=-5"], t),
             "error", "num_leaves"),

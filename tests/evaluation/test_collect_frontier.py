@@ -11,16 +11,17 @@ from mogg.evaluation.collect import main
 from mogg.evaluation.collect_frontier import FrontierCollectError, collect_frontier, pooled_difference
 
 
-def _run(d, ids, env, router, budgets=(64, 128)):
-    """A frontier run's metrics.json and per-question file: F1 [n_budgets, n] per policy (tokens 10)."""
+def _run(d, ids, env, router, budgets=(64, 128), **extra):
+    """A frontier run's metrics.json and per-question file: F1 [n_budgets, n] per policy (tokens 10);
+    ``extra``: more policies by name."""
     d.mkdir(parents=True)
-    fr = {"budgets": {str(b): {p: {"f1": {"mean": float(v[i].mean())}, "tokens": {"mean": 10.0}}
-                               for p, v in (("envelope", env), ("router", router), ("oracle", router + 0.1))}
+    pols = (("envelope", env), ("router", router), ("oracle", router + 0.1), *extra.items())
+    fr = {"budgets": {str(b): {p: {"f1": {"mean": float(v[i].mean())}, "tokens": {"mean": 10.0}} for p, v in pols}
                       for i, b in enumerate(budgets)}}
     (d / "metrics.json").write_text(json.dumps({"mog": {"policies": {}, "frontier": fr}}))
     tok = np.full_like(env, 10.0)
     np.savez(d / "mog_frontier_questions.npz", ids=np.array(ids), budgets=np.array(budgets),
-             **{"policy:envelope": np.stack([env, tok], 1), "policy:router": np.stack([router, tok], 1)})
+             **{f"policy:{p}": np.stack([v, tok], 1) for p, v in pols if p != "oracle"})
 
 
 def test_seeds_are_pooled_question_by_question(tmp_path):
@@ -63,3 +64,34 @@ def test_seeds_over_different_questions_are_refused(tmp_path, capsys):
         collect_frontier(tmp_path, "fr_*")
     assert main(["--reports", str(tmp_path), "--frontier", "--pattern", "fr_*"]) == 2
     assert "different questions" in capsys.readouterr().err
+
+
+def test_kept_is_the_share_of_one_policy_s_gain_another_keeps_pooled_over_seeds(tmp_path, capsys):
+    """--kept selector (issue 58's bars: "keeps at least 90% of the in-set selector's gain over the envelope"): each
+    shown policy's mean gain over --versus over the selector's, both pooled over seeds question by question; a
+    run without the policy named is refused, as --versus's is."""
+    from mogg.evaluation.frontier import share_kept
+
+    rng = np.random.default_rng(1)
+    ids = [f"q{i}" for i in range(60)]
+    env = rng.uniform(size=(2, 2, 60))
+    sel = env + rng.normal(0.10, 0.05, size=(2, 2, 60))
+    dep = env + rng.normal(0.06, 0.05, size=(2, 2, 60))
+    for s in range(2):
+        _run(tmp_path / f"fr_s{s}", ids, env[s], dep[s], selector=sel[s])
+    rows = collect_frontier(tmp_path, "fr_*", ("envelope", "router", "selector"), kept="selector")
+    r = next(x for x in rows if x["policy"] == "router" and x["budget"] == 128)
+    gain, ref = (dep - env)[:, 1].mean(axis=0), (sel - env)[:, 1].mean(axis=0)  # per question, over the seeds
+    assert r["kept_of"] == "selector" and r["kept_share"] == pytest.approx(gain.mean() / ref.mean())
+    assert r["kept_lo"] < r["kept_share"] < r["kept_hi"] and r["kept_reference"] == pytest.approx(ref.mean())
+    assert r["kept_share"] == pytest.approx(share_kept(gain, ref, 2000)["share"])
+    assert "kept_of" not in next(x for x in rows if x["policy"] == "selector" and x["budget"] == 128)
+    assert main(["--reports", str(tmp_path), "--frontier", "--pattern", "fr_*", "--out", str(tmp_path / "k"),
+                 "--policies", "envelope;router;selector", "--kept", "selector"]) == 0
+    md = (tmp_path / "k" / "frontier_summary.md").read_text()
+    assert "Share of the selector's gain over the envelope kept" in md
+    r64 = next(x for x in rows if x["policy"] == "router" and x["budget"] == 64)
+    assert f"| router | {r64['kept_share']:.0%} [{r64['kept_lo']:.0%}, {r64['kept_hi']:.0%}] |" in md
+    assert main(["--reports", str(tmp_path), "--frontier", "--pattern", "fr_*", "--kept", "nope"]) == 2
+    assert "nope" in capsys.readouterr().err
+    assert main(["--reports", str(tmp_path), "--pattern", "fr_*", "--kept", "selector"]) == 2  # not a frontier table

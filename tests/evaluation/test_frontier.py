@@ -68,6 +68,7 @@ from mogg.evaluation.frontier import (
     oracle_at,
     oracle_frontier,
     paired_interval,
+    share_kept,
 )
 
 
@@ -545,3 +546,22 @@ def test_the_budgets_plot_says_why_the_oracle_falls_below_a_fixed_level(tmp_path
     table["oracle"][256] = cell(0.65)
     plot_budgets("mog", table, [128, 256], tmp_path / "b.png")
     assert (tmp_path / "b.png").stat().st_size > 1000
+
+
+def test_share_kept_is_the_ratio_of_the_mean_gains_and_nan_without_a_gain_to_keep():
+    """share_kept: mean(gain) / mean(reference gain), paired rows (NaN in either dropped), an interval over the
+    same resampled questions (a policy that keeps half of every question's gain keeps exactly half in every draw),
+    and NaN where the reference is not above the base beyond its interval."""
+    rng = np.random.default_rng(3)
+    ref = rng.uniform(0.05, 0.2, size=300)
+    k = share_kept(0.5 * ref, ref, n_boot=300)
+    assert (k["share"], k["lo"], k["hi"], k["n"]) == pytest.approx((0.5, 0.5, 0.5, 300))
+    assert k["reference"]["mean"] == pytest.approx(ref.mean()) and k["reference"]["lo"] > 0
+    noisy = ref * rng.uniform(0, 1.6, size=300)
+    k = share_kept(noisy, ref, n_boot=300)
+    assert k["share"] == pytest.approx(noisy.mean() / ref.mean()) and k["lo"] < k["share"] < k["hi"]
+    with_nan = np.r_[noisy, np.nan, 1.0]
+    assert share_kept(with_nan, np.r_[ref, 1.0, np.nan], n_boot=300)["share"] == pytest.approx(k["share"])
+    none = share_kept(noisy, rng.normal(0, 0.1, size=300), n_boot=300)  # no gain to keep
+    assert np.isnan(none["share"]) and np.isnan(none["lo"]) and none["n"] == 300
+    assert np.isnan(share_kept(np.array([]), np.array([]), n_boot=10)["share"])

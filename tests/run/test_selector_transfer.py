@@ -768,6 +768,32 @@ def test_the_transfer_selector_is_one_directory_and_its_rows_reach_the_report(tr
         assert f"| {row} |" in md
 
 
+def test_the_report_gives_each_transferred_row_s_share_of_its_kind_s_in_set_gain(transfer):
+    """Issue 58's bars read "keeps at least 90% of the in-set selector's gain over the envelope": the report computes
+    it for every transferred row beside its kind's in-set row (the selector's rows the selector's, the transferred
+    router the action router's), from the per-question F1 it saves (frontier.share_kept), and says it under the
+    table; the share is undefined ("-") where the in-set row is not above the envelope beyond its interval."""
+    import json
+
+    from mogg.evaluation.frontier import share_kept
+
+    run = transfer / "r" / "debug"
+    cells = json.loads((run / "metrics.json").read_text())["mog"]["frontier"]["budgets"]
+    with np.load(run / "mog_frontier_questions.npz") as d:
+        for i, b in enumerate(d["budgets"]):
+            env = d["policy:envelope"][i, 0]
+            for row, of in ((DEPLOYED, "selector"), ("transferred router", "router")):
+                kept = cells[str(int(b))][row]["kept"]
+                want = share_kept(d[f"policy:{row}"][i, 0] - env, d[f"policy:{of}"][i, 0] - env, 10)
+                assert kept["of"] == of and kept["n"] == want["n"] == len(env)
+                assert kept["reference"]["mean"] == pytest.approx(want["reference"]["mean"])
+                got = np.nan if kept["share"] is None else kept["share"]  # metrics.json writes NaN as null
+                assert got == pytest.approx(want["share"], nan_ok=True)
+    md = (run / "results.md").read_text()
+    assert "It keeps this share of the in-set selector's gain over the envelope" in md
+    assert "It keeps this share of the in-set router's gain over the envelope" in md
+
+
 def test_the_directory_s_price_of_a_token_never_lets_a_smaller_budget_read_more(transfer):
     """Each scorer's price of a token at a budget is at least every larger budget's (frontier_guard.monotone_prices):
     each B's best_lambda is chosen on its own grid, and the COVID-QA directories read 40 tokens at B = 128 where

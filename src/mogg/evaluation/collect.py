@@ -221,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
                          "default: envelope, router, unguarded)")
     ap.add_argument("--versus", default="envelope",
                     help="with --frontier: the policy the paired intervals are against (default: envelope)")
+    ap.add_argument("--kept", default=None, metavar="POLICY",
+                    help="with --frontier: also the share of POLICY's gain over --versus that each shown policy keeps "
+                         "(e.g. --kept selector: a transferred row's share of the in-set selector's gain)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
@@ -233,10 +236,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(args) -> int:
+    if args.kept and not args.frontier:
+        raise CollectError("--kept reads frontier runs: add --frontier")
     if args.frontier:
         sep = ";" if args.policies and ";" in args.policies else ","
         pols = tuple(p.strip() for p in args.policies.split(sep)) if args.policies else SHOWN
-        rows = collect_frontier(Path(args.reports), args.pattern, pols, args.versus)
+        rows = collect_frontier(Path(args.reports), args.pattern, pols, args.versus, args.kept)
         if not rows:
             raise CollectError(f"no frontier run under {args.reports}/{args.pattern}")
         out = Path(args.out) if args.out else Path(args.reports) / "collected_frontier"

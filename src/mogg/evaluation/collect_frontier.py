@@ -27,6 +27,8 @@ import numpy as np
 
 from mogg.core.artifacts import atomic_path
 from mogg.evaluation import names as N
+from mogg.evaluation.frontier import share_kept
+from mogg.evaluation.frontier_render import kept_cell
 
 SHOWN = ("envelope", "router", "router (action, unguarded)")  # with the oracle: the headline rows
 N_BOOT = 2000
@@ -77,11 +79,14 @@ def _policies_in(metrics: list[dict], ladders: list[str]) -> set[str]:
             if isinstance(row, dict) for pol in row}
 
 
-def collect_frontier(reports: Path, pattern: str, policies: tuple[str, ...] = SHOWN, versus: str = "envelope") -> list[dict]:
+def collect_frontier(reports: Path, pattern: str, policies: tuple[str, ...] = SHOWN, versus: str = "envelope",
+                     kept: str | None = None) -> list[dict]:
     """One row per (experiment, ladder, budget, policy): F1 and tokens mean ± sd over seeds, the
     pooled paired difference to ``versus`` (the envelope; leave-one-set-out: the training sets'
-    envelope), or the oracle's F1 and tokens. ``policies`` other than the default rows, and ``versus``,
-    must name rows the runs' tables hold (refused otherwise, with the rows there are)."""
+    envelope), or the oracle's F1 and tokens. ``policies`` other than the default rows, ``versus`` and
+    ``kept`` must name rows the runs' tables hold (refused otherwise, with the rows there are).
+    ``kept``: every other shown policy's share of that policy's gain over ``versus``, both gains pooled
+    over seeds question by question (:func:`~mogg.evaluation.frontier.share_kept`; ``kept_*`` fields)."""
     import json
 
     rows = []
@@ -94,9 +99,10 @@ def collect_frontier(reports: Path, pattern: str, policies: tuple[str, ...] = SH
                 raise FrontierCollectError(f"{r / 'metrics.json'}: not readable ({e})") from None
         ladders = [lad for lad, s in metrics[0].items() if isinstance(s, dict) and "frontier" in s]
         have = _policies_in(metrics, ladders)
-        asked = [p for p in (*([] if policies == SHOWN else policies), versus) if p not in have]
+        asked = [p for p in (*([] if policies == SHOWN else policies), versus, *([kept] if kept else []))
+                 if p not in have]
         if ladders and asked:
-            raise FrontierCollectError(f"{exp}: no policy {asked[0]!r} in its frontier tables (--policies / --versus); "
+            raise FrontierCollectError(f"{exp}: no policy {asked[0]!r} in its frontier tables (--policies / --versus / --kept); "
                                        f"they hold: {'; '.join(sorted(have))}")
         for ladder in ladders:
             if any("frontier" not in m.get(ladder, {}) for m in metrics):
@@ -127,6 +133,12 @@ def collect_frontier(reports: Path, pattern: str, policies: tuple[str, ...] = SH
                     if pol != versus and pol != "oracle" and all(key in d and ref in d for d in data):
                         diffs = [d[key][i, 0][o] - d[ref][i, 0][o] for d, o in zip(data, order)]
                         row.update({f"diff_{k}": v for k, v in pooled_difference(diffs).items() if k != "seeds"})
+                        own = f"policy:{kept}"
+                        if kept and pol != kept and all(own in d for d in data):
+                            gains = [d[own][i, 0][o] - d[ref][i, 0][o] for d, o in zip(data, order)]
+                            k = share_kept(np.nanmean(np.stack(diffs), axis=0), np.nanmean(np.stack(gains), axis=0), N_BOOT)
+                            row.update(kept_of=kept, kept_share=k["share"], kept_lo=k["lo"], kept_hi=k["hi"],
+                                       kept_reference=k["reference"]["mean"], kept_reference_lo=k["reference"]["lo"])
                     rows.append(row)
     return rows
 
@@ -155,6 +167,19 @@ def frontier_markdown(rows: list[dict]) -> str:
                 cells.append(txt)
             out.append(f"| {pol} | " + " | ".join(cells) + " |")
         out.append("")
+        shares = [r for r in sub if r.get("kept_of")]
+        if shares:  # --kept: each policy's share of one policy's gain, the same budgets
+            of, versus = shares[0]["kept_of"], shares[0]["versus"]
+            out += [f"Share of the {of}'s gain over the {versus} kept (mean gain over mean gain, both pooled over "
+                    f"seeds question by question; 95% interval resampling questions; - where the {of} is not above the "
+                    f"{versus} beyond its interval):", "",
+                    "| policy | " + " | ".join(f"B = {b}" for b in budgets) + " |", "|---" * (len(budgets) + 1) + "|"]
+            for pol in dict.fromkeys(r["policy"] for r in shares):
+                cells = [kept_cell(None if r is None else {"share": r["kept_share"], "lo": r["kept_lo"], "hi": r["kept_hi"]})
+                         for r in (next((x for x in shares if x["budget"] == b and x["policy"] == pol), None)
+                                   for b in budgets)]
+                out.append(f"| {pol} | " + " | ".join(cells) + " |")
+            out.append("")
     versus = rows[0].get("versus", "envelope") if rows else "envelope"
     out.append("Cells: evidence F1 mean ± sd over seeds (mean tokens) [pooled paired 95% interval of the difference "
                f"to the {versus}: per question averaged over seeds, questions resampled]; **bold**: above the "

@@ -162,6 +162,30 @@ def paired_interval(a: np.ndarray, b: np.ndarray, n_boot: int, seed: int = 0) ->
     return float(d.mean()), float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975))
 
 
+def share_kept(gain: np.ndarray, reference_gain: np.ndarray, n_boot: int, seed: int = 0) -> dict:
+    """The share of a reference policy's gain that a policy keeps, from per-question gains over one base
+    policy ([Q] each, paired; NaN rows dropped): mean(gain) / mean(reference_gain), and its 95% percentile
+    bootstrap interval resampling questions (the same draws for both means). NaN (share, lo, hi) where the
+    reference's own gain is not above 0 beyond its interval: there is no gain to keep, and the ratio of two
+    means near 0 says nothing. ``reference``: that gain's mean and interval, so a reader sees what the share
+    is a share of (the issue 58 bars: "keeps at least 90% of the in-set selector's gain over the envelope")."""
+    a, r = np.asarray(gain, float), np.asarray(reference_gain, float)
+    keep = ~(np.isnan(a) | np.isnan(r))
+    a, r = a[keep], r[keep]
+    nan = float("nan")
+    if not len(a):
+        return {"share": nan, "lo": nan, "hi": nan, "n": 0, "reference": {"mean": nan, "lo": nan, "hi": nan}}
+    idx = np.random.default_rng(seed).integers(0, len(a), size=(n_boot, len(a)))
+    ra, rr = a[idx].mean(axis=1), r[idx].mean(axis=1)
+    ref = {"mean": float(r.mean()), "lo": float(np.quantile(rr, 0.025)), "hi": float(np.quantile(rr, 0.975))}
+    out = {"share": nan, "lo": nan, "hi": nan, "n": int(len(a)), "reference": ref}
+    if ref["lo"] > 0:  # every draw's reference gain is then positive but a few: the ratio's tails stay finite
+        ratio = ra / np.where(rr > 0, rr, np.nan)
+        out.update(share=float(a.mean() / r.mean()), lo=float(np.nanquantile(ratio, 0.025)),
+                   hi=float(np.nanquantile(ratio, 0.975)))
+    return out
+
+
 def area_share(budgets: np.ndarray, policy: np.ndarray, envelope: np.ndarray, oracle: np.ndarray) -> float:
     """Area between a policy's F1 curve and the envelope's over log(budget), as a share of the
     area between the oracle frontier and the envelope (1 = the oracle, 0 = the envelope)."""

@@ -71,10 +71,30 @@ def frontier_section(name: str, fr: dict, budgets: list[int], policies=()) -> li
                          f"[{v.get('lo', float('nan')):+.3f}, {v.get('hi', float('nan')):+.3f}]")
         md += [f"The {row} (trained on the other sets, guarded on their validation questions) against the "
                "training sets' envelope (what one deploys on a new set without its labels), paired 95% interval: "
-               + "; ".join(cells) + ". The envelope row above is this set's own, cross-fitted: it needs this set's labels.", ""]
+               + "; ".join(cells) + ". The envelope row above is this set's own, cross-fitted: it needs this set's labels."
+               + kept_sentence([fr["budgets"][b][row].get("kept") for b in budgets], budgets), ""]
     for _, after in notes:
         md += after
     return md + [f"![F1 vs tokens]({name}_frontier.png)", ""]
+
+
+def kept_cell(k: dict) -> str:
+    """One budget's share of the in-set row's gain kept (:func:`~mogg.evaluation.frontier.share_kept`): ``58% [40%,
+    77%]``, or ``-`` where the in-set row is not above the envelope beyond its interval (no gain to keep)."""
+    if k is None or np.isnan(k.get("share", np.nan)):
+        return "-"
+    return f"{k['share']:.0%} [{k['lo']:.0%}, {k['hi']:.0%}]"
+
+
+def kept_sentence(kept: list, budgets: list[int]) -> str:
+    """The report's line on a transferred row's share of its kind's in-set gain (``kept`` per budget, None where
+    the row has none): empty where no budget has one."""
+    if not any(kept):
+        return ""
+    of = next(k["of"] for k in kept if k)
+    cells = "; ".join(f"B={b}: {kept_cell(k)}" for b, k in zip(budgets, kept))
+    return (f" It keeps this share of the in-set {of}'s gain over the envelope (mean gain over mean gain, 95% "
+            f"interval resampling questions; - where the {of} is not above the envelope beyond its interval): {cells}.")
 
 
 def plot_frontier(name: str, fr: dict, path: Path, policies=()) -> None:

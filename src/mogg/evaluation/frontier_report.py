@@ -24,6 +24,7 @@ from mogg.evaluation.frontier import (
     oracle_frontier,
     paired_interval,
     pareto,
+    share_kept,
     tokens_to_reach,
 )
 from mogg.evaluation.frontier_guard import BudgetPolicy, TableAt, cut_family
@@ -48,7 +49,9 @@ def frontier_evaluation(fixed: Family, others: list[Family], folds: np.ndarray, 
     oracle. ``transfer``: budget -> {name: (F1 [Q], tokens [Q], config)} of policies fixed before
     this set was seen (a router trained on other sets, their envelope), rows at the table's
     budgets; the transferred router also gets its paired interval against the training sets'
-    envelope (``vs_training_envelope``)."""
+    envelope (``vs_training_envelope``). A value (F1, tokens, config, in-set row) names the in-set row of its
+    kind (a row of this table): its ``kept`` is the share of that row's gain over the envelope it keeps
+    (:func:`~mogg.evaluation.frontier.share_kept`)."""
     keep = ~np.isnan(fixed.f1).any(axis=1)
     if not keep.any():
         raise ValueError("no question has gold evidence: the frontier needs evidence F1")
@@ -85,8 +88,12 @@ def frontier_evaluation(fixed: Family, others: list[Family], folds: np.ndarray, 
         for p in inside:
             res.update(p.rows(b, table))
         named = transfer(b) if transfer is not None and b in table_budgets else {}
-        for n, (f, t, conf) in named.items():
+        for n, (f, t, conf, *_) in named.items():
             res[n] = table.row(f[sub], t[sub], conf)
+        for n, (*_, in_set) in ((n, v) for n, v in named.items() if len(v) > 3 and v[3] in res):
+            # a transferred row beside its kind's in-set row: the share of that row's gain over the envelope it keeps
+            res[n]["kept"] = {"of": in_set, **share_kept(res[n]["_q"][0] - table.env_f1,
+                                                         res[in_set]["_q"][0] - table.env_f1, n_boot, seed)}
         for n in named if TRAINING_ENVELOPE in named else ():  # every transferred row against the training sets' envelope
             if n.startswith("transferred"):
                 d, lo, hi = paired_interval(named[n][0][sub], named[TRAINING_ENVELOPE][0][sub], n_boot, seed)

@@ -137,10 +137,12 @@ def evaluate_frontier(ctx: RunContext, name: str, prep: Prepared, fs: FrontierSe
             by_slot[kind.slot] = kind.policy(ctx, ladder, ckpt / kind.slot, chunk)
         for kind in fs.routers:
             t = kind.transferred(ctx, ladder, ckpt / kind.slot)
-            if t is not None:
-                transfers.append(t)
+            if t is not None:  # its rows read against the kind's in-set headline row (the share of its gain kept)
+                head = getattr(by_slot.get(kind.slot), "HEADLINE", ())
+                transfers.append((t, head[0] if head else None))
     policies = [by_slot[k.slot] for k in fs.routers if k.slot in by_slot]  # the report's order: the list's
-    transfer = (lambda b: {k: v for t in transfers for k, v in t(b).items()}) if transfers else None
+    transfer = (lambda b: {k: (*v, head) if head and k.startswith("transferred") else v
+                           for t, head in transfers for k, v in t(b).items()}) if transfers else None
     fr = frontier_evaluation(table, other_families(prep, fs, weights, ladder_policies, table), folds, list(fs.budgets),
                              policies, fs.n_boot, ctx.seed, transfer)
     fr["action_space"] = space.to_json()
