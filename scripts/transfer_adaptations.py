@@ -46,6 +46,7 @@ MONOTONE = "|mono"
 OPTIONS = "|options"
 OPTIONS_EVERY = "|options-every"
 RECAL = "|recal"  # measured: F1_hat recalibrated by a model of the training shapes' plans' true F1 (recalibrated)
+CHAIN_CAP = "|chaincap"  # deployed: on sections of sources each question reads at most its chain, the price under it
 ADAPTATIONS = {
     "raw": ("raw", False, False, "document", "learned"),
     "lambda here": ("raw", False, False, "document", "here"),
@@ -361,12 +362,16 @@ VOTE_ORDER = PREVIOUS + ", the answer options' words vote in the order"
 ADAPTATIONS[VOTE_ORDER] = (*ADAPTATIONS[PREVIOUS][:-1], ADAPTATIONS[PREVIOUS][-1] + OPTIONS)
 ADAPTATIONS[VOTE_ORDER + ", a fixed answer set's too"] = (*ADAPTATIONS[PREVIOUS][:-1],
                                                           ADAPTATIONS[PREVIOUS][-1] + OPTIONS_EVERY)
-# the directory's reading (mogg.run.budget.selector.transfer.shape_scorer, read_here), as docs/results.md's tables
-# name it: ... and the refit's pseudo-labels drawn from the voted order ("near2+docs+vote": self_training.self_trained
-# with the options; the directory's transfer_options_vote)
-DEPLOYED = VOTE_ORDER + ", the refit's pseudo-labels from the voted order"
+# ... and the refit's pseudo-labels drawn from the voted order ("near2+docs+vote": self_training.self_trained with the
+# options; the directory's transfer_options_vote): the directory's reading before the chain cap
+VOTED = VOTE_ORDER + ", the refit's pseudo-labels from the voted order"
 _v, _s, _st, *_rest = ADAPTATIONS[VOTE_ORDER]
-ADAPTATIONS[DEPLOYED] = (_v, _s, _st.replace("near2+docs", "near2+docs+vote", 1), *_rest)
+ADAPTATIONS[VOTED] = (_v, _s, _st.replace("near2+docs", "near2+docs+vote", 1), *_rest)
+# the directory's reading (mogg.run.budget.selector.transfer.shape_scorer, read_here), as docs/results.md's tables
+# name it: ... and on sections of sources each question at most its chain (the bound of E there), the price calibrated
+# on the plans within it, as where the documents stand alone (CHAIN_CAP; the directory's transfer_chain_cap)
+DEPLOYED = VOTED + ", at most the chain on sections of sources"
+ADAPTATIONS[DEPLOYED] = (*ADAPTATIONS[VOTED][:-1], ADAPTATIONS[VOTED][-1] + CHAIN_CAP)
 RECALIBRATED = PREVIOUS + ", F1_hat recalibrated on the training shapes' plans"
 ADAPTATIONS[RECALIBRATED] = (*ADAPTATIONS[PREVIOUS][:-1], ADAPTATIONS[PREVIOUS][-1] + RECAL)
 
@@ -577,6 +582,8 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         if whole_source and whole[2]:
             whole = (*whole[:2], f"{whole[2]}+source", *whole[3:])
         return run_one(shapes, target, seed, whole, kind, splits, near["docs"])
+    chain_cap = rule.endswith(CHAIN_CAP)
+    rule = rule.removesuffix(CHAIN_CAP)
     options = next((o for o in (OPTIONS, OPTIONS_EVERY) if rule.endswith(o)), "")
     rule = rule.removesuffix(OPTIONS).removesuffix(OPTIONS_EVERY)
     recal = rule.endswith(RECAL)
@@ -905,6 +912,9 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
                 cap = section_cap(docs, section)
             u_lam = util
             u_pick = util
+            if chain_cap and floor_chain is not None:  # measured: at most the chain, the price calibrated under it
+                cap = np.where(floor_chain > 0, floor_chain, np.inf)[:, None]
+                u_lam = np.where(pt > cap, -1e30, util)
             if cap_cal.startswith("floor") and cap is not None:  # measured: every question reads at least this share
                 # of B, at most its section (the cap) and at most its longest plan: plans shorter are out
                 low = np.minimum(np.minimum(float(cap_cal[5:]) * b, cap[:, 0]), pt.max(axis=1))

@@ -633,6 +633,48 @@ def test_fits_bounds_e_by_the_chain_on_sections_of_sources_and_reads_the_plans_h
     assert half < floor  # the chain handed in is the one read
 
 
+def test_the_chain_caps_what_each_question_reads_on_sections_of_sources():
+    """transfer_chain_cap (read_here's ``chain_cap``): on sections of sources each question reads at most its chain
+    (set_shape.source_chain), the price calibrated on the plans within it (a plan past the chain reads another
+    source: the snippet stand-in read 213 tokens for 0.877 at B = 256, so capped 203 for 0.940); without the knob,
+    under another rule or on whole documents that stand apart, it reads as before."""
+    from types import SimpleNamespace
+
+    from mogg.routing.plans import calibrate_lambda, decide
+    from mogg.run.budget.selector import transfer
+    from mogg.run.budget.selector.deploy import plans_of
+    from mogg.run.budget.selector.plans import document_evidence, predicted_evidence
+    from mogg.run.budget.selector.set_shape import SetShape, chain_evidence, fits_target, source_chain
+
+    n_q, per, b = 40, 8, 256
+    cand_q, unit, texts, tokens, pred = _toy_candidates(7, n_q, per)
+    dep = SimpleNamespace(deploy={"settings": {"plans": per}, "evidence_len": 20.0,
+                                  "budgets": {str(b): {"lambda": 0.0, "deploy": "router", "envelope": 0}}})
+    unit_doc = np.cumsum(np.where(np.random.default_rng(7).random(len(unit)) < 0.3, 1, 3))
+    doc = document_evidence(cand_q, pred, tokens, n_q)
+    sources = SetShape(doc, np.ones(n_q, bool), doc + 30, doc + 10)
+    kw = dict(doc_tokens=tokens, unit_doc=unit_doc, docs=sources, rule="fits")
+    chain = source_chain(cand_q, unit_doc[unit], pred, tokens, n_q)
+    e = chain_evidence(predicted_evidence(cand_q, pred, tokens, n_q), cand_q, unit_doc[unit], pred, tokens, n_q)
+    _, util, pt = plans_of(pred, cand_q, unit, tokens, texts, n_q, per, e)
+    cap = np.where(chain > 0, chain, np.inf)[:, None]
+    capped, _, got_pt, applied = transfer.read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "predicted",
+                                                    chain_cap=True, **kw)
+    within = np.where(pt > cap, -1e30, util)  # the price's calibration sees the plans within the chain only
+    lam = max(calibrate_lambda(within, pt, b), 0.0)
+    lam = min(lam, calibrate_lambda(within, pt, fits_target(sources, b, chain)))
+    assert applied["lambda"] == pytest.approx(lam)
+    np.testing.assert_array_equal(capped, decide(util, pt, applied["lambda"], cap))
+    read = got_pt[np.arange(n_q), capped]
+    assert (read <= chain + 1e-9)[chain > 0].all()
+    before = transfer.read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "predicted", **kw)[0]
+    assert (pt[np.arange(n_q), before] > chain).any() and not np.array_equal(before, capped)  # it binds here
+    for other in (dict(kw, rule="learned"), dict(kw, docs=sources._replace(chain=doc))):  # not "fits"; not sources
+        np.testing.assert_array_equal(
+            transfer.read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "predicted", chain_cap=True, **other)[0],
+            transfer.read_here(dep, pred, cand_q, unit, tokens, texts, n_q, b, "predicted", **other)[0])
+
+
 def test_the_page_plans_are_read_once_per_set_and_handed_to_every_row(monkeypatch):
     """The report reads 3 E x 4 budgets per set: on sections of a page read_here recomputed the page plans at each
     (and dropped the plans per E handed in). Handed in under (transfer.PAGE, B), B None without the ladder's
@@ -923,6 +965,32 @@ def test_the_answer_options_vote_in_the_directory_s_order_where_the_questions_ca
                                                                    if k != "transfer_options_vote"}},
                            dep.decisions, dep.whole_booster)
     assert np.array_equal(read(old, opts), before) and len(calls) == 2
+
+
+def test_the_directory_records_the_chain_cap_and_mogg_route_reads_it(transfer, tmp_path, monkeypatch):
+    """transfer_chain_cap is recorded in the directory (its default, on); a directory written before the knob reads
+    past the chain (deploy.BEFORE_KNOB); mogg-route --calibrate-here hands read_here the directory's knob, as the
+    report does (test_the_chain_caps_what_each_question_reads_on_sections_of_sources: what the cap does)."""
+    from mogg.run.budget.selector import session
+    from mogg.run.budget.selector.deploy import DeployedSelector
+    from mogg.run.budget.selector.kind import EvidenceSelectorKind
+    from mogg.run.route import main
+
+    d = transfer / "c" / "debug" / "mog" / "selector" / "transfer"
+    dep = DeployedSelector.load(d)
+    assert dep.deploy["settings"]["transfer_chain_cap"] is True is EvidenceSelectorKind().transfer_chain_cap
+    assert dep.knob("transfer_chain_cap", EvidenceSelectorKind) is True
+    del dep.deploy["settings"]["transfer_chain_cap"]
+    old = dep.save(tmp_path / "old")
+    assert DeployedSelector.load(old).knob("transfer_chain_cap", EvidenceSelectorKind) is False
+    seen, real = [], session.read_here
+    monkeypatch.setattr(session, "read_here", lambda *a, **k: seen.append(k["chain_cap"]) or real(*a, **k))
+    monkeypatch.chdir(tmp_path)
+    for directory in (d, old):
+        assert main(["--checkpoint", str(directory), "--artifacts", str(transfer / "a"), "--corpus",
+                     str(GENERIC / "corpus.jsonl"), "--budget", "128", "--calibrate-here", "--out",
+                     str(tmp_path / "out.jsonl"), str(GENERIC / "questions.jsonl")]) == 0
+    assert seen == [True, False]
 
 
 def test_the_directory_s_scorer_reads_a_page_s_sections_with_their_paragraphs(transfer, monkeypatch, caplog):

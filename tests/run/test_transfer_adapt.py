@@ -1273,8 +1273,10 @@ def test_monotone_prices_never_let_a_smaller_budget_read_more():
     # order and in the refit's pseudo-labels
     assert mod.VOTE_ORDER == mod.PREVIOUS + ", the answer options' words vote in the order"
     assert mod.ADAPTATIONS[mod.VOTE_ORDER][-1] == mod.ADAPTATIONS[mod.PREVIOUS][-1] + mod.OPTIONS
-    assert mod.DEPLOYED == mod.VOTE_ORDER + ", the refit's pseudo-labels from the voted order"
-    assert mod.ADAPTATIONS[mod.DEPLOYED][2] == mod.ADAPTATIONS[mod.VOTE_ORDER][2].replace("near2+docs", "near2+docs+vote")
+    assert mod.VOTED == mod.VOTE_ORDER + ", the refit's pseudo-labels from the voted order"
+    assert mod.ADAPTATIONS[mod.VOTED][2] == mod.ADAPTATIONS[mod.VOTE_ORDER][2].replace("near2+docs", "near2+docs+vote")
+    assert mod.DEPLOYED == mod.VOTED + ", at most the chain on sections of sources"
+    assert mod.ADAPTATIONS[mod.DEPLOYED][-1] == mod.ADAPTATIONS[mod.VOTED][-1] + mod.CHAIN_CAP
 
 
 def test_the_ceiling_stops_a_ranking_in_hindsight_better_than_any_read_within_its_tokens():

@@ -53,7 +53,8 @@ IN_SET_READS = {"lambda_rule": "here", "features_view": "raw"}  # lambda from th
 BEFORE_KEY = {"features_view": "raw"}
 # likewise for knobs: a directory written before transfer_page_words was fitted without the page columns
 # and one written before transfer_options_vote read without the options' vote
-BEFORE_KNOB = {"transfer_page_words": False, "transfer_options_vote": False}
+# and one written before transfer_chain_cap read past the chain on sections of sources
+BEFORE_KNOB = {"transfer_page_words": False, "transfer_options_vote": False, "transfer_chain_cap": False}
 MODEL = "model.txt"
 MODEL_WHOLE = "model_whole.txt"  # the whole-document scorer of a transfer directory (deploy.json's "whole")
 WHOLE_KEYS = ("features_view", "n_features", "budgets", "trees")  # what deploy.json's "whole" holds of its own

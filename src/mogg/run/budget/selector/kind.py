@@ -103,6 +103,12 @@ class EvidenceSelectorKind(BudgetRouter):
         "mogg.run.budget.selector.adapt.options_vote; a set without options, or whose options are a fixed answer set "
         "(PubMedQA's yes / no / maybe: adapt.fixed_answers), reads as without it; kept by the worst held-out shape "
         "(docs/results.md, 'The answer options vote')")
+    transfer_chain_cap: bool = knob(
+        True, flag(), "on sections of sources (a new set whose close documents sit beside each other in corpus order: an "
+        "abstract's contexts, a paper's snippets kept together) each question reads at most its chain, the documents "
+        "chained to its best one (what E is bounded by there), the price of a token calibrated on the plans within it: "
+        "past the chain a plan reads another source (mogg.run.budget.selector.set_shape.source_chain; transfer.read_here); "
+        "kept by the worst held-out shape (docs/results.md, 'At most the chain')")
     transfer_page_words: bool = knob(
         False, flag(), "the transfer scorers also read the question's words each candidate holds that its page's other "
         "units lack (mogg.run.budget.selector.candidates.PAGE_FEATURES: on a page of one topic its words are on every "

@@ -164,7 +164,8 @@ class SelectorSession:
                                                           len(questions), plan["budget"], evidence, table_tokens,
                                                           plan["deploy"], doc_tokens,
                                                           dep.reads("lambda_rule", self.kind), unit_doc=self.unit_docs(),
-                                                          docs=docs, paras=paras)
+                                                          docs=docs, paras=paras,
+                                                          chain_cap=bool(dep.knob("transfer_chain_cap", self.kind)))
             plan = {**plan, "lambda": applied["lambda"] if applied["lambda"] is not None else plan["lambda"],
                     "envelope": applied["envelope"], "calibrated_here": True}
         else:

@@ -416,7 +416,7 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
               texts, n_questions: int, budget: float, evidence: str, table_tokens: np.ndarray | None = None,
               deploy: str | None = None, doc_tokens: np.ndarray | None = None, rule: str = "here",
               plans: tuple | None = None, unit_doc: np.ndarray | None = None, docs: tuple | None = None,
-              chain: np.ndarray | None = None, paras: Paragraphs | None = None):
+              chain: np.ndarray | None = None, paras: Paragraphs | None = None, chain_cap: bool = False):
     """A deployed selector read on new questions at ``budget`` without their labels (module doc): the plan per
     question (-1: the envelope, where the guard kept it), the ranking and plan tokens, the plan as applied
     (``{"lambda", "deploy", "envelope", "reads_to"}``). ``table_tokens`` [Q, A]: the fixed configurations' tokens on
@@ -434,7 +434,9 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
     under (:data:`PAGE`, B) on sections of a page (B None without ``paras``), :func:`sources_plans`' under
     (:data:`SOURCES`, E) on sections of sources, :func:`alone_plans`' under :data:`ALONE`), ``docs``: the set's shape
     as :func:`shape_scorer` gives it, ``chain`` [Q]: on sections of sources each question's chain on ``pred``
-    (:func:`~mogg.run.budget.selector.set_shape.source_chain`; each computed here from ``pred`` when None)."""
+    (:func:`~mogg.run.budget.selector.set_shape.source_chain`; each computed here from ``pred`` when None);
+    ``chain_cap`` (the directory's ``transfer_chain_cap``): there under ``fits`` each question reads at most its chain,
+    the price calibrated on the plans within it."""
     if rule not in LAMBDA_RULES:
         raise ValueError(f"lambda rule {rule!r}: one of {LAMBDA_RULES}")
     if rule == "fits" and (doc_tokens is None or unit_doc is None):
@@ -473,11 +475,17 @@ def read_here(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit:
     section = section_evidence(cand_q, pred, paras, n_questions) if page and paras is not None else None
     # documents that stand alone: at most the best one; sections of a page: at most the best paragraph (or the median)
     cap = (fits_cap(docs) if section is None else section_cap(docs, section)) if rule == "fits" else None
-    # where the documents stand alone the price is calibrated on the plans within the cap, what the questions read:
-    # past it a plan reads nothing more, so the mean under B would leave the budget unspent (the page stand-in
-    # written a section per document read 54 tokens at B = 64; docs/results.md, "A page written one section per
-    # document")
-    u_lam = np.where(plan_tok > cap, -1e30, util) if alone and cap is not None else util
+    capped = alone  # the plans past the cap out of the price's calibration
+    if chain_cap and chain is not None and rule == "fits":
+        # sections of sources: at most the chain (what E is bounded by); past it a plan reads another source (the
+        # snippet stand-in read 213 tokens for F1 0.877 at B = 256, 203 for 0.940 so capped; docs/results.md, "At
+        # most the chain")
+        cap, capped = np.where(chain > 0, chain, np.inf)[:, None], True
+    # where the documents stand alone (or under the chain) the price is calibrated on the plans within the cap, what
+    # the questions read: past it a plan reads nothing more, so the mean under B would leave the budget unspent (the
+    # page stand-in written a section per document read 54 tokens at B = 64; docs/results.md, "A page written one
+    # section per document")
+    u_lam = np.where(plan_tok > cap, -1e30, util) if capped and cap is not None else util
     applied["lambda"], applied["reads_to"] = lambda_here(rule, u_lam, plan_tok, budget, float(p["lambda"]), docs, chain,
                                                          section)
     return decide(util, plan_tok, applied["lambda"], cap).astype(np.int64), ranked, plan_tok, applied
@@ -572,6 +580,7 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
         for b in [None] if paras is None else [float(b) for b in dep.deploy["budgets"]]:
             plans[(PAGE, b)] = page_plans(dep, pred, cq, cu, ctok, texts, n, cdoc, paras, b)
     chain = None  # sections of sources: each question's chain on pred, read by every row at every budget
+    chain_cap = bool(named.knob("transfer_chain_cap", kind))  # ... and at most it under fits (a directory before: past it)
     if docs is not None and sources_sections(docs):
         plans.update({(SOURCES, e): sources_plans(dep, pred, cq, cu, ctok, texts, n, e, cdoc,
                                                   udoc) for e in EVIDENCE})
@@ -594,7 +603,8 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
         for row, evidence, rule in reads:
             choice, ranked, _, applied = read_here(dep, pred, cq, cu, ctok, texts, n, b, evidence,
                                                    table.tokens[kept], doc_tokens=cdoc, rule=rule,
-                                                   plans=plans, unit_doc=udoc, docs=docs, chain=chain, paras=paras)
+                                                   plans=plans, unit_doc=udoc, docs=docs, chain=chain, paras=paras,
+                                                   chain_cap=chain_cap)
             if applied["deploy"] == "envelope":
                 env = applied["envelope"]
                 f1, tok, conf = table.f1[kept, env], table.tokens[kept, env], "envelope deployed"
