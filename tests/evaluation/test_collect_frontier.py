@@ -92,6 +92,10 @@ def test_kept_is_the_share_of_one_policy_s_gain_another_keeps_pooled_over_seeds(
     assert "Share of the selector's gain over the envelope kept" in md
     r64 = next(x for x in rows if x["policy"] == "router" and x["budget"] == 64)
     assert f"| router | {r64['kept_share']:.0%} [{r64['kept_lo']:.0%}, {r64['kept_hi']:.0%}] |" in md
+    from mogg.evaluation.frontier_render import kept_cell
+
+    assert kept_cell({"share": -0.003, "lo": -0.05, "hi": 0.04}) == "0% [-5%, 4%]"  # never "-0%"
+    assert kept_cell(None) == kept_cell({"share": float("nan")}) == "-"
     assert main(["--reports", str(tmp_path), "--frontier", "--pattern", "fr_*", "--kept", "nope"]) == 2
     assert "nope" in capsys.readouterr().err
     assert main(["--reports", str(tmp_path), "--pattern", "fr_*", "--kept", "selector"]) == 2  # not a frontier table

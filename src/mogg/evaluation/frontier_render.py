@@ -83,7 +83,8 @@ def kept_cell(k: dict) -> str:
     77%]``, or ``-`` where the in-set row is not above the envelope beyond its interval (no gain to keep)."""
     if k is None or np.isnan(k.get("share", np.nan)):
         return "-"
-    return f"{k['share']:.0%} [{k['lo']:.0%}, {k['hi']:.0%}]"
+    pct = [f"{round(float(k[x]), 2) + 0.0:.0%}" for x in ("share", "lo", "hi")]  # + 0.0: "0%", never "-0%"
+    return f"{pct[0]} [{pct[1]}, {pct[2]}]"
 
 
 def kept_sentence(kept: list, budgets: list[int]) -> str:
