@@ -69,3 +69,35 @@ def test_auto_threads_are_the_jobs_cores():
     from mogg.core.threads import check_threads, default_threads
 
     assert check_threads("auto") == check_threads(None) == default_threads()
+
+
+LAUNCHED = """
+import numba, numpy
+@numba.njit(parallel=True)
+def total(x):
+    s = 0.0
+    for i in numba.prange(len(x)):
+        s += x[i]
+    return s
+total(numpy.ones(8))  # numba's pool starts at the count it read from the environment at import
+from mogg.core.threads import configure_threads
+configure_threads(2)
+@numba.njit
+def more(x):
+    return x + 1
+print(more(1), numba.get_num_threads())  # a compile after: numba re-reads the environment
+"""
+
+
+def test_a_job_that_inherited_another_numba_count_still_compiles_after_setting_its_threads():
+    """A process whose parent set NUMBA_NUM_THREADS=1 (a pytest worker that ran a job at threads=1) imported numba and
+    started its pool, then set threads=2: configure_threads moved NUMBA_NUM_THREADS and numba's next compile raised
+    "Cannot set NUMBA_NUM_THREADS to a different value once the threads have been launched" (the CI's hostile
+    replays, 3 failures, when the test order put such a job first). The variable stays numba's now."""
+    import os
+
+    env = {**os.environ, "NUMBA_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-c", LAUNCHED], capture_output=True, text=True, cwd=ROOT, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-800:]
+    assert out.stdout.split() == ["2", "1"]  # compiled; numba's pool stays at the count it started with

@@ -65,6 +65,10 @@ def configure_threads(threads: int | str | None = None) -> int:
     n = check_threads(threads)
     for var in _ENV:
         os.environ[var] = str(n)
+    if "numba" in sys.modules:  # numba read NUMBA_NUM_THREADS at import: its next compile re-reads the environment
+        # and raises once its pool has started if the value moved (a process that inherited another count from its
+        # parent: the CI's hostile replays, whose pytest worker had run a job at threads=1), so it stays numba's
+        os.environ["NUMBA_NUM_THREADS"] = str(sys.modules["numba"].config.NUMBA_NUM_THREADS)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     os.environ.setdefault("GOMP_SPINCOUNT", "300000")
     import torch
