@@ -565,3 +565,29 @@ def test_share_kept_is_the_ratio_of_the_mean_gains_and_nan_without_a_gain_to_kee
     none = share_kept(noisy, rng.normal(0, 0.1, size=300), n_boot=300)  # no gain to keep
     assert np.isnan(none["share"]) and np.isnan(none["lo"]) and none["n"] == 300
     assert np.isnan(share_kept(np.array([]), np.array([]), n_boot=10)["share"])
+
+
+def test_share_kept_reads_a_gain_to_keep_as_the_tables_bold_it():
+    """A reference gain whose lower bound is above 0 but prints as +0.000 is not a gain to keep: the share and the
+    tables' bold (names.beyond_zero) say the same (share_kept tested ``lo > 0`` before and gave a share of a gain the
+    table shows level with the envelope)."""
+    ref = np.full(200, 0.0003)  # every draw's mean is 0.0003: lo > 0, printed +0.000
+    k = share_kept(0.5 * ref, ref, n_boot=100)
+    assert k["reference"]["lo"] == pytest.approx(0.0003) and np.isnan(k["share"])
+    assert share_kept(0.5 * ref + 0.1, ref + 0.1, n_boot=100)["share"] == pytest.approx(0.10015 / 0.1003)
+
+
+def test_one_draw_behind_every_interval_over_questions():
+    """paired_interval, share_kept and collect's pooled_difference resample questions through bootstrap_means: the
+    same seed gives the same draws, so a difference's interval and a share over it agree draw for draw."""
+    from mogg.evaluation.collect_frontier import pooled_difference
+    from mogg.evaluation.frontier import bootstrap_means
+
+    rng = np.random.default_rng(5)
+    a, b = rng.uniform(size=120), rng.uniform(size=120)
+    boots = bootstrap_means(np.stack([a - b, a, b], axis=1), 500, seed=2)
+    assert boots.shape == (500, 3) and np.allclose(boots[:, 0], boots[:, 1] - boots[:, 2])
+    d, lo, hi = paired_interval(a, b, 500, seed=2)
+    assert (lo, hi) == pytest.approx((np.quantile(boots[:, 0], 0.025), np.quantile(boots[:, 0], 0.975)))
+    p = pooled_difference([a - b, a - b], n_boot=500, seed=2)
+    assert (p["lo"], p["hi"]) == pytest.approx((lo, hi)) and p["mean"] == pytest.approx(d)

@@ -27,7 +27,7 @@ import numpy as np
 
 from mogg.core.artifacts import atomic_path
 from mogg.evaluation import names as N
-from mogg.evaluation.frontier import share_kept
+from mogg.evaluation.frontier import bootstrap_means, share_kept
 from mogg.evaluation.frontier_render import kept_cell
 
 SHOWN = ("envelope", "router", "router (action, unguarded)")  # with the oracle: the headline rows
@@ -58,16 +58,20 @@ def _load(run: Path, ladder: str) -> dict[str, np.ndarray]:
         raise FrontierCollectError(f"{path}: not readable ({e}); rerun `python evaluate.py` for {run.name}") from None
 
 
+def pooled(per_seed: list[np.ndarray]) -> np.ndarray:
+    """Per-question values of each seed ([n] each, one question order) averaged over the seeds: [n]."""
+    return np.nanmean(np.stack(per_seed), axis=0)
+
+
 def pooled_difference(diffs: list[np.ndarray], n_boot: int = N_BOOT, seed: int = 0) -> dict:
     """Per-question differences of each seed ([n] each, one question order) averaged over seeds,
     then their mean and a 95% bootstrap interval over questions; also the spread of the seeds' means."""
-    d = np.nanmean(np.stack(diffs), axis=0)
+    d = pooled(diffs)
     d = d[~np.isnan(d)]
     per_seed = [float(np.nanmean(x)) for x in diffs]
     if not len(d):
         return {"mean": float("nan"), "lo": float("nan"), "hi": float("nan"), "n": 0, "seeds": per_seed}
-    idx = np.random.default_rng(seed).integers(0, len(d), size=(n_boot, len(d)))
-    boots = d[idx].mean(axis=1)
+    boots = bootstrap_means(d[:, None], n_boot, seed)[:, 0]
     return {"mean": float(d.mean()), "lo": float(np.quantile(boots, 0.025)), "hi": float(np.quantile(boots, 0.975)),
             "n": int(len(d)), "seeds": per_seed}
 
@@ -136,7 +140,7 @@ def collect_frontier(reports: Path, pattern: str, policies: tuple[str, ...] = SH
                         own = f"policy:{kept}"
                         if kept and pol != kept and all(own in d for d in data):
                             gains = [d[own][i, 0][o] - d[ref][i, 0][o] for d, o in zip(data, order)]
-                            k = share_kept(np.nanmean(np.stack(diffs), axis=0), np.nanmean(np.stack(gains), axis=0), N_BOOT)
+                            k = share_kept(pooled(diffs), pooled(gains), N_BOOT)
                             row.update(kept_of=kept, kept_share=k["share"], kept_lo=k["lo"], kept_hi=k["hi"],
                                        kept_reference=k["reference"]["mean"], kept_reference_lo=k["reference"]["lo"])
                     rows.append(row)

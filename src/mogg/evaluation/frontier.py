@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mogg.evaluation.names import beyond_zero
 from mogg.routing.plans import calibrate_lambda, lagrangian_choice  # noqa: F401 (calibrate_lambda: re-exported)
 
 
@@ -151,14 +152,22 @@ def at_budget(x: np.ndarray, y: np.ndarray, budget: float) -> tuple[float, float
     return float(x[i]), float(y[i])
 
 
+def bootstrap_means(columns: np.ndarray, n_boot: int, seed: int = 0) -> np.ndarray:
+    """Means of ``columns`` ([n, c], one row per question) over ``n_boot`` resamples of the questions, the same
+    draws for every column: [n_boot, c]. The one draw behind every interval over questions (paired intervals,
+    the share kept, collect's pooled differences), so a share and the differences it divides share their draws."""
+    c = np.asarray(columns, float)
+    idx = np.random.default_rng(seed).integers(0, len(c), size=(n_boot, len(c)))
+    return c[idx].mean(axis=1)
+
+
 def paired_interval(a: np.ndarray, b: np.ndarray, n_boot: int, seed: int = 0) -> tuple[float, float, float]:
     """Mean of a - b and its bootstrap 95% interval, resampling questions (paired; NaN rows dropped)."""
     d = np.asarray(a, float) - np.asarray(b, float)
     d = d[~np.isnan(d)]
     if not len(d):
         return float("nan"), float("nan"), float("nan")
-    idx = np.random.default_rng(seed).integers(0, len(d), size=(n_boot, len(d)))
-    boots = d[idx].mean(axis=1)
+    boots = bootstrap_means(d[:, None], n_boot, seed)[:, 0]
     return float(d.mean()), float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975))
 
 
@@ -166,7 +175,8 @@ def share_kept(gain: np.ndarray, reference_gain: np.ndarray, n_boot: int, seed: 
     """The share of a reference policy's gain that a policy keeps, from per-question gains over one base
     policy ([Q] each, paired; NaN rows dropped): mean(gain) / mean(reference_gain), and its 95% percentile
     bootstrap interval resampling questions (the same draws for both means). NaN (share, lo, hi) where the
-    reference's own gain is not above 0 beyond its interval: there is no gain to keep, and the ratio of two
+    reference's own gain is not above 0 beyond its interval as printed (:func:`~mogg.evaluation.names.beyond_zero`,
+    the tables' bold): there is no gain to keep, and the ratio of two
     means near 0 says nothing. ``reference``: that gain's mean and interval, so a reader sees what the share
     is a share of (the issue 58 bars: "keeps at least 90% of the in-set selector's gain over the envelope")."""
     a, r = np.asarray(gain, float), np.asarray(reference_gain, float)
@@ -175,11 +185,10 @@ def share_kept(gain: np.ndarray, reference_gain: np.ndarray, n_boot: int, seed: 
     nan = float("nan")
     if not len(a):
         return {"share": nan, "lo": nan, "hi": nan, "n": 0, "reference": {"mean": nan, "lo": nan, "hi": nan}}
-    idx = np.random.default_rng(seed).integers(0, len(a), size=(n_boot, len(a)))
-    ra, rr = a[idx].mean(axis=1), r[idx].mean(axis=1)
+    ra, rr = bootstrap_means(np.stack([a, r], axis=1), n_boot, seed).T
     ref = {"mean": float(r.mean()), "lo": float(np.quantile(rr, 0.025)), "hi": float(np.quantile(rr, 0.975))}
     out = {"share": nan, "lo": nan, "hi": nan, "n": int(len(a)), "reference": ref}
-    if ref["lo"] > 0:  # every draw's reference gain is then positive but a few: the ratio's tails stay finite
+    if beyond_zero(ref["lo"]):  # as the tables bold it; most draws' reference gain is then positive: finite tails
         ratio = ra / np.where(rr > 0, rr, np.nan)
         out.update(share=float(a.mean() / r.mean()), lo=float(np.nanquantile(ratio, 0.025)),
                    hi=float(np.nanquantile(ratio, 0.975)))
