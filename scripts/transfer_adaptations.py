@@ -47,6 +47,10 @@ OPTIONS = "|options"
 OPTIONS_EVERY = "|options-every"
 RECAL = "|recal"  # measured: F1_hat recalibrated by a model of the training shapes' plans' true F1 (recalibrated)
 CHAIN_CAP = "|chaincap"  # deployed: on sections of sources each question reads at most its chain, the price under it
+# where the set reads as sentences of long documents (neither whole documents nor sections of a page), E the best
+# candidate's own tokens (the sentence the question is read for) in place of E predicted, which sums the predictions
+# over a whole paper's candidates (set_shape.sentence_evidence)
+SENTENCE_E = "|sentE"
 ADAPTATIONS = {
     "raw": ("raw", False, False, "document", "learned"),
     "lambda here": ("raw", False, False, "document", "here"),
@@ -372,6 +376,8 @@ ADAPTATIONS[VOTED] = (_v, _s, _st.replace("near2+docs", "near2+docs+vote", 1), *
 # on the plans within it, as where the documents stand alone (CHAIN_CAP; the directory's transfer_chain_cap)
 DEPLOYED = VOTED + ", at most the chain on sections of sources"
 ADAPTATIONS[DEPLOYED] = (*ADAPTATIONS[VOTED][:-1], ADAPTATIONS[VOTED][-1] + CHAIN_CAP)
+SENTENCE = DEPLOYED + ", E the best sentence on sentences of long documents"
+ADAPTATIONS[SENTENCE] = (*ADAPTATIONS[DEPLOYED][:-1], ADAPTATIONS[DEPLOYED][-1] + SENTENCE_E)
 RECALIBRATED = PREVIOUS + ", F1_hat recalibrated on the training shapes' plans"
 ADAPTATIONS[RECALIBRATED] = (*ADAPTATIONS[PREVIOUS][:-1], ADAPTATIONS[PREVIOUS][-1] + RECAL)
 
@@ -582,6 +588,8 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         if whole_source and whole[2]:
             whole = (*whole[:2], f"{whole[2]}+source", *whole[3:])
         return run_one(shapes, target, seed, whole, kind, splits, near["docs"])
+    sentence_e = rule.endswith(SENTENCE_E)
+    rule = rule.removesuffix(SENTENCE_E)
     chain_cap = rule.endswith(CHAIN_CAP)
     rule = rule.removesuffix(CHAIN_CAP)
     options = next((o for o in (OPTIONS, OPTIONS_EVERY) if rule.endswith(o)), "")
@@ -833,6 +841,9 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             floor = float(np.median(ev[ev > 0])) if (ev > 0).any() else None
         elif how == "here":  # the price from these questions' tokens alone (at most B)
             floor = np.inf
+    if sentence_e and rule == "fits" and not whole_set(docs) and not page_sections(docs):
+        # sentences of long documents: E the best candidate's tokens (transfer.sentence_plans)
+        ranked, util, pt, tf, tt, rp = plans((*key, "sentE"), document_evidence(sh.q, pred, sh.tokens, sh.n))
     floor_chain = None  # the chain the deployed floor reads there (lambda_here's chain)
     if source_floor and source_floor != "close" and sources_sections(docs):
         if source_floor == "chain":  # deployed (transfer.read_here)

@@ -1277,6 +1277,10 @@ def test_monotone_prices_never_let_a_smaller_budget_read_more():
     assert mod.ADAPTATIONS[mod.VOTED][2] == mod.ADAPTATIONS[mod.VOTE_ORDER][2].replace("near2+docs", "near2+docs+vote")
     assert mod.DEPLOYED == mod.VOTED + ", at most the chain on sections of sources"
     assert mod.ADAPTATIONS[mod.DEPLOYED][-1] == mod.ADAPTATIONS[mod.VOTED][-1] + mod.CHAIN_CAP
+    # measured, not kept (docs/results.md, "A sentence's E"): the deployed reading with E the best sentence where the
+    # set reads as sentences of long documents
+    assert mod.SENTENCE == mod.DEPLOYED + ", E the best sentence on sentences of long documents"
+    assert mod.ADAPTATIONS[mod.SENTENCE][-1] == mod.ADAPTATIONS[mod.DEPLOYED][-1] + mod.SENTENCE_E
 
 
 def test_the_ceiling_stops_a_ranking_in_hindsight_better_than_any_read_within_its_tokens():
