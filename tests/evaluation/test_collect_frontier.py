@@ -99,3 +99,33 @@ def test_kept_is_the_share_of_one_policy_s_gain_another_keeps_pooled_over_seeds(
     assert main(["--reports", str(tmp_path), "--frontier", "--pattern", "fr_*", "--kept", "nope"]) == 2
     assert "nope" in capsys.readouterr().err
     assert main(["--reports", str(tmp_path), "--pattern", "fr_*", "--kept", "selector"]) == 2  # not a frontier table
+
+
+def test_the_collection_draws_each_policy_s_f1_and_its_share_kept(tmp_path):
+    """frontier_summary.png: frontier_series gives every collected policy's F1 per budget (mean ± sd over seeds) and,
+    with --kept, the share kept of the policies that keep one (not the reference, nor --versus); a share with no
+    gain to keep (NaN) is drawn as a gap, and the png is written beside the table."""
+    from mogg.evaluation.collect_frontier import frontier_series
+
+    rng = np.random.default_rng(2)
+    ids = [f"q{i}" for i in range(50)]
+    env = rng.uniform(size=(2, 2, 50))
+    sel = env + rng.normal(0.10, 0.05, size=(2, 2, 50))
+    sel[:, 0] = env[:, 0]  # B = 64: the selector has no gain to keep
+    dep = env + rng.normal(0.05, 0.05, size=(2, 2, 50))
+    for s in range(2):
+        _run(tmp_path / f"fr_s{s}", ids, env[s], dep[s], selector=sel[s])
+    rows = collect_frontier(tmp_path, "fr_*", ("envelope", "router", "selector"), kept="selector")
+    f1 = frontier_series(rows)[("fr", "mog")]
+    assert set(f1) == {"envelope", "router", "selector", "oracle"}
+    b, v, lo, hi = f1["router"]
+    assert list(b) == [64, 128] and v == pytest.approx(dep.mean(axis=2).mean(axis=0))
+    assert hi - v == pytest.approx(v - lo) and (hi - v) == pytest.approx(dep.mean(axis=2).std(axis=0, ddof=1))
+    kept = frontier_series(rows, "kept")[("fr", "mog")]
+    assert set(kept) == {"router"}
+    r128 = next(x for x in rows if x["policy"] == "router" and x["budget"] == 128)
+    assert np.isnan(kept["router"][1][0]) and kept["router"][1][1] == pytest.approx(r128["kept_share"])
+    assert main(["--reports", str(tmp_path), "--frontier", "--pattern", "fr_*", "--out", str(tmp_path / "p"),
+                 "--policies", "envelope;router;selector", "--kept", "selector"]) == 0
+    png = (tmp_path / "p" / "frontier_summary.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000

@@ -192,7 +192,79 @@ def frontier_markdown(rows: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
+def frontier_series(rows: list[dict], field: str = "f1") -> dict:
+    """(experiment, ladder) -> policy -> (budgets, values, lower, upper), each [n_budgets], budgets ascending: what
+    :func:`plot_frontier_collection` draws. ``field``: ``f1`` (mean over seeds, ± its sd over seeds) or ``kept``
+    (the share of the ``kept_of`` policy's gain kept and its 95% interval; only the rows that hold one)."""
+    out: dict = {}
+    for r in sorted(rows, key=lambda x: x["budget"]):
+        if field == "kept" and not r.get("kept_of"):
+            continue
+        v, lo, hi = ((r["f1"], r["f1"] - np.nan_to_num(r["f1_sd"]), r["f1"] + np.nan_to_num(r["f1_sd"]))
+                     if field == "f1" else (r["kept_share"], r["kept_lo"], r["kept_hi"]))
+        cols = out.setdefault((r["experiment"], r["ladder"]), {}).setdefault(r["policy"], ([], [], [], []))
+        for c, x in zip(cols, (r["budget"], v, lo, hi)):
+            c.append(float(x))
+    return {g: {p: tuple(np.asarray(c) for c in cols) for p, cols in pols.items()} for g, pols in out.items()}
+
+
+def plot_frontier_collection(rows: list[dict], path: Path) -> Path:
+    """``frontier_summary.png``: one column per experiment and ladder (at most 6 a row of panels), F1 against the
+    budget for every collected policy (mean over seeds, the band ± its sd over seeds; the policies' own styles), and
+    with ``--kept`` a second row: each policy's share of that policy's gain kept, with its 95% interval (the line at
+    100%: the whole gain). Written atomically."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import PercentFormatter
+
+    from mogg.evaluation.style import policy_style
+
+    f1, kept = frontier_series(rows), frontier_series(rows, "kept")
+    groups = list(f1)
+    n_col = min(len(groups), 6)
+    n_row = -(-len(groups) // n_col) * (2 if kept else 1)
+    fig, axes = plt.subplots(n_row, n_col, figsize=(max(3.6 * n_col, 7.0), 3.0 * n_row + 0.6), squeeze=False)
+    for ax in axes.ravel():
+        ax.set_visible(False)
+    for i, g in enumerate(groups):
+        block, col = divmod(i, n_col)
+        panels = [(axes[block * (2 if kept else 1), col], f1[g], "F1 (mean ± sd over seeds)")]
+        if kept:
+            panels.append((axes[block * 2 + 1, col], kept.get(g, {}), "share of the gain kept (95% interval)"))
+        for ax, series, ylabel in panels:
+            ax.set_visible(True)
+            for pol, (b, v, lo, hi) in series.items():
+                st = policy_style(pol)
+                ax.plot(b, v, marker="o", ms=3, label=pol, **st)
+                ax.fill_between(b, lo, hi, color=st["color"], alpha=0.15, lw=0)
+            ax.set_xscale("log", base=2)
+            ticks = sorted({int(x) for _, (b, *_) in series.items() for x in b})
+            ax.set_xticks(ticks, [str(t) for t in ticks])
+            ax.minorticks_off()
+            ax.set_xlabel("budget (tokens)", fontsize=8)
+            ax.set_ylabel(ylabel, fontsize=8)
+            ax.tick_params(labelsize=7)
+        panels[0][0].set_title(f"{g[0]} ({g[1]})", fontsize=8)
+        if kept:
+            panels[1][0].axhline(1.0, color="0.5", lw=0.8, ls=":")
+            panels[1][0].yaxis.set_major_formatter(PercentFormatter(1.0))
+    handles = {h.get_label(): h for ax in axes.ravel() if ax.get_visible() for h in ax.get_lines()
+               if not h.get_label().startswith("_")}  # the 100% line is no policy
+    ncol = max(1, min(len(handles), 3 if n_col > 2 else 1))  # policy names are long: one a line on a narrow figure
+    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=ncol, fontsize=7, frameon=False)
+    legend_in = (0.18 * -(-len(handles) // ncol) + 0.1) / fig.get_figheight()  # its lines' height, a share of the figure
+    fig.tight_layout(rect=(0, min(legend_in, 0.5), 1, 1))
+    with atomic_path(Path(path)) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
+    plt.close(fig)
+    return Path(path)
+
+
 def write_frontier_collection(rows: list[dict], out: Path) -> str:
+    """``frontier_summary.md`` (returned), ``frontier_summary.csv`` (every row) and ``frontier_summary.png``
+    (:func:`plot_frontier_collection`) under ``out``."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     md = frontier_markdown(rows)
@@ -202,4 +274,6 @@ def write_frontier_collection(rows: list[dict], out: Path) -> str:
         w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)), restval="")
         w.writeheader()
         w.writerows(rows)
+    if rows:
+        plot_frontier_collection(rows, out / "frontier_summary.png")
     return md
