@@ -47,9 +47,10 @@ OPTIONS = "|options"
 OPTIONS_EVERY = "|options-every"
 RECAL = "|recal"  # measured: F1_hat recalibrated by a model of the training shapes' plans' true F1 (recalibrated)
 CHAIN_CAP = "|chaincap"  # deployed: on sections of sources each question reads at most its chain, the price under it
-# where the set reads as sentences of long documents (neither whole documents nor sections of a page), E the best
-# candidate's own tokens (the sentence the question is read for) in place of E predicted, which sums the predictions
-# over a whole paper's candidates (set_shape.sentence_evidence)
+# measured, not kept: where the set reads as sentences of long documents (neither whole documents nor sections of a
+# page), E the best candidate's own tokens (the sentence the question is read for: plans.document_evidence on the
+# candidates' tokens) in place of E predicted, which sums the predictions over a whole paper's candidates
+# (docs/results.md, "A sentence's E")
 SENTENCE_E = "|sentE"
 ADAPTATIONS = {
     "raw": ("raw", False, False, "document", "learned"),
@@ -842,7 +843,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
         elif how == "here":  # the price from these questions' tokens alone (at most B)
             floor = np.inf
     if sentence_e and rule == "fits" and not whole_set(docs) and not page_sections(docs):
-        # sentences of long documents: E the best candidate's tokens (transfer.sentence_plans)
+        # measured: on sentences of long documents E the best candidate's tokens (SENTENCE_E)
         ranked, util, pt, tf, tt, rp = plans((*key, "sentE"), document_evidence(sh.q, pred, sh.tokens, sh.n))
     floor_chain = None  # the chain the deployed floor reads there (lambda_here's chain)
     if source_floor and source_floor != "close" and sources_sections(docs):

@@ -224,15 +224,16 @@ def plot_frontier_collection(rows: list[dict], path: Path) -> Path:
     f1, kept = frontier_series(rows), frontier_series(rows, "kept")
     groups = list(f1)
     n_col = min(len(groups), 6)
-    n_row = -(-len(groups) // n_col) * (2 if kept else 1)
+    per = 2 if kept else 1  # rows of panels per row of groups: F1, and the share kept under --kept
+    n_row = -(-len(groups) // n_col) * per
     fig, axes = plt.subplots(n_row, n_col, figsize=(max(3.6 * n_col, 7.0), 3.0 * n_row + 0.6), squeeze=False)
     for ax in axes.ravel():
         ax.set_visible(False)
     for i, g in enumerate(groups):
         block, col = divmod(i, n_col)
-        panels = [(axes[block * (2 if kept else 1), col], f1[g], "F1 (mean ± sd over seeds)")]
+        panels = [(axes[block * per, col], f1[g], "F1 (mean ± sd over seeds)")]
         if kept:
-            panels.append((axes[block * 2 + 1, col], kept.get(g, {}), "share of the gain kept (95% interval)"))
+            panels.append((axes[block * per + 1, col], kept.get(g, {}), "share of the gain kept (95% interval)"))
         for ax, series, ylabel in panels:
             ax.set_visible(True)
             for pol, (b, v, lo, hi) in series.items():
@@ -240,7 +241,7 @@ def plot_frontier_collection(rows: list[dict], path: Path) -> Path:
                 ax.plot(b, v, marker="o", ms=3, label=pol, **st)
                 ax.fill_between(b, lo, hi, color=st["color"], alpha=0.15, lw=0)
             ax.set_xscale("log", base=2)
-            ticks = sorted({int(x) for _, (b, *_) in series.items() for x in b})
+            ticks = sorted({int(x) for b, *_ in series.values() for x in b})
             ax.set_xticks(ticks, [str(t) for t in ticks])
             ax.minorticks_off()
             ax.set_xlabel("budget (tokens)", fontsize=8)
