@@ -52,6 +52,10 @@ CHAIN_CAP = "|chaincap"  # deployed: on sections of sources each question reads 
 # candidates' tokens) in place of E predicted, which sums the predictions over a whole paper's candidates
 # (docs/results.md, "A sentence's E")
 SENTENCE_E = "|sentE"
+# deployed: on sections of a page whose sections run over paragraphs, a paragraph beside a question's section that
+# another question predicts higher (not its best) joins the section where the pair is the most alike of the three
+# around it (set_shape.Paragraphs.contested, cohesion.peak_links; the directory's transfer_section_cohesion)
+CONTESTED = "|contested"
 ADAPTATIONS = {
     "raw": ("raw", False, False, "document", "learned"),
     "lambda here": ("raw", False, False, "document", "here"),
@@ -375,10 +379,14 @@ ADAPTATIONS[VOTED] = (_v, _s, _st.replace("near2+docs", "near2+docs+vote", 1), *
 # the directory's reading (mogg.run.budget.selector.transfer.shape_scorer, read_here), as docs/results.md's tables
 # name it: ... and on sections of sources each question at most its chain (the bound of E there), the price calibrated
 # on the plans within it, as where the documents stand alone (CHAIN_CAP; the directory's transfer_chain_cap)
-DEPLOYED = VOTED + ", at most the chain on sections of sources"
-ADAPTATIONS[DEPLOYED] = (*ADAPTATIONS[VOTED][:-1], ADAPTATIONS[VOTED][-1] + CHAIN_CAP)
-SENTENCE = DEPLOYED + ", E the best sentence on sentences of long documents"
-ADAPTATIONS[SENTENCE] = (*ADAPTATIONS[DEPLOYED][:-1], ADAPTATIONS[DEPLOYED][-1] + SENTENCE_E)
+CHAINED = VOTED + ", at most the chain on sections of sources"
+ADAPTATIONS[CHAINED] = (*ADAPTATIONS[VOTED][:-1], ADAPTATIONS[VOTED][-1] + CHAIN_CAP)
+# ... and a paragraph another question predicts higher continues a section where the pages' words say so (CONTESTED;
+# the directory's transfer_section_cohesion)
+DEPLOYED = CHAINED + ", a contested paragraph goes with the section it shares its words with"
+ADAPTATIONS[DEPLOYED] = (*ADAPTATIONS[CHAINED][:-1], ADAPTATIONS[CHAINED][-1] + CONTESTED)
+SENTENCE = CHAINED + ", E the best sentence on sentences of long documents"  # measured on the rule then deployed
+ADAPTATIONS[SENTENCE] = (*ADAPTATIONS[CHAINED][:-1], ADAPTATIONS[CHAINED][-1] + SENTENCE_E)
 RECALIBRATED = PREVIOUS + ", F1_hat recalibrated on the training shapes' plans"
 ADAPTATIONS[RECALIBRATED] = (*ADAPTATIONS[PREVIOUS][:-1], ADAPTATIONS[PREVIOUS][-1] + RECAL)
 
@@ -565,6 +573,10 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
     from mogg.run.budget.shared import config_stats, envelope_here
 
     view, shift, selftrain, e_rule, rule = adaptation
+    contested = rule.removesuffix(SENTENCE_E).endswith(CONTESTED)
+    if contested and shapes[target].paras is not None and not shapes[target].paras.contested:
+        # as transfer.transferred_rows reads the directory's transfer_section_cohesion into its paragraphs
+        shapes = {**shapes, target: replace(shapes[target], paras=shapes[target].paras._replace(contested=True))}
     whole_source = isinstance(selftrain, str) and selftrain.endswith("+source")  # measured: the best source read whole
     if whole_source:
         selftrain = selftrain[:-len("+source")]
@@ -590,7 +602,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
             whole = (*whole[:2], f"{whole[2]}+source", *whole[3:])
         return run_one(shapes, target, seed, whole, kind, splits, near["docs"])
     sentence_e = rule.endswith(SENTENCE_E)
-    rule = rule.removesuffix(SENTENCE_E)
+    rule = rule.removesuffix(SENTENCE_E).removesuffix(CONTESTED)  # CONTESTED: read into sh.paras above
     chain_cap = rule.endswith(CHAIN_CAP)
     rule = rule.removesuffix(CHAIN_CAP)
     options = next((o for o in (OPTIONS, OPTIONS_EVERY) if rule.endswith(o)), "")
@@ -674,6 +686,7 @@ def run_one(shapes: dict, target: str, seed: int, adaptation: tuple, kind, split
     util_v, f_v, t_v, rp_v, stats, own_docs, pred, median, src_v = _READ[key]
     docs = docs if docs is not None else own_docs  # the first scorer's, handed on, never one a rule changed
     sh = shapes[target]
+    key = (*key, "contested") if contested else key  # the plans it reads are its own
     if options and sh.x is not None and "option_match" in sh.names:  # as transfer.shape_scorer reads (after the refit)
         on_whole = isinstance(selftrain, str) and selftrain.startswith("docs")
         vote_on = sh.x[:, sh.names.index("option_match")]

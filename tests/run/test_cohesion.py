@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 
 
-def _pages(rng, n_pages: int, words: int = 40):
-    """Units (sentences) of ``n_pages`` pages: each page three to five sections, each section two paragraphs of one
-    to three units drawn from the section's own words; returns (unit_text [U], unit_doc [U], starts, unit_section)."""
+def _pages(rng, n_pages: int, words: int = 40, parts: int = 2):
+    """Units (sentences) of ``n_pages`` pages: each page three to five sections, each section ``parts`` paragraphs of
+    one to three units drawn from the section's own words; returns (unit_text [U], unit_doc [U], starts,
+    unit_section)."""
     vocab = [f"w{k}" for k in range(words * 20)]
     text, doc, starts, section = [], [], [], []
     s_id = 0
@@ -15,7 +16,7 @@ def _pages(rng, n_pages: int, words: int = 40):
         first = True
         for _ in range(int(rng.integers(3, 6))):
             own = rng.choice(vocab, 6, replace=False)
-            for _half in range(2):
+            for _half in range(parts):
                 if not first:
                     starts.append(len(text))
                 first = False
@@ -139,3 +140,76 @@ def test_the_page_rule_reads_a_one_question_page_s_section_over_its_cohesive_par
     assert read[alone].all()
     e = section_evidence(q, p, worded, 11, 0.0)
     assert (e >= section_evidence(q, p, plain, 11, 0.0)).all()
+
+
+def test_peak_links_are_the_cohesive_pairs_at_least_as_alike_as_the_pairs_beside_them():
+    """cohesion.peak_links against the pairs' cohesion read one by one: a cohesive pair (cohesive_links) whose
+    cosine less the page's median is at least that of the pair before it and the pair after it (a pair that does not
+    exist, at a page's ends, counts as least alike)."""
+    from mogg.run.budget.selector.cohesion import PageLinks, cohesive_links, peak_links
+
+    rng = np.random.default_rng(11)
+    text, doc, starts, _ = _pages(rng, 8, parts=3)  # a section's two pairs: the more alike one is the peak
+    links = PageLinks(text, starts, doc)
+    docs = np.arange(8)
+    ids, c = links.cohesion(docs)
+    value = {int(p): (-np.inf if np.isnan(v) else float(v)) for p, v in zip(ids, c)}
+    got = peak_links(links, docs, ids)
+    joins = cohesive_links(links, docs, ids)
+    want = [bool(j) and value[p] >= value.get(p - 1, -np.inf) and value[p] >= value.get(p + 1, -np.inf)
+            for p, j in zip(ids.tolist(), joins)]
+    assert got.tolist() == want
+    assert 0 < got.sum() < joins.sum()  # of a section's two cohesive pairs, mostly one
+    # a paragraph of a page not read (pages 4-7 against pages 0-3 read) never links
+    pid = doc + np.searchsorted(starts, np.arange(len(text)), side="right")
+    later = np.unique(pid[doc >= 4])
+    assert peak_links(links, np.arange(4), np.unique(pid[doc < 4])).any()
+    assert not peak_links(links, np.arange(4), later).any()
+
+
+def test_a_contested_half_joins_the_section_it_shares_its_words_with():
+    """On pages of several questions whose sections run over two paragraphs, each question's second half predicted
+    higher by the next section's question (not that question's best paragraph) is not the question's own: without
+    ``contested`` its section is its first half alone; with it (a transfer directory's transfer_section_cohesion) the
+    second half joins, since the two halves share their words more than either shares with the sections beside them.
+    Another question's best paragraph never joins."""
+    from mogg.run.budget.selector.set_shape import candidate_paragraphs, section_evidence, section_rows
+
+    rng = np.random.default_rng(13)
+    text, doc, starts, section = _pages(rng, 10)
+    unit_tokens = np.full(len(text), 10.0)
+    pid = doc + np.searchsorted(starts, np.arange(len(text)), side="right")
+    q, u, p, half = [], [], [], []
+    qid, last_of_page = 0, []
+    for d in range(10):
+        units = np.flatnonzero(doc == d)
+        secs = np.unique(section[units])
+        for j, s_ in enumerate(secs):
+            own = units[section[units] == s_]
+            h0 = own[pid[own] == pid[own][0]]
+            prev = units[section[units] == secs[j - 1]] if j else np.zeros(0, dtype=np.int64)
+            prev_h1 = prev[pid[prev] != pid[prev][0]] if len(prev) else prev
+            for x in units:
+                q.append(qid)
+                u.append(x)
+                half.append(0 if x in h0 else 1 if section[x] == s_ else -1)
+                p.append(1.0 if x == h0[0] else 0.6 if x in h0 else 0.3 if section[x] == s_ else
+                         0.4 if x in prev_h1 else 0.1)
+            last_of_page.append(j == len(secs) - 1)
+            qid += 1
+    q, u, p, half = np.array(q), np.array(u), np.array(p), np.array(half)
+    last = np.array(last_of_page)[q]
+    plain = candidate_paragraphs(starts, unit_tokens, u, doc, text)
+    contested = candidate_paragraphs(starts, unit_tokens, u, doc, text, contested=True)
+    assert not plain.contested and contested.contested
+    before, now = section_rows(p, q, plain, 1, 0.0), section_rows(p, q, contested, 1, 0.0)
+    mid = ~last  # a question whose second half the next question contests
+    assert before[(half == 0)].all() and now[(half == 0)].all()
+    assert not before[mid & (half == 1)].any()
+    assert now[mid & (half == 1)].all()
+    assert before[last & (half == 1)].all()  # its own: no other question predicts it higher
+    best_par = set(pid[u[p == 1.0]].tolist())
+    for qi in range(qid):  # never another question's best paragraph
+        mine = pid[u[(q == qi) & (p == 1.0)]][0]
+        assert not (set(pid[u[(q == qi) & now]].tolist()) & (best_par - {mine}))
+    assert (section_evidence(q, p, contested, qid, 0.0) >= section_evidence(q, p, plain, qid, 0.0)).all()

@@ -149,13 +149,17 @@ def test_the_adaptations_script_names_the_library_s_deployed_reading():
     # price at least every larger budget's (MONOTONE: frontier_guard.monotone_prices, the directory's prices); where
     # the questions carry answer options that are not a fixed answer set, their words vote in the order (OPTIONS:
     # adapt.voting_options, options_vote; the directory's transfer_options_vote); on sections of sources each question
-    # at most its chain, the price under it (CHAIN_CAP: the directory's transfer_chain_cap)
+    # at most its chain, the price under it (CHAIN_CAP: the directory's transfer_chain_cap); on sections of a page, a
+    # paragraph another question predicts higher joins the section it shares its words with (CONTESTED: the
+    # directory's transfer_section_cohesion)
     assert (e_rule, rule) == ("predicted", "fits-para-flat:shortparaB" + ta.ALONE_CAL + ta.MONOTONE + ta.OPTIONS
-                              + ta.CHAIN_CAP)
+                              + ta.CHAIN_CAP + ta.CONTESTED)
     from mogg.run.budget.selector.kind import EvidenceSelectorKind
 
-    assert EvidenceSelectorKind().transfer_options_vote is True and EvidenceSelectorKind().transfer_chain_cap is True
-    assert ta.ADAPTATIONS[ta.VOTED][-1] + ta.CHAIN_CAP == rule  # the rule before: the same, past the chain
+    kind = EvidenceSelectorKind()
+    assert kind.transfer_options_vote is True and kind.transfer_chain_cap is True
+    assert kind.transfer_section_cohesion is True
+    assert ta.ADAPTATIONS[ta.VOTED][-1] + ta.CHAIN_CAP + ta.CONTESTED == rule  # the rule before: past the chain
     assert PARA_TOP == 1
     # the refit's pseudo-labels from the voted order (self_training.self_trained with the options)
     assert selftrain == f"near2+docs+vote+chain:{CHAIN_RATIO:g}:{CHAIN_GAP}+pageownrun:{SECTION_RATIO:g}+source"

@@ -967,6 +967,38 @@ def test_the_answer_options_vote_in_the_directory_s_order_where_the_questions_ca
     assert np.array_equal(read(old, opts), before) and len(calls) == 2
 
 
+def test_the_directory_records_the_section_cohesion_and_its_readers_read_it(transfer, tmp_path, monkeypatch):
+    """transfer_section_cohesion is recorded in the directory (its default, on); a directory written before the knob
+    leaves a contested paragraph out of a section (deploy.BEFORE_KNOB); mogg-route --calibrate-here builds its
+    paragraphs with the directory's knob (Paragraphs.contested: what it does,
+    tests/run/test_cohesion.py::test_a_contested_half_joins_the_section_it_shares_its_words_with)."""
+    from mogg.run.budget.selector import session
+    from mogg.run.budget.selector.deploy import DeployedSelector
+    from mogg.run.budget.selector.kind import EvidenceSelectorKind
+    from mogg.run.route import main
+
+    d = transfer / "c" / "debug" / "mog" / "selector" / "transfer"
+    dep = DeployedSelector.load(d)
+    assert dep.deploy["settings"]["transfer_section_cohesion"] is True
+    assert EvidenceSelectorKind().transfer_section_cohesion is True
+    assert dep.knob("transfer_section_cohesion", EvidenceSelectorKind) is True
+    del dep.deploy["settings"]["transfer_section_cohesion"]
+    old = dep.save(tmp_path / "old")
+    assert DeployedSelector.load(old).knob("transfer_section_cohesion", EvidenceSelectorKind) is False
+    seen, real = [], session.candidate_paragraphs
+
+    def spy(*a, **k):  # the example's documents hold one paragraph each: the knob as handed on
+        seen.append(k["contested"] if "contested" in k else a[5])
+        return real(*a, **k)
+    monkeypatch.setattr(session, "candidate_paragraphs", spy)
+    monkeypatch.chdir(tmp_path)
+    for directory in (d, old):
+        assert main(["--checkpoint", str(directory), "--artifacts", str(transfer / "a"), "--corpus",
+                     str(GENERIC / "corpus.jsonl"), "--budget", "128", "--calibrate-here", "--out",
+                     str(tmp_path / "out.jsonl"), str(GENERIC / "questions.jsonl")]) == 0
+    assert seen == [True, False]
+
+
 def test_the_directory_records_the_chain_cap_and_mogg_route_reads_it(transfer, tmp_path, monkeypatch):
     """transfer_chain_cap is recorded in the directory (its default, on); a directory written before the knob reads
     past the chain (deploy.BEFORE_KNOB); mogg-route --calibrate-here hands read_here the directory's knob, as the

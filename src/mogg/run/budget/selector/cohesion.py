@@ -17,7 +17,10 @@ TextTiling reads a topic's boundary where it drops). The median, not the mean: a
   above that median by :data:`COHESION_MARGIN` outnumber those below it by as much :data:`COHESION_SKEW` times. On a
   page of one topic's sections (an abstract: background, methods, results, conclusion) neighbours are as often less
   alike than the page as more, and the rule keeps its paragraphs apart;
-* :func:`cohesive_links`: there, each paragraph whose pair with the next is above the median by the margin.
+* :func:`cohesive_links`: there, each paragraph whose pair with the next is above the median by the margin;
+* :func:`peak_links`: of those, the pairs at least as alike as the pairs either side (a paragraph between two sections
+  goes with the one it shares its words with more: a page of several questions, where another question predicts it
+  higher).
 
 Words: the project's tokenizer without stop words (:func:`mogg.core.text.tokenize`, as BM25 reads them), counted per
 paragraph from its units, sublinear tf times smooth idf over the pages read. The cost follows the pages asked for
@@ -154,3 +157,22 @@ def cohesive_links(links: PageLinks, docs: np.ndarray, paragraph: np.ndarray,
         return np.zeros(len(paragraph), dtype=bool)
     at = np.clip(np.searchsorted(ids, paragraph), 0, len(ids) - 1)
     return (ids[at] == paragraph) & (np.nan_to_num(c, nan=-np.inf)[at] > margin)
+
+
+def peak_links(links: PageLinks, docs: np.ndarray, paragraph: np.ndarray,
+               margin: float = COHESION_MARGIN, skew: float = COHESION_SKEW) -> np.ndarray:
+    """:func:`cohesive_links` where the pair (p, p + 1) is also at least as alike as each pair beside it, (p - 1, p)
+    and (p + 1, p + 2) (a pair missing there counts as least alike): of two sections' paragraphs side by side, the
+    paragraph between them goes with the one it shares its words with more."""
+    paragraph = np.asarray(paragraph, dtype=np.int64)
+    joins = cohesive_links(links, docs, paragraph, margin, skew)
+    if not joins.any():
+        return joins
+    ids, c, _ = links.read(docs, margin, skew)
+    c = np.nan_to_num(c, nan=-np.inf)
+
+    def pair(p: np.ndarray) -> np.ndarray:  # the cohesion of (p, p + 1); -inf where p is not read or has no next
+        at = np.clip(np.searchsorted(ids, p), 0, len(ids) - 1)
+        return np.where(ids[at] == p, c[at], -np.inf)
+    own = pair(paragraph)
+    return joins & (own >= pair(paragraph - 1)) & (own >= pair(paragraph + 1))

@@ -54,7 +54,9 @@ BEFORE_KEY = {"features_view": "raw"}
 # likewise for knobs: a directory written before transfer_page_words was fitted without the page columns
 # and one written before transfer_options_vote read without the options' vote
 # and one written before transfer_chain_cap read past the chain on sections of sources
-BEFORE_KNOB = {"transfer_page_words": False, "transfer_options_vote": False, "transfer_chain_cap": False}
+# and one written before transfer_section_cohesion left a paragraph another question predicts higher out of a section
+BEFORE_KNOB = {"transfer_page_words": False, "transfer_options_vote": False, "transfer_chain_cap": False,
+               "transfer_section_cohesion": False}
 MODEL = "model.txt"
 MODEL_WHOLE = "model_whole.txt"  # the whole-document scorer of a transfer directory (deploy.json's "whole")
 WHOLE_KEYS = ("features_view", "n_features", "budgets", "trees")  # what deploy.json's "whole" holds of its own

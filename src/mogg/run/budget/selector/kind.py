@@ -109,6 +109,11 @@ class EvidenceSelectorKind(BudgetRouter):
         "chained to its best one (what E is bounded by there), the price of a token calibrated on the plans within it: "
         "past the chain a plan reads another source (mogg.run.budget.selector.set_shape.source_chain; transfer.read_here); "
         "kept by the worst held-out shape (docs/results.md, 'At most the chain')")
+    transfer_section_cohesion: bool = knob(
+        True, flag(), "on sections of a page where a set's pages run their sections over paragraphs, a paragraph beside "
+        "a question's section that another question predicts higher (not its best) continues the section where the two "
+        "paragraphs are more alike than the pairs either side (mogg.run.budget.selector.cohesion.peak_links; "
+        "set_shape.section_rows); kept by the worst held-out shape (docs/results.md, 'A contested paragraph')")
     transfer_page_words: bool = knob(
         False, flag(), "the transfer scorers also read the question's words each candidate holds that its page's other "
         "units lack (mogg.run.budget.selector.candidates.PAGE_FEATURES: on a page of one topic its words are on every "

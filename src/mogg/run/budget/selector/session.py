@@ -83,7 +83,8 @@ class SelectorSession:
         return deep, cand, x, lex.unit_tokens[cand.unit].astype(float), \
             document_tokens(self.index.ladder.units.doc, lex.unit_tokens, cand.unit), \
             candidate_paragraphs(self.index.ladder.paragraph_starts(), lex.unit_tokens, cand.unit,
-                                 self.index.ladder.units.doc, self.index.ladder.units.text), lex.unit_tokens
+                                 self.index.ladder.units.doc, self.index.ladder.units.text,
+                                 bool(self.deployed.knob("transfer_section_cohesion", self.kind))), lex.unit_tokens
 
     def scorer(self, x: np.ndarray, cand, tokens: np.ndarray, doc_tokens: np.ndarray, n_questions: int,
                paras: Paragraphs | None = None, unit: str | None = None, options: Sequence[str] | None = None

@@ -67,7 +67,7 @@ import numpy as np
 from mogg.core.segments import group_best_row, group_max, pair_groups, range_indices, range_sums
 from mogg.core.text import is_list_item, is_question_line
 from mogg.run.budget.selector.adapt import block_evidence, document_best, rank_within, reorder
-from mogg.run.budget.selector.cohesion import COHESION_MIN_PARAGRAPHS, PageLinks, cohesive_links
+from mogg.run.budget.selector.cohesion import COHESION_MIN_PARAGRAPHS, PageLinks, cohesive_links, peak_links
 from mogg.run.budget.selector.plans import document_evidence
 from mogg.run.budget.selector.units import AUTO, UNITS
 
@@ -569,7 +569,9 @@ class Paragraphs(NamedTuple):
     document; ``doc`` int64 [N], the candidate's document; ``first`` int64 [N], the paragraph's first unit (None
     where not known); ``links``: the pages' words, which tell a page's paragraphs of one section apart where no other
     question marks them (:class:`~mogg.run.budget.selector.cohesion.PageLinks`; None: not read); ``listed`` float64
-    [N]: the tokens of the list the candidate is in (:func:`list_spans`; 0 outside one; None: not read)
+    [N]: the tokens of the list the candidate is in (:func:`list_spans`; 0 outside one; None: not read);
+    ``contested``: on a page of several questions, a paragraph beside a question's section that another question
+    predicts higher joins the section where the two share their words most (:func:`section_rows`)
     (:func:`candidate_paragraphs`)."""
 
     cand: np.ndarray
@@ -579,10 +581,12 @@ class Paragraphs(NamedTuple):
     first: np.ndarray | None = None
     links: PageLinks | None = None
     listed: np.ndarray | None = None
+    contested: bool = False
 
 
 def candidate_paragraphs(starts: np.ndarray | None, unit_tokens: np.ndarray, cand_unit: np.ndarray,
-                         unit_doc: np.ndarray, unit_text: Sequence[str] | None = None) -> Paragraphs | None:
+                         unit_doc: np.ndarray, unit_text: Sequence[str] | None = None, contested: bool = False
+                         ) -> Paragraphs | None:
     """:class:`Paragraphs` of candidates ``cand_unit`` [N]. ``starts``: the units that open a paragraph other than
     their document's first (:meth:`mogg.ladders.base.Ladder.paragraph_starts`, increasing; None for a ladder
     without them); ``unit_tokens`` [U]; ``unit_doc`` [U]: each unit's document, non-decreasing. None also where most
@@ -592,7 +596,8 @@ def candidate_paragraphs(starts: np.ndarray | None, unit_tokens: np.ndarray, can
     The cost follows the questions, not the corpus: binary searches over ``starts`` and ``unit_doc``, and only the
     candidate paragraphs' units are summed. A unit u of document d lies in paragraph d + (starts <= u), the id
     :func:`mogg.ladders.sources.paragraph_ids` gives it where every document holds a unit. ``unit_text`` [U] (the
-    ladder's units' texts): the pages' words read for :attr:`Paragraphs.links`."""
+    ladder's units' texts): the pages' words read for :attr:`Paragraphs.links`; ``contested``:
+    :attr:`Paragraphs.contested` (a transfer directory's ``transfer_section_cohesion``)."""
     if starts is None or not len(cand_unit):
         return None
     starts = np.asarray(starts, dtype=np.int64)
@@ -620,7 +625,7 @@ def candidate_paragraphs(starts: np.ndarray | None, unit_tokens: np.ndarray, can
         inside = (unit >= slo[back]) & (unit < shi[back])
         listed = np.where(inside, range_sums(unit_tokens, slo, shi)[back], 0.0)
     return Paragraphs(pid, range_sums(unit_tokens, lo[at], hi[at])[back], held[inv], doc, lo,
-                      None if unit_text is None else PageLinks(unit_text, starts, unit_doc), listed)
+                      None if unit_text is None else PageLinks(unit_text, starts, unit_doc), listed, bool(contested))
 
 
 def list_spans(unit_text: Sequence[str], lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -671,9 +676,11 @@ def section_rows(pred: np.ndarray, cand_q: np.ndarray, paras: Paragraphs, top: i
     they do (a paragraph without candidates ends the run); with ``owned``, only paragraphs the question owns (no
     other question of the set predicts them higher) on a page that holds another question's best paragraph, or, with
     ``paras.links``, on a page of one question, chained by shared words
-    (:func:`~mogg.run.budget.selector.cohesion.cohesive_links`). A web
-    page's section often runs over several paragraphs; the page stand-ins' sections are mostly one
-    (docs/results.md, "A section over several paragraphs")."""
+    (:func:`~mogg.run.budget.selector.cohesion.cohesive_links`); with ``paras.contested`` and the pages' words, on a
+    page of several questions also a paragraph beside the section that another question predicts higher, but not
+    another question's best, where the two paragraphs are more alike than the pairs either side of them
+    (:func:`~mogg.run.budget.selector.cohesion.peak_links`). A web page's section often runs over several paragraphs;
+    the page stand-ins' sections are mostly one (docs/results.md, "A section over several paragraphs")."""
     pred, cand_q, pid = np.asarray(pred, dtype=np.float64), np.asarray(cand_q), np.asarray(paras.cand)
     if not len(pred):
         return np.zeros(0, dtype=bool)
@@ -693,6 +700,7 @@ def section_rows(pred: np.ndarray, cand_q: np.ndarray, paras: Paragraphs, top: i
     gq[g], gp[g], gd[g] = cand_q, pid, np.asarray(paras.doc)
     best_q = group_max(pred, np.asarray(cand_q, dtype=np.int64))  # [Q'] each question's best
     close = (best_q[gq] > 0) & (best_g >= ratio * best_q[gq])
+    near_any = close.copy()  # close at any owner (paras.contested)
     if owned:
         # the paragraph is the question's own (no other question predicts it higher) and the question's page holds
         # another question's best paragraph: there the questions' own paragraphs mark the sections; on a page no
@@ -711,15 +719,33 @@ def section_rows(pred: np.ndarray, cand_q: np.ndarray, paras: Paragraphs, top: i
     # a run continues where the next paragraph of the same question and document is the next one and both are close
     # (the chosen paragraph counts as close: the run is built around it)
     near = close[o] | chosen_g[o]
-    link = (gq[o][1:] == gq[o][:-1]) & (gd[o][1:] == gd[o][:-1]) & (gp[o][1:] == gp[o][:-1] + 1) & near[1:] & near[:-1]
+    step = (gq[o][1:] == gq[o][:-1]) & (gd[o][1:] == gd[o][:-1]) & (gp[o][1:] == gp[o][:-1] + 1)  # the next paragraph
+    link = step & near[1:] & near[:-1]
     if owned and paras.links is not None:
         # on a page of one routed question its paragraphs' shared words mark the section (cohesion module doc)
         link &= shared[gq[o][1:]] | cohesive_links(paras.links, best_doc, gp[o][:-1])
+        if paras.contested:
+            # on a page of several questions, the second half of a section often shares more of another question's
+            # words than of its own: a paragraph another question predicts higher (not that question's best)
+            # continues the section where the pair is the page's most alike of the three around it (the long
+            # sections in halves read 0.618 at B = 128 against 0.602, seed 0; docs/results.md, "A contested
+            # paragraph")
+            free = chosen_g[o] | (near_any & ~others_best(g, gp, first))[o]
+            link |= (step & shared[gq[o][1:]] & free[1:] & free[:-1]
+                     & peak_links(paras.links, best_doc, gp[o][:-1]))
     run = np.empty(n_g, dtype=np.int64)
     run[o] = np.cumsum(np.r_[True, ~link])
     want = np.zeros(len(chosen), dtype=np.int64)
     want[gq[chosen_g]] = run[chosen_g]
     return run[g] == want[cand_q]
+
+
+def others_best(g: np.ndarray, gp: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """Per (question, paragraph) pair [G] (``g`` [N] each candidate's pair, ``gp`` [G] its paragraph, ``first`` [Q']
+    each question's best row), whether the paragraph is another question's best paragraph."""
+    own = np.zeros(len(gp), dtype=bool)
+    own[g[first]] = True
+    return np.isin(gp, gp[g[first]]) & ~own
 
 
 def paragraph_first(pred: np.ndarray, cand_q: np.ndarray, cand_paragraph: np.ndarray, top: int = 1,

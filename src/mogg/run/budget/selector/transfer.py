@@ -551,7 +551,7 @@ def transferred_rows(ctx: RunContext, ladder: LadderFrontier, kind, directory: P
         return out
     udoc = prep.ladder.source_unit_docs()  # a source's sections together (stored with the ladder at build)
     paras = candidate_paragraphs(prep.ladder.paragraph_starts(), d.unit_tokens, d.cand.unit, prep.ladder.units.doc,
-                                 texts)
+                                 texts, bool(dep.knob("transfer_section_cohesion", kind)))
     named = dep  # the rows' names: the directory's rule
     dep, pred, docs = shape_scorer(dep, kind, lambda v: transfer_view(d.x, d.cand.q, n, v, prep.ladder.level_names,
                                                                       kind.context, page),
