@@ -967,6 +967,17 @@ def test_the_answer_options_vote_in_the_directory_s_order_where_the_questions_ca
     assert np.array_equal(read(old, opts), before) and len(calls) == 2
 
 
+def _route_each(transfer, tmp_path, monkeypatch, directories) -> None:
+    """mogg-route --calibrate-here with each transfer directory on the generic example, from another folder."""
+    from mogg.run.route import main
+
+    monkeypatch.chdir(tmp_path)
+    for directory in directories:
+        assert main(["--checkpoint", str(directory), "--artifacts", str(transfer / "a"), "--corpus",
+                     str(GENERIC / "corpus.jsonl"), "--budget", "128", "--calibrate-here", "--out",
+                     str(tmp_path / "out.jsonl"), str(GENERIC / "questions.jsonl")]) == 0
+
+
 def test_the_directory_records_the_section_cohesion_and_its_readers_read_it(transfer, tmp_path, monkeypatch):
     """transfer_section_cohesion is recorded in the directory (its default, on); a directory written before the knob
     leaves a contested paragraph out of a section (deploy.BEFORE_KNOB); mogg-route --calibrate-here builds its
@@ -975,7 +986,6 @@ def test_the_directory_records_the_section_cohesion_and_its_readers_read_it(tran
     from mogg.run.budget.selector import session
     from mogg.run.budget.selector.deploy import DeployedSelector
     from mogg.run.budget.selector.kind import EvidenceSelectorKind
-    from mogg.run.route import main
 
     d = transfer / "c" / "debug" / "mog" / "selector" / "transfer"
     dep = DeployedSelector.load(d)
@@ -991,11 +1001,7 @@ def test_the_directory_records_the_section_cohesion_and_its_readers_read_it(tran
         seen.append(k["contested"] if "contested" in k else a[5])
         return real(*a, **k)
     monkeypatch.setattr(session, "candidate_paragraphs", spy)
-    monkeypatch.chdir(tmp_path)
-    for directory in (d, old):
-        assert main(["--checkpoint", str(directory), "--artifacts", str(transfer / "a"), "--corpus",
-                     str(GENERIC / "corpus.jsonl"), "--budget", "128", "--calibrate-here", "--out",
-                     str(tmp_path / "out.jsonl"), str(GENERIC / "questions.jsonl")]) == 0
+    _route_each(transfer, tmp_path, monkeypatch, (d, old))
     assert seen == [True, False]
 
 
@@ -1006,7 +1012,6 @@ def test_the_directory_records_the_chain_cap_and_mogg_route_reads_it(transfer, t
     from mogg.run.budget.selector import session
     from mogg.run.budget.selector.deploy import DeployedSelector
     from mogg.run.budget.selector.kind import EvidenceSelectorKind
-    from mogg.run.route import main
 
     d = transfer / "c" / "debug" / "mog" / "selector" / "transfer"
     dep = DeployedSelector.load(d)
@@ -1017,11 +1022,7 @@ def test_the_directory_records_the_chain_cap_and_mogg_route_reads_it(transfer, t
     assert DeployedSelector.load(old).knob("transfer_chain_cap", EvidenceSelectorKind) is False
     seen, real = [], session.read_here
     monkeypatch.setattr(session, "read_here", lambda *a, **k: seen.append(k["chain_cap"]) or real(*a, **k))
-    monkeypatch.chdir(tmp_path)
-    for directory in (d, old):
-        assert main(["--checkpoint", str(directory), "--artifacts", str(transfer / "a"), "--corpus",
-                     str(GENERIC / "corpus.jsonl"), "--budget", "128", "--calibrate-here", "--out",
-                     str(tmp_path / "out.jsonl"), str(GENERIC / "questions.jsonl")]) == 0
+    _route_each(transfer, tmp_path, monkeypatch, (d, old))
     assert seen == [True, False]
 
 
