@@ -160,12 +160,15 @@ def cohesive_links(links: PageLinks, docs: np.ndarray, paragraph: np.ndarray,
 
 
 def peak_links(links: PageLinks, docs: np.ndarray, paragraph: np.ndarray,
-               margin: float = COHESION_MARGIN, skew: float = COHESION_SKEW) -> np.ndarray:
+               margin: float = COHESION_MARGIN, skew: float = COHESION_SKEW,
+               joins: np.ndarray | None = None) -> np.ndarray:
     """:func:`cohesive_links` where the pair (p, p + 1) is also at least as alike as each pair beside it, (p - 1, p)
     and (p + 1, p + 2) (a pair missing there counts as least alike): of two sections' paragraphs side by side, the
-    paragraph between them goes with the one it shares its words with more."""
+    paragraph between them goes with the one it shares its words with more. ``joins``: :func:`cohesive_links` of
+    these arguments where the caller holds it (computed here otherwise)."""
     paragraph = np.asarray(paragraph, dtype=np.int64)
-    joins = cohesive_links(links, docs, paragraph, margin, skew)
+    if joins is None:
+        joins = cohesive_links(links, docs, paragraph, margin, skew)
     if not joins.any():
         return joins
     ids, c, _ = links.read(docs, margin, skew)

@@ -723,7 +723,8 @@ def section_rows(pred: np.ndarray, cand_q: np.ndarray, paras: Paragraphs, top: i
     link = step & near[1:] & near[:-1]
     if owned and paras.links is not None:
         # on a page of one routed question its paragraphs' shared words mark the section (cohesion module doc)
-        link &= shared[gq[o][1:]] | cohesive_links(paras.links, best_doc, gp[o][:-1])
+        coh = cohesive_links(paras.links, best_doc, gp[o][:-1])
+        link &= shared[gq[o][1:]] | coh
         if paras.contested:
             # on a page of several questions a section's other half is often predicted higher by another question
             # (69 of the halves' 183 questions whose E was short, seed 0): such a paragraph, not that question's
@@ -732,7 +733,7 @@ def section_rows(pred: np.ndarray, cand_q: np.ndarray, paras: Paragraphs, top: i
             # paragraph")
             free = chosen_g[o] | (near_any & ~others_best(g, gp, first))[o]
             link |= (step & shared[gq[o][1:]] & free[1:] & free[:-1]
-                     & peak_links(paras.links, best_doc, gp[o][:-1]))
+                     & peak_links(paras.links, best_doc, gp[o][:-1], joins=coh))
     run = np.empty(n_g, dtype=np.int64)
     run[o] = np.cumsum(np.r_[True, ~link])
     want = np.zeros(len(chosen), dtype=np.int64)
