@@ -1,6 +1,7 @@
 """A newcomer's path, run for real: the README's command 1, then every command of the README's
-headline section, then the first bash code block of every page under docs/, each as written (bash,
-from the repository root, the README's venv active), with its exit status and wall time.
+headline section, then the first bash code block of every page under docs/ and each block a page marks
+``<!-- newcomer -->`` (:func:`marked_blocks`), each as written (bash, from the repository root, the README's venv
+active), with its exit status and wall time.
 
     python3 scripts/newcomer.py                  # in a fresh clone with ../shared beside it (~20 min)
     python3 scripts/newcomer.py --skip-install   # the venv exists: command 1 without its install part
@@ -54,6 +55,16 @@ def first_command_block(text: str) -> str | None:
     return found[0] if found else None
 
 
+# a page marks a further block a newcomer runs (a first try the page's first block is not) with this comment on the
+# line before it: the run-times table then measures it too (issue 58: a transfer run a newcomer can afford)
+MARK = "<!-- newcomer -->"
+
+
+def marked_blocks(text: str) -> list[str]:
+    """A docs page's ``bash`` blocks that follow :data:`MARK` on the line before them."""
+    return re.findall(rf"^{re.escape(MARK)}\n```bash\n(.*?)```", text, re.S | re.M)
+
+
 def _section(text: str, heading: str) -> str:
     m = re.search(rf"^## {re.escape(heading)}.*?$(.*?)(?=^## |\Z)", text, re.S | re.M)
     if m is None:
@@ -88,9 +99,11 @@ def plan(skip_install: bool) -> list[tuple[str, str]]:
             if line.strip() and not line.lstrip().startswith("#"):
                 steps.append(("README headline", line.split("  #")[0].strip()))
     for page in sorted((ROOT / "docs").glob("*.md")):
-        block = first_command_block(page.read_text())
+        text = page.read_text()
+        block = first_command_block(text)
         if block:
             steps.append((f"docs/{page.name} (first block)", block))
+        steps += [(f"docs/{page.name} (a newcomer's block)", b) for b in marked_blocks(text) if b != block]
     return steps
 
 

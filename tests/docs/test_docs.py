@@ -562,3 +562,17 @@ def test_the_newcomer_runs_a_pages_first_bash_block_not_its_text_blocks():
     assert newcomer.first_command_block("```\nconf/  text only\n```\n") is None
     steps = dict(newcomer.plan(False))
     assert "docs/design.md (first block)" not in steps and "docs/routers.md (first block)" in steps
+
+
+def test_the_newcomer_runs_the_blocks_a_page_marks_and_the_transfer_first_try_is_one():
+    """Issue 58: a transfer run a newcomer can afford has its time in the run-times table. A page marks a
+    block for the newcomer's path with a comment on the line before it; the table then measures it, once."""
+    newcomer = _newcomer()
+    page = (f"```bash\nfirst\n```\n\ntext\n{newcomer.MARK}\n```bash\nsecond\n```\n\n```bash\nunmarked\n```\n"
+            f"{newcomer.MARK}\n\n```bash\nnot right after the mark\n```\n")
+    assert newcomer.marked_blocks(page) == ["second\n"]
+    steps = newcomer.plan(False)
+    marked = [script for where, script in steps if where == "docs/routers.md (a newcomer's block)"]
+    assert len(marked) == 1 and "experiment=transfer_selector_small" in marked[0]
+    assert "--corpus examples/generic/corpus.jsonl" in marked[0] and "--calibrate-here" in marked[0]
+    assert len({script for _, script in steps}) == len(steps)  # no block runs twice
