@@ -1452,6 +1452,34 @@ def test_pages_written_in_halves_split_every_section_at_a_sentence_break(mirage)
     assert paras[1] > 1.3 * paras[0], paras  # most sections now two paragraphs
 
 
+def test_pages_of_many_long_sections_hold_ten_sections_over_two_paragraphs_each(mirage):
+    """heldout=pages_long_many: the long sections (>= 100 tokens) written 10 a page, each over two paragraphs: its
+    questions' gold pages are its corpus's pages, each question's section under a tenth of its page (the page decision
+    then reads the paragraph share, docs/results.md "Pages of many long sections"), and the pages are the long
+    sections' book cut in tens, the same words as the 3-section pages, only grouped otherwise."""
+    from conftest import compose as hcompose
+    from hydra.utils import instantiate
+
+    from mogg.core.text import count_tokens
+
+    cfg = hcompose(["experiment=loso_shapes", "heldout=pages_long_many"])
+    assert cfg.heldout_name == "pages_long_many" and set(cfg.train_sources) == {"pubmedqa", "covidqa"}
+    assert cfg.questions.sections == cfg.corpus.sources[0].sections == 10 and cfg.corpus.sources[0].halves
+    docs = {d.id: d.content for d in instantiate(cfg.corpus).documents()}
+    items = instantiate(cfg.questions).load()
+    assert len(items) == len(instantiate(hcompose(["experiment=loso_shapes", "heldout=pages_long"]).questions).load())
+    assert all(len(it.gold_doc_ids) == 1 and it.gold_doc_ids[0] in docs for it in items)
+    share = [count_tokens(it.evidence_text) / count_tokens(docs[it.gold_doc_ids[0]]) for it in items]
+    assert np.median(share) < 0.15 and min(count_tokens(it.evidence_text) for it in items) >= 100
+    long3 = instantiate(hcompose(["corpus=pages_long"]).corpus).documents()
+    assert sorted(" ".join(d.content for d in long3).split()) == sorted(" ".join(docs.values()).split())
+    one = instantiate(hcompose(["experiment=loso_shapes", "heldout=pages_long_many", "corpus.sources.0.halves=false"]
+                               ).corpus).documents()  # the same pages, each section as read
+    assert [d.id for d in one] == list(docs) and all(d.content.split() == docs[d.id].split() for d in one)
+    paras = sum(d.content.count("\n\n") + 1 for d in one), sum(c.count("\n\n") + 1 for c in docs.values())
+    assert paras[1] > 1.2 * paras[0], paras  # most sections over one more paragraph
+
+
 def test_pages_written_under_headings_read_as_their_sections(mirage):
     """``headings`` (corpus=pages_headed, heldout=pages_headed): the halves, each section under a heading line (its
     topic) that mogg.core.text reads as a heading; the page's paragraphs (mogg.core.text.paragraphs) are then its
