@@ -1204,6 +1204,67 @@ def test_headings_are_read_last_against_a_loop():
     assert not heading_rows(u, no_first, texts).any()
 
 
+def test_a_question_line_heading_its_answer_is_no_candidate_for_the_page_decision():
+    """A page of many questions and their answers (docs/results.md, "A page of many questions and their answers"):
+    each question's best candidate is the question line that heads its answer (it repeats the question), the answer's
+    units predicted under half of it, so the block around the best was that line alone: under PAGE_COVER of a long
+    page and under PARAGRAPH_COVER of the paragraph, and the set read as sentences of a long paper (0.264 at 64
+    tokens against its envelope's 0.355). The decision now reads the best candidate that is no heading
+    (Paragraphs.heading, computed once by candidate_paragraphs from the units' texts, as heading_rows finds them):
+    the block is the answer, the set sections of a page. Without the texts (no heading known) it reads as before, and
+    a page with no question line reads the same shape either way."""
+    from mogg.run.budget.selector.set_shape import (
+        PAGE_COVER,
+        PARAGRAPH_COVER,
+        block_cover,
+        candidate_paragraphs,
+        heading_rows,
+        page_sections,
+        paragraph_cover,
+        whole_documents,
+    )
+
+    n_pages, per_para, n_para = 6, 5, 10  # pages of 10 paragraphs: a question line and 4 answer units of 30 tokens
+    per = per_para * n_para
+    unit_doc = np.repeat(np.arange(n_pages), per)
+    unit_tokens = np.full(n_pages * per, 30.0)
+    opens = np.arange(n_pages * per) % per_para == 0
+    unit_tokens[opens] = 10.0
+    starts = np.flatnonzero(opens)
+    starts = starts[starts % per != 0]
+    texts = np.where(opens, "What are the symptoms of the disease ?", "The symptoms include a fever.").tolist()
+    q, u, pred = [], [], []
+    for qi in range(n_pages * 3):  # three questions a page, each its own answer (paragraph) and a stray unit
+        first = (qi // 3) * per + ((qi % 3) * 3) * per_para
+        rows = list(range(first, first + per_para)) + [first + 2 * per_para + 1]
+        q += [qi] * len(rows)
+        u += rows
+        pred += [0.9, 0.4, 0.35, 0.4, 0.3, 0.1]
+    q, u, pred = np.array(q), np.array(u), np.array(pred)
+    tokens, doc_tokens = unit_tokens[u], np.full(len(u), unit_tokens[:per].sum())
+    paras = candidate_paragraphs(starts, unit_tokens, u, unit_doc, texts)
+    np.testing.assert_array_equal(paras.heading, heading_rows(u, paras, texts))
+    assert np.array_equal(paras.heading, opens[u]) and paras.heading.any()
+    blind = paras._replace(heading=None)  # the rule before: the heading is the best candidate
+    before = whole_documents(q, u, unit_doc, tokens, pred, doc_tokens, len(set(q)), blind)
+    assert block_cover(before) < PAGE_COVER and paragraph_cover(before) < PARAGRAPH_COVER
+    assert not page_sections(before)
+    now = whole_documents(q, u, unit_doc, tokens, pred, doc_tokens, len(set(q)), paras)
+    assert paragraph_cover(now) == pytest.approx(120 / 130) and page_sections(now)  # the answer, under its line
+    no_texts = candidate_paragraphs(starts, unit_tokens, u, unit_doc)
+    assert no_texts.heading is None
+    assert paragraph_cover(whole_documents(q, u, unit_doc, tokens, pred, doc_tokens, len(set(q)), no_texts)) == \
+        paragraph_cover(before)
+    plain = ["The fever comes first."] * len(texts)  # no question line: the same shape with or without texts
+    a = whole_documents(q, u, unit_doc, tokens, pred, doc_tokens, len(set(q)),
+                        candidate_paragraphs(starts, unit_tokens, u, unit_doc, plain))
+    for x, y in zip(a, before):
+        if isinstance(x, np.ndarray):
+            np.testing.assert_array_equal(x, y)
+        else:
+            assert x == y
+
+
 def test_a_best_list_item_reads_its_list_as_the_block():
     """On a page whose sections list (a lead-in, then items, each a unit: mogg.core.text.split_units), the best
     candidate is one item and its neighbours are items the question's words miss, so the block around it covered a

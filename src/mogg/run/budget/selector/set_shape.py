@@ -30,8 +30,9 @@ whole short documents, and how far the ``fits`` price of a token (``transfer_lam
   close documents (:func:`owned_reach`: no other question predicts them higher; a source's sections written in
   another order, with ids that name no source), each question reads the documents it owns first, and at least
   them (:func:`fits_target`).
-* :func:`page_sections`: where the set is not whole short documents but the block around the best candidate
-  covers a part of its document, or half its paragraph (:func:`paragraph_cover`: a page of many sections), a section
+* :func:`page_sections`: where the set is not whole short documents but the block around the best candidate (never a
+  question line heading its paragraph: :func:`below_headings`) covers a part of its document, or half its paragraph
+  (:func:`paragraph_cover`: a page of many sections), a section
   of a page, not a sentence of a long paper, the ``fits`` price reads
   with E the best candidate's paragraph (:func:`section_evidence`), and at least the median one (a ladder without
   its paragraphs: a share of the best candidate's document, and at least that share of the median one).
@@ -480,9 +481,17 @@ def whole_documents(cand_q: np.ndarray, unit: np.ndarray, unit_doc: np.ndarray, 
     document of two or more paragraphs does not count as covering it: a page of several sections whose every
     sentence is a candidate is one topic, not one piece of evidence. The whole-document shapes' best documents hold
     one paragraph (PubMedQA*, the snippet shapes: 98-100%), the page shapes' four or five (docs/results.md,
-    "A page of paragraphs is not one document")."""
+    "A page of paragraphs is not one document").
+
+    A question line that heads its paragraph (:attr:`Paragraphs.heading`) is read as no candidate here
+    (:func:`below_headings`): it repeats the question, so it is often the best, and the block around it is that line
+    alone, which on a page of many long answers covers under :data:`PAGE_COVER` of the page and under
+    :data:`PARAGRAPH_COVER` of its paragraph; the answer's own candidates show the section (docs/results.md, "A page
+    of many questions and their answers")."""
     from mogg.run.budget.selector.plans import document_evidence
 
+    if paras is not None and paras.heading is not None and paras.heading.any():
+        pred = below_headings(pred, paras.heading)
     doc = document_evidence(cand_q, pred, doc_tokens, n_questions)
     block = block_evidence(cand_q, unit, unit_doc, tokens, pred, n_questions)
     covered = (doc > 0) & (block >= FITS_COVER * doc)
@@ -571,7 +580,8 @@ class Paragraphs(NamedTuple):
     question marks them (:class:`~mogg.run.budget.selector.cohesion.PageLinks`; None: not read); ``listed`` float64
     [N]: the tokens of the list the candidate is in (:func:`list_spans`; 0 outside one; None: not read);
     ``contested``: on a page of several questions, a paragraph beside a question's section that another question
-    predicts higher joins the section where the two share their words most (:func:`section_rows`)
+    predicts higher joins the section where the two share their words most (:func:`section_rows`); ``heading`` bool
+    [N]: whether the candidate is a question line opening its paragraph (:func:`heading_rows`; None: not read)
     (:func:`candidate_paragraphs`)."""
 
     cand: np.ndarray
@@ -582,6 +592,7 @@ class Paragraphs(NamedTuple):
     links: PageLinks | None = None
     listed: np.ndarray | None = None
     contested: bool = False
+    heading: np.ndarray | None = None
 
 
 def candidate_paragraphs(starts: np.ndarray | None, unit_tokens: np.ndarray, cand_unit: np.ndarray,
@@ -596,8 +607,9 @@ def candidate_paragraphs(starts: np.ndarray | None, unit_tokens: np.ndarray, can
     The cost follows the questions, not the corpus: binary searches over ``starts`` and ``unit_doc``, and only the
     candidate paragraphs' units are summed. A unit u of document d lies in paragraph d + (starts <= u), the id
     :func:`mogg.ladders.sources.paragraph_ids` gives it where every document holds a unit. ``unit_text`` [U] (the
-    ladder's units' texts): the pages' words read for :attr:`Paragraphs.links`; ``contested``:
-    :attr:`Paragraphs.contested` (a transfer directory's ``transfer_section_cohesion``)."""
+    ladder's units' texts): the pages' words read for :attr:`Paragraphs.links`, and the question lines that head a
+    paragraph (:attr:`Paragraphs.heading`); ``contested``: :attr:`Paragraphs.contested` (a transfer directory's
+    ``transfer_section_cohesion``)."""
     if starts is None or not len(cand_unit):
         return None
     starts = np.asarray(starts, dtype=np.int64)
@@ -624,8 +636,9 @@ def candidate_paragraphs(starts: np.ndarray | None, unit_tokens: np.ndarray, can
         slo, shi = list_spans(unit_text, lo[at], hi[at])
         inside = (unit >= slo[back]) & (unit < shi[back])
         listed = np.where(inside, range_sums(unit_tokens, slo, shi)[back], 0.0)
-    return Paragraphs(pid, range_sums(unit_tokens, lo[at], hi[at])[back], held[inv], doc, lo,
-                      None if unit_text is None else PageLinks(unit_text, starts, unit_doc), listed, bool(contested))
+    paras = Paragraphs(pid, range_sums(unit_tokens, lo[at], hi[at])[back], held[inv], doc, lo,
+                       None if unit_text is None else PageLinks(unit_text, starts, unit_doc), listed, bool(contested))
+    return paras if unit_text is None else paras._replace(heading=heading_rows(unit, paras, unit_text))
 
 
 def list_spans(unit_text: Sequence[str], lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -837,6 +850,14 @@ def heading_rows(unit: np.ndarray, paras: Paragraphs, texts) -> np.ndarray:
     return out
 
 
+def below_headings(pred: np.ndarray, heading: np.ndarray) -> np.ndarray:
+    """``pred`` [N] with the ``heading`` rows [N] (bool) below every candidate's value, the others unchanged."""
+    pred = np.asarray(pred, dtype=np.float64)
+    if not len(pred):
+        return pred
+    return np.where(np.asarray(heading, dtype=bool), pred.min() - 1.0 - np.abs(pred).max(), pred)
+
+
 def headings_last(order: np.ndarray, density: np.ndarray, cand_q: np.ndarray, heading: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray]:
     """``order`` [N] reordered (:func:`~mogg.run.budget.selector.adapt.reorder`) so that each question's heading rows
@@ -848,8 +869,7 @@ def headings_last(order: np.ndarray, density: np.ndarray, cand_q: np.ndarray, he
     if not heading.any():
         return order, density
     order = np.asarray(order, dtype=np.float64)
-    low = order.min() - 1.0 - np.abs(order).max()  # below every candidate's value
-    return reorder(order, cand_q, np.where(heading, low, order)), np.where(heading, 0.0, density)
+    return reorder(order, cand_q, below_headings(order, heading)), np.where(heading, 0.0, density)
 
 
 def section_cap(shape: SetShape, section: np.ndarray | None) -> np.ndarray | None:

@@ -398,7 +398,7 @@ def page_plans(dep: DeployedSelector, pred: np.ndarray, cand_q: np.ndarray, unit
     e = section_evidence(cand_q, pred, paras, n_questions)
     order = pred if budget is None else short_first(pred, cand_q, tokens, paras, e, budget)
     order, density = headings_last(order, section_density(pred, cand_q, paras), cand_q,
-                                   heading_rows(unit, paras, texts))
+                                   heading_rows(unit, paras, texts) if paras.heading is None else paras.heading)
     return plans_of(order, cand_q, unit, tokens, texts, n_questions, int(dep.deploy["settings"]["plans"]), e,
                     density)
 
